@@ -1,0 +1,1 @@
+//! devcluster: a Kubernetes-compatible API server for development and tests.

@@ -1,0 +1,1 @@
+//! The policyhost guest SDK.

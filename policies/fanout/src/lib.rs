@@ -1,0 +1,1 @@
+//! Runs a DataJob as N worker Pods.

@@ -1,0 +1,3 @@
+//! Build orchestration for policyhost.
+
+fn main() {}
