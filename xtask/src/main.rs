@@ -1,3 +1,231 @@
-//! Build orchestration for policyhost.
+//! Build orchestration for policyhost: `cargo xtask <command>`.
+//!
+//! - `guests`: builds every policy under `policies/` to a `wasm32-wasip2`
+//!   component in `<target>/wasm32-wasip2/guest/`.
+//! - `test`: installs what is missing, builds the guests and the binaries, then
+//!   runs the whole test suite. `.ci/run` runs exactly this.
+//! - `demo`: installs what is missing, builds the guests and runs the main job.
+//!
+//! It has no dependencies beyond `std`, so it builds in seconds on a fresh machine.
 
-fn main() {}
+use std::env;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// The Rust target policies are compiled for.
+const GUEST_TARGET: &str = "wasm32-wasip2";
+/// The cargo profile policies are compiled with (see the workspace `Cargo.toml`).
+const GUEST_PROFILE: &str = "guest";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let (command, rest) = match args.split_first() {
+        Some((command, rest)) => (command.as_str(), rest),
+        None => ("help", &[][..]),
+    };
+    let outcome = match command {
+        "guests" => prepare_guests(),
+        "test" => run_tests(rest),
+        "demo" => run_demo(rest),
+        "help" | "-h" | "--help" => {
+            print_help();
+            Ok(())
+        }
+        other => Err(format!("unknown command `{other}`; see `cargo xtask help`")),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_help() {
+    println!(
+        "cargo xtask <command>\n\n\
+         guests        build every policy under policies/ to {GUEST_TARGET}\n\
+         test [ARGS]   install prerequisites, build guests and binaries, run all tests\n\
+         \x20             (ARGS are passed to `cargo test`)\n\
+         demo [ARGS]   install prerequisites, build guests, run the main job"
+    );
+}
+
+/// Builds the guests and then the whole test suite.
+fn run_tests(extra: &[String]) -> Result<(), String> {
+    ensure_kubectl()?;
+    prepare_guests()?;
+    cargo(&["build", "--workspace", "--bins"])?;
+    let mut args = vec!["test", "--workspace"];
+    args.extend(extra.iter().map(String::as_str));
+    cargo(&args)
+}
+
+/// Builds the guests and runs the main job: one `fanout` reconcile of the sample DataJob.
+fn run_demo(extra: &[String]) -> Result<(), String> {
+    prepare_guests()?;
+    let root = workspace_root();
+    let wasm = guest_dir().join("fanout.wasm");
+    let job = root.join("docs/examples/datajob.yaml");
+    let children = root.join("docs/examples/children.yaml");
+    let mut args = vec![
+        "run".to_owned(),
+        "--quiet".to_owned(),
+        "--package".to_owned(),
+        "policyhost".to_owned(),
+        "--".to_owned(),
+        "policy".to_owned(),
+        "run".to_owned(),
+        wasm.display().to_string(),
+        "--job".to_owned(),
+        job.display().to_string(),
+        "--children".to_owned(),
+        children.display().to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cargo(&args)
+}
+
+/// Installs the guest target if needed and builds every policy crate.
+fn prepare_guests() -> Result<(), String> {
+    ensure_guest_target()?;
+    let packages = policy_packages()?;
+    let mut args = vec![
+        "build".to_owned(),
+        "--target".to_owned(),
+        GUEST_TARGET.to_owned(),
+        "--profile".to_owned(),
+        GUEST_PROFILE.to_owned(),
+    ];
+    for package in &packages {
+        args.push("--package".to_owned());
+        args.push(package.clone());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cargo(&args)?;
+    println!(
+        "xtask: built {} guest policies into {}",
+        packages.len(),
+        guest_dir().display()
+    );
+    Ok(())
+}
+
+/// The package names of every crate under `policies/`, sorted.
+fn policy_packages() -> Result<Vec<String>, String> {
+    let dir = workspace_root().join("policies");
+    let entries = fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let manifest = entry
+            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .path()
+            .join("Cargo.toml");
+        if manifest.is_file() {
+            names.push(package_name(&manifest)?);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Reads `name = "..."` from a manifest's `[package]` table.
+fn package_name(manifest: &Path) -> Result<String, String> {
+    let text = fs::read_to_string(manifest)
+        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let mut in_package = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(value) = line.strip_prefix("name") {
+            let value = value.trim_start().trim_start_matches('=').trim();
+            return Ok(value.trim_matches('"').to_owned());
+        }
+    }
+    Err(format!("{} has no [package] name", manifest.display()))
+}
+
+/// `rustup target add wasm32-wasip2` unless the target is already installed.
+fn ensure_guest_target() -> Result<(), String> {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("cannot run rustup: {e}"))?;
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|line| line.trim() == GUEST_TARGET)
+    {
+        return Ok(());
+    }
+    run(Command::new("rustup").args(["target", "add", GUEST_TARGET]))
+}
+
+/// Installs Debian's `kubernetes-client` when no `kubectl` is on the PATH.
+fn ensure_kubectl() -> Result<(), String> {
+    if Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+    {
+        return Ok(());
+    }
+    println!("xtask: kubectl not found, installing Debian's kubernetes-client");
+    let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
+    let apt = |args: &[&str]| {
+        let mut all = sudo.to_vec();
+        all.push("apt-get");
+        all.extend_from_slice(args);
+        run(Command::new(all[0])
+            .args(&all[1..])
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    };
+    apt(&["update", "-q"])?;
+    apt(&["install", "-y", "-q", "kubernetes-client"])
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+/// Where `cargo xtask guests` puts the components.
+fn guest_dir() -> PathBuf {
+    target_dir().join(GUEST_TARGET).join(GUEST_PROFILE)
+}
+
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Runs the cargo that runs us, from the workspace root.
+fn cargo(args: &[&str]) -> Result<(), String> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    run(Command::new(cargo).args(args).current_dir(workspace_root()))
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed with {status}"))
+    }
+}
