@@ -1,1 +1,264 @@
 //! Runs a DataJob as N worker Pods.
+//!
+//! Params (camelCase): `replicas` (1..=1000, default 1), `image` (required),
+//! `command` (default: the image's entrypoint), `backoffLimit` (0..=1000,
+//! default 3).
+//!
+//! # Children
+//!
+//! One Pod per index `i` in `0..replicas`, named `<job>-worker-<i>`, restart
+//! policy `Never`, labelled `fanout.policyhost.dev/job`, `…/index` and
+//! `…/retry`, with `FANOUT_INDEX` and `FANOUT_REPLICAS` in its environment.
+//! A worker that fails is replaced by `<job>-worker-<i>-r<k>`, `k` counting
+//! the failures of that index. Failed Pods stay in the desired set: they are
+//! the record of the failures, so the retry count is read back from the
+//! children and the policy stays a pure function. Once more than
+//! `backoffLimit` workers failed, no replacement is made and the Pods still
+//! pending or running are dropped from the desired set (the host deletes
+//! them); finished Pods stay for inspection until the DataJob goes.
+//!
+//! # Status
+//!
+//! - `Failed` once more than `backoffLimit` worker Pods failed;
+//! - else `Succeeded` once every index has a succeeded Pod;
+//! - else `Running` once every unfinished index's current Pod is running;
+//! - else `Pending` (Pods missing, pending, or being replaced).
+//!
+//! Condition `WorkersReady`: every unfinished index's current Pod runs and is
+//! ready. Outputs: `{phase, desired, pending, running, succeeded, failed}`,
+//! counting the worker Pods by phase (`pending` includes `unknown`); the
+//! previous outputs, handed back by the host, let the policy emit an Event
+//! on each phase change and when new failures appear, and only then.
+//!
+//! # Cleanup
+//!
+//! `done` once no child is pending or running, else `retry-after` 2000 ms.
+//! Idempotent: it only reads the children.
+
+mod params;
+mod workers;
+
+use policyhost_sdk::build::{Container, Pod, RestartPolicy};
+use policyhost_sdk::status::ChildCounts;
+use policyhost_sdk::{
+    Child, ChildPhase, Cleanup, Condition, Context, DesiredChild, Event, Job, Phase, Policy,
+    PolicyError, Reconcile, Status,
+};
+use serde::{Deserialize, Serialize};
+
+pub use params::{MAX_BACKOFF_LIMIT, MAX_REPLICAS, Params};
+use workers::Slot;
+
+/// How long cleanup waits before asking again while workers still run.
+pub const CLEANUP_RETRY_MS: u64 = 2000;
+
+/// The condition type reporting whether all workers run and are ready.
+pub const WORKERS_READY: &str = "WorkersReady";
+
+/// The fanout policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fanout;
+
+policyhost_sdk::export!(Fanout);
+
+/// `status.outputs` of a fanout DataJob.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Outputs {
+    /// The phase these outputs were written in.
+    pub phase: String,
+    /// `replicas`.
+    pub desired: u32,
+    /// Worker Pods pending (or of unknown phase).
+    pub pending: u32,
+    /// Worker Pods running.
+    pub running: u32,
+    /// Worker Pods succeeded.
+    pub succeeded: u32,
+    /// Worker Pods failed, replaced ones included.
+    pub failed: u32,
+}
+
+impl Policy for Fanout {
+    type Params = Params;
+
+    fn reconcile(
+        job: &Job,
+        params: Params,
+        children: &[Child],
+        _ctx: &Context,
+    ) -> Result<Reconcile, PolicyError> {
+        params.validate()?;
+        let slots = workers::slots(&job.name, params.replicas, children);
+        let counts = count(&job.name, params.replicas, children);
+        let failures = counts.failed;
+        let phase = phase(&slots, failures, params.backoff_limit);
+
+        let mut desired = Vec::with_capacity(slots.len());
+        for (index, slot) in (0_u32..).zip(&slots) {
+            for &retry in slot.failed.iter().chain(&slot.succeeded) {
+                desired.push(worker(job, &params, index, retry)?);
+            }
+            if phase != Phase::Failed && !slot.is_done() {
+                desired.push(worker(job, &params, index, slot.current_retry())?);
+            }
+        }
+
+        let outputs = Outputs {
+            phase: phase.as_str().to_owned(),
+            desired: params.replicas,
+            pending: counts.pending + counts.unknown,
+            running: counts.running,
+            succeeded: counts.succeeded,
+            failed: counts.failed,
+        };
+        let previous = job.previous_outputs::<Outputs>();
+        let events = events(previous.as_ref(), &outputs, phase, &params);
+        let status = Status::new(phase)
+            .message(message(phase, &slots, failures, &params))
+            .condition(workers_ready(phase, &slots))
+            .outputs(&outputs)?;
+        let mut result = Reconcile::new(status).children(desired);
+        result.events = events;
+        Ok(result)
+    }
+
+    fn cleanup(_job: &Job, children: &[Child], _ctx: &Context) -> Result<Cleanup, PolicyError> {
+        Ok(Cleanup::once_stopped(children, CLEANUP_RETRY_MS))
+    }
+}
+
+/// The manifest of worker `index`, replacement `retry`.
+fn worker(job: &Job, params: &Params, index: u32, retry: u32) -> Result<DesiredChild, PolicyError> {
+    let container = Container::new("worker", params.image.as_str())
+        .command(params.command.iter().map(String::as_str))
+        .env("FANOUT_INDEX", index.to_string())
+        .env("FANOUT_REPLICAS", params.replicas.to_string());
+    Ok(Pod::new(workers::name(&job.name, index, retry))
+        .label("app.kubernetes.io/name", "fanout-worker")
+        .label("fanout.policyhost.dev/job", job.name.as_str())
+        .label("fanout.policyhost.dev/index", index.to_string())
+        .label("fanout.policyhost.dev/retry", retry.to_string())
+        .restart_policy(RestartPolicy::Never)
+        .container(container)
+        .build()?)
+}
+
+/// Worker Pods of indexes in range, by phase.
+fn count(job: &str, replicas: u32, children: &[Child]) -> ChildCounts {
+    ChildCounts::of(children.iter().filter(|child| {
+        child.is_pod()
+            && workers::parse(job, &child.name).is_some_and(|(index, _)| index < replicas)
+    }))
+}
+
+fn phase(slots: &[Slot], failures: u32, backoff_limit: u32) -> Phase {
+    if failures > backoff_limit {
+        Phase::Failed
+    } else if slots.iter().all(Slot::is_done) {
+        Phase::Succeeded
+    } else if slots
+        .iter()
+        .all(|slot| slot.is_done() || matches!(slot.current(), Some((ChildPhase::Running, _))))
+    {
+        Phase::Running
+    } else {
+        Phase::Pending
+    }
+}
+
+fn message(phase: Phase, slots: &[Slot], failures: u32, params: &Params) -> String {
+    let replicas = params.replicas;
+    let done = slots.iter().filter(|slot| slot.is_done()).count();
+    match phase {
+        Phase::Failed => format!(
+            "{failures} worker failures exceed backoffLimit {}",
+            params.backoff_limit
+        ),
+        Phase::Succeeded => format!("{replicas}/{replicas} workers succeeded"),
+        Phase::Running | Phase::Pending => {
+            let running = slots
+                .iter()
+                .filter(|slot| matches!(slot.current(), Some((ChildPhase::Running, _))))
+                .count();
+            format!("{running}/{replicas} workers running, {done} succeeded, {failures} failed")
+        }
+    }
+}
+
+fn workers_ready(phase: Phase, slots: &[Slot]) -> Condition {
+    match phase {
+        Phase::Failed => Condition::new(
+            WORKERS_READY,
+            false,
+            "BackoffLimitExceeded",
+            "too many workers failed; no replacements are started",
+        ),
+        Phase::Succeeded => {
+            Condition::new(WORKERS_READY, false, "Completed", "all workers finished")
+        }
+        Phase::Running | Phase::Pending => {
+            let unready = slots
+                .iter()
+                .filter(|slot| {
+                    !slot.is_done() && !matches!(slot.current(), Some((ChildPhase::Running, true)))
+                })
+                .count();
+            if unready == 0 {
+                Condition::new(
+                    WORKERS_READY,
+                    true,
+                    "AllReady",
+                    "every unfinished worker is running and ready",
+                )
+            } else {
+                Condition::new(
+                    WORKERS_READY,
+                    false,
+                    "WorkersNotReady",
+                    format!("{unready} unfinished workers are not running and ready"),
+                )
+            }
+        }
+    }
+}
+
+/// Events for what changed since the outputs the host handed back.
+fn events(previous: Option<&Outputs>, now: &Outputs, phase: Phase, params: &Params) -> Vec<Event> {
+    let mut events = Vec::new();
+    let previous_failed = previous.map_or(0, |p| p.failed);
+    if now.failed > previous_failed {
+        events.push(Event::warning(
+            "WorkerFailed",
+            format!(
+                "{} more worker Pods failed ({} in all, backoffLimit {})",
+                now.failed - previous_failed,
+                now.failed,
+                params.backoff_limit
+            ),
+        ));
+    }
+    if previous.map(|p| p.phase.as_str()) != Some(phase.as_str()) {
+        let replicas = params.replicas;
+        events.push(match phase {
+            Phase::Pending if previous.is_none() => {
+                Event::normal("Started", format!("starting {replicas} workers"))
+            }
+            Phase::Pending => Event::normal("Pending", "waiting for workers to start"),
+            Phase::Running => {
+                Event::normal("Running", format!("all {replicas} workers are running"))
+            }
+            Phase::Succeeded => {
+                Event::normal("Succeeded", format!("all {replicas} workers succeeded"))
+            }
+            Phase::Failed => Event::warning(
+                "BackoffLimitExceeded",
+                format!(
+                    "{} worker failures exceed backoffLimit {}",
+                    now.failed, params.backoff_limit
+                ),
+            ),
+        });
+    }
+    events
+}

@@ -1,0 +1,232 @@
+//! A `batch/v1` Job.
+
+use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
+
+use super::meta::{Meta, Object};
+use super::pod::{PodSpec, RestartPolicy};
+use super::{Container, Error, Result, names};
+use crate::DesiredChild;
+
+/// A `batch/v1` Job: Pods run to completion, retried up to a backoff limit.
+///
+/// ```
+/// use policyhost_sdk::build::{BatchJob, Container};
+///
+/// let job = BatchJob::new("demo-migrate")
+///     .backoff_limit(3)
+///     .completions(1)
+///     .container(Container::new("migrate", "migrator:2").args(["--all"]))
+///     .build()?;
+/// assert_eq!((job.api_version.as_str(), job.kind.as_str()), ("batch/v1", "Job"));
+/// # Ok::<(), policyhost_sdk::build::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct BatchJob {
+    meta: Meta,
+    template: Meta,
+    pod: PodSpec,
+    backoff_limit: Option<u32>,
+    completions: Option<u32>,
+    parallelism: Option<u32>,
+    active_deadline_seconds: Option<u64>,
+    ttl_seconds_after_finished: Option<u32>,
+}
+
+impl BatchJob {
+    /// A Job named `name`: a DNS-1123 label (at most 63 characters, since the
+    /// name becomes a label on its Pods).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            meta: Meta::new(name.into()),
+            template: Meta::default(),
+            pod: PodSpec::default(),
+            backoff_limit: None,
+            completions: None,
+            parallelism: None,
+            active_deadline_seconds: None,
+            ttl_seconds_after_finished: None,
+        }
+    }
+
+    /// Sets a label on the Job and on its Pods.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let (key, value) = (key.into(), value.into());
+        self.template.labels.set(key.clone(), value.clone());
+        self.meta.labels.set(key, value);
+        self
+    }
+
+    /// Sets an annotation on the Job.
+    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.annotations.set(key.into(), value.into());
+        self
+    }
+
+    /// Adds a container to the Pod template.
+    pub fn container(mut self, container: Container) -> Self {
+        self.pod.containers.push(container);
+        self
+    }
+
+    /// The Pods' restart policy: `Never` (default) or `OnFailure`.
+    pub fn restart_policy(mut self, policy: RestartPolicy) -> Self {
+        self.pod.restart_policy = policy;
+        self
+    }
+
+    /// Runs the Pods as this service account.
+    pub fn service_account(mut self, name: impl Into<String>) -> Self {
+        self.pod.service_account = Some(name.into());
+        self
+    }
+
+    /// Retries failed Pods at most this many times (Kubernetes' default: 6).
+    pub fn backoff_limit(mut self, limit: u32) -> Self {
+        self.backoff_limit = Some(limit);
+        self
+    }
+
+    /// Needs this many successful Pods.
+    pub fn completions(mut self, count: u32) -> Self {
+        self.completions = Some(count);
+        self
+    }
+
+    /// Runs at most this many Pods at once.
+    pub fn parallelism(mut self, count: u32) -> Self {
+        self.parallelism = Some(count);
+        self
+    }
+
+    /// Fails the Job after this many seconds.
+    pub fn active_deadline_seconds(mut self, seconds: u64) -> Self {
+        self.active_deadline_seconds = Some(seconds);
+        self
+    }
+
+    /// Lets Kubernetes delete the finished Job after this many seconds.
+    pub fn ttl_seconds_after_finished(mut self, seconds: u32) -> Self {
+        self.ttl_seconds_after_finished = Some(seconds);
+        self
+    }
+
+    /// Checks the Job and serializes its manifest.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] for a bad name, label or container, or restart policy `Always`.
+    pub fn build(self) -> Result<DesiredChild> {
+        names::check_label("Job name", &self.meta.name)?;
+        self.meta.check()?;
+        self.pod.check("Job", &self.meta.name)?;
+        if self.pod.restart_policy == RestartPolicy::Always {
+            return Err(Error::Invalid {
+                what: "Job restart policy",
+                value: "Always".to_owned(),
+                reason: "must be Never or OnFailure",
+            });
+        }
+        let object = Object {
+            api_version: "batch/v1",
+            kind: "Job",
+            metadata: &self.meta,
+            body_key: "spec",
+            body: Spec(&self),
+        };
+        super::finish("batch/v1", "Job", self.meta.name.clone(), &object)
+    }
+}
+
+struct Spec<'a>(&'a BatchJob);
+
+#[derive(Serialize)]
+struct Template<'a> {
+    metadata: &'a Meta,
+    spec: &'a PodSpec,
+}
+
+impl Serialize for Spec<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let job = self.0;
+        let mut out = serializer.serialize_struct("JobSpec", 6)?;
+        if let Some(limit) = job.backoff_limit {
+            out.serialize_field("backoffLimit", &limit)?;
+        }
+        if let Some(count) = job.completions {
+            out.serialize_field("completions", &count)?;
+        }
+        if let Some(count) = job.parallelism {
+            out.serialize_field("parallelism", &count)?;
+        }
+        if let Some(seconds) = job.active_deadline_seconds {
+            out.serialize_field("activeDeadlineSeconds", &seconds)?;
+        }
+        if let Some(seconds) = job.ttl_seconds_after_finished {
+            out.serialize_field("ttlSecondsAfterFinished", &seconds)?;
+        }
+        out.serialize_field(
+            "template",
+            &Template {
+                metadata: &job.template,
+                spec: &job.pod,
+            },
+        )?;
+        out.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_job_manifest_has_a_pod_template() {
+        let child = BatchJob::new("once")
+            .label("app", "x")
+            .backoff_limit(2)
+            .completions(3)
+            .parallelism(1)
+            .active_deadline_seconds(60)
+            .ttl_seconds_after_finished(30)
+            .restart_policy(RestartPolicy::OnFailure)
+            .container(Container::new("c", "img"))
+            .build()
+            .unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&child.manifest).unwrap();
+        assert_eq!(
+            manifest,
+            json!({ "apiVersion": "batch/v1", "kind": "Job",
+                    "metadata": { "name": "once", "labels": { "app": "x" } },
+                    "spec": { "backoffLimit": 2, "completions": 3, "parallelism": 1,
+                              "activeDeadlineSeconds": 60, "ttlSecondsAfterFinished": 30,
+                              "template": { "metadata": { "labels": { "app": "x" } },
+                                            "spec": { "restartPolicy": "OnFailure",
+                                                      "containers": [{ "name": "c", "image": "img" }] } } } })
+        );
+    }
+
+    #[test]
+    fn a_job_may_not_restart_always() {
+        let error = BatchJob::new("j")
+            .restart_policy(RestartPolicy::Always)
+            .container(Container::new("c", "i"))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Job restart policy \"Always\" is invalid: must be Never or OnFailure"
+        );
+    }
+
+    #[test]
+    fn a_job_name_must_fit_in_a_label() {
+        let error = BatchJob::new("j".repeat(64))
+            .container(Container::new("c", "i"))
+            .build();
+        assert!(error.is_err());
+    }
+}

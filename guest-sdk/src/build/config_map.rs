@@ -1,0 +1,100 @@
+//! A core `v1` ConfigMap.
+
+use super::meta::{Meta, Object, Pairs};
+use super::{Result, names};
+use crate::DesiredChild;
+
+/// A core `v1` ConfigMap with string data.
+///
+/// ```
+/// use policyhost_sdk::build::ConfigMap;
+///
+/// let config = ConfigMap::new("demo-config").data("app.properties", "mode=fast\n").build()?;
+/// assert_eq!(config.kind, "ConfigMap");
+/// # Ok::<(), policyhost_sdk::build::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct ConfigMap {
+    meta: Meta,
+    data: Pairs,
+}
+
+impl ConfigMap {
+    /// A ConfigMap named `name` (a DNS-1123 subdomain).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            meta: Meta::new(name.into()),
+            data: Pairs::default(),
+        }
+    }
+
+    /// Sets a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.labels.set(key.into(), value.into());
+        self
+    }
+
+    /// Sets an annotation.
+    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.annotations.set(key.into(), value.into());
+        self
+    }
+
+    /// Sets a data entry.
+    pub fn data(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.data.set(key.into(), value.into());
+        self
+    }
+
+    /// Checks the ConfigMap and serializes its manifest.
+    ///
+    /// # Errors
+    ///
+    /// [`super::Error::Invalid`] for a bad name, label or data key.
+    pub fn build(self) -> Result<DesiredChild> {
+        names::check_subdomain("ConfigMap name", &self.meta.name)?;
+        self.meta.check()?;
+        self.data
+            .0
+            .iter()
+            .try_for_each(|(key, _)| names::check_config_key(key))?;
+        let object = Object {
+            api_version: "v1",
+            kind: "ConfigMap",
+            metadata: &self.meta,
+            body_key: "data",
+            body: &self.data,
+        };
+        super::finish("v1", "ConfigMap", self.meta.name.clone(), &object)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_config_map_manifest_carries_its_data() {
+        let child = ConfigMap::new("cfg")
+            .label("a", "b")
+            .data("k", "v")
+            .build()
+            .unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&child.manifest).unwrap();
+        assert_eq!(
+            manifest,
+            json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": { "name": "cfg", "labels": { "a": "b" } },
+                    "data": { "k": "v" } })
+        );
+    }
+
+    #[test]
+    fn a_bad_data_key_is_refused() {
+        assert!(ConfigMap::new("cfg").data("a/b", "v").build().is_err());
+        assert!(ConfigMap::new("Cfg").build().is_err());
+    }
+}

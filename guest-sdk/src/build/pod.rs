@@ -1,0 +1,321 @@
+//! A core `v1` Pod, and the Pod spec shared with [`super::BatchJob`].
+
+use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
+
+use super::meta::{Meta, Object, Pairs};
+use super::{Container, Error, Result, names};
+use crate::DesiredChild;
+
+/// What the kubelet does when a container exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    /// Restart it, whatever the exit code (long-running services).
+    Always,
+    /// Restart it if it failed.
+    OnFailure,
+    /// Never restart it: the Pod ends `Succeeded` or `Failed` (the builders'
+    /// default, since DataJob children usually run to completion).
+    #[default]
+    Never,
+}
+
+impl RestartPolicy {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "Always",
+            Self::OnFailure => "OnFailure",
+            Self::Never => "Never",
+        }
+    }
+}
+
+/// The part of a Pod spec the builders set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PodSpec {
+    pub(crate) restart_policy: RestartPolicy,
+    pub(crate) containers: Vec<Container>,
+    pub(crate) service_account: Option<String>,
+    pub(crate) node_selector: Pairs,
+    pub(crate) active_deadline_seconds: Option<u64>,
+}
+
+impl PodSpec {
+    pub(crate) fn check(&self, kind: &'static str, name: &str) -> Result<()> {
+        if self.containers.is_empty() {
+            return Err(Error::NoContainers {
+                kind,
+                name: name.to_owned(),
+            });
+        }
+        for (i, container) in self.containers.iter().enumerate() {
+            container.check()?;
+            if self.containers[..i]
+                .iter()
+                .any(|c| c.name() == container.name())
+            {
+                return Err(Error::DuplicateContainer {
+                    kind,
+                    name: name.to_owned(),
+                    container: container.name().to_owned(),
+                });
+            }
+        }
+        if let Some(account) = &self.service_account {
+            names::check_subdomain("service account name", account)?;
+        }
+        self.node_selector.check_labels()
+    }
+}
+
+impl Serialize for PodSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("PodSpec", 5)?;
+        out.serialize_field("restartPolicy", self.restart_policy.as_str())?;
+        out.serialize_field("containers", &self.containers)?;
+        if let Some(account) = &self.service_account {
+            out.serialize_field("serviceAccountName", account)?;
+        }
+        if !self.node_selector.is_empty() {
+            out.serialize_field("nodeSelector", &self.node_selector)?;
+        }
+        if let Some(seconds) = self.active_deadline_seconds {
+            out.serialize_field("activeDeadlineSeconds", &seconds)?;
+        }
+        out.end()
+    }
+}
+
+/// A core `v1` Pod.
+///
+/// ```
+/// use policyhost_sdk::build::{Container, Pod};
+///
+/// let pod = Pod::new("demo-worker-0")
+///     .label("app", "demo")
+///     .container(Container::new("worker", "busybox").command(["true"]))
+///     .build()?;
+/// let manifest: serde_json::Value = serde_json::from_str(&pod.manifest)?;
+/// assert_eq!(manifest["spec"]["restartPolicy"], "Never");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Pod {
+    meta: Meta,
+    spec: PodSpec,
+}
+
+impl Pod {
+    /// A Pod named `name` (a DNS-1123 subdomain), restart policy `Never`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            meta: Meta::new(name.into()),
+            spec: PodSpec::default(),
+        }
+    }
+
+    /// Sets a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.labels.set(key.into(), value.into());
+        self
+    }
+
+    /// Sets an annotation.
+    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.annotations.set(key.into(), value.into());
+        self
+    }
+
+    /// Sets the restart policy.
+    pub fn restart_policy(mut self, policy: RestartPolicy) -> Self {
+        self.spec.restart_policy = policy;
+        self
+    }
+
+    /// Adds a container.
+    pub fn container(mut self, container: Container) -> Self {
+        self.spec.containers.push(container);
+        self
+    }
+
+    /// Runs the Pod as this service account.
+    pub fn service_account(mut self, name: impl Into<String>) -> Self {
+        self.spec.service_account = Some(name.into());
+        self
+    }
+
+    /// Requires a node label.
+    pub fn node_selector(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.spec.node_selector.set(key.into(), value.into());
+        self
+    }
+
+    /// Lets the Pod run at most this many seconds.
+    pub fn active_deadline_seconds(mut self, seconds: u64) -> Self {
+        self.spec.active_deadline_seconds = Some(seconds);
+        self
+    }
+
+    /// Checks the Pod and serializes its manifest.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] naming the invalid name, label, container or quantity.
+    pub fn build(self) -> Result<DesiredChild> {
+        names::check_subdomain("Pod name", &self.meta.name)?;
+        self.meta.check()?;
+        self.spec.check("Pod", &self.meta.name)?;
+        let object = Object {
+            api_version: "v1",
+            kind: "Pod",
+            metadata: &self.meta,
+            body_key: "spec",
+            body: &self.spec,
+        };
+        super::finish("v1", "Pod", self.meta.name.clone(), &object)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn manifest(child: &DesiredChild) -> Value {
+        serde_json::from_str(&child.manifest).unwrap()
+    }
+
+    #[test]
+    fn a_pod_manifest_has_every_field_that_was_set() {
+        let pod = Pod::new("job-worker-0")
+            .label("app", "job")
+            .annotation("note", "x")
+            .restart_policy(RestartPolicy::OnFailure)
+            .service_account("runner")
+            .node_selector("disk", "ssd")
+            .active_deadline_seconds(600)
+            .container(
+                Container::new("worker", "busybox:1.36")
+                    .command(["sh", "-c"])
+                    .args(["echo $MODE"])
+                    .env("MODE", "fast")
+                    .env("MODE", "slow")
+                    .request("cpu", "100m")
+                    .limit("memory", "64Mi")
+                    .working_dir("/data")
+                    .port("http", 8080),
+            )
+            .build()
+            .unwrap();
+        assert_eq!(
+            (
+                pod.api_version.as_str(),
+                pod.kind.as_str(),
+                pod.name.as_str()
+            ),
+            ("v1", "Pod", "job-worker-0")
+        );
+        assert_eq!(
+            manifest(&pod),
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "name": "job-worker-0", "labels": { "app": "job" },
+                              "annotations": { "note": "x" } },
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "containers": [{
+                        "name": "worker", "image": "busybox:1.36",
+                        "command": ["sh", "-c"], "args": ["echo $MODE"],
+                        "env": [{ "name": "MODE", "value": "slow" }],
+                        "resources": { "requests": { "cpu": "100m" }, "limits": { "memory": "64Mi" } },
+                        "workingDir": "/data",
+                        "ports": [{ "name": "http", "containerPort": 8080, "protocol": "TCP" }],
+                    }],
+                    "serviceAccountName": "runner",
+                    "nodeSelector": { "disk": "ssd" },
+                    "activeDeadlineSeconds": 600,
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn a_minimal_pod_omits_unset_fields() {
+        let pod = Pod::new("p")
+            .container(Container::new("c", "img"))
+            .build()
+            .unwrap();
+        assert_eq!(
+            manifest(&pod),
+            json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "p" },
+                    "spec": { "restartPolicy": "Never", "containers": [{ "name": "c", "image": "img" }] } })
+        );
+    }
+
+    #[test]
+    fn an_upper_case_pod_name_is_refused() {
+        let error = Pod::new("Worker")
+            .container(Container::new("c", "img"))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Pod name \"Worker\" is invalid: must consist of lower-case letters, digits, '-' and '.'"
+        );
+    }
+
+    #[test]
+    fn a_pod_without_containers_is_refused() {
+        assert!(matches!(
+            Pod::new("p").build(),
+            Err(Error::NoContainers { .. })
+        ));
+    }
+
+    #[test]
+    fn duplicate_container_names_are_refused() {
+        let error = Pod::new("p")
+            .container(Container::new("c", "a"))
+            .container(Container::new("c", "b"))
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::DuplicateContainer { ref container, .. } if container == "c")
+        );
+    }
+
+    #[test]
+    fn invalid_container_fields_are_refused() {
+        let cases = [
+            Container::new("C", "img"),
+            Container::new("c", " "),
+            Container::new("c", "img").env("1X", "v"),
+            Container::new("c", "img").request("cpu", "lots"),
+            Container::new("c", "img").port("a-very-long-port-name", 80),
+            Container::new("c", "img").port("http", 0),
+        ];
+        for container in cases {
+            let shown = format!("{container:?}");
+            assert!(
+                Pod::new("p").container(container).build().is_err(),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_labels_are_refused() {
+        let error = Pod::new("p")
+            .label("a b", "x")
+            .container(Container::new("c", "i"))
+            .build();
+        assert!(error.is_err());
+        let error = Pod::new("p")
+            .label("a", "not ok")
+            .container(Container::new("c", "i"))
+            .build();
+        assert!(error.is_err());
+    }
+}

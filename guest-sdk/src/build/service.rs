@@ -1,0 +1,192 @@
+//! A core `v1` Service.
+
+use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
+
+use super::meta::{Meta, Object, Pairs};
+use super::{Error, Result, names};
+use crate::DesiredChild;
+
+/// A core `v1` Service of type ClusterIP (or headless) selecting Pods by label.
+///
+/// ```
+/// use policyhost_sdk::build::Service;
+///
+/// let service = Service::new("demo").selector("app", "demo").port("http", 80, 8080).build()?;
+/// assert_eq!(service.kind, "Service");
+/// # Ok::<(), policyhost_sdk::build::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Service {
+    meta: Meta,
+    selector: Pairs,
+    ports: Vec<ServicePort>,
+    headless: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ServicePort {
+    name: String,
+    port: u16,
+    target_port: u16,
+    protocol: &'static str,
+}
+
+impl Service {
+    /// A Service named `name` (a DNS-1035 label: starts with a letter).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            meta: Meta::new(name.into()),
+            selector: Pairs::default(),
+            ports: Vec::new(),
+            headless: false,
+        }
+    }
+
+    /// Sets a label on the Service itself.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.labels.set(key.into(), value.into());
+        self
+    }
+
+    /// Sets an annotation.
+    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.annotations.set(key.into(), value.into());
+        self
+    }
+
+    /// Selects Pods carrying this label.
+    pub fn selector(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.selector.set(key.into(), value.into());
+        self
+    }
+
+    /// Exposes TCP `port`, forwarded to the Pods' `target_port`.
+    pub fn port(mut self, name: impl Into<String>, port: u16, target_port: u16) -> Self {
+        self.ports.push(ServicePort {
+            name: name.into(),
+            port,
+            target_port,
+            protocol: "TCP",
+        });
+        self
+    }
+
+    /// Makes the Service headless (`clusterIP: None`): DNS names for each Pod.
+    pub fn headless(mut self) -> Self {
+        self.headless = true;
+        self
+    }
+
+    /// Checks the Service and serializes its manifest.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] for a bad name, label, selector or port, or a Service with
+    /// no ports.
+    pub fn build(self) -> Result<DesiredChild> {
+        names::check_dns1035("Service name", &self.meta.name)?;
+        self.meta.check()?;
+        self.selector.check_labels()?;
+        if self.ports.is_empty() && !self.headless {
+            return Err(Error::Invalid {
+                what: "Service",
+                value: self.meta.name.clone(),
+                reason: "needs at least one port unless headless",
+            });
+        }
+        for (i, port) in self.ports.iter().enumerate() {
+            names::check_label("Service port name", &port.name)?;
+            if port.port == 0 || port.target_port == 0 {
+                return Err(Error::Invalid {
+                    what: "Service port",
+                    value: port.name.clone(),
+                    reason: "port and target port must be between 1 and 65535",
+                });
+            }
+            if self.ports[..i].iter().any(|p| p.name == port.name) {
+                return Err(Error::Invalid {
+                    what: "Service port name",
+                    value: port.name.clone(),
+                    reason: "must be unique within the Service",
+                });
+            }
+        }
+        let object = Object {
+            api_version: "v1",
+            kind: "Service",
+            metadata: &self.meta,
+            body_key: "spec",
+            body: Spec(&self),
+        };
+        super::finish("v1", "Service", self.meta.name.clone(), &object)
+    }
+}
+
+struct Spec<'a>(&'a Service);
+
+impl Serialize for Spec<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let service = self.0;
+        let mut out = serializer.serialize_struct("ServiceSpec", 4)?;
+        out.serialize_field("type", "ClusterIP")?;
+        if service.headless {
+            out.serialize_field("clusterIP", "None")?;
+        }
+        if !service.selector.is_empty() {
+            out.serialize_field("selector", &service.selector)?;
+        }
+        out.serialize_field("ports", &service.ports)?;
+        out.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_service_manifest_selects_and_forwards() {
+        let child = Service::new("web")
+            .selector("app", "web")
+            .port("http", 80, 8080)
+            .build()
+            .unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&child.manifest).unwrap();
+        assert_eq!(
+            manifest,
+            json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web" },
+                    "spec": { "type": "ClusterIP", "selector": { "app": "web" },
+                              "ports": [{ "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" }] } })
+        );
+    }
+
+    #[test]
+    fn a_headless_service_may_have_no_ports() {
+        let child = Service::new("peers")
+            .selector("app", "x")
+            .headless()
+            .build()
+            .unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&child.manifest).unwrap();
+        assert_eq!(manifest["spec"]["clusterIP"], "None");
+    }
+
+    #[test]
+    fn invalid_services_are_refused() {
+        assert!(Service::new("1web").port("http", 80, 80).build().is_err());
+        assert!(Service::new("web").build().is_err());
+        assert!(
+            Service::new("web")
+                .port("http", 80, 80)
+                .port("http", 81, 81)
+                .build()
+                .is_err()
+        );
+        assert!(Service::new("web").port("http", 0, 80).build().is_err());
+    }
+}

@@ -1,0 +1,27 @@
+//! Facts about a call that a pure function cannot find out itself.
+
+/// Facts about this call. Policies are pure functions: the time comes from
+/// here, never from a clock, so the same inputs replay to the same result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Context {
+    /// The host's wall-clock time when the call started, in Unix milliseconds.
+    pub now_unix_ms: u64,
+    /// 1 for the first call after the DataJob last changed, counting up on
+    /// every retry after an error; for `cleanup`, the cleanup attempt number.
+    pub attempt: u32,
+    /// The SHA-256 digest (hex) of the policy component running this call.
+    pub policy_digest: String,
+}
+
+impl Context {
+    /// A context, as the host would hand it over.
+    #[must_use]
+    pub fn new(now_unix_ms: u64, attempt: u32, policy_digest: impl Into<String>) -> Self {
+        Self {
+            now_unix_ms,
+            attempt,
+            policy_digest: policy_digest.into(),
+        }
+    }
+}

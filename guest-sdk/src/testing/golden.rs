@@ -1,0 +1,203 @@
+//! Golden files: one call's inputs and its expected result JSON.
+//!
+//! A golden file is a JSON object:
+//!
+//! ```json
+//! {
+//!   "description": "all workers running",
+//!   "call": "reconcile",
+//!   "job": { "name": "demo", "namespace": "default", "params": { "replicas": 2 } },
+//!   "children": [ { "name": "demo-worker-0", "phase": "running", "ready": true } ],
+//!   "context": { "nowUnixMs": 1700000000000, "attempt": 1, "policyDigest": "native" },
+//!   "expected": { "children": [], "status": {}, "events": [] }
+//! }
+//! ```
+//!
+//! `job` and `children` use the fixture JSON of [`JobFixture`] and
+//! [`ChildFixture`]; `children` and `context` are optional. `call` is
+//! `reconcile` or `cleanup`. `expected` is the result JSON (the same shape the
+//! host's `policy run` prints). Set `POLICYHOST_BLESS=1` to rewrite `expected`
+//! from the current result instead of comparing.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Call, ChildFixture, Error, JobFixture, Result};
+use crate::{Context, Policy};
+
+/// Which export a golden case calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Kind {
+    /// `reconcile`.
+    Reconcile,
+    /// `cleanup`.
+    Cleanup,
+}
+
+/// The context of a golden case, with the defaults of [`Call::new`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ContextFixture {
+    #[serde(default = "default_now")]
+    now_unix_ms: u64,
+    #[serde(default = "default_attempt")]
+    attempt: u32,
+    #[serde(default = "default_digest")]
+    policy_digest: String,
+}
+
+impl Default for ContextFixture {
+    fn default() -> Self {
+        Self {
+            now_unix_ms: default_now(),
+            attempt: default_attempt(),
+            policy_digest: default_digest(),
+        }
+    }
+}
+
+fn default_now() -> u64 {
+    super::DEFAULT_NOW_UNIX_MS
+}
+
+fn default_attempt() -> u32 {
+    1
+}
+
+fn default_digest() -> String {
+    "native".to_owned()
+}
+
+/// One golden case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Golden {
+    /// What the case shows.
+    #[serde(default)]
+    pub description: String,
+    /// Which export it calls.
+    pub call: Kind,
+    /// The DataJob.
+    pub job: JobFixture,
+    /// Its children.
+    #[serde(default)]
+    pub children: Vec<ChildFixture>,
+    #[serde(default)]
+    context: ContextFixture,
+    /// The expected result JSON.
+    pub expected: Value,
+}
+
+impl Golden {
+    /// Reads a golden file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Read`] or [`Error::Parse`], naming the file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.into(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| Error::Parse {
+            path: path.into(),
+            source,
+        })
+    }
+
+    /// Reads every `*.json` file of a directory, sorted by name.
+    ///
+    /// # Errors
+    ///
+    /// The first file (or the directory) that cannot be read or parsed.
+    pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<(PathBuf, Self)>> {
+        let dir = dir.as_ref();
+        let read_error = |source| Error::Read {
+            path: dir.into(),
+            source,
+        };
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(read_error)? {
+            let path = entry.map_err(read_error)?.path();
+            if path.extension().is_some_and(|ext| ext == "json") {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        paths
+            .into_iter()
+            .map(|path| Self::load(&path).map(|case| (path, case)))
+            .collect()
+    }
+
+    /// The case's inputs as a [`Call`].
+    pub fn to_call(&self) -> Call {
+        let ctx = &self.context;
+        Call::new(self.job.clone())
+            .children(self.children.iter().cloned())
+            .context(Context::new(
+                ctx.now_unix_ms,
+                ctx.attempt,
+                ctx.policy_digest.clone(),
+            ))
+    }
+
+    /// Runs the case against `P` and returns the result JSON.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOutput`] if the result is not valid output.
+    pub fn run<P: Policy>(&self) -> Result<Value> {
+        let call = self.to_call();
+        match self.call {
+            Kind::Reconcile => call.reconcile::<P>().to_json(),
+            Kind::Cleanup => call.cleanup::<P>().to_json(),
+        }
+    }
+}
+
+/// Runs every golden case in `dir` against `P` and panics, naming each
+/// mismatching file, if a result differs from its `expected`. With
+/// `POLICYHOST_BLESS=1` in the environment it rewrites `expected` instead.
+///
+/// # Panics
+///
+/// On a mismatch, an unreadable case, or an empty directory: it is a test
+/// assertion.
+pub fn assert_golden_dir<P: Policy>(dir: impl AsRef<Path>) {
+    let dir = dir.as_ref();
+    let bless = std::env::var_os("POLICYHOST_BLESS").is_some_and(|v| v == "1");
+    let cases = Golden::load_dir(dir).unwrap_or_else(|e| panic!("{}", crate::error::chain(&e)));
+    assert!(!cases.is_empty(), "no golden files in {}", dir.display());
+    let mut mismatches = Vec::new();
+    for (path, mut case) in cases {
+        let actual = case
+            .run::<P>()
+            .unwrap_or_else(|e| panic!("{}: {}", path.display(), crate::error::chain(&e)));
+        if actual == case.expected {
+            continue;
+        }
+        if bless {
+            case.expected = actual;
+            let text = serde_json::to_string_pretty(&case).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&path, text + "\n")
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        } else {
+            mismatches.push(format!(
+                "{}:\n  expected: {}\n  actual:   {}",
+                path.display(),
+                case.expected,
+                actual
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "golden mismatches (POLICYHOST_BLESS=1 rewrites them):\n{}",
+        mismatches.join("\n")
+    );
+}

@@ -1,0 +1,135 @@
+//! Worker naming and the per-index state read back from the children.
+//!
+//! A worker's name encodes its index and retry: `<job>-worker-<i>` for the
+//! first Pod of index `i`, `<job>-worker-<i>-r<k>` for its `k`-th replacement.
+//! Failed Pods stay in the desired set as the record of the failures, so the
+//! retry count is always derived from the children the host hands over: the
+//! policy stays a pure function and a replayed call makes the same decision.
+
+use policyhost_sdk::{Child, ChildPhase};
+
+/// The name of worker `index`, replacement `retry` (0 for the first Pod).
+pub(crate) fn name(job: &str, index: u32, retry: u32) -> String {
+    if retry == 0 {
+        format!("{job}-worker-{index}")
+    } else {
+        format!("{job}-worker-{index}-r{retry}")
+    }
+}
+
+/// Reads `(index, retry)` back from a name made by [`name`]; `None` for any
+/// other name (non-canonical numbers such as `01` included).
+pub(crate) fn parse(job: &str, name: &str) -> Option<(u32, u32)> {
+    let rest = name.strip_prefix(job)?.strip_prefix("-worker-")?;
+    let (index, retry) = match rest.split_once("-r") {
+        Some((index, retry)) => (index, Some(retry)),
+        None => (rest, None),
+    };
+    let index = canonical(index)?;
+    match retry {
+        None => Some((index, 0)),
+        Some(retry) => canonical(retry).filter(|&r| r > 0).map(|r| (index, r)),
+    }
+}
+
+fn canonical(digits: &str) -> Option<u32> {
+    let value: u32 = digits.parse().ok()?;
+    (value.to_string() == digits).then_some(value)
+}
+
+/// What the children say about one worker index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// Retry numbers of its failed Pods, ascending.
+    pub(crate) failed: Vec<u32>,
+    /// Retry numbers of its succeeded Pods, ascending.
+    pub(crate) succeeded: Vec<u32>,
+    /// Its Pods that have not finished: `(retry, phase, ready)`.
+    pub(crate) active: Vec<(u32, ChildPhase, bool)>,
+}
+
+impl Slot {
+    /// The retry number the index's current Pod has: one past its last failure.
+    pub(crate) fn current_retry(&self) -> u32 {
+        self.failed.last().map_or(0, |last| last + 1)
+    }
+
+    /// The current Pod's phase and readiness, if it exists.
+    pub(crate) fn current(&self) -> Option<(ChildPhase, bool)> {
+        let retry = self.current_retry();
+        self.active
+            .iter()
+            .find(|(r, _, _)| *r == retry)
+            .map(|&(_, phase, ready)| (phase, ready))
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        !self.succeeded.is_empty()
+    }
+}
+
+/// Groups the job's worker Pods by index; other children and indexes at or
+/// beyond `replicas` are left out (and so pruned).
+pub(crate) fn slots(job: &str, replicas: u32, children: &[Child]) -> Vec<Slot> {
+    let mut slots = vec![Slot::default(); replicas as usize];
+    for child in children.iter().filter(|c| c.is_pod()) {
+        let Some((index, retry)) = parse(job, &child.name) else {
+            continue;
+        };
+        let Some(slot) = slots.get_mut(index as usize) else {
+            continue;
+        };
+        match child.phase {
+            ChildPhase::Failed => slot.failed.push(retry),
+            ChildPhase::Succeeded => slot.succeeded.push(retry),
+            phase => slot.active.push((retry, phase, child.ready)),
+        }
+    }
+    for slot in &mut slots {
+        slot.failed.sort_unstable();
+        slot.succeeded.sort_unstable();
+    }
+    slots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for (index, retry) in [(0, 0), (7, 0), (3, 1), (999, 12)] {
+            assert_eq!(
+                parse("job", &name("job", index, retry)),
+                Some((index, retry))
+            );
+        }
+    }
+
+    #[test]
+    fn foreign_and_non_canonical_names_do_not_parse() {
+        for other in [
+            "job",
+            "job-worker-",
+            "job-worker-x",
+            "job-worker-01",
+            "job-worker-1-r0",
+            "job-worker-1-r",
+            "other-worker-1",
+            "job-worker-1-r02",
+            "job-worker--1",
+        ] {
+            assert_eq!(parse("job", other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_current_retry_follows_the_last_failure() {
+        let slot = Slot {
+            failed: vec![0, 1],
+            ..Slot::default()
+        };
+        assert_eq!(slot.current_retry(), 2);
+        assert_eq!(Slot::default().current_retry(), 0);
+    }
+}

@@ -1,0 +1,29 @@
+//! A policy whose `reconcile` opens a TCP connection with
+//! `std::net::TcpStream`, which on `wasm32-wasip2` imports `wasi:sockets`
+//! (`tcp`, `tcp-create-socket`, `network`, `instance-network`). The host
+//! grants no sockets: it must reject the component at load time as
+//! `UnsupportedImport`, naming the first `wasi:sockets` import, and never run it.
+
+use std::net::TcpStream;
+
+use policyhost_sdk::{
+    Child, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+};
+
+/// Tries to reach the network.
+pub struct SocketImport;
+
+policyhost_sdk::export!(SocketImport);
+
+impl Policy for SocketImport {
+    type Params = NoParams;
+
+    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+        match TcpStream::connect(("127.0.0.1", 80)) {
+            Ok(_) => Ok(Reconcile::new(
+                Status::new(Phase::Succeeded).message("connected"),
+            )),
+            Err(error) => Err(PolicyError::failed_with(format!("cannot connect: {error}"))),
+        }
+    }
+}
