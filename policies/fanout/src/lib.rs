@@ -216,10 +216,18 @@ fn workers_ready(phase: Phase, slots: &[Slot]) -> Condition {
                     WORKERS_READY,
                     false,
                     "WorkersNotReady",
-                    format!("{unready} unfinished workers are not running and ready"),
+                    format!("{} not running and ready yet", workers(unready as u64)),
                 )
             }
         }
+    }
+}
+
+/// `1 worker`, `3 workers`.
+fn workers(count: impl Into<u64>) -> String {
+    match count.into() {
+        1 => "1 worker".to_owned(),
+        count => format!("{count} workers"),
     }
 }
 
@@ -231,8 +239,8 @@ fn events(previous: Option<&Outputs>, now: &Outputs, phase: Phase, params: &Para
         events.push(Event::warning(
             "WorkerFailed",
             format!(
-                "{} more worker Pods failed ({} in all, backoffLimit {})",
-                now.failed - previous_failed,
+                "{} failed ({} in all, backoffLimit {})",
+                workers(now.failed - previous_failed),
                 now.failed,
                 params.backoff_limit
             ),
@@ -242,14 +250,12 @@ fn events(previous: Option<&Outputs>, now: &Outputs, phase: Phase, params: &Para
         let replicas = params.replicas;
         events.push(match phase {
             Phase::Pending if previous.is_none() => {
-                Event::normal("Started", format!("starting {replicas} workers"))
+                Event::normal("Started", format!("starting {}", workers(replicas)))
             }
             Phase::Pending => Event::normal("Pending", "waiting for workers to start"),
-            Phase::Running => {
-                Event::normal("Running", format!("all {replicas} workers are running"))
-            }
+            Phase::Running => Event::normal("Running", format!("{} running", workers(replicas))),
             Phase::Succeeded => {
-                Event::normal("Succeeded", format!("all {replicas} workers succeeded"))
+                Event::normal("Succeeded", format!("{} succeeded", workers(replicas)))
             }
             Phase::Failed => Event::warning(
                 "BackoffLimitExceeded",

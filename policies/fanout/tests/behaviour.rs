@@ -1,0 +1,278 @@
+//! Fanout's behaviour through the native harness, one rule per test.
+
+use fanout::{Fanout, Outputs};
+use policyhost_sdk::testing::{Call, ChildFixture, JobFixture};
+use policyhost_sdk::{ChildPhase, Cleanup, PolicyError, Reconcile};
+use serde_json::{Value, json};
+
+fn job(params: Value) -> JobFixture {
+    JobFixture::new("demo").namespace("team-a").params(params)
+}
+
+fn params(replicas: u32, backoff_limit: u32) -> Value {
+    json!({ "replicas": replicas, "image": "busybox:1.36", "command": ["true"], "backoffLimit": backoff_limit })
+}
+
+fn pod(name: &str, phase: ChildPhase) -> ChildFixture {
+    ChildFixture::pod(name)
+        .phase(phase)
+        .ready(phase == ChildPhase::Running)
+}
+
+fn reconcile(call: &Call) -> Reconcile {
+    call.reconcile::<Fanout>()
+        .result
+        .expect("reconcile succeeds")
+}
+
+fn names(result: &Reconcile) -> Vec<&str> {
+    result.children.iter().map(|c| c.name.as_str()).collect()
+}
+
+fn outputs(result: &Reconcile) -> Outputs {
+    serde_json::from_str(&result.status.outputs).expect("outputs are fanout outputs")
+}
+
+fn manifest(result: &Reconcile, name: &str) -> Value {
+    let child = result
+        .children
+        .iter()
+        .find(|c| c.name == name)
+        .expect("child exists");
+    serde_json::from_str(&child.manifest).expect("manifest is JSON")
+}
+
+#[test]
+fn the_first_call_asks_for_one_pod_per_replica_and_is_pending() {
+    let result = reconcile(&Call::new(job(params(3, 1))));
+    assert_eq!(
+        names(&result),
+        ["demo-worker-0", "demo-worker-1", "demo-worker-2"]
+    );
+    assert_eq!(result.status.phase, "Pending");
+    let reasons: Vec<_> = result.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["Started"]);
+}
+
+#[test]
+fn worker_pods_never_restart_and_carry_their_index() {
+    let result = reconcile(&Call::new(job(params(2, 1))));
+    let pod = manifest(&result, "demo-worker-1");
+    assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    assert_eq!(
+        pod["metadata"]["labels"]["fanout.policyhost.dev/index"],
+        "1"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["fanout.policyhost.dev/job"],
+        "demo"
+    );
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], "busybox:1.36");
+    assert_eq!(container["command"], json!(["true"]));
+    assert_eq!(
+        container["env"],
+        json!([{ "name": "FANOUT_INDEX", "value": "1" }, { "name": "FANOUT_REPLICAS", "value": "2" }])
+    );
+    assert!(
+        pod["metadata"].get("namespace").is_none(),
+        "the host sets the namespace"
+    );
+}
+
+#[test]
+fn the_job_is_running_only_once_every_worker_runs() {
+    let partly = Call::new(job(params(2, 1)))
+        .child(pod("demo-worker-0", ChildPhase::Running))
+        .child(pod("demo-worker-1", ChildPhase::Pending));
+    assert_eq!(reconcile(&partly).status.phase, "Pending");
+    let fully = Call::new(job(params(2, 1)))
+        .child(pod("demo-worker-0", ChildPhase::Running))
+        .child(pod("demo-worker-1", ChildPhase::Running));
+    let result = reconcile(&fully);
+    assert_eq!(result.status.phase, "Running");
+    assert_eq!(result.status.conditions[0].kind, "WorkersReady");
+    assert!(result.status.conditions[0].status);
+}
+
+#[test]
+fn running_but_unready_workers_leave_workers_ready_false() {
+    let call = Call::new(job(params(1, 1)))
+        .child(ChildFixture::pod("demo-worker-0").phase(ChildPhase::Running));
+    let result = reconcile(&call);
+    assert_eq!(result.status.phase, "Running");
+    assert!(!result.status.conditions[0].status);
+    assert_eq!(result.status.conditions[0].reason, "WorkersNotReady");
+}
+
+#[test]
+fn a_failed_worker_under_the_limit_is_kept_and_replaced_under_a_new_name() {
+    let call = Call::new(job(params(2, 2)))
+        .child(pod("demo-worker-0", ChildPhase::Failed))
+        .child(pod("demo-worker-0-r1", ChildPhase::Failed))
+        .child(pod("demo-worker-1", ChildPhase::Running));
+    let result = reconcile(&call);
+    assert_eq!(
+        names(&result),
+        [
+            "demo-worker-0",
+            "demo-worker-0-r1",
+            "demo-worker-0-r2",
+            "demo-worker-1"
+        ]
+    );
+    assert_eq!(
+        manifest(&result, "demo-worker-0-r2")["metadata"]["labels"]["fanout.policyhost.dev/retry"],
+        "2"
+    );
+    assert_eq!(result.status.phase, "Pending");
+    assert_eq!(outputs(&result).failed, 2);
+}
+
+#[test]
+fn more_failures_than_the_backoff_limit_fail_the_job_and_drop_unfinished_workers() {
+    let call = Call::new(job(params(3, 1)))
+        .child(pod("demo-worker-0", ChildPhase::Failed))
+        .child(pod("demo-worker-1", ChildPhase::Failed))
+        .child(pod("demo-worker-2", ChildPhase::Running));
+    let result = reconcile(&call);
+    assert_eq!(result.status.phase, "Failed");
+    assert_eq!(names(&result), ["demo-worker-0", "demo-worker-1"]);
+    assert!(
+        result
+            .events
+            .iter()
+            .any(|e| e.warning && e.reason == "BackoffLimitExceeded")
+    );
+}
+
+#[test]
+fn exactly_backoff_limit_failures_still_replace() {
+    let call = Call::new(job(params(1, 1))).child(pod("demo-worker-0", ChildPhase::Failed));
+    let result = reconcile(&call);
+    assert_eq!(result.status.phase, "Pending");
+    assert_eq!(names(&result), ["demo-worker-0", "demo-worker-0-r1"]);
+}
+
+#[test]
+fn the_job_succeeds_when_every_index_has_a_succeeded_worker() {
+    let call = Call::new(job(params(2, 1)))
+        .child(pod("demo-worker-0", ChildPhase::Succeeded))
+        .child(pod("demo-worker-1", ChildPhase::Failed))
+        .child(pod("demo-worker-1-r1", ChildPhase::Succeeded));
+    let result = reconcile(&call);
+    assert_eq!(result.status.phase, "Succeeded");
+    assert_eq!(
+        names(&result),
+        ["demo-worker-0", "demo-worker-1", "demo-worker-1-r1"]
+    );
+    let counts = outputs(&result);
+    assert_eq!((counts.desired, counts.succeeded, counts.failed), (2, 2, 1));
+}
+
+#[test]
+fn phase_events_fire_on_transitions_only() {
+    let running = Call::new(job(params(1, 1))).child(pod("demo-worker-0", ChildPhase::Running));
+    let first = reconcile(&running);
+    assert_eq!(first.events.len(), 1);
+    assert_eq!(first.events[0].reason, "Running");
+    let previous: Value = serde_json::from_str(&first.status.outputs).unwrap();
+    let replay = Call::new(job(params(1, 1)).status(previous))
+        .child(pod("demo-worker-0", ChildPhase::Running));
+    assert!(
+        reconcile(&replay).events.is_empty(),
+        "same state, no new event"
+    );
+}
+
+#[test]
+fn the_same_inputs_give_the_same_result() {
+    let call = Call::new(job(params(3, 1)))
+        .child(pod("demo-worker-0", ChildPhase::Failed))
+        .child(pod("demo-worker-1", ChildPhase::Running))
+        .now_unix_ms(5);
+    assert_eq!(
+        call.reconcile::<Fanout>(),
+        call.clone().now_unix_ms(6).reconcile::<Fanout>()
+    );
+}
+
+#[test]
+fn scaling_down_drops_workers_of_removed_indexes_and_foreign_children() {
+    let call = Call::new(job(params(1, 1)))
+        .child(pod("demo-worker-0", ChildPhase::Running))
+        .child(pod("demo-worker-1", ChildPhase::Running))
+        .child(pod("other-worker-0", ChildPhase::Running))
+        .child(ChildFixture::config_map("demo-worker-0-config"));
+    let result = reconcile(&call);
+    assert_eq!(names(&result), ["demo-worker-0"]);
+    assert_eq!(outputs(&result).running, 1);
+}
+
+#[test]
+fn params_out_of_range_name_the_field() {
+    let cases = [
+        (
+            json!({ "replicas": 1001, "image": "i" }),
+            "params.replicas: 1001 is out of range 1..=1000",
+        ),
+        (
+            json!({ "replicas": 1, "image": "i", "backoffLimit": 5000 }),
+            "params.backoffLimit: 5000 is out of range 0..=1000",
+        ),
+        (
+            json!({ "image": "has space" }),
+            "params.image: \"has space\" is not an image reference",
+        ),
+        (
+            json!({ "replicas": -1, "image": "i" }),
+            "params.replicas: invalid value: integer `-1`, expected u32",
+        ),
+        (json!({ "replicas": 1 }), "params: missing field `image`"),
+    ];
+    for (params, message) in cases {
+        let outcome = Call::new(job(params)).reconcile::<Fanout>();
+        assert_eq!(
+            outcome.result,
+            Err(PolicyError::InvalidParams(message.to_owned()))
+        );
+    }
+}
+
+#[test]
+fn a_job_name_too_long_for_a_label_fails_with_the_builders_message() {
+    let outcome =
+        Call::new(JobFixture::new("j".repeat(64)).params(params(1, 1))).reconcile::<Fanout>();
+    let Err(PolicyError::Failed(message)) = outcome.result else {
+        panic!("expected failed")
+    };
+    assert!(message.starts_with("label value"), "{message}");
+}
+
+#[test]
+fn cleanup_waits_while_any_worker_is_pending_or_running() {
+    for phase in [ChildPhase::Pending, ChildPhase::Running] {
+        let call = Call::new(job(params(2, 1)).deleting_since(1))
+            .child(pod("demo-worker-0", ChildPhase::Succeeded))
+            .child(pod("demo-worker-1", phase));
+        assert_eq!(
+            call.cleanup::<Fanout>().result,
+            Ok(Cleanup::RetryAfter { ms: 2000 })
+        );
+    }
+}
+
+#[test]
+fn cleanup_is_done_once_workers_finished_and_stays_done_when_repeated() {
+    let call = Call::new(job(params(2, 1)).deleting_since(1))
+        .child(pod("demo-worker-0", ChildPhase::Succeeded))
+        .child(pod("demo-worker-1", ChildPhase::Failed));
+    for attempt in 1..=3 {
+        assert_eq!(
+            call.clone().attempt(attempt).cleanup::<Fanout>().result,
+            Ok(Cleanup::Done)
+        );
+    }
+    let nothing_left = Call::new(job(params(2, 1)).deleting_since(1));
+    assert_eq!(nothing_left.cleanup::<Fanout>().result, Ok(Cleanup::Done));
+}
