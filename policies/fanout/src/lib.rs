@@ -247,6 +247,10 @@ fn events(previous: Option<&Outputs>, now: &Outputs, phase: Phase, params: &Para
         ));
     }
     if previous.map(|p| p.phase.as_str()) != Some(phase.as_str()) {
+        policyhost_sdk::info!(
+            "phase {} -> {phase}",
+            previous.map_or("(none)", |p| p.phase.as_str())
+        );
         let replicas = params.replicas;
         events.push(match phase {
             Phase::Pending if previous.is_none() => {

@@ -179,10 +179,22 @@ fn phase_events_fire_on_transitions_only() {
     let previous: Value = serde_json::from_str(&first.status.outputs).unwrap();
     let replay = Call::new(job(params(1, 1)).status(previous))
         .child(pod("demo-worker-0", ChildPhase::Running));
+    let outcome = replay.reconcile::<Fanout>();
+    assert!(outcome.logs.is_empty(), "same state, nothing logged");
     assert!(
-        reconcile(&replay).events.is_empty(),
+        outcome.result.unwrap().events.is_empty(),
         "same state, no new event"
     );
+}
+
+#[test]
+fn a_phase_change_is_logged() {
+    let outcome = Call::new(job(params(1, 1))).reconcile::<Fanout>();
+    let line = (
+        policyhost_sdk::log::Level::Info,
+        "phase (none) -> Pending".to_owned(),
+    );
+    assert_eq!(outcome.logs, [line]);
 }
 
 #[test]
