@@ -1,1 +1,43 @@
 //! devcluster: a Kubernetes-compatible API server for development and tests.
+//!
+//! It speaks the Kubernetes REST protocol over HTTP, so kube-rs and `kubectl` drive it
+//! unchanged: resourceVersions, watches with bookmarks and 410 Gone, conflicts,
+//! finalizers, ownerReference garbage collection, status subresources, CRDs with printer
+//! columns. It also simulates Pod phases and injects faults for reliability tests.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let cluster = devcluster::DevCluster::start(devcluster::Config::default()).await?;
+//! cluster.write_kubeconfig("/tmp/devcluster.kubeconfig")?;
+//! let client = cluster.client()?;
+//! # drop(client);
+//! assert_eq!(cluster.counters().count("list", "pods"), 0);
+//! cluster.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod clock;
+mod cluster;
+pub mod counters;
+mod discovery;
+pub mod faults;
+mod gc;
+mod http;
+pub mod kubeconfig;
+mod object;
+mod ops;
+pub mod pagination;
+mod patch;
+pub mod pods;
+mod rand;
+mod resource;
+pub mod selector;
+mod status;
+mod store;
+mod table;
+mod watch;
+
+pub use cluster::{Config, DevCluster, Error, Result};
+pub use counters::Counters;
+pub use faults::{ErrorRule, FaultControls, Faults};
+pub use pods::PodSimulation;

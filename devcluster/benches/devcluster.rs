@@ -1,0 +1,3 @@
+//! devcluster benchmarks (see docs/BENCHMARKS.md).
+
+fn main() {}

@@ -1,0 +1,233 @@
+//! Rendering stored objects as responses: the object itself (rewritten to the requested
+//! version when a CRD serves several), `PartialObjectMetadata`, or `Table` rows; lists are
+//! built by concatenating stored bytes in chunks.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use bytes::{Bytes, BytesMut};
+use serde_json::{Value, json};
+
+use super::request::Output;
+use crate::object::Stored;
+use crate::resource::{PrinterColumn, ResourceType};
+use crate::table;
+
+/// How list bodies are cut into chunks.
+const CHUNK: usize = 256 * 1024;
+
+/// `includeObject` for Table rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Include {
+    /// No object.
+    None,
+    /// `PartialObjectMetadata` (the default).
+    Metadata,
+    /// The full object.
+    Object,
+}
+
+impl Include {
+    /// From the `includeObject` parameter.
+    pub(crate) fn parse(v: Option<&str>) -> Self {
+        match v {
+            Some("None") => Self::None,
+            Some("Object") => Self::Object,
+            _ => Self::Metadata,
+        }
+    }
+}
+
+/// What to render, fixed per request.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    /// The resource type.
+    pub(crate) rt: Arc<ResourceType>,
+    /// The requested version.
+    pub(crate) version: String,
+    /// The output form.
+    pub(crate) output: Output,
+    /// Table object inclusion.
+    pub(crate) include: Include,
+    /// Table columns (empty unless `output` is `Table`).
+    pub(crate) columns: Vec<PrinterColumn>,
+}
+
+impl View {
+    /// A view.
+    pub(crate) fn new(
+        rt: Arc<ResourceType>,
+        version: &str,
+        output: Output,
+        include: Include,
+    ) -> Self {
+        let columns = if output == Output::Table {
+            table::columns(&rt, version)
+        } else {
+            Vec::new()
+        };
+        Self {
+            rt,
+            version: version.to_owned(),
+            output,
+            include,
+            columns,
+        }
+    }
+
+    fn needs_rewrite(&self) -> bool {
+        self.rt.custom && self.rt.versions.len() > 1
+    }
+
+    /// The object in the requested version.
+    pub(crate) fn object(&self, obj: &Stored) -> Bytes {
+        if !self.needs_rewrite() {
+            return obj.bytes.clone();
+        }
+        let want = self.rt.api_version(&self.version);
+        match obj.value() {
+            Ok(mut v) if v["apiVersion"] != want.as_str() => {
+                v["apiVersion"] = Value::String(want);
+                Bytes::from(v.to_string())
+            }
+            _ => obj.bytes.clone(),
+        }
+    }
+
+    /// The object as a value in the requested version.
+    fn object_value(&self, obj: &Stored) -> Value {
+        serde_json::from_slice(&self.object(obj)).unwrap_or(Value::Null)
+    }
+
+    /// A Table row for one object.
+    pub(crate) fn row(&self, obj: &Stored) -> Value {
+        let v = self.object_value(obj);
+        let included = match self.include {
+            Include::None => Value::Null,
+            Include::Metadata => {
+                serde_json::from_slice(&obj.partial_metadata()).unwrap_or(Value::Null)
+            }
+            Include::Object => v.clone(),
+        };
+        table::row(&self.columns, &v, included)
+    }
+
+    /// One object as a response body (a single-row Table when a Table was asked for).
+    pub(crate) fn one(&self, obj: &Stored) -> Bytes {
+        match self.output {
+            Output::Object => self.object(obj),
+            Output::Partial => obj.partial_metadata(),
+            Output::Table => Bytes::from(
+                table::table(&self.columns, vec![self.row(obj)], obj.meta.rv, None, None)
+                    .to_string(),
+            ),
+        }
+    }
+
+    /// A list response body.
+    pub(crate) fn list(
+        &self,
+        items: Vec<Arc<Stored>>,
+        rv: u64,
+        cont: Option<String>,
+        remaining: Option<u64>,
+    ) -> Body {
+        if self.output == Output::Table {
+            let rows = items.iter().map(|o| self.row(o)).collect();
+            return Body::from(table::table(&self.columns, rows, rv, cont, remaining).to_string());
+        }
+        let (kind, api_version) = match self.output {
+            Output::Partial => (
+                "PartialObjectMetadataList".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            ),
+            _ => (
+                format!("{}List", self.rt.kind),
+                self.rt.api_version(&self.version),
+            ),
+        };
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if let Some(c) = cont {
+            meta["continue"] = json!(c);
+        }
+        if let Some(n) = remaining {
+            meta["remainingItemCount"] = json!(n);
+        }
+        let head = format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+            json!(kind),
+            json!(api_version),
+            meta
+        );
+        let view = self.clone();
+        let mut iter = items.into_iter().enumerate();
+        let mut head = Some(head);
+        let mut done = false;
+        let stream = futures::stream::iter(std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            let mut buf = BytesMut::with_capacity(CHUNK + 8192);
+            if let Some(h) = head.take() {
+                buf.extend_from_slice(h.as_bytes());
+            }
+            while buf.len() < CHUNK {
+                match iter.next() {
+                    Some((i, o)) => {
+                        if i > 0 {
+                            buf.extend_from_slice(b",");
+                        }
+                        let b = match view.output {
+                            Output::Partial => o.partial_metadata(),
+                            _ => view.object(&o),
+                        };
+                        buf.extend_from_slice(&b);
+                    }
+                    None => {
+                        buf.extend_from_slice(b"]}");
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            Some(Ok::<_, Infallible>(buf.freeze()))
+        }));
+        Body::from_stream(stream)
+    }
+
+    /// A watch event line: `{"type":"ADDED","object":...}\n`.
+    pub(crate) fn event(&self, kind: &str, obj: &Stored) -> Bytes {
+        let body = self.one(obj);
+        let mut buf = BytesMut::with_capacity(body.len() + 32);
+        buf.extend_from_slice(b"{\"type\":\"");
+        buf.extend_from_slice(kind.as_bytes());
+        buf.extend_from_slice(b"\",\"object\":");
+        buf.extend_from_slice(&body);
+        buf.extend_from_slice(b"}\n");
+        buf.freeze()
+    }
+
+    /// A BOOKMARK event at `rv`, optionally marking the end of the initial events.
+    pub(crate) fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let (kind, api_version) = match self.output {
+            Output::Object => (self.rt.kind.clone(), self.rt.api_version(&self.version)),
+            Output::Partial => (
+                "PartialObjectMetadata".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            ),
+            Output::Table => ("Table".to_owned(), "meta.k8s.io/v1".to_owned()),
+        };
+        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
+        Bytes::from(format!("{}\n", json!({"type": "BOOKMARK", "object": obj})))
+    }
+}
+
+/// An ERROR watch event carrying a `Status`.
+pub(crate) fn error_event(status: &Value) -> Bytes {
+    Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
+}

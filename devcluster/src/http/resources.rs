@@ -1,0 +1,570 @@
+//! Resource requests: resolve the type, count, inject faults, then get, list, watch,
+//! create, update, patch, delete or deletecollection.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::Value;
+
+use super::render::{Include, View};
+use super::request::{self, Output, Query, RvMatch, Target};
+use super::{App, header, json_response};
+use crate::counters;
+use crate::object::{ObjectKey, Stored};
+use crate::ops::{DeleteOptions, Deleted, Part, Propagation, Writer};
+use crate::pagination::Token;
+use crate::patch::{self, PatchType};
+use crate::resource::ResourceType;
+use crate::selector::{FieldSelector, LabelSelector, Selectors};
+use crate::status::{self, ApiError, Result};
+use crate::store::{self, ListQuery};
+use crate::watch;
+
+/// Request bodies larger than this are rejected (kube-apiserver's limit is 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Watch => "watch",
+            Self::Create => "create",
+            Self::Update => "update",
+            Self::Patch => "patch",
+            Self::Delete => "delete",
+            Self::DeleteCollection => "deletecollection",
+        }
+    }
+}
+
+fn identity(req: &Request) -> String {
+    header(req.headers(), "authorization")
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .map(str::to_owned)
+        .unwrap_or_default()
+}
+
+pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
+    let target = request::parse_path(req.uri().path()).ok_or_else(ApiError::path_not_found)?;
+    if target.resource.is_empty() {
+        return Err(ApiError::method_not_allowed());
+    }
+    let rt = app
+        .registry
+        .lookup(&target.group, &target.version, &target.resource)
+        .ok_or_else(ApiError::path_not_found)?;
+    let query = request::parse_query(req.uri().query())?;
+    if !rt.namespaced && target.namespace.is_some() {
+        return Err(ApiError::path_not_found());
+    }
+    let part = match target.sub.as_deref() {
+        None => Part::Main,
+        Some("status") if rt.has_status() => Part::Status,
+        Some(_) => return Err(ApiError::path_not_found()),
+    };
+    let verb = match (req.method(), target.name.is_some()) {
+        (&Method::GET, _) if target.legacy_watch || query.watch => Verb::Watch,
+        (&Method::GET, true) => Verb::Get,
+        (&Method::GET, false) => Verb::List,
+        (&Method::POST, false) => Verb::Create,
+        (&Method::PUT, true) => Verb::Update,
+        (&Method::PATCH, true) => Verb::Patch,
+        (&Method::DELETE, true) => Verb::Delete,
+        (&Method::DELETE, false) => Verb::DeleteCollection,
+        _ => return Err(ApiError::method_not_allowed()),
+    };
+    if part == Part::Status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed());
+    }
+    if rt.namespaced
+        && target.namespace.is_none()
+        && !matches!(verb, Verb::List | Verb::Watch | Verb::DeleteCollection)
+    {
+        return Err(ApiError::path_not_found());
+    }
+    app.counters.record(counters::Request {
+        verb: verb.as_str().to_owned(),
+        group: target.group.clone(),
+        resource: target.resource.clone(),
+        subresource: target.sub.clone().unwrap_or_default(),
+        namespace: target.namespace.clone().unwrap_or_default(),
+        name: target.name.clone().unwrap_or_default(),
+        user_agent: header(req.headers(), "user-agent")
+            .unwrap_or_default()
+            .to_owned(),
+        identity: identity(&req),
+    });
+    let latency = app.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(e) = app
+        .faults
+        .error_for(verb.as_str(), &target.group, &target.resource)
+    {
+        return Err(e);
+    }
+    let output = request::negotiate(header(req.headers(), "accept"))?;
+    let view = View::new(
+        rt.clone(),
+        &target.version,
+        output,
+        Include::parse(query.include_object.as_deref()),
+    );
+    let content_type = header(req.headers(), "content-type")
+        .unwrap_or_default()
+        .to_owned();
+    let body = if matches!(
+        verb,
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
+    ) {
+        axum::body::to_bytes(req.into_body(), MAX_BODY)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?
+    } else {
+        Bytes::new()
+    };
+    let ctx = Ctx {
+        app: &app,
+        rt: &rt,
+        target: &target,
+        query: &query,
+        view: &view,
+        part,
+    };
+    match verb {
+        Verb::Get => ctx.get(),
+        Verb::List => ctx.list(),
+        Verb::Watch => ctx.watch(),
+        Verb::Create => ctx.create(&body, &content_type),
+        Verb::Update => ctx.update(&body, &content_type),
+        Verb::Patch => ctx.patch(&body, &content_type),
+        Verb::Delete => ctx.delete(&body),
+        Verb::DeleteCollection => ctx.delete_collection(&body),
+    }
+}
+
+struct Ctx<'a> {
+    app: &'a Arc<App>,
+    rt: &'a Arc<ResourceType>,
+    target: &'a Target,
+    query: &'a Query,
+    view: &'a View,
+    part: Part,
+}
+
+fn parse_body(body: &[u8], content_type: &str) -> Result<Value> {
+    let ct = content_type.split(';').next().unwrap_or_default().trim();
+    if !ct.is_empty() && ct != "application/json" && ct != "*/*" {
+        return Err(ApiError::unsupported_media_type(ct));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
+    })
+}
+
+impl Ctx<'_> {
+    fn ns(&self) -> &str {
+        self.target.namespace.as_deref().unwrap_or_default()
+    }
+
+    fn name(&self) -> &str {
+        self.target.name.as_deref().unwrap_or_default()
+    }
+
+    fn writer(&self) -> Writer<'_> {
+        Writer {
+            registry: &self.app.registry,
+            rng: &self.app.rng,
+        }
+    }
+
+    fn respond(&self, code: StatusCode, obj: &Stored) -> Result<Response> {
+        Ok(json_response(code, self.view.one(obj)))
+    }
+
+    fn selectors(&self) -> Result<Selectors> {
+        let pods = self.rt.gr.group.is_empty()
+            && matches!(self.rt.gr.resource.as_str(), "pods" | "namespaces");
+        Ok(Selectors {
+            labels: LabelSelector::parse(&self.query.label_selector)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            fields: FieldSelector::parse(&self.query.field_selector, pods)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        })
+    }
+
+    fn get(&self) -> Result<Response> {
+        let key = ObjectKey::new(self.ns(), self.name());
+        let obj = self
+            .app
+            .store
+            .lock()
+            .get(&self.rt.gr, &key)
+            .ok_or_else(|| ApiError::not_found(&self.rt.gr, self.name()))?;
+        self.respond(StatusCode::OK, &obj)
+    }
+
+    fn list(&self) -> Result<Response> {
+        let selectors = self.selectors()?;
+        let q = self.query;
+        let mut txn = self.app.store.lock();
+        let current = txn.rv();
+        let token = match &q.continue_token {
+            Some(t) => Some(Token::decode(t).map_err(|e| ApiError::bad_request(e.to_string()))?),
+            None => None,
+        };
+        let requested = match q.resource_version.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "Invalid value: {s:?}: resourceVersion must be an integer"
+                ))
+            })?),
+        };
+        let at = match (&token, requested, q.rv_match) {
+            (Some(t), _, _) => Some(t.rv),
+            (None, Some(rv), Some(RvMatch::Exact)) => {
+                if rv > current {
+                    return Err(ApiError::too_large_resource_version(rv, current));
+                }
+                Some(rv)
+            }
+            (None, Some(rv), _) if rv > current => {
+                return Err(ApiError::too_large_resource_version(rv, current));
+            }
+            _ => None,
+        };
+        let ns = self.target.namespace.as_deref();
+        let filter = |o: &Stored| selectors.matches(&o.meta);
+        let pinned = selectors
+            .fields
+            .pinned_name()
+            .map(|n| ObjectKey::new(ns.unwrap_or_default(), n));
+        let page = match (&pinned, ns, &token) {
+            // A field selector on the name of a namespaced-or-cluster object reads one key.
+            (Some(key), Some(_), None) | (Some(key), None, None)
+                if !self.rt.namespaced || ns.is_some() =>
+            {
+                let items: Vec<_> = if at.is_none() {
+                    txn.get(&self.rt.gr, key)
+                        .into_iter()
+                        .filter(|o| filter(o))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                if at.is_none() {
+                    store::Page {
+                        rv: current,
+                        items,
+                        next: None,
+                        remaining: None,
+                    }
+                } else {
+                    self.read_page(&mut txn, ns, at, None, &filter, &selectors)?
+                }
+            }
+            _ => self.read_page(
+                &mut txn,
+                ns,
+                at,
+                token.as_ref().map(|t| &t.after),
+                &filter,
+                &selectors,
+            )?,
+        };
+        drop(txn);
+        let cont = page.next.map(|after| Token { rv: page.rv, after }.encode());
+        Ok(json_response(
+            StatusCode::OK,
+            self.view.list(page.items, page.rv, cont, page.remaining),
+        ))
+    }
+
+    fn read_page(
+        &self,
+        txn: &mut store::Txn<'_>,
+        ns: Option<&str>,
+        at: Option<u64>,
+        after: Option<&ObjectKey>,
+        filter: &dyn Fn(&Stored) -> bool,
+        selectors: &Selectors,
+    ) -> Result<store::Page> {
+        txn.list(&ListQuery {
+            gr: &self.rt.gr,
+            namespace: ns,
+            at,
+            after,
+            limit: self.query.limit,
+            filter,
+            count_remaining: selectors.is_empty(),
+        })
+        .map_err(|e| match e {
+            store::Error::TooOld { requested, oldest } if self.query.continue_token.is_some() => {
+                let _ = (requested, oldest);
+                ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+            }
+            store::Error::TooOld { requested, oldest } => {
+                ApiError::gone(format!("too old resource version: {requested} ({oldest})"))
+            }
+            other => ApiError::internal(other.to_string()),
+        })
+    }
+
+    fn watch(&self) -> Result<Response> {
+        let q = self.query;
+        let selectors = self.selectors()?;
+        let rv = match q.resource_version.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "Invalid value: {s:?}: resourceVersion must be an integer"
+                ))
+            })?),
+        };
+        let send_initial = q.send_initial_events;
+        if send_initial == Some(true) && !q.allow_bookmarks {
+            return Err(ApiError::invalid(
+                "ListOptions",
+                "meta.k8s.io",
+                "",
+                vec![status::Cause {
+                    reason: "FieldValueForbidden",
+                    message: "Forbidden: sendInitialEvents is forbidden for watch unless the WatchBookmarks feature gate is enabled".into(),
+                    field: "allowWatchBookmarks".into(),
+                }],
+            ));
+        }
+        let start = match (send_initial, rv) {
+            (Some(true), _) => watch::Start::InitialState,
+            (Some(false), None) => watch::Start::Now,
+            (_, None) | (_, Some(0)) => watch::Start::InitialState,
+            (_, Some(rv)) => watch::Start::From(rv),
+        };
+        let mut name_selector = selectors;
+        if let Some(name) = &self.target.name {
+            // A watch on a single object is a field selector on its name.
+            name_selector.fields = FieldSelector::parse(&format!("metadata.name={name}"), false)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+        let body = watch::start(
+            self.app.store.clone(),
+            self.app.faults.clone(),
+            watch::Params {
+                view: self.view.clone(),
+                namespace: self.target.namespace.clone(),
+                selectors: name_selector,
+                start,
+                initial_end_bookmark: send_initial == Some(true),
+                bookmarks: q.allow_bookmarks,
+                timeout: q.timeout,
+            },
+        )?;
+        Ok(json_response(StatusCode::OK, body))
+    }
+
+    fn create(&self, body: &[u8], content_type: &str) -> Result<Response> {
+        let value = parse_body(body, content_type)?;
+        let w = self.writer();
+        let obj = {
+            let mut txn = self.app.store.lock();
+            w.create(
+                &mut txn,
+                self.rt,
+                &self.target.version,
+                self.ns(),
+                value,
+                self.query.dry_run,
+            )?
+        };
+        self.respond(StatusCode::CREATED, &obj)
+    }
+
+    fn update(&self, body: &[u8], content_type: &str) -> Result<Response> {
+        let value = parse_body(body, content_type)?;
+        let w = self.writer();
+        let obj = {
+            let mut txn = self.app.store.lock();
+            w.update(
+                &mut txn,
+                self.rt,
+                &self.target.version,
+                self.ns(),
+                self.name(),
+                value,
+                self.part,
+                self.query.dry_run,
+            )?
+        };
+        self.respond(StatusCode::OK, &obj)
+    }
+
+    fn patch(&self, body: &[u8], content_type: &str) -> Result<Response> {
+        let ty = PatchType::from_content_type(content_type)
+            .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+        let pctx = patch::Context {
+            field_manager: self.query.field_manager.clone(),
+            force: self.query.force,
+            kind: self.rt.kind.clone(),
+        };
+        let w = self.writer();
+        let obj = {
+            let mut txn = self.app.store.lock();
+            w.patch(
+                &mut txn,
+                self.rt,
+                &self.target.version,
+                self.ns(),
+                self.name(),
+                self.part,
+                self.query.dry_run,
+                |cur| patch::apply(ty, cur, body, &pctx),
+            )?
+        };
+        self.respond(StatusCode::OK, &obj)
+    }
+
+    fn delete_options(&self, body: &[u8]) -> Result<DeleteOptions> {
+        let q = self.query;
+        let parsed: Value = if body.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
+            })?
+        };
+        let policy = parsed["propagationPolicy"]
+            .as_str()
+            .map(str::to_owned)
+            .or_else(|| q.propagation_policy.clone());
+        let orphan = parsed["orphanDependents"].as_bool().or(q.orphan_dependents);
+        let propagation = match (policy.as_deref(), orphan) {
+            (Some("Orphan"), _) => Some(Propagation::Orphan),
+            (Some("Background"), _) => Some(Propagation::Background),
+            (Some("Foreground"), _) => Some(Propagation::Foreground),
+            (Some(other), _) => {
+                return Err(ApiError::invalid(
+                    "DeleteOptions",
+                    "meta.k8s.io",
+                    "",
+                    vec![status::Cause {
+                        reason: "FieldValueNotSupported",
+                        message: format!(
+                            "Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                        ),
+                        field: "propagationPolicy".into(),
+                    }],
+                ));
+            }
+            (None, Some(true)) => Some(Propagation::Orphan),
+            (None, Some(false)) => Some(Propagation::Background),
+            (None, None) => None,
+        };
+        let dry_run = q.dry_run
+            || parsed["dryRun"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == "All"));
+        Ok(DeleteOptions {
+            propagation,
+            uid: parsed["preconditions"]["uid"].as_str().map(str::to_owned),
+            resource_version: parsed["preconditions"]["resourceVersion"]
+                .as_str()
+                .map(str::to_owned),
+            dry_run,
+        })
+    }
+
+    fn delete(&self, body: &[u8]) -> Result<Response> {
+        let opts = self.delete_options(body)?;
+        let w = self.writer();
+        let outcome = {
+            let mut txn = self.app.store.lock();
+            w.delete(&mut txn, self.rt, self.ns(), self.name(), &opts)?
+        };
+        match outcome {
+            Deleted::Now(obj) => Ok(json_response(
+                StatusCode::OK,
+                status::success(&self.rt.gr, &obj.meta.name, &obj.meta.uid).to_string(),
+            )),
+            Deleted::Pending(obj) => {
+                let code = if opts.propagation == Some(Propagation::Foreground) {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
+                self.respond(code, &obj)
+            }
+        }
+    }
+
+    fn delete_collection(&self, body: &[u8]) -> Result<Response> {
+        let opts = self.delete_options(body)?;
+        let selectors = self.selectors()?;
+        let w = self.writer();
+        let mut out = Vec::new();
+        let rv = {
+            let mut txn = self.app.store.lock();
+            let filter = |o: &Stored| selectors.matches(&o.meta);
+            let page = self.read_page(
+                &mut txn,
+                self.target.namespace.as_deref(),
+                None,
+                None,
+                &filter,
+                &selectors,
+            )?;
+            for o in page.items {
+                match w.delete(&mut txn, self.rt, &o.meta.namespace, &o.meta.name, &opts) {
+                    Ok(Deleted::Now(x) | Deleted::Pending(x)) => out.push(x),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            txn.rv()
+        };
+        let list_view = View::new(
+            self.rt.clone(),
+            &self.target.version,
+            Output::Object,
+            Include::Metadata,
+        );
+        Ok(json_response(
+            StatusCode::OK,
+            list_view.list(out, rv, None, None),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_json_bodies_are_decoded() {
+        assert!(parse_body(b"{}", "application/json").is_ok());
+        assert_eq!(parse_body(b"{}", "application/yaml").unwrap_err().code, 415);
+        assert_eq!(parse_body(b"{", "").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn verbs_are_named_like_kubernetes_audit_verbs() {
+        assert_eq!(Verb::DeleteCollection.as_str(), "deletecollection");
+    }
+}

@@ -1,0 +1,212 @@
+//! A stored object: its canonical JSON bytes, shared, plus the small summary reads and GC need.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use serde_json::Value;
+
+/// Where an object lives inside one resource: namespace ("" when cluster-scoped) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct ObjectKey {
+    /// Namespace, empty for cluster-scoped objects.
+    pub(crate) namespace: String,
+    /// Name.
+    pub(crate) name: String,
+}
+
+impl ObjectKey {
+    /// A key.
+    pub(crate) fn new(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// One `metadata.ownerReferences` entry, as much as GC needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct OwnerRef {
+    /// The owner's uid.
+    pub(crate) uid: String,
+    /// `blockOwnerDeletion`.
+    pub(crate) block: bool,
+}
+
+/// The parsed summary kept beside the bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Meta {
+    /// `metadata.name`.
+    pub(crate) name: String,
+    /// `metadata.namespace`, empty when cluster-scoped.
+    pub(crate) namespace: String,
+    /// `metadata.uid`.
+    pub(crate) uid: String,
+    /// `metadata.resourceVersion` as a number.
+    pub(crate) rv: u64,
+    /// `metadata.labels`, in key order.
+    pub(crate) labels: Vec<(String, String)>,
+    /// `status.phase`, for field selectors.
+    pub(crate) phase: Option<String>,
+    /// `spec.nodeName`, for field selectors.
+    pub(crate) node_name: Option<String>,
+    /// `metadata.ownerReferences`.
+    pub(crate) owners: Vec<OwnerRef>,
+    /// `metadata.finalizers`.
+    pub(crate) finalizers: Vec<String>,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub(crate) deleting: bool,
+}
+
+impl Meta {
+    /// Reads the summary out of an object.
+    pub(crate) fn from_value(v: &Value) -> Self {
+        let md = &v["metadata"];
+        let s = |x: &Value| x.as_str().map(str::to_owned);
+        let labels = md["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let owners = md["ownerReferences"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|o| {
+                        Some(OwnerRef {
+                            uid: o["uid"].as_str()?.to_owned(),
+                            block: o["blockOwnerDeletion"].as_bool().unwrap_or(false),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let finalizers = md["finalizers"]
+            .as_array()
+            .map(|a| a.iter().filter_map(&s).collect())
+            .unwrap_or_default();
+        Self {
+            name: s(&md["name"]).unwrap_or_default(),
+            namespace: s(&md["namespace"]).unwrap_or_default(),
+            uid: s(&md["uid"]).unwrap_or_default(),
+            rv: md["resourceVersion"]
+                .as_str()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0),
+            labels,
+            phase: s(&v["status"]["phase"]),
+            node_name: s(&v["spec"]["nodeName"]),
+            owners,
+            finalizers,
+            deleting: !md["deletionTimestamp"].is_null(),
+        }
+    }
+
+    /// The object's key.
+    pub(crate) fn key(&self) -> ObjectKey {
+        ObjectKey::new(&self.namespace, &self.name)
+    }
+}
+
+/// An object as stored: immutable once built, shared by the store, lists and watch events.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    /// Canonical JSON.
+    pub(crate) bytes: Bytes,
+    /// The summary.
+    pub(crate) meta: Meta,
+    /// `PartialObjectMetadata` JSON, built on first use.
+    partial: OnceLock<Bytes>,
+}
+
+/// Errors turning an object into stored bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Serialisation failed (cannot happen for values parsed from JSON).
+    #[error("cannot serialise object")]
+    Serialize(#[source] serde_json::Error),
+    /// Stored bytes did not parse back.
+    #[error("stored object does not parse")]
+    Parse(#[source] serde_json::Error),
+}
+
+/// Results of object encoding.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Stored {
+    /// Serialises a value once and keeps its summary.
+    pub(crate) fn from_value(v: &Value) -> Result<Arc<Self>> {
+        let bytes = serde_json::to_vec(v).map_err(Error::Serialize)?;
+        Ok(Arc::new(Self {
+            bytes: Bytes::from(bytes),
+            meta: Meta::from_value(v),
+            partial: OnceLock::new(),
+        }))
+    }
+
+    /// Parses the bytes back into a value to change it.
+    pub(crate) fn value(&self) -> Result<Value> {
+        serde_json::from_slice(&self.bytes).map_err(Error::Parse)
+    }
+
+    /// The object as `PartialObjectMetadata` (kind, apiVersion and metadata only).
+    pub(crate) fn partial_metadata(&self) -> Bytes {
+        self.partial
+            .get_or_init(|| {
+                let v = self.value().unwrap_or(Value::Null);
+                let out = serde_json::json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": v["metadata"],
+                });
+                Bytes::from(out.to_string())
+            })
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summary_reads_labels_owners_and_deletion() {
+        let v = json!({
+            "metadata": {
+                "name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "42",
+                "labels": {"x": "1"},
+                "ownerReferences": [{"uid": "o", "blockOwnerDeletion": true}],
+                "finalizers": ["f"],
+                "deletionTimestamp": "2024-01-01T00:00:00Z"
+            },
+            "status": {"phase": "Running"}
+        });
+        let m = Meta::from_value(&v);
+        assert_eq!(m.rv, 42);
+        assert_eq!(m.labels, vec![("x".to_owned(), "1".to_owned())]);
+        assert_eq!(
+            m.owners,
+            vec![OwnerRef {
+                uid: "o".into(),
+                block: true
+            }]
+        );
+        assert!(m.deleting);
+        assert_eq!(m.phase.as_deref(), Some("Running"));
+    }
+
+    #[test]
+    fn partial_metadata_keeps_only_metadata() {
+        let s = Stored::from_value(&json!({"kind": "Pod", "metadata": {"name": "a"}, "spec": {}}))
+            .unwrap();
+        let p: Value = serde_json::from_slice(&s.partial_metadata()).unwrap();
+        assert_eq!(
+            p,
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "a"}})
+        );
+    }
+}

@@ -1,0 +1,785 @@
+//! Write semantics on top of the store: what create, update, patch and delete do to an
+//! object's metadata, as kube-apiserver's generic registry does it.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::clock;
+use crate::object::{ObjectKey, Stored};
+use crate::rand::Rng;
+use crate::resource::{self, GroupResource, Registry, ResourceType};
+use crate::status::{ApiError, Cause, Result};
+use crate::store::{GcWork, Txn};
+
+/// The `orphan` finalizer: dependents lose their ownerReference before the owner goes.
+pub(crate) const ORPHAN: &str = "orphan";
+/// The `foregroundDeletion` finalizer: dependents go before the owner.
+pub(crate) const FOREGROUND: &str = "foregroundDeletion";
+/// The namespace controller's `spec.finalizers` entry.
+pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+/// Which part of the object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The main resource.
+    Main,
+    /// The `status` subresource.
+    Status,
+}
+
+/// The deletion propagation policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Propagation {
+    /// Dependents keep living, without the ownerReference.
+    Orphan,
+    /// The owner goes now, the garbage collector deletes dependents after.
+    Background,
+    /// Dependents go first, then the owner.
+    Foreground,
+}
+
+/// `DeleteOptions` as far as they matter here.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    /// `propagationPolicy` (or the deprecated `orphanDependents`).
+    pub(crate) propagation: Option<Propagation>,
+    /// `preconditions.uid`.
+    pub(crate) uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub(crate) resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub(crate) dry_run: bool,
+}
+
+/// What a delete did.
+#[derive(Debug)]
+pub(crate) enum Deleted {
+    /// The object is gone; this was its last state.
+    Now(Arc<Stored>),
+    /// The object is being deleted and waits for finalizers.
+    Pending(Arc<Stored>),
+}
+
+/// Shared context of writes.
+pub(crate) struct Writer<'a> {
+    /// The registry, to serve CRDs as they are written.
+    pub(crate) registry: &'a Registry,
+    /// For uids and generated names.
+    pub(crate) rng: &'a Rng,
+}
+
+/// The metadata map of an object, created when missing (callers have checked `v` is an object).
+fn md(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
+    }
+    let obj = match v {
+        Value::Object(o) => o,
+        _ => unreachable!("made an object above"),
+    };
+    let entry = obj.entry("metadata").or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    match entry {
+        Value::Object(m) => m,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+fn str_at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(*p)?;
+    }
+    cur.as_str()
+}
+
+fn field_invalid(
+    rt: &ResourceType,
+    name: &str,
+    field: &str,
+    reason: &'static str,
+    message: String,
+) -> ApiError {
+    ApiError::invalid(
+        &rt.kind,
+        &rt.gr.group,
+        name,
+        vec![Cause {
+            reason,
+            message,
+            field: field.to_owned(),
+        }],
+    )
+}
+
+/// A DNS-1123 subdomain, as most names must be.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
+fn check_type(rt: &ResourceType, version: &str, v: &mut Value) -> Result<()> {
+    let want_av = rt.api_version(version);
+    let Some(obj) = v.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    };
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(av) if av != want_av => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(k) if k != rt.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+        _ => {}
+    }
+    obj.insert("apiVersion".into(), Value::String(want_av));
+    obj.insert("kind".into(), Value::String(rt.kind.clone()));
+    Ok(())
+}
+
+fn finalizers(v: &Value) -> Vec<String> {
+    v["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn set_finalizers(v: &mut Value, f: &[String]) {
+    let m = md(v);
+    if f.is_empty() {
+        m.remove("finalizers");
+    } else {
+        m.insert("finalizers".into(), json!(f));
+    }
+}
+
+/// The part of an object whose change bumps `generation`.
+fn generation_view(rt: &ResourceType, v: &Value) -> Value {
+    let mut c = v.clone();
+    if let Some(o) = c.as_object_mut() {
+        o.remove("metadata");
+        if rt.has_status() {
+            o.remove("status");
+        }
+    }
+    c
+}
+
+fn without_rv(v: &Value) -> Value {
+    let mut c = v.clone();
+    if let Some(m) = c.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    c
+}
+
+impl Writer<'_> {
+    /// Creates an object in namespace `ns` ("" for cluster-scoped types).
+    pub(crate) fn create(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        mut body: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Stored>> {
+        check_type(rt, version, &mut body)?;
+        let gr = &rt.gr;
+        let m = md(&mut body);
+        let mut name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if name.is_empty()
+            && let Some(prefix) = m.get("generateName").and_then(Value::as_str)
+        {
+            name = format!("{prefix}{}", self.rng.name_suffix());
+            m.insert("name".into(), Value::String(name.clone()));
+        }
+        if name.is_empty() {
+            return Err(field_invalid(
+                rt,
+                "",
+                "metadata.name",
+                "FieldValueRequired",
+                "Required value: name or generateName is required".into(),
+            ));
+        }
+        if !valid_name(&name) {
+            return Err(field_invalid(
+                rt,
+                &name,
+                "metadata.name",
+                "FieldValueInvalid",
+                format!(
+                    "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+                ),
+            ));
+        }
+        if rt.namespaced {
+            match m.get("namespace").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() && n != ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => {}
+            }
+            m.insert("namespace".into(), Value::String(ns.to_owned()));
+        } else {
+            m.remove("namespace");
+        }
+        let uid = self.rng.uuid();
+        m.insert("uid".into(), Value::String(uid));
+        m.insert(
+            "creationTimestamp".into(),
+            Value::String(clock::now_rfc3339()),
+        );
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        m.remove("resourceVersion");
+        m.remove("selfLink");
+        if rt.generation {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
+        if rt.namespaced {
+            let ns_gr = GroupResource::new("", "namespaces");
+            match txn.get(&ns_gr, &ObjectKey::new("", ns)) {
+                None => return Err(ApiError::not_found(&ns_gr, ns)),
+                Some(n) if n.meta.deleting => {
+                    return Err(ApiError::namespace_terminating(gr, &name, ns));
+                }
+                Some(_) => {}
+            }
+        }
+        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, &name);
+        if txn.get(gr, &key).is_some() {
+            return Err(ApiError::already_exists(gr, &name));
+        }
+        self.prepare_create(rt, &mut body)?;
+        if dry_run {
+            return Stored::from_value(&body).map_err(internal);
+        }
+        let stored = txn.put(gr, body).map_err(internal)?;
+        self.after_write(txn, rt, &stored)?;
+        Ok(stored)
+    }
+
+    /// Type-specific defaults on create.
+    fn prepare_create(&self, rt: &ResourceType, body: &mut Value) -> Result<()> {
+        match (rt.gr.group.as_str(), rt.gr.resource.as_str()) {
+            ("", "pods") => {
+                body["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+            }
+            ("", "namespaces") => {
+                body["spec"] = json!({"finalizers": [NAMESPACE_FINALIZER]});
+                body["status"] = json!({"phase": "Active"});
+                let name = body["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let labels = md(body).entry("labels").or_insert_with(|| json!({}));
+                if let Some(l) = labels.as_object_mut() {
+                    l.insert("kubernetes.io/metadata.name".into(), Value::String(name));
+                }
+            }
+            ("apiextensions.k8s.io", "customresourcedefinitions") => {
+                resource::from_crd(body).map_err(|e| {
+                    let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                    field_invalid(rt, name, "", "FieldValueInvalid", e.to_string())
+                })?;
+                if let Some(o) = body.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+            _ => {
+                if rt.has_status()
+                    && let Some(o) = body.as_object_mut()
+                {
+                    o.remove("status");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hooks after a stored write: CRDs are served and get an Established status.
+    fn after_write(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        stored: &Arc<Stored>,
+    ) -> Result<()> {
+        if !stored.meta.owners.is_empty() {
+            txn.queue_gc(GcWork::Object(rt.gr.clone(), stored.meta.key()));
+        }
+        if rt.gr.group == "apiextensions.k8s.io" && rt.gr.resource == "customresourcedefinitions" {
+            let v = stored.value().map_err(internal)?;
+            if let Ok(t) = resource::from_crd(&v) {
+                self.registry.register(t);
+            }
+            let mut next = v.clone();
+            let storage: Vec<Value> = v["spec"]["versions"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter(|x| x["storage"].as_bool() == Some(true))
+                        .map(|x| x["name"].clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let now = clock::now_rfc3339();
+            let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
+            next["status"] = json!({
+                "acceptedNames": v["spec"]["names"],
+                "conditions": [
+                    cond("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                ],
+                "storedVersions": storage,
+            });
+            if let Some(old_status) = v.get("status") {
+                // Keep transition times stable when nothing changed.
+                if old_status["acceptedNames"] == next["status"]["acceptedNames"]
+                    && old_status["storedVersions"] == next["status"]["storedVersions"]
+                {
+                    return Ok(());
+                }
+            }
+            txn.put(&rt.gr, next).map_err(internal)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces an object (PUT), or its status.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn update(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        mut body: Value,
+        part: Part,
+        dry_run: bool,
+    ) -> Result<Arc<Stored>> {
+        check_type(rt, version, &mut body)?;
+        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, name);
+        let old = txn
+            .get(&rt.gr, &key)
+            .ok_or_else(|| ApiError::not_found(&rt.gr, name))?;
+        match str_at(&body, &["metadata", "name"]) {
+            Some(n) if n != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        if rt.namespaced {
+            match str_at(&body, &["metadata", "namespace"]) {
+                Some(n) if !n.is_empty() && n != ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        self.write_over(txn, rt, &old, body, part, dry_run)
+    }
+
+    /// Patches an object: `f` turns the current object into the patched one, which is then
+    /// written as an update would be.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        part: Part,
+        dry_run: bool,
+        f: impl FnOnce(Value) -> Result<Value>,
+    ) -> Result<Arc<Stored>> {
+        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, name);
+        let old = txn
+            .get(&rt.gr, &key)
+            .ok_or_else(|| ApiError::not_found(&rt.gr, name))?;
+        let mut current = old.value().map_err(internal)?;
+        if rt.custom {
+            // Served versions share storage; the patch applies to the requested version.
+            current["apiVersion"] = Value::String(rt.api_version(version));
+        }
+        let mut patched = f(current)?;
+        if !patched.is_object() {
+            return Err(ApiError::bad_request(
+                "the patched object is not a JSON object",
+            ));
+        }
+        check_type(rt, version, &mut patched)?;
+        if str_at(&patched, &["metadata", "name"]) != Some(name) {
+            return Err(field_invalid(
+                rt,
+                name,
+                "metadata.name",
+                "FieldValueInvalid",
+                "Invalid value: field is immutable".into(),
+            ));
+        }
+        self.write_over(txn, rt, &old, patched, part, dry_run)
+    }
+
+    /// The shared part of update and patch: merge immutable fields, check preconditions,
+    /// bump generation, and store (or finish a deletion).
+    fn write_over(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        old: &Arc<Stored>,
+        mut new: Value,
+        part: Part,
+        dry_run: bool,
+    ) -> Result<Arc<Stored>> {
+        let gr = &rt.gr;
+        let name = old.meta.name.clone();
+        if let Some(rv) = str_at(&new, &["metadata", "resourceVersion"]).filter(|s| !s.is_empty())
+            && rv.parse::<u64>().ok() != Some(old.meta.rv)
+        {
+            return Err(ApiError::stale(gr, &name));
+        }
+        if let Some(uid) = str_at(&new, &["metadata", "uid"]).filter(|s| !s.is_empty())
+            && uid != old.meta.uid
+        {
+            return Err(ApiError::conflict(
+                gr,
+                &name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    old.meta.uid
+                ),
+            ));
+        }
+        let old_v = old.value().map_err(internal)?;
+        let mut result = match part {
+            Part::Status => {
+                let mut r = old_v.clone();
+                match new.get("status") {
+                    Some(s) => r["status"] = s.clone(),
+                    None => {
+                        if let Some(o) = r.as_object_mut() {
+                            o.remove("status");
+                        }
+                    }
+                }
+                if let Some(mf) = new["metadata"].get("managedFields") {
+                    md(&mut r).insert("managedFields".into(), mf.clone());
+                }
+                r
+            }
+            Part::Main => {
+                if rt.has_status() {
+                    match old_v.get("status") {
+                        Some(s) => new["status"] = s.clone(),
+                        None => {
+                            if let Some(o) = new.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                }
+                let om = &old_v["metadata"];
+                let m = md(&mut new);
+                for k in [
+                    "name",
+                    "namespace",
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                ] {
+                    match om.get(k) {
+                        Some(v) => m.insert(k.into(), v.clone()),
+                        None => m.remove(k),
+                    };
+                }
+                if !m.contains_key("managedFields")
+                    && let Some(mf) = om.get("managedFields")
+                {
+                    m.insert("managedFields".into(), mf.clone());
+                }
+                if gr.group.is_empty() && gr.resource == "namespaces" {
+                    // spec.finalizers only change through the finalize subresource.
+                    new["spec"] = old_v["spec"].clone();
+                }
+                new
+            }
+        };
+        md(&mut result).insert(
+            "resourceVersion".into(),
+            Value::String(old.meta.rv.to_string()),
+        );
+        // Finalizers cannot be added once deletion started.
+        let old_f = finalizers(&old_v);
+        let new_f = finalizers(&result);
+        if old.meta.deleting {
+            let added: Vec<&String> = new_f.iter().filter(|f| !old_f.contains(f)).collect();
+            if !added.is_empty() {
+                let list = added
+                    .iter()
+                    .map(|f| format!("{f:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(field_invalid(
+                    rt,
+                    &name,
+                    "metadata.finalizers",
+                    "FieldValueForbidden",
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                    ),
+                ));
+            }
+        }
+        if rt.generation && generation_view(rt, &old_v) != generation_view(rt, &result) {
+            let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            md(&mut result).insert("generation".into(), json!(g));
+        }
+        if gr.group == "apiextensions.k8s.io"
+            && gr.resource == "customresourcedefinitions"
+            && part == Part::Main
+        {
+            resource::from_crd(&result)
+                .map_err(|e| field_invalid(rt, &name, "", "FieldValueInvalid", e.to_string()))?;
+        }
+        if without_rv(&result) == without_rv(&old_v) {
+            // A no-op write stores nothing and sends no event, as the real server does.
+            return Ok(old.clone());
+        }
+        if dry_run {
+            return Stored::from_value(&result).map_err(internal);
+        }
+        let key = old.meta.key();
+        if old.meta.deleting && new_f.is_empty() {
+            let gone = txn.remove(gr, &key, result).map_err(internal)?;
+            self.after_remove(txn, rt, &gone);
+            return Ok(gone);
+        }
+        let stored = txn.put(gr, result).map_err(internal)?;
+        if stored.meta.deleting || old.meta.owners != stored.meta.owners {
+            txn.queue_gc(GcWork::Object(gr.clone(), key));
+        }
+        self.after_write(txn, rt, &stored)?;
+        Ok(stored)
+    }
+
+    /// Bookkeeping after an object is gone: its dependents and its namespace are re-checked,
+    /// and a CRD's objects go with it.
+    pub(crate) fn after_remove(&self, txn: &mut Txn<'_>, rt: &ResourceType, gone: &Arc<Stored>) {
+        txn.queue_gc(GcWork::Owner(gone.meta.uid.clone()));
+        for o in &gone.meta.owners {
+            if let Some((g, k)) = txn.by_uid(&o.uid) {
+                txn.queue_gc(GcWork::Object(g, k));
+            }
+        }
+        if rt.namespaced {
+            txn.queue_gc(GcWork::Object(
+                GroupResource::new("", "namespaces"),
+                ObjectKey::new("", &gone.meta.namespace),
+            ));
+        }
+        if rt.gr.group == "apiextensions.k8s.io"
+            && rt.gr.resource == "customresourcedefinitions"
+            && let Ok(v) = gone.value()
+            && let Ok(t) = resource::from_crd(&v)
+        {
+            let keys: Vec<ObjectKey> = txn
+                .list(&crate::store::ListQuery {
+                    gr: &t.gr,
+                    namespace: None,
+                    at: None,
+                    after: None,
+                    limit: 0,
+                    filter: &|_| true,
+                    count_remaining: false,
+                })
+                .map(|p| p.items.iter().map(|o| o.meta.key()).collect())
+                .unwrap_or_default();
+            for k in keys {
+                if let Some(o) = txn.get(&t.gr, &k)
+                    && let Ok(last) = o.value()
+                {
+                    let _ = txn.remove(&t.gr, &k, last);
+                }
+            }
+            txn.drop_table(&t.gr);
+            self.registry.unregister(&t.gr);
+        }
+    }
+
+    /// Deletes an object, honouring preconditions, finalizers and the propagation policy.
+    pub(crate) fn delete(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted> {
+        let gr = &rt.gr;
+        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, name);
+        let old = txn
+            .get(gr, &key)
+            .ok_or_else(|| ApiError::not_found(gr, name))?;
+        if let Some(uid) = &opts.uid
+            && *uid != old.meta.uid
+        {
+            return Err(ApiError::conflict(
+                gr,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    old.meta.uid
+                ),
+            ));
+        }
+        if let Some(rv) = &opts.resource_version
+            && rv.parse::<u64>().ok() != Some(old.meta.rv)
+        {
+            return Err(ApiError::conflict(
+                gr,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    old.meta.rv
+                ),
+            ));
+        }
+        let mut v = old.value().map_err(internal)?;
+        let is_namespace = gr.group.is_empty() && gr.resource == "namespaces";
+        let mut f = finalizers(&v);
+        let policy = opts
+            .propagation
+            .unwrap_or(if f.iter().any(|x| x == ORPHAN) {
+                Propagation::Orphan
+            } else {
+                Propagation::Background
+            });
+        match policy {
+            Propagation::Orphan => {
+                if !f.iter().any(|x| x == ORPHAN) {
+                    f.push(ORPHAN.to_owned());
+                }
+                f.retain(|x| x != FOREGROUND);
+            }
+            Propagation::Foreground => {
+                if !f.iter().any(|x| x == FOREGROUND) {
+                    f.push(FOREGROUND.to_owned());
+                }
+                f.retain(|x| x != ORPHAN);
+            }
+            Propagation::Background => {
+                f.retain(|x| x != ORPHAN && x != FOREGROUND);
+            }
+        }
+        let ns_pending = is_namespace;
+        if f.is_empty() && !ns_pending {
+            if opts.dry_run {
+                return Ok(Deleted::Now(old));
+            }
+            let gone = txn.remove(gr, &key, v).map_err(internal)?;
+            self.after_remove(txn, rt, &gone);
+            return Ok(Deleted::Now(gone));
+        }
+        if old.meta.deleting && finalizers(&v) == f {
+            return Ok(Deleted::Pending(old));
+        }
+        set_finalizers(&mut v, &f);
+        if !old.meta.deleting {
+            let m = md(&mut v);
+            m.insert(
+                "deletionTimestamp".into(),
+                Value::String(clock::now_rfc3339()),
+            );
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if is_namespace {
+                v["status"]["phase"] = json!("Terminating");
+            }
+        }
+        if opts.dry_run {
+            return Ok(Deleted::Pending(Stored::from_value(&v).map_err(internal)?));
+        }
+        let stored = txn.put(gr, v).map_err(internal)?;
+        txn.queue_gc(GcWork::Object(gr.clone(), key));
+        Ok(Deleted::Pending(stored))
+    }
+
+    /// Replaces `metadata.finalizers` (or a namespace's `spec.finalizers`) as controllers do.
+    pub(crate) fn set_finalizers(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        key: &ObjectKey,
+        f: impl FnOnce(&mut Vec<String>),
+    ) -> Result<()> {
+        let Some(old) = txn.get(&rt.gr, key) else {
+            return Ok(());
+        };
+        let mut v = old.value().map_err(internal)?;
+        let mut list = finalizers(&v);
+        f(&mut list);
+        set_finalizers(&mut v, &list);
+        self.write_over(txn, rt, &old, v, Part::Main, false)
+            .map(|_| ())
+    }
+}
+
+/// Wraps an internal failure as a 500.
+pub(crate) fn internal(e: impl std::error::Error) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_dns_subdomains() {
+        assert!(valid_name("web-1.example"));
+        assert!(!valid_name("Web"));
+        assert!(!valid_name("-a"));
+        assert!(!valid_name(""));
+    }
+}

@@ -1,0 +1,587 @@
+//! The registry of served resource types: the built-in kinds and every established CRD.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+/// A group and a plural resource name, the identity of a storage table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct GroupResource {
+    /// API group, "" for core.
+    pub(crate) group: String,
+    /// Plural resource name.
+    pub(crate) resource: String,
+}
+
+impl GroupResource {
+    /// A group-resource.
+    pub(crate) fn new(group: &str, resource: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+        }
+    }
+
+    /// `pods` or `deployments.apps`, as error messages print it.
+    pub(crate) fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// A CRD `additionalPrinterColumns` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PrinterColumn {
+    /// Column header.
+    pub(crate) name: String,
+    /// OpenAPI type (`string`, `integer`, `date`, ...).
+    pub(crate) kind: String,
+    /// OpenAPI format.
+    pub(crate) format: String,
+    /// Description.
+    pub(crate) description: String,
+    /// 0 shows by default, higher only with `-o wide`.
+    pub(crate) priority: i64,
+    /// A simple JSONPath into the object.
+    pub(crate) json_path: String,
+}
+
+/// One served version of a resource.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Version {
+    /// `v1`, `v1alpha1`, ...
+    pub(crate) name: String,
+    /// Printer columns for this version (CRDs only).
+    pub(crate) columns: Vec<PrinterColumn>,
+    /// Whether the `status` subresource is served.
+    pub(crate) status: bool,
+}
+
+/// A served resource type.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ResourceType {
+    /// Group and plural.
+    pub(crate) gr: GroupResource,
+    /// Served versions, preferred first.
+    pub(crate) versions: Vec<Version>,
+    /// Singular name.
+    pub(crate) singular: String,
+    /// Kind.
+    pub(crate) kind: String,
+    /// Namespaced or cluster-scoped.
+    pub(crate) namespaced: bool,
+    /// Short names for kubectl.
+    pub(crate) short_names: Vec<String>,
+    /// Categories (`all`).
+    pub(crate) categories: Vec<String>,
+    /// Whether `metadata.generation` is kept (and bumped on spec changes).
+    pub(crate) generation: bool,
+    /// Whether this comes from a CRD.
+    pub(crate) custom: bool,
+}
+
+impl ResourceType {
+    /// The served version named `v`.
+    pub(crate) fn version(&self, v: &str) -> Option<&Version> {
+        self.versions.iter().find(|x| x.name == v)
+    }
+
+    /// `v1` or `apps/v1` for version `v`.
+    pub(crate) fn api_version(&self, v: &str) -> String {
+        if self.gr.group.is_empty() {
+            v.to_owned()
+        } else {
+            format!("{}/{v}", self.gr.group)
+        }
+    }
+
+    /// Whether the status subresource is served (in any version: it is the same storage).
+    pub(crate) fn has_status(&self) -> bool {
+        self.versions.iter().any(|v| v.status)
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    status: bool,
+    generation: bool,
+    all: bool,
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        kind: "Namespace",
+        namespaced: false,
+        short: &["ns"],
+        status: true,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        kind: "Pod",
+        namespaced: true,
+        short: &["po"],
+        status: true,
+        generation: false,
+        all: true,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        kind: "ConfigMap",
+        namespaced: true,
+        short: &["cm"],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        kind: "Secret",
+        namespaced: true,
+        short: &[],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "services",
+        kind: "Service",
+        namespaced: true,
+        short: &["svc"],
+        status: true,
+        generation: false,
+        all: true,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "serviceaccounts",
+        kind: "ServiceAccount",
+        namespaced: true,
+        short: &["sa"],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "nodes",
+        kind: "Node",
+        namespaced: false,
+        short: &["no"],
+        status: true,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "deployments",
+        kind: "Deployment",
+        namespaced: true,
+        short: &["deploy"],
+        status: true,
+        generation: true,
+        all: true,
+    },
+    Builtin {
+        group: "batch",
+        version: "v1",
+        plural: "jobs",
+        kind: "Job",
+        namespaced: true,
+        short: &[],
+        status: true,
+        generation: true,
+        all: true,
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        kind: "Lease",
+        namespaced: true,
+        short: &[],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        plural: "customresourcedefinitions",
+        kind: "CustomResourceDefinition",
+        namespaced: false,
+        short: &["crd", "crds"],
+        status: true,
+        generation: true,
+        all: false,
+    },
+];
+
+fn builtin_types() -> Vec<ResourceType> {
+    BUILTINS
+        .iter()
+        .map(|b| ResourceType {
+            gr: GroupResource::new(b.group, b.plural),
+            versions: vec![Version {
+                name: b.version.to_owned(),
+                columns: Vec::new(),
+                status: b.status,
+            }],
+            singular: b.kind.to_lowercase(),
+            kind: b.kind.to_owned(),
+            namespaced: b.namespaced,
+            short_names: b.short.iter().map(|s| (*s).to_owned()).collect(),
+            categories: if b.all {
+                vec!["all".to_owned()]
+            } else {
+                Vec::new()
+            },
+            generation: b.generation,
+            custom: false,
+        })
+        .collect()
+}
+
+/// Why a CRD cannot be served.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// A required field is missing or has the wrong type.
+    #[error("{field}: Required value")]
+    Required {
+        /// The JSON path of the field.
+        field: &'static str,
+    },
+    /// The CRD name is not `<plural>.<group>`.
+    #[error("metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group")]
+    Name {
+        /// The given name.
+        name: String,
+    },
+    /// Not exactly one version is marked for storage.
+    #[error(
+        "spec.versions: Invalid value: must have exactly one version marked as storage version"
+    )]
+    StorageVersion,
+    /// `spec.scope` is neither Namespaced nor Cluster.
+    #[error("spec.scope: Unsupported value: {0:?}: supported values: \"Cluster\", \"Namespaced\"")]
+    Scope(String),
+}
+
+/// Results of CRD interpretation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reads a CustomResourceDefinition into the resource type it defines.
+pub(crate) fn from_crd(crd: &Value) -> Result<ResourceType> {
+    let spec = &crd["spec"];
+    let req = |v: &Value, field: &'static str| -> Result<String> {
+        v.as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .ok_or(Error::Required { field })
+    };
+    let group = req(&spec["group"], "spec.group")?;
+    let plural = req(&spec["names"]["plural"], "spec.names.plural")?;
+    let kind = req(&spec["names"]["kind"], "spec.names.kind")?;
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+    if name != format!("{plural}.{group}") {
+        return Err(Error::Name {
+            name: name.to_owned(),
+        });
+    }
+    let namespaced = match spec["scope"].as_str() {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        Some(other) => return Err(Error::Scope(other.to_owned())),
+        None => {
+            return Err(Error::Required {
+                field: "spec.scope",
+            });
+        }
+    };
+    let versions_v = spec["versions"]
+        .as_array()
+        .filter(|a| !a.is_empty())
+        .ok_or(Error::Required {
+            field: "spec.versions",
+        })?;
+    if versions_v
+        .iter()
+        .filter(|v| v["storage"].as_bool() == Some(true))
+        .count()
+        != 1
+    {
+        return Err(Error::StorageVersion);
+    }
+    let mut versions: Vec<Version> = Vec::new();
+    for v in versions_v {
+        if v["served"].as_bool() != Some(true) {
+            continue;
+        }
+        let columns = v["additionalPrinterColumns"]
+            .as_array()
+            .map(|cols| {
+                cols.iter()
+                    .filter_map(|c| {
+                        Some(PrinterColumn {
+                            name: c["name"].as_str()?.to_owned(),
+                            kind: c["type"].as_str().unwrap_or("string").to_owned(),
+                            format: c["format"].as_str().unwrap_or_default().to_owned(),
+                            description: c["description"].as_str().unwrap_or_default().to_owned(),
+                            priority: c["priority"].as_i64().unwrap_or(0),
+                            json_path: c["jsonPath"].as_str()?.to_owned(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        versions.push(Version {
+            name: req(&v["name"], "spec.versions[].name")?,
+            columns,
+            status: v["subresources"]["status"].is_object(),
+        });
+    }
+    // Preferred version first: Kubernetes sorts by version priority (GA > beta > alpha).
+    versions.sort_by_key(|v| std::cmp::Reverse(version_priority(&v.name)));
+    Ok(ResourceType {
+        gr: GroupResource::new(&group, &plural),
+        versions,
+        singular: spec["names"]["singular"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        kind,
+        namespaced,
+        short_names: strings(&spec["names"]["shortNames"]),
+        categories: strings(&spec["names"]["categories"]),
+        generation: true,
+        custom: true,
+    })
+}
+
+/// Kubernetes version ordering: v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > anything else.
+fn version_priority(v: &str) -> (u8, u32, u8, u32) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u32>() else {
+        return (0, 0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    let (level, minor_s) = if tail.is_empty() {
+        (3, "")
+    } else if let Some(m) = tail.strip_prefix("beta") {
+        (2, m)
+    } else if let Some(m) = tail.strip_prefix("alpha") {
+        (1, m)
+    } else {
+        return (0, 0, 0, 0);
+    };
+    let minor = if minor_s.is_empty() {
+        0
+    } else {
+        minor_s.parse().unwrap_or(0)
+    };
+    (1, major, level, minor)
+}
+
+/// All served resource types, shared between the HTTP layer and the store.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    types: RwLock<BTreeMap<GroupResource, Arc<ResourceType>>>,
+}
+
+impl Registry {
+    /// A registry with the built-in kinds.
+    pub(crate) fn new() -> Self {
+        let types = builtin_types()
+            .into_iter()
+            .map(|t| (t.gr.clone(), Arc::new(t)))
+            .collect();
+        Self {
+            types: RwLock::new(types),
+        }
+    }
+
+    /// The type for a group, version and plural (or, as kubectl allows, kind-less singular).
+    pub(crate) fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<ResourceType>> {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types
+            .get(&GroupResource::new(group, resource))
+            .filter(|t| t.version(version).is_some())
+            .cloned()
+    }
+
+    /// The type for a group-resource, whatever the version.
+    pub(crate) fn get(&self, gr: &GroupResource) -> Option<Arc<ResourceType>> {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types.get(gr).cloned()
+    }
+
+    /// Every type.
+    pub(crate) fn all(&self) -> Vec<Arc<ResourceType>> {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types.values().cloned().collect()
+    }
+
+    /// Adds or replaces a custom type.
+    pub(crate) fn register(&self, t: ResourceType) {
+        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        types.insert(t.gr.clone(), Arc::new(t));
+    }
+
+    /// Removes a custom type.
+    pub(crate) fn unregister(&self, gr: &GroupResource) {
+        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        if types.get(gr).is_some_and(|t| t.custom) {
+            types.remove(gr);
+        }
+    }
+
+    /// Served group names with their versions, preferred first, core excluded.
+    pub(crate) fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for t in self.all() {
+            if t.gr.group.is_empty() {
+                continue;
+            }
+            let vs = out.entry(t.gr.group.clone()).or_default();
+            for v in &t.versions {
+                if !vs.contains(&v.name) {
+                    vs.push(v.name.clone());
+                }
+            }
+        }
+        out.into_iter()
+            .map(|(g, mut vs)| {
+                vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+                (g, vs)
+            })
+            .collect()
+    }
+
+    /// The types served in one group version.
+    pub(crate) fn in_group_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
+        self.all()
+            .into_iter()
+            .filter(|t| t.gr.group == group && t.version(version).is_some())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd() -> Value {
+        json!({
+            "metadata": {"name": "datajobs.policyhost.dev"},
+            "spec": {
+                "group": "policyhost.dev",
+                "scope": "Namespaced",
+                "names": {"plural": "datajobs", "kind": "DataJob", "shortNames": ["dj"]},
+                "versions": [
+                    {"name": "v1alpha1", "served": true, "storage": true,
+                     "subresources": {"status": {}},
+                     "additionalPrinterColumns": [{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}]},
+                    {"name": "v1", "served": true, "storage": false}
+                ]
+            }
+        })
+    }
+
+    #[test]
+    fn crd_defines_a_namespaced_type_with_preferred_version_first() {
+        let t = from_crd(&crd()).unwrap();
+        assert_eq!(t.gr, GroupResource::new("policyhost.dev", "datajobs"));
+        assert_eq!(t.versions[0].name, "v1");
+        assert_eq!(t.singular, "datajob");
+        assert!(t.has_status());
+        assert_eq!(
+            t.version("v1alpha1").unwrap().columns[0].json_path,
+            ".status.phase"
+        );
+    }
+
+    #[test]
+    fn crd_name_must_be_plural_dot_group() {
+        let mut c = crd();
+        c["metadata"]["name"] = json!("wrong");
+        assert_eq!(
+            from_crd(&c),
+            Err(Error::Name {
+                name: "wrong".into()
+            })
+        );
+    }
+
+    #[test]
+    fn registry_serves_builtins_by_group_version() {
+        let r = Registry::new();
+        assert!(r.lookup("apps", "v1", "deployments").is_some());
+        assert!(r.lookup("apps", "v2", "deployments").is_none());
+        assert!(r.groups().iter().any(|(g, _)| g == "batch"));
+    }
+}

@@ -1,0 +1,319 @@
+//! Label and field selectors, parsed from query parameters and matched against object summaries.
+
+use crate::object::Meta;
+
+/// Why a selector string was rejected.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// The label selector does not parse.
+    #[error("unable to parse requirement: {0}")]
+    Label(String),
+    /// The field selector does not parse.
+    #[error("invalid field selector: {0}")]
+    Field(String),
+    /// The field selector names a field this resource cannot be selected by.
+    #[error("field label not supported: {0}")]
+    UnsupportedField(String),
+}
+
+/// Results of selector parsing.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    Eq(String),
+    NotEq(String),
+    In(Vec<String>),
+    NotIn(Vec<String>),
+    Exists,
+    NotExists,
+}
+
+/// A parsed label selector: every requirement must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LabelSelector(Vec<(String, Op)>);
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 317
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+fn valid_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Splits on commas that are not inside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>> {
+    let rest = rest.trim();
+    let inner = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| Error::Label(format!("{whole}: expected a parenthesised set")))?;
+    let values: Vec<String> = inner.split(',').map(|v| v.trim().to_owned()).collect();
+    if values.iter().any(|v| !valid_value(v)) {
+        return Err(Error::Label(format!("{whole}: invalid value in set")));
+    }
+    Ok(values)
+}
+
+impl LabelSelector {
+    /// Parses the `labelSelector` syntax (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`).
+    pub(crate) fn parse(s: &str) -> Result<Self> {
+        let mut reqs = Vec::new();
+        for part in split_top(s) {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            let req = if let Some(k) = part.strip_prefix('!') {
+                (k.trim().to_owned(), Op::NotExists)
+            } else if let Some((k, v)) = part.split_once("!=") {
+                (k.trim().to_owned(), Op::NotEq(v.trim().to_owned()))
+            } else if let Some((k, v)) = part.split_once("==") {
+                (k.trim().to_owned(), Op::Eq(v.trim().to_owned()))
+            } else if let Some((k, v)) = part.split_once('=') {
+                (k.trim().to_owned(), Op::Eq(v.trim().to_owned()))
+            } else if let Some((k, rest)) = part.split_once(" notin ") {
+                (k.trim().to_owned(), Op::NotIn(parse_set(rest, part)?))
+            } else if let Some((k, rest)) = part.split_once(" in ") {
+                (k.trim().to_owned(), Op::In(parse_set(rest, part)?))
+            } else {
+                (part.to_owned(), Op::Exists)
+            };
+            if !valid_key(&req.0) {
+                return Err(Error::Label(format!(
+                    "{part}: invalid label key {:?}",
+                    req.0
+                )));
+            }
+            if let Op::Eq(v) | Op::NotEq(v) = &req.1
+                && !valid_value(v)
+            {
+                return Err(Error::Label(format!("{part}: invalid label value {v:?}")));
+            }
+            reqs.push(req);
+        }
+        Ok(Self(reqs))
+    }
+
+    /// Whether the selector has no requirements.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `labels` satisfies every requirement.
+    pub(crate) fn matches(&self, labels: &[(String, String)]) -> bool {
+        let get = |k: &str| {
+            labels
+                .iter()
+                .find(|(lk, _)| lk == k)
+                .map(|(_, v)| v.as_str())
+        };
+        self.0.iter().all(|(k, op)| match op {
+            Op::Eq(v) => get(k) == Some(v.as_str()),
+            Op::NotEq(v) => get(k) != Some(v.as_str()),
+            Op::In(vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            Op::NotIn(vs) => get(k).is_none_or(|x| vs.iter().all(|v| v != x)),
+            Op::Exists => get(k).is_some(),
+            Op::NotExists => get(k).is_none(),
+        })
+    }
+}
+
+/// A field that objects can be selected by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// `metadata.name`.
+    Name,
+    /// `metadata.namespace`.
+    Namespace,
+    /// `status.phase` (Pods, Namespaces).
+    Phase,
+    /// `spec.nodeName` (Pods).
+    NodeName,
+}
+
+/// A parsed field selector: `a=b,c!=d`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FieldSelector(Vec<(Field, bool, String)>);
+
+impl FieldSelector {
+    /// Parses a field selector; `extra` says whether `status.phase`/`spec.nodeName` are allowed.
+    pub(crate) fn parse(s: &str, pod_fields: bool) -> Result<Self> {
+        let mut reqs = Vec::new();
+        for part in s.split(',') {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==") {
+                (k, true, v)
+            } else if let Some((k, v)) = part.split_once('=') {
+                (k, true, v)
+            } else {
+                return Err(Error::Field(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                )));
+            };
+            let field = match k.trim() {
+                "metadata.name" => Field::Name,
+                "metadata.namespace" => Field::Namespace,
+                "status.phase" if pod_fields => Field::Phase,
+                "spec.nodeName" if pod_fields => Field::NodeName,
+                other => return Err(Error::UnsupportedField(other.to_owned())),
+            };
+            reqs.push((field, eq, v.trim().to_owned()));
+        }
+        Ok(Self(reqs))
+    }
+
+    /// Whether the selector has no requirements.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The exact name this selector pins, if any (lets a list skip the scan).
+    pub(crate) fn pinned_name(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(f, eq, _)| *f == Field::Name && *eq)
+            .map(|(_, _, v)| v.as_str())
+    }
+
+    /// Whether `meta` satisfies every requirement.
+    pub(crate) fn matches(&self, meta: &Meta) -> bool {
+        self.0.iter().all(|(f, eq, v)| {
+            let actual = match f {
+                Field::Name => meta.name.as_str(),
+                Field::Namespace => meta.namespace.as_str(),
+                Field::Phase => meta.phase.as_deref().unwrap_or(""),
+                Field::NodeName => meta.node_name.as_deref().unwrap_or(""),
+            };
+            (actual == v) == *eq
+        })
+    }
+}
+
+/// Both selectors of a list or watch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Selectors {
+    /// The label selector.
+    pub(crate) labels: LabelSelector,
+    /// The field selector.
+    pub(crate) fields: FieldSelector,
+}
+
+impl Selectors {
+    /// Whether the object passes both.
+    pub(crate) fn matches(&self, meta: &Meta) -> bool {
+        self.labels.matches(&meta.labels) && self.fields.matches(meta)
+    }
+
+    /// Whether both are empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn equality_and_inequality_select_by_value() {
+        let l = labels(&[("app", "web"), ("tier", "front")]);
+        assert!(LabelSelector::parse("app=web").unwrap().matches(&l));
+        assert!(
+            LabelSelector::parse("app==web,tier=front")
+                .unwrap()
+                .matches(&l)
+        );
+        assert!(!LabelSelector::parse("app!=web").unwrap().matches(&l));
+        assert!(LabelSelector::parse("env!=prod").unwrap().matches(&l));
+    }
+
+    #[test]
+    fn set_based_requirements_select_by_membership() {
+        let l = labels(&[("env", "prod")]);
+        assert!(
+            LabelSelector::parse("env in (prod, staging)")
+                .unwrap()
+                .matches(&l)
+        );
+        assert!(
+            !LabelSelector::parse("env notin (prod)")
+                .unwrap()
+                .matches(&l)
+        );
+        assert!(LabelSelector::parse("tier notin (x)").unwrap().matches(&l));
+        assert!(LabelSelector::parse("env,!tier").unwrap().matches(&l));
+        assert!(!LabelSelector::parse("tier").unwrap().matches(&l));
+    }
+
+    #[test]
+    fn malformed_selectors_are_rejected() {
+        assert!(LabelSelector::parse("a in x").is_err());
+        assert!(LabelSelector::parse("a=b c").is_err());
+        assert_eq!(
+            FieldSelector::parse("spec.foo=1", false),
+            Err(Error::UnsupportedField("spec.foo".into()))
+        );
+    }
+
+    #[test]
+    fn field_selectors_match_name_and_phase() {
+        let meta = Meta {
+            name: "p".into(),
+            namespace: "ns".into(),
+            phase: Some("Running".into()),
+            ..Meta::default()
+        };
+        assert!(
+            FieldSelector::parse("metadata.name=p,status.phase=Running", true)
+                .unwrap()
+                .matches(&meta)
+        );
+        assert!(
+            !FieldSelector::parse("status.phase!=Running", true)
+                .unwrap()
+                .matches(&meta)
+        );
+        assert_eq!(
+            FieldSelector::parse("metadata.name=p", false)
+                .unwrap()
+                .pinned_name(),
+            Some("p")
+        );
+    }
+}

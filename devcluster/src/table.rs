@@ -1,0 +1,359 @@
+//! Server-side printing: `meta.k8s.io/v1` `Table` columns and rows, as `kubectl get` asks for.
+
+use serde_json::{Value, json};
+
+use crate::clock;
+use crate::resource::{PrinterColumn, ResourceType};
+
+fn col(
+    name: &str,
+    kind: &str,
+    format: &str,
+    description: &str,
+    priority: i64,
+    path: &str,
+) -> PrinterColumn {
+    PrinterColumn {
+        name: name.into(),
+        kind: kind.into(),
+        format: format.into(),
+        description: description.into(),
+        priority,
+        json_path: path.into(),
+    }
+}
+
+/// The columns for a resource in a version, Name first.
+pub(crate) fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
+    let name = col(
+        "Name",
+        "string",
+        "name",
+        "Name must be unique within a namespace.",
+        0,
+        ".metadata.name",
+    );
+    let age = col(
+        "Age",
+        "date",
+        "",
+        "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        0,
+        ".metadata.creationTimestamp",
+    );
+    let mut cols = vec![name];
+    if rt.custom {
+        let extra = rt
+            .version(version)
+            .map(|v| v.columns.clone())
+            .unwrap_or_default();
+        if extra.is_empty() {
+            cols.push(age);
+        } else {
+            cols.extend(extra);
+        }
+        return cols;
+    }
+    match (rt.gr.group.as_str(), rt.gr.resource.as_str()) {
+        ("", "pods") => {
+            cols.push(col(
+                "Ready",
+                "string",
+                "",
+                "The aggregate readiness state of this pod for accepting traffic.",
+                0,
+                "@ready",
+            ));
+            cols.push(col(
+                "Status",
+                "string",
+                "",
+                "The aggregate status of the containers in this pod.",
+                0,
+                "@podstatus",
+            ));
+            cols.push(col(
+                "Restarts",
+                "string",
+                "",
+                "The number of times the containers in this pod have been restarted.",
+                0,
+                "@restarts",
+            ));
+            cols.push(age);
+            cols.push(col(
+                "IP",
+                "string",
+                "",
+                "IP address allocated to the pod.",
+                1,
+                ".status.podIP",
+            ));
+            cols.push(col(
+                "Node",
+                "string",
+                "",
+                "Name of the Node this pod is assigned to.",
+                1,
+                ".spec.nodeName",
+            ));
+        }
+        ("", "namespaces") => {
+            cols.push(col(
+                "Status",
+                "string",
+                "",
+                "The status of the namespace",
+                0,
+                ".status.phase",
+            ));
+            cols.push(age);
+        }
+        ("", "configmaps") | ("", "secrets") => {
+            if rt.gr.resource == "secrets" {
+                cols.push(col(
+                    "Type",
+                    "string",
+                    "",
+                    "The type of the secret",
+                    0,
+                    ".type",
+                ));
+            }
+            cols.push(col(
+                "Data",
+                "string",
+                "",
+                "Number of data items.",
+                0,
+                "@datacount",
+            ));
+            cols.push(age);
+        }
+        ("apps", "deployments") => {
+            cols.push(col(
+                "Ready",
+                "string",
+                "",
+                "Number of the pod with ready state",
+                0,
+                "@deployready",
+            ));
+            cols.push(col("Up-to-date", "string", "", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0, ".status.updatedReplicas"));
+            cols.push(col("Available", "string", "", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0, ".status.availableReplicas"));
+            cols.push(age);
+        }
+        ("coordination.k8s.io", "leases") => {
+            cols.push(col(
+                "Holder",
+                "string",
+                "",
+                "The holder of the lease",
+                0,
+                ".spec.holderIdentity",
+            ));
+            cols.push(age);
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            cols.push(col(
+                "Created At",
+                "date",
+                "",
+                "The time the CRD was created.",
+                0,
+                "@createdat",
+            ));
+        }
+        _ => cols.push(age),
+    }
+    cols
+}
+
+/// Evaluates the simple JSONPath forms printer columns use: `.a.b`, `.a[0].b`,
+/// `.a[?(@.type=="Ready")].status`.
+pub(crate) fn json_path<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
+    let mut cur = v;
+    let mut rest = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            cur = cur.get(&r[..end])?;
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                let (field, want) = filter.split_once("==")?;
+                let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
+                cur = cur
+                    .as_array()?
+                    .iter()
+                    .find(|e| e.get(field.trim()).and_then(Value::as_str) == Some(want))?;
+            } else {
+                cur = cur.get(inner.trim().parse::<usize>().ok()?)?;
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+fn pod_status(v: &Value) -> String {
+    if !v["metadata"]["deletionTimestamp"].is_null() {
+        return "Terminating".into();
+    }
+    let statuses = v["status"]["containerStatuses"].as_array();
+    if let Some(cs) = statuses {
+        for c in cs {
+            if let Some(r) = c["state"]["waiting"]["reason"].as_str() {
+                return r.into();
+            }
+            if let Some(r) = c["state"]["terminated"]["reason"].as_str()
+                && v["status"]["phase"] != "Succeeded"
+                && v["status"]["phase"] != "Failed"
+            {
+                return r.into();
+            }
+        }
+    }
+    match v["status"]["phase"].as_str() {
+        Some("Succeeded") => "Completed".into(),
+        Some("Failed") => "Error".into(),
+        Some(p) => p.into(),
+        None => "Unknown".into(),
+    }
+}
+
+fn cell(v: &Value, c: &PrinterColumn) -> Value {
+    let computed = match c.json_path.as_str() {
+        "@ready" => {
+            let total = v["spec"]["containers"].as_array().map_or(0, Vec::len);
+            let ready = v["status"]["containerStatuses"]
+                .as_array()
+                .map_or(0, |a| a.iter().filter(|s| s["ready"] == true).count());
+            Some(json!(format!("{ready}/{total}")))
+        }
+        "@podstatus" => Some(json!(pod_status(v))),
+        "@restarts" => Some(json!(
+            v["status"]["containerStatuses"]
+                .as_array()
+                .map_or(0, |a| a
+                    .iter()
+                    .filter_map(|s| s["restartCount"].as_i64())
+                    .sum::<i64>())
+                .to_string()
+        )),
+        "@datacount" => Some(json!(
+            v["data"].as_object().map_or(0, serde_json::Map::len)
+                + v["binaryData"].as_object().map_or(0, serde_json::Map::len)
+        )),
+        "@deployready" => Some(json!(format!(
+            "{}/{}",
+            v["status"]["readyReplicas"].as_i64().unwrap_or(0),
+            v["spec"]["replicas"].as_i64().unwrap_or(1)
+        ))),
+        "@createdat" => Some(json!(
+            v["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or_default()
+        )),
+        _ => None,
+    };
+    if let Some(c) = computed {
+        return c;
+    }
+    let found = json_path(v, &c.json_path);
+    match (c.kind.as_str(), found) {
+        (_, None) | (_, Some(Value::Null)) => Value::Null,
+        ("date", Some(Value::String(s))) => json!(clock::age(Some(s))),
+        (_, Some(x @ (Value::String(_) | Value::Number(_) | Value::Bool(_)))) => x.clone(),
+        (_, Some(other)) => json!(other.to_string()),
+    }
+}
+
+/// The `columnDefinitions` array.
+pub(crate) fn definitions(cols: &[PrinterColumn]) -> Value {
+    Value::Array(
+        cols.iter()
+            .map(|c| {
+                json!({
+                    "name": c.name, "type": if c.kind == "date" { "string" } else { c.kind.as_str() },
+                    "format": c.format, "description": c.description, "priority": c.priority,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// One row; `object` is what `includeObject` asked for (or null for `None`).
+pub(crate) fn row(cols: &[PrinterColumn], v: &Value, object: Value) -> Value {
+    let cells: Vec<Value> = cols.iter().map(|c| cell(v, c)).collect();
+    let mut r = json!({"cells": cells});
+    if !object.is_null() {
+        r["object"] = object;
+    }
+    r
+}
+
+/// A whole `Table`.
+pub(crate) fn table(
+    cols: &[PrinterColumn],
+    rows: Vec<Value>,
+    rv: u64,
+    cont: Option<String>,
+    remaining: Option<u64>,
+) -> Value {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    if let Some(n) = remaining {
+        meta["remainingItemCount"] = json!(n);
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": definitions(cols),
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_path_follows_fields_indexes_and_filters() {
+        let v = json!({"status": {"conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}]}, "a": [1, 2]});
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(&json!("True"))
+        );
+        assert_eq!(json_path(&v, ".a[1]"), Some(&json!(2)));
+        assert_eq!(json_path(&v, ".missing.x"), None);
+    }
+
+    #[test]
+    fn pod_rows_show_ready_and_status() {
+        let rt = crate::resource::Registry::new()
+            .lookup("", "v1", "pods")
+            .unwrap();
+        let cols = columns(&rt, "v1");
+        let pod = json!({
+            "metadata": {"name": "p", "creationTimestamp": "2020-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "containerStatuses": [{"ready": true, "restartCount": 0, "state": {"running": {}}}]}
+        });
+        let r = row(&cols, &pod, Value::Null);
+        assert_eq!(r["cells"][0], "p");
+        assert_eq!(r["cells"][1], "1/1");
+        assert_eq!(r["cells"][2], "Running");
+    }
+}
