@@ -80,7 +80,13 @@ pub mod __private {
     pub use wit_bindgen;
 
     #[cfg(target_arch = "wasm32")]
-    #[allow(missing_docs, unsafe_code, unreachable_pub, clippy::all, clippy::unwrap_used)]
+    #[allow(
+        missing_docs,
+        unsafe_code,
+        unreachable_pub,
+        clippy::all,
+        clippy::unwrap_used
+    )]
     pub mod generated {
         include!("generated.rs");
     }

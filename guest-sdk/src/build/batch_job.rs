@@ -1,5 +1,7 @@
 //! A `batch/v1` Job.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde::ser::{SerializeStruct, Serializer};
 
@@ -23,10 +25,10 @@ use crate::DesiredChild;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
-pub struct BatchJob {
-    meta: Meta,
-    template: Meta,
-    pod: PodSpec,
+pub struct BatchJob<'a> {
+    meta: Meta<'a>,
+    template: Meta<'a>,
+    pod: PodSpec<'a>,
     backoff_limit: Option<u32>,
     completions: Option<u32>,
     parallelism: Option<u32>,
@@ -34,10 +36,10 @@ pub struct BatchJob {
     ttl_seconds_after_finished: Option<u32>,
 }
 
-impl BatchJob {
+impl<'a> BatchJob<'a> {
     /// A Job named `name`: a DNS-1123 label (at most 63 characters, since the
     /// name becomes a label on its Pods).
-    pub fn new(name: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<Cow<'a, str>>) -> Self {
         Self {
             meta: Meta::new(name.into()),
             template: Meta::default(),
@@ -51,7 +53,7 @@ impl BatchJob {
     }
 
     /// Sets a label on the Job and on its Pods.
-    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
         let (key, value) = (key.into(), value.into());
         self.template.labels.set(key.clone(), value.clone());
         self.meta.labels.set(key, value);
@@ -59,13 +61,17 @@ impl BatchJob {
     }
 
     /// Sets an annotation on the Job.
-    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn annotation(
+        mut self,
+        key: impl Into<Cow<'a, str>>,
+        value: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.meta.annotations.set(key.into(), value.into());
         self
     }
 
     /// Adds a container to the Pod template.
-    pub fn container(mut self, container: Container) -> Self {
+    pub fn container(mut self, container: Container<'a>) -> Self {
         self.pod.containers.push(container);
         self
     }
@@ -77,7 +83,7 @@ impl BatchJob {
     }
 
     /// Runs the Pods as this service account.
-    pub fn service_account(mut self, name: impl Into<String>) -> Self {
+    pub fn service_account(mut self, name: impl Into<Cow<'a, str>>) -> Self {
         self.pod.service_account = Some(name.into());
         self
     }
@@ -135,19 +141,25 @@ impl BatchJob {
             body_key: "spec",
             body: Spec(&self),
         };
-        super::finish("batch/v1", "Job", self.meta.name.clone(), &object)
+        let manifest = super::serialize("Job", &object)?;
+        Ok(DesiredChild::from_json(
+            "batch/v1",
+            "Job",
+            self.meta.name,
+            manifest,
+        ))
     }
 }
 
-struct Spec<'a>(&'a BatchJob);
+struct Spec<'j, 'a>(&'j BatchJob<'a>);
 
 #[derive(Serialize)]
-struct Template<'a> {
-    metadata: &'a Meta,
-    spec: &'a PodSpec,
+struct Template<'j, 'a> {
+    metadata: &'j Meta<'a>,
+    spec: &'j PodSpec<'a>,
 }
 
-impl Serialize for Spec<'_> {
+impl Serialize for Spec<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let job = self.0;
         let mut out = serializer.serialize_struct("JobSpec", 6)?;

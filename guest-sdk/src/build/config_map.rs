@@ -1,5 +1,7 @@
 //! A core `v1` ConfigMap.
 
+use std::borrow::Cow;
+
 use super::meta::{Meta, Object, Pairs};
 use super::{Result, names};
 use crate::DesiredChild;
@@ -15,14 +17,14 @@ use crate::DesiredChild;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
-pub struct ConfigMap {
-    meta: Meta,
-    data: Pairs,
+pub struct ConfigMap<'a> {
+    meta: Meta<'a>,
+    data: Pairs<'a>,
 }
 
-impl ConfigMap {
+impl<'a> ConfigMap<'a> {
     /// A ConfigMap named `name` (a DNS-1123 subdomain).
-    pub fn new(name: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<Cow<'a, str>>) -> Self {
         Self {
             meta: Meta::new(name.into()),
             data: Pairs::default(),
@@ -30,19 +32,23 @@ impl ConfigMap {
     }
 
     /// Sets a label.
-    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
         self.meta.labels.set(key.into(), value.into());
         self
     }
 
     /// Sets an annotation.
-    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn annotation(
+        mut self,
+        key: impl Into<Cow<'a, str>>,
+        value: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.meta.annotations.set(key.into(), value.into());
         self
     }
 
     /// Sets a data entry.
-    pub fn data(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn data(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
         self.data.set(key.into(), value.into());
         self
     }
@@ -66,7 +72,13 @@ impl ConfigMap {
             body_key: "data",
             body: &self.data,
         };
-        super::finish("v1", "ConfigMap", self.meta.name.clone(), &object)
+        let manifest = super::serialize("ConfigMap", &object)?;
+        Ok(DesiredChild::from_json(
+            "v1",
+            "ConfigMap",
+            self.meta.name,
+            manifest,
+        ))
     }
 }
 

@@ -1,5 +1,7 @@
 //! A container of a Pod or Job.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde::ser::{SerializeStruct, Serializer};
 
@@ -7,23 +9,26 @@ use super::meta::Pairs;
 use super::{Result, names};
 
 /// A container: image, command, args, environment and resources.
+///
+/// Text arguments are `&str` or `String` (anything `Into<Cow<str>>`):
+/// borrowed text is not copied until the manifest is serialized.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
-pub struct Container {
-    name: String,
-    image: String,
-    command: Vec<String>,
-    args: Vec<String>,
-    env: Pairs,
-    requests: Pairs,
-    limits: Pairs,
-    working_dir: Option<String>,
-    ports: Vec<(String, u16)>,
+pub struct Container<'a> {
+    name: Cow<'a, str>,
+    image: Cow<'a, str>,
+    command: Vec<Cow<'a, str>>,
+    args: Vec<Cow<'a, str>>,
+    env: Pairs<'a>,
+    requests: Pairs<'a>,
+    limits: Pairs<'a>,
+    working_dir: Option<Cow<'a, str>>,
+    ports: Vec<(Cow<'a, str>, u16)>,
 }
 
-impl Container {
+impl<'a> Container<'a> {
     /// A container named `name` (a DNS-1123 label) running `image`.
-    pub fn new(name: impl Into<String>, image: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<Cow<'a, str>>, image: impl Into<Cow<'a, str>>) -> Self {
         Self {
             name: name.into(),
             image: image.into(),
@@ -38,43 +43,51 @@ impl Container {
     }
 
     /// The entrypoint (`command`), replacing the image's.
-    pub fn command<I: IntoIterator<Item = S>, S: Into<String>>(mut self, command: I) -> Self {
+    pub fn command<I: IntoIterator<Item = S>, S: Into<Cow<'a, str>>>(mut self, command: I) -> Self {
         self.command = command.into_iter().map(Into::into).collect();
         self
     }
 
     /// The arguments (`args`).
-    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
+    pub fn args<I: IntoIterator<Item = S>, S: Into<Cow<'a, str>>>(mut self, args: I) -> Self {
         self.args = args.into_iter().map(Into::into).collect();
         self
     }
 
     /// Sets an environment variable.
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn env(mut self, name: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
         self.env.set(name.into(), value.into());
         self
     }
 
     /// Requests a resource, e.g. `("cpu", "100m")`, `("memory", "128Mi")`.
-    pub fn request(mut self, resource: impl Into<String>, quantity: impl Into<String>) -> Self {
+    pub fn request(
+        mut self,
+        resource: impl Into<Cow<'a, str>>,
+        quantity: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.requests.set(resource.into(), quantity.into());
         self
     }
 
     /// Limits a resource, e.g. `("memory", "256Mi")`.
-    pub fn limit(mut self, resource: impl Into<String>, quantity: impl Into<String>) -> Self {
+    pub fn limit(
+        mut self,
+        resource: impl Into<Cow<'a, str>>,
+        quantity: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.limits.set(resource.into(), quantity.into());
         self
     }
 
     /// The working directory.
-    pub fn working_dir(mut self, dir: impl Into<String>) -> Self {
+    pub fn working_dir(mut self, dir: impl Into<Cow<'a, str>>) -> Self {
         self.working_dir = Some(dir.into());
         self
     }
 
     /// Exposes a TCP port under a name (a DNS-1123 label of at most 15 characters).
-    pub fn port(mut self, name: impl Into<String>, port: u16) -> Self {
+    pub fn port(mut self, name: impl Into<Cow<'a, str>>, port: u16) -> Self {
         self.ports.push((name.into(), port));
         self
     }
@@ -88,7 +101,7 @@ impl Container {
         if self.image.trim().is_empty() {
             return Err(super::Error::Invalid {
                 what: "container image",
-                value: self.image.clone(),
+                value: self.image.clone().into_owned(),
                 reason: "must not be empty",
             });
         }
@@ -104,7 +117,7 @@ impl Container {
             if name.len() > 15 {
                 return Err(super::Error::Invalid {
                     what: "container port name",
-                    value: name.clone(),
+                    value: name.clone().into_owned(),
                     reason: "must be at most 15 characters",
                 });
             }
@@ -120,11 +133,14 @@ impl Container {
     }
 }
 
-struct Env<'a>(&'a Pairs);
+struct Env<'p, 'a>(&'p Pairs<'a>);
 
-impl Serialize for Env<'_> {
+impl Serialize for Env<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.0.iter().map(|(name, value)| EnvVar { name, value }))
+        serializer.collect_seq(self.0.0.iter().map(|(name, value)| EnvVar {
+            name: name.as_ref(),
+            value: value.as_ref(),
+        }))
     }
 }
 
@@ -143,14 +159,14 @@ struct Port<'a> {
 }
 
 #[derive(Serialize)]
-struct Resources<'a> {
+struct Resources<'p, 'a> {
     #[serde(skip_serializing_if = "Pairs::is_empty")]
-    requests: &'a Pairs,
+    requests: &'p Pairs<'a>,
     #[serde(skip_serializing_if = "Pairs::is_empty")]
-    limits: &'a Pairs,
+    limits: &'p Pairs<'a>,
 }
 
-impl Serialize for Container {
+impl Serialize for Container<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut out = serializer.serialize_struct("Container", 8)?;
         out.serialize_field("name", &self.name)?;

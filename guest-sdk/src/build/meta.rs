@@ -1,5 +1,7 @@
 //! `metadata` and string maps shared by every builder.
 
+use std::borrow::Cow;
+
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
@@ -9,10 +11,10 @@ use super::names;
 /// Key/value pairs in insertion order, serialized as a JSON object; setting
 /// a key again replaces its value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Pairs(pub(crate) Vec<(String, String)>);
+pub(crate) struct Pairs<'a>(pub(crate) Vec<(Cow<'a, str>, Cow<'a, str>)>);
 
-impl Pairs {
-    pub(crate) fn set(&mut self, key: String, value: String) {
+impl<'a> Pairs<'a> {
+    pub(crate) fn set(&mut self, key: Cow<'a, str>, value: Cow<'a, str>) {
         match self.0.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
             None => self.0.push((key, value)),
@@ -32,7 +34,7 @@ impl Pairs {
     }
 }
 
-impl Serialize for Pairs {
+impl Serialize for Pairs<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
         for (key, value) in &self.0 {
@@ -44,14 +46,14 @@ impl Serialize for Pairs {
 
 /// `metadata`: name, labels and annotations (the host sets the namespace).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Meta {
-    pub(crate) name: String,
-    pub(crate) labels: Pairs,
-    pub(crate) annotations: Pairs,
+pub(crate) struct Meta<'a> {
+    pub(crate) name: Cow<'a, str>,
+    pub(crate) labels: Pairs<'a>,
+    pub(crate) annotations: Pairs<'a>,
 }
 
-impl Meta {
-    pub(crate) fn new(name: String) -> Self {
+impl<'a> Meta<'a> {
+    pub(crate) fn new(name: Cow<'a, str>) -> Self {
         Self {
             name,
             ..Self::default()
@@ -68,7 +70,7 @@ impl Meta {
     }
 }
 
-impl Serialize for Meta {
+impl Serialize for Meta<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let fields =
             1 + usize::from(!self.labels.is_empty()) + usize::from(!self.annotations.is_empty());
@@ -88,15 +90,15 @@ impl Serialize for Meta {
 
 /// The top of every manifest: `apiVersion`, `kind`, `metadata`, then `spec`
 /// or `data` under `body_key`.
-pub(crate) struct Object<'a, B> {
+pub(crate) struct Object<'m, 'a, B> {
     pub(crate) api_version: &'static str,
     pub(crate) kind: &'static str,
-    pub(crate) metadata: &'a Meta,
+    pub(crate) metadata: &'m Meta<'a>,
     pub(crate) body_key: &'static str,
     pub(crate) body: B,
 }
 
-impl<B: Serialize> Serialize for Object<'_, B> {
+impl<B: Serialize> Serialize for Object<'_, '_, B> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut out = serializer.serialize_struct("Object", 4)?;
         out.serialize_field("apiVersion", self.api_version)?;

@@ -90,21 +90,17 @@ pub enum Error {
 /// Builder results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Serializes a checked manifest into a desired child.
-fn finish<T: serde::Serialize>(
-    api_version: &'static str,
-    kind: &'static str,
-    name: String,
-    manifest: &T,
-) -> Result<crate::DesiredChild> {
-    let manifest =
-        serde_json::to_string(manifest).map_err(|source| Error::Serialize { kind, source })?;
-    Ok(crate::DesiredChild::from_json(
-        api_version,
+/// Serializes a checked manifest, into a buffer sized for a typical object
+/// so that it rarely grows.
+fn serialize<T: serde::Serialize>(kind: &'static str, manifest: &T) -> Result<String> {
+    let mut buffer = Vec::with_capacity(512);
+    serde_json::to_writer(&mut buffer, manifest)
+        .map_err(|source| Error::Serialize { kind, source })?;
+    // serde_json writes UTF-8 only; the check is a cheap scan.
+    String::from_utf8(buffer).map_err(|e| Error::Serialize {
         kind,
-        name,
-        manifest,
-    ))
+        source: serde::ser::Error::custom(e),
+    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! A core `v1` Pod, and the Pod spec shared with [`super::BatchJob`].
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde::ser::{SerializeStruct, Serializer};
 
@@ -32,15 +34,15 @@ impl RestartPolicy {
 
 /// The part of a Pod spec the builders set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct PodSpec {
+pub(crate) struct PodSpec<'a> {
     pub(crate) restart_policy: RestartPolicy,
-    pub(crate) containers: Vec<Container>,
-    pub(crate) service_account: Option<String>,
-    pub(crate) node_selector: Pairs,
+    pub(crate) containers: Vec<Container<'a>>,
+    pub(crate) service_account: Option<Cow<'a, str>>,
+    pub(crate) node_selector: Pairs<'a>,
     pub(crate) active_deadline_seconds: Option<u64>,
 }
 
-impl PodSpec {
+impl PodSpec<'_> {
     pub(crate) fn check(&self, kind: &'static str, name: &str) -> Result<()> {
         if self.containers.is_empty() {
             return Err(Error::NoContainers {
@@ -68,7 +70,7 @@ impl PodSpec {
     }
 }
 
-impl Serialize for PodSpec {
+impl Serialize for PodSpec<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut out = serializer.serialize_struct("PodSpec", 5)?;
         out.serialize_field("restartPolicy", self.restart_policy.as_str())?;
@@ -101,14 +103,14 @@ impl Serialize for PodSpec {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
-pub struct Pod {
-    meta: Meta,
-    spec: PodSpec,
+pub struct Pod<'a> {
+    meta: Meta<'a>,
+    spec: PodSpec<'a>,
 }
 
-impl Pod {
+impl<'a> Pod<'a> {
     /// A Pod named `name` (a DNS-1123 subdomain), restart policy `Never`.
-    pub fn new(name: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<Cow<'a, str>>) -> Self {
         Self {
             meta: Meta::new(name.into()),
             spec: PodSpec::default(),
@@ -116,13 +118,17 @@ impl Pod {
     }
 
     /// Sets a label.
-    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
         self.meta.labels.set(key.into(), value.into());
         self
     }
 
     /// Sets an annotation.
-    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn annotation(
+        mut self,
+        key: impl Into<Cow<'a, str>>,
+        value: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.meta.annotations.set(key.into(), value.into());
         self
     }
@@ -134,19 +140,23 @@ impl Pod {
     }
 
     /// Adds a container.
-    pub fn container(mut self, container: Container) -> Self {
+    pub fn container(mut self, container: Container<'a>) -> Self {
         self.spec.containers.push(container);
         self
     }
 
     /// Runs the Pod as this service account.
-    pub fn service_account(mut self, name: impl Into<String>) -> Self {
+    pub fn service_account(mut self, name: impl Into<Cow<'a, str>>) -> Self {
         self.spec.service_account = Some(name.into());
         self
     }
 
     /// Requires a node label.
-    pub fn node_selector(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn node_selector(
+        mut self,
+        key: impl Into<Cow<'a, str>>,
+        value: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.spec.node_selector.set(key.into(), value.into());
         self
     }
@@ -173,7 +183,13 @@ impl Pod {
             body_key: "spec",
             body: &self.spec,
         };
-        super::finish("v1", "Pod", self.meta.name.clone(), &object)
+        let manifest = super::serialize("Pod", &object)?;
+        Ok(DesiredChild::from_json(
+            "v1",
+            "Pod",
+            self.meta.name,
+            manifest,
+        ))
     }
 }
 

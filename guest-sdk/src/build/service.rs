@@ -1,5 +1,7 @@
 //! A core `v1` Service.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde::ser::{SerializeStruct, Serializer};
 
@@ -18,25 +20,25 @@ use crate::DesiredChild;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
-pub struct Service {
-    meta: Meta,
-    selector: Pairs,
-    ports: Vec<ServicePort>,
+pub struct Service<'a> {
+    meta: Meta<'a>,
+    selector: Pairs<'a>,
+    ports: Vec<ServicePort<'a>>,
     headless: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ServicePort {
-    name: String,
+struct ServicePort<'a> {
+    name: Cow<'a, str>,
     port: u16,
     target_port: u16,
     protocol: &'static str,
 }
 
-impl Service {
+impl<'a> Service<'a> {
     /// A Service named `name` (a DNS-1035 label: starts with a letter).
-    pub fn new(name: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<Cow<'a, str>>) -> Self {
         Self {
             meta: Meta::new(name.into()),
             selector: Pairs::default(),
@@ -46,25 +48,33 @@ impl Service {
     }
 
     /// Sets a label on the Service itself.
-    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
         self.meta.labels.set(key.into(), value.into());
         self
     }
 
     /// Sets an annotation.
-    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn annotation(
+        mut self,
+        key: impl Into<Cow<'a, str>>,
+        value: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.meta.annotations.set(key.into(), value.into());
         self
     }
 
     /// Selects Pods carrying this label.
-    pub fn selector(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn selector(
+        mut self,
+        key: impl Into<Cow<'a, str>>,
+        value: impl Into<Cow<'a, str>>,
+    ) -> Self {
         self.selector.set(key.into(), value.into());
         self
     }
 
     /// Exposes TCP `port`, forwarded to the Pods' `target_port`.
-    pub fn port(mut self, name: impl Into<String>, port: u16, target_port: u16) -> Self {
+    pub fn port(mut self, name: impl Into<Cow<'a, str>>, port: u16, target_port: u16) -> Self {
         self.ports.push(ServicePort {
             name: name.into(),
             port,
@@ -93,7 +103,7 @@ impl Service {
         if self.ports.is_empty() && !self.headless {
             return Err(Error::Invalid {
                 what: "Service",
-                value: self.meta.name.clone(),
+                value: self.meta.name.clone().into_owned(),
                 reason: "needs at least one port unless headless",
             });
         }
@@ -102,14 +112,14 @@ impl Service {
             if port.port == 0 || port.target_port == 0 {
                 return Err(Error::Invalid {
                     what: "Service port",
-                    value: port.name.clone(),
+                    value: port.name.clone().into_owned(),
                     reason: "port and target port must be between 1 and 65535",
                 });
             }
             if self.ports[..i].iter().any(|p| p.name == port.name) {
                 return Err(Error::Invalid {
                     what: "Service port name",
-                    value: port.name.clone(),
+                    value: port.name.clone().into_owned(),
                     reason: "must be unique within the Service",
                 });
             }
@@ -121,13 +131,19 @@ impl Service {
             body_key: "spec",
             body: Spec(&self),
         };
-        super::finish("v1", "Service", self.meta.name.clone(), &object)
+        let manifest = super::serialize("Service", &object)?;
+        Ok(DesiredChild::from_json(
+            "v1",
+            "Service",
+            self.meta.name,
+            manifest,
+        ))
     }
 }
 
-struct Spec<'a>(&'a Service);
+struct Spec<'s, 'a>(&'s Service<'a>);
 
-impl Serialize for Spec<'_> {
+impl Serialize for Spec<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let service = self.0;
         let mut out = serializer.serialize_struct("ServiceSpec", 4)?;

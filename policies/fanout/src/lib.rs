@@ -159,7 +159,7 @@ fn phase(slots: &[Slot], failures: u32, backoff_limit: u32) -> Phase {
         Phase::Succeeded
     } else if slots
         .iter()
-        .all(|slot| slot.is_done() || matches!(slot.current(), Some((ChildPhase::Running, _))))
+        .all(|slot| slot.is_done() || matches!(slot.current, Some((ChildPhase::Running, _))))
     {
         Phase::Running
     } else {
@@ -179,7 +179,7 @@ fn message(phase: Phase, slots: &[Slot], failures: u32, params: &Params) -> Stri
         Phase::Running | Phase::Pending => {
             let running = slots
                 .iter()
-                .filter(|slot| matches!(slot.current(), Some((ChildPhase::Running, _))))
+                .filter(|slot| matches!(slot.current, Some((ChildPhase::Running, _))))
                 .count();
             format!("{running}/{replicas} workers running, {done} succeeded, {failures} failed")
         }
@@ -201,7 +201,7 @@ fn workers_ready(phase: Phase, slots: &[Slot]) -> Condition {
             let unready = slots
                 .iter()
                 .filter(|slot| {
-                    !slot.is_done() && !matches!(slot.current(), Some((ChildPhase::Running, true)))
+                    !slot.is_done() && !matches!(slot.current, Some((ChildPhase::Running, true)))
                 })
                 .count();
             if unready == 0 {

@@ -44,8 +44,9 @@ pub(crate) struct Slot {
     pub(crate) failed: Vec<u32>,
     /// Retry numbers of its succeeded Pods, ascending.
     pub(crate) succeeded: Vec<u32>,
-    /// Its Pods that have not finished: `(retry, phase, ready)`.
-    pub(crate) active: Vec<(u32, ChildPhase, bool)>,
+    /// The phase and readiness of its current Pod (see [`Slot::current_retry`]),
+    /// if that Pod exists and has not finished.
+    pub(crate) current: Option<(ChildPhase, bool)>,
 }
 
 impl Slot {
@@ -54,40 +55,39 @@ impl Slot {
         self.failed.last().map_or(0, |last| last + 1)
     }
 
-    /// The current Pod's phase and readiness, if it exists.
-    pub(crate) fn current(&self) -> Option<(ChildPhase, bool)> {
-        let retry = self.current_retry();
-        self.active
-            .iter()
-            .find(|(r, _, _)| *r == retry)
-            .map(|&(_, phase, ready)| (phase, ready))
-    }
-
     pub(crate) fn is_done(&self) -> bool {
         !self.succeeded.is_empty()
     }
 }
 
 /// Groups the job's worker Pods by index; other children and indexes at or
-/// beyond `replicas` are left out (and so pruned).
+/// beyond `replicas` are left out (and so pruned). Two passes: finished Pods
+/// first (they decide each index's current retry), then the current Pods.
+/// Unfinished Pods of an older retry are left out too.
 pub(crate) fn slots(job: &str, replicas: u32, children: &[Child]) -> Vec<Slot> {
     let mut slots = vec![Slot::default(); replicas as usize];
-    for child in children.iter().filter(|c| c.is_pod()) {
-        let Some((index, retry)) = parse(job, &child.name) else {
-            continue;
-        };
-        let Some(slot) = slots.get_mut(index as usize) else {
-            continue;
-        };
+    let workers = || {
+        children.iter().filter(|c| c.is_pod()).filter_map(|child| {
+            let (index, retry) = parse(job, &child.name)?;
+            (index < replicas).then_some((index as usize, retry, child))
+        })
+    };
+    for (index, retry, child) in workers() {
         match child.phase {
-            ChildPhase::Failed => slot.failed.push(retry),
-            ChildPhase::Succeeded => slot.succeeded.push(retry),
-            phase => slot.active.push((retry, phase, child.ready)),
+            ChildPhase::Failed => slots[index].failed.push(retry),
+            ChildPhase::Succeeded => slots[index].succeeded.push(retry),
+            ChildPhase::Pending | ChildPhase::Running | ChildPhase::Unknown => {}
         }
     }
     for slot in &mut slots {
         slot.failed.sort_unstable();
         slot.succeeded.sort_unstable();
+    }
+    for (index, retry, child) in workers() {
+        let slot = &mut slots[index];
+        if !child.phase.is_finished() && retry == slot.current_retry() {
+            slot.current = Some((child.phase, child.ready));
+        }
     }
     slots
 }
