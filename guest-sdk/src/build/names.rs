@@ -54,10 +54,14 @@ fn subdomain_reason(name: &str) -> Option<&'static str> {
     {
         return Some("must consist of lower-case letters, digits, '-' and '.'");
     }
-    if name
-        .split('.')
-        .any(|part| part.is_empty() || part.starts_with('-') || part.ends_with('-'))
-    {
+    // Each dot-separated part starts and ends with an alphanumeric: no dot or
+    // dash at either end, and no dot next to a dot or a dash.
+    let bytes = name.as_bytes();
+    let edge = |b: u8| b == b'.' || b == b'-';
+    let bad_join = bytes
+        .windows(2)
+        .any(|w| (w[0] == b'.' && edge(w[1])) || (w[1] == b'.' && edge(w[0])));
+    if edge(bytes[0]) || edge(bytes[bytes.len() - 1]) || bad_join {
         return Some("each dot-separated part must start and end with a letter or digit");
     }
     None

@@ -36,6 +36,8 @@
 //! Idempotent: it only reads the children.
 
 mod params;
+
+use std::borrow::Cow;
 mod workers;
 
 use policyhost_sdk::build::{Container, Pod, RestartPolicy};
@@ -95,12 +97,19 @@ impl Policy for Fanout {
         let phase = phase(&slots, failures, params.backoff_limit);
 
         let mut desired = Vec::with_capacity(slots.len());
+        let replicas = params.replicas.to_string();
         for (index, slot) in (0_u32..).zip(&slots) {
             for &retry in slot.failed.iter().chain(&slot.succeeded) {
-                desired.push(worker(job, &params, index, retry)?);
+                desired.push(worker(job, &params, &replicas, index, retry)?);
             }
             if phase != Phase::Failed && !slot.is_done() {
-                desired.push(worker(job, &params, index, slot.current_retry())?);
+                desired.push(worker(
+                    job,
+                    &params,
+                    &replicas,
+                    index,
+                    slot.current_retry(),
+                )?);
             }
         }
 
@@ -129,16 +138,28 @@ impl Policy for Fanout {
 }
 
 /// The manifest of worker `index`, replacement `retry`.
-fn worker(job: &Job, params: &Params, index: u32, retry: u32) -> Result<DesiredChild, PolicyError> {
+/// Text shared by every worker of one call is borrowed, not copied.
+fn worker(
+    job: &Job,
+    params: &Params,
+    replicas: &str,
+    index: u32,
+    retry: u32,
+) -> Result<DesiredChild, PolicyError> {
+    let index_text = index.to_string();
+    let retry_text = match retry {
+        0 => Cow::Borrowed("0"),
+        retry => Cow::Owned(retry.to_string()),
+    };
     let container = Container::new("worker", params.image.as_str())
         .command(params.command.iter().map(String::as_str))
-        .env("FANOUT_INDEX", index.to_string())
-        .env("FANOUT_REPLICAS", params.replicas.to_string());
+        .env("FANOUT_INDEX", index_text.as_str())
+        .env("FANOUT_REPLICAS", replicas);
     Ok(Pod::new(workers::name(&job.name, index, retry))
         .label("app.kubernetes.io/name", "fanout-worker")
         .label("fanout.policyhost.dev/job", job.name.as_str())
-        .label("fanout.policyhost.dev/index", index.to_string())
-        .label("fanout.policyhost.dev/retry", retry.to_string())
+        .label("fanout.policyhost.dev/index", index_text.as_str())
+        .label("fanout.policyhost.dev/retry", retry_text)
         .restart_policy(RestartPolicy::Never)
         .container(container)
         .build()?)
