@@ -1,4 +1,13 @@
-//! The children the host found for a DataJob.
+//! The children the host found for a DataJob, through its owner index.
+//!
+//! ```
+//! use policyhost_sdk::testing::ChildFixture;
+//! use policyhost_sdk::ChildPhase;
+//!
+//! let child = ChildFixture::pod("demo-0").phase(ChildPhase::Running).label("app", "demo").to_child();
+//! assert!(child.is_pod() && child.phase.is_active());
+//! assert_eq!(child.label("app"), Some("demo"));
+//! ```
 
 use crate::KeyValue;
 

@@ -1,4 +1,12 @@
 //! Facts about a call that a pure function cannot find out itself.
+//!
+//! ```
+//! use policyhost_sdk::Context;
+//!
+//! let ctx = Context::new(1_700_000_000_000, 1, "sha256-hex");
+//! let deadline_passed = ctx.now_unix_ms > 1_600_000_000_000;
+//! assert!(deadline_passed);
+//! ```
 
 /// Facts about this call. Policies are pure functions: the time comes from
 /// here, never from a clock, so the same inputs replay to the same result.

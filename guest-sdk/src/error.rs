@@ -1,4 +1,16 @@
 //! The failure a policy reports to the host.
+//!
+//! ```
+//! use policyhost_sdk::PolicyError;
+//!
+//! fn check(replicas: u32) -> Result<(), PolicyError> {
+//!     if replicas == 0 {
+//!         return Err(PolicyError::invalid_params("params.replicas: must be at least 1"));
+//!     }
+//!     Ok(())
+//! }
+//! assert_eq!(check(0).unwrap_err().to_string(), "invalid params: params.replicas: must be at least 1");
+//! ```
 
 use serde::Serialize;
 

@@ -1,4 +1,16 @@
-//! The DataJob a call is about.
+//! The DataJob a call is about: its identity, labels, `spec.params` and the
+//! outputs the policy wrote last time.
+//!
+//! ```
+//! use policyhost_sdk::testing::JobFixture;
+//!
+//! #[derive(Debug, serde::Deserialize)]
+//! struct Params { replicas: u32 }
+//!
+//! let job = JobFixture::new("demo").params(serde_json::json!({ "replicas": "three" })).to_job();
+//! let error = job.params::<Params>().unwrap_err();
+//! assert_eq!(error.message(), r#"params.replicas: invalid type: string "three", expected u32"#);
+//! ```
 
 use serde::de::DeserializeOwned;
 

@@ -1,4 +1,25 @@
 //! The `Policy` trait and the `export!` macro that turns it into a component.
+//!
+//! ```
+//! use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status};
+//!
+//! /// Succeeds at once and cleans up at once.
+//! pub struct Noop;
+//!
+//! impl Policy for Noop {
+//!     type Params = NoParams;
+//!
+//!     fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+//!         Ok(Reconcile::new(Status::new(Phase::Succeeded)))
+//!     }
+//!
+//!     fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+//!         Ok(Cleanup::Done)
+//!     }
+//! }
+//!
+//! policyhost_sdk::export!(Noop);
+//! ```
 
 use serde::de::DeserializeOwned;
 

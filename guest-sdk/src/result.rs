@@ -1,5 +1,18 @@
 //! What a policy answers: desired children, status, events, cleanup progress.
 //!
+//! ```
+//! use policyhost_sdk::{Cleanup, Condition, Event, Phase, Reconcile, Status};
+//!
+//! let status = Status::new(Phase::Running)
+//!     .message("3/3 running")
+//!     .condition(Condition::new("WorkersReady", true, "AllReady", "all workers ready"))
+//!     .outputs(&serde_json::json!({ "running": 3 }))?;
+//! let result = Reconcile::new(status).event(Event::normal("Running", "3 workers running"));
+//! assert_eq!(serde_json::to_value(&result)?["status"]["conditions"][0]["status"], "True");
+//! assert_eq!(serde_json::to_value(Cleanup::RetryAfter { ms: 2000 })?["result"], "retryAfter");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Every type here serializes (serde) to the result JSON shared by the native
 //! harness and the host's `policy run`: camelCase keys, manifests and outputs
 //! embedded as parsed JSON, optional fields omitted.
