@@ -1,18 +1,24 @@
 //! Counting children, and helpers for conditions and phases.
 //!
 //! ```
-//! use policyhost_sdk::status::ChildCounts;
-//! use policyhost_sdk::{Child, ChildPhase};
+//! use policyhost_sdk::status::{ChildCounts, phase_change};
+//! use policyhost_sdk::testing::ChildFixture;
+//! use policyhost_sdk::{ChildPhase, Phase};
 //!
-//! # let children: Vec<Child> = Vec::new();
+//! let children = [
+//!     ChildFixture::pod("a").phase(ChildPhase::Running).to_child(),
+//!     ChildFixture::pod("b").phase(ChildPhase::Succeeded).to_child(),
+//! ];
 //! let counts = ChildCounts::of(children.iter().filter(|c| c.is_pod()));
-//! assert_eq!(counts.total(), 0);
-//! assert!(counts.all_succeeded(0));
+//! assert_eq!(counts.phase(2, 0), Phase::Running);
+//! let event = phase_change(Some(Phase::Pending), Phase::Running).unwrap();
+//! assert_eq!(event.reason, "Running");
+//! assert!(phase_change(Some(Phase::Running), Phase::Running).is_none());
 //! ```
 
 use serde::Serialize;
 
-use crate::{Child, ChildPhase};
+use crate::{Child, ChildPhase, Event, Phase};
 
 /// How many children are in each phase.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -73,6 +79,42 @@ impl ChildCounts {
     pub fn all_succeeded(&self, desired: u32) -> bool {
         self.succeeded >= desired
     }
+
+    /// The usual phase of a DataJob that wants `desired` children to run to
+    /// completion, tolerating `allowed_failures` failed ones: `Failed` past
+    /// that, `Succeeded` once `desired` succeeded, `Running` once every
+    /// unfinished one runs, else `Pending`.
+    #[must_use]
+    pub fn phase(&self, desired: u32, allowed_failures: u32) -> Phase {
+        if self.failed > allowed_failures {
+            Phase::Failed
+        } else if self.all_succeeded(desired) {
+            Phase::Succeeded
+        } else if self.running + self.succeeded >= desired {
+            Phase::Running
+        } else {
+            Phase::Pending
+        }
+    }
+}
+
+/// A `Normal` event (a `Warning` one for [`Phase::Failed`]) if the phase
+/// changed; `previous` is the phase an earlier call reported (e.g. kept in
+/// `status.outputs`), `None` on the first call.
+#[must_use]
+pub fn phase_change(previous: Option<Phase>, now: Phase) -> Option<Event> {
+    if previous == Some(now) {
+        return None;
+    }
+    let message = match previous {
+        Some(previous) => format!("phase changed from {previous} to {now}"),
+        None => format!("phase is {now}"),
+    };
+    Some(if now == Phase::Failed {
+        Event::warning(now.as_str(), message)
+    } else {
+        Event::normal(now.as_str(), message)
+    })
 }
 
 /// `n/m` progress text, e.g. `3/10 running`.
@@ -123,6 +165,38 @@ mod tests {
         assert_eq!((counts.total(), counts.active()), (6, 3));
         assert!(counts.all_succeeded(1));
         assert!(!counts.all_succeeded(2));
+    }
+
+    #[test]
+    fn the_phase_follows_the_counts() {
+        let counts = |running, succeeded, failed| ChildCounts {
+            running,
+            succeeded,
+            failed,
+            ..ChildCounts::default()
+        };
+        assert_eq!(counts(0, 0, 0).phase(2, 0), Phase::Pending);
+        assert_eq!(counts(1, 0, 0).phase(2, 0), Phase::Pending);
+        assert_eq!(counts(1, 1, 0).phase(2, 0), Phase::Running);
+        assert_eq!(counts(0, 2, 0).phase(2, 0), Phase::Succeeded);
+        assert_eq!(counts(1, 1, 1).phase(2, 1), Phase::Running);
+        assert_eq!(counts(1, 1, 2).phase(2, 1), Phase::Failed);
+    }
+
+    #[test]
+    fn phase_changes_make_events_and_failures_warn() {
+        assert_eq!(
+            phase_change(None, Phase::Pending),
+            Some(Event::normal("Pending", "phase is Pending"))
+        );
+        assert_eq!(
+            phase_change(Some(Phase::Running), Phase::Failed),
+            Some(Event::warning(
+                "Failed",
+                "phase changed from Running to Failed"
+            ))
+        );
+        assert_eq!(phase_change(Some(Phase::Succeeded), Phase::Succeeded), None);
     }
 
     #[test]
