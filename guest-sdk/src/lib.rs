@@ -68,7 +68,7 @@ pub use child::{Child, ChildPhase};
 pub use context::Context;
 pub use error::PolicyError;
 pub use job::{Job, KeyValue};
-pub use policy::{NoParams, Policy};
+pub use policy::{NoParams, Policy, run_cleanup, run_reconcile};
 pub use result::{Cleanup, Condition, DesiredChild, Event, Phase, Reconcile, Status};
 
 /// Not part of the public API: what [`export!`] expands to.

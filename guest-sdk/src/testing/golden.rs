@@ -134,16 +134,26 @@ impl Golden {
             .collect()
     }
 
+    /// The context of the call (defaults filled in).
+    #[must_use]
+    pub fn context(&self) -> Context {
+        let ctx = &self.context;
+        Context::new(ctx.now_unix_ms, ctx.attempt, ctx.policy_digest.clone())
+    }
+
+    /// The inputs exactly as a policy receives them (the host maps these
+    /// records onto its WIT bindings to replay the case in a component).
+    #[must_use]
+    pub fn inputs(&self) -> (crate::Job, Vec<crate::Child>, Context) {
+        let children = self.children.iter().map(ChildFixture::to_child).collect();
+        (self.job.to_job(), children, self.context())
+    }
+
     /// The case's inputs as a [`Call`].
     pub fn to_call(&self) -> Call {
-        let ctx = &self.context;
         Call::new(self.job.clone())
             .children(self.children.iter().cloned())
-            .context(Context::new(
-                ctx.now_unix_ms,
-                ctx.attempt,
-                ctx.policy_digest.clone(),
-            ))
+            .context(self.context())
     }
 
     /// Runs the case against `P` and returns the result JSON.
@@ -200,4 +210,52 @@ pub fn assert_golden_dir<P: Policy>(dir: impl AsRef<Path>) {
         "golden mismatches (POLICYHOST_BLESS=1 rewrites them):\n{}",
         mismatches.join("\n")
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ChildPhase;
+
+    #[test]
+    fn a_minimal_case_gets_the_documented_defaults() {
+        let case: Golden = serde_json::from_value(json!({
+            "call": "cleanup",
+            "job": { "name": "demo", "labels": { "b": "2", "a": "1" }, "status": { "phase": "Running" } },
+            "children": [{ "name": "demo-0", "phase": "failed" }],
+            "expected": { "result": "done" },
+        }))
+        .unwrap();
+        let (job, children, ctx) = case.inputs();
+        assert_eq!(
+            (job.namespace.as_str(), job.uid.as_str(), job.generation),
+            ("default", "uid-demo", 1)
+        );
+        assert_eq!(job.params_json, "{}");
+        assert_eq!(job.status_json.as_deref(), Some(r#"{"phase":"Running"}"#));
+        let keys: Vec<_> = job.labels.iter().map(|kv| kv.key.as_str()).collect();
+        assert_eq!(keys, ["a", "b"], "labels are sorted by key");
+        assert_eq!(children[0].kind, "Pod");
+        assert_eq!(children[0].phase, ChildPhase::Failed);
+        assert!(!children[0].ready);
+        assert_eq!(
+            ctx,
+            Context::new(super::super::DEFAULT_NOW_UNIX_MS, 1, "native")
+        );
+        assert_eq!(case.call, Kind::Cleanup);
+    }
+
+    #[test]
+    fn an_unknown_field_in_a_case_is_refused() {
+        let error = serde_json::from_value::<Golden>(json!({
+            "call": "reconcile", "job": { "name": "x", "nmespace": "y" }, "expected": {}
+        }))
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("unknown field `nmespace`"),
+            "{error}"
+        );
+    }
 }
