@@ -170,17 +170,23 @@ impl DevCluster {
         })
     }
 
-    /// A `kube::Client` for this cluster.
+    /// The `kube::Config` [`client`](Self::client) uses, to adjust (e.g. `default_retry`).
     #[cfg(feature = "client")]
-    pub fn client(&self) -> Result<kube::Client> {
-        let mut config = kube::Config::new(
-            self.url()
-                .parse()
-                .map_err(|e: axum::http::uri::InvalidUri| Error::Client(Box::new(e)))?,
-        );
+    pub fn client_config(&self) -> Result<kube::Config> {
+        let url = self
+            .url()
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| Error::Client(Box::new(e)))?;
+        let mut config = kube::Config::new(url);
         config.default_namespace = "default".into();
         config.auth_info.token = Some(kubeconfig::TOKEN.to_owned().into());
-        kube::Client::try_from(config).map_err(|e| Error::Client(Box::new(e)))
+        Ok(config)
+    }
+
+    /// A `kube::Client` for this cluster (namespace `default`).
+    #[cfg(feature = "client")]
+    pub fn client(&self) -> Result<kube::Client> {
+        kube::Client::try_from(self.client_config()?).map_err(|e| Error::Client(Box::new(e)))
     }
 
     /// Request counters.

@@ -375,8 +375,10 @@ impl Txn<'_> {
         Ok((replay, table.tx.subscribe()))
     }
 
-    /// Forgets the history (forces 410 Gone for any watch from before now).
+    /// Forgets the history and moves the resourceVersion on by one, so that a watch from
+    /// any resourceVersion handed out so far gets 410 Gone (etcd compaction does the same).
     pub(crate) fn compact(&mut self, gr: Option<&GroupResource>) {
+        self.inner.rv += 1;
         let rv = self.inner.rv;
         for (g, t) in &mut self.inner.tables {
             if gr.is_none_or(|x| x == g) {

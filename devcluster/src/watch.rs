@@ -19,7 +19,7 @@ use crate::status::ApiError;
 use crate::store::{self, Event, EventKind, ListQuery, Store};
 
 /// How often bookmarks are sent when the client allows them.
-const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+const BOOKMARK_EVERY: Duration = Duration::from_secs(2);
 /// The server-chosen timeout when the client sets none (kube-apiserver picks 30–60 min).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 

@@ -1,1 +1,17 @@
-//! devcluster integration tests.
+//! devcluster integration tests: the conformance suite driven by kube-rs, and the same
+//! scenarios driven by the real `kubectl`.
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+mod common;
+mod crud;
+mod faults;
+mod finalizers;
+mod gc;
+mod kubectl;
+mod pods;
+mod reads;
+mod status;
+mod watch;

@@ -1,0 +1,167 @@
+//! Shared helpers: start a cluster, typed and dynamic APIs, waiting on conditions.
+
+use std::future::Future;
+use std::time::Duration;
+
+use devcluster::{Config, DevCluster};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
+
+/// A started cluster with a client.
+pub struct Cluster {
+    pub dc: DevCluster,
+    pub client: Client,
+}
+
+/// Starts a cluster with the test defaults (no Pod simulation unless asked).
+pub async fn start() -> Cluster {
+    start_with(Config {
+        pods: None,
+        ..Config::default()
+    })
+    .await
+}
+
+/// Starts a cluster with `config`.
+pub async fn start_with(config: Config) -> Cluster {
+    let dc = DevCluster::start(config).await.expect("cluster starts");
+    let client = dc.client().expect("client");
+    Cluster { dc, client }
+}
+
+impl Cluster {
+    /// ConfigMaps in `ns`.
+    pub fn cms(&self, ns: &str) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// Creates a namespace.
+    pub async fn namespace(&self, name: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+        )
+        .await
+        .expect("namespace created");
+    }
+
+    /// Creates a ConfigMap with labels.
+    pub async fn cm(&self, ns: &str, name: &str, labels: serde_json::Value) -> ConfigMap {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        self.cms(ns)
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("configmap created")
+    }
+
+    /// Installs the DataJob CRD (with a status subresource and printer columns) and waits
+    /// until it is served.
+    pub async fn datajob_crd(&self) -> ApiResource {
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
+        let crd: DynamicObject = serde_json::from_value(datajob_crd()).unwrap();
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("crd created");
+        let ar = datajob_resource();
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), "default", &ar);
+        eventually("the CRD is served", || async {
+            api.list(&Default::default()).await.is_ok()
+        })
+        .await;
+        ar
+    }
+}
+
+/// The CRD resource itself.
+pub fn crd_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    )
+}
+
+/// `policyhost.dev/v1alpha1` `DataJob`.
+pub fn datajob_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("policyhost.dev", "v1alpha1", "DataJob"),
+        "datajobs",
+    )
+}
+
+/// The DataJob CRD manifest.
+pub fn datajob_crd() -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "datajobs.policyhost.dev"},
+        "spec": {
+            "group": "policyhost.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "datajobs", "singular": "datajob", "kind": "DataJob", "shortNames": ["dj"]},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Policy", "type": "string", "jsonPath": ".spec.policy"},
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+                ]
+            }]
+        }
+    })
+}
+
+/// A DataJob object.
+pub fn datajob(name: &str, policy: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "policyhost.dev/v1alpha1",
+        "kind": "DataJob",
+        "metadata": {"name": name},
+        "spec": {"policy": policy, "params": {}},
+    }))
+    .unwrap()
+}
+
+/// Waits until `check` holds, for at most 10 seconds.
+pub async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    eventually_within(what, Duration::from_secs(10), check).await;
+}
+
+/// Waits until `check` holds, for at most `limit`.
+pub async fn eventually_within<F, Fut>(what: &str, limit: Duration, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The API error inside a kube error.
+pub fn api_error(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

@@ -1,0 +1,170 @@
+//! ownerReference garbage collection in the three propagation modes, and namespace deletion.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::common::{Cluster, api_error, eventually, start};
+
+async fn owner_and_dependents(c: &Cluster, block: bool) -> ConfigMap {
+    let owner = c.cm("default", "owner", json!({})).await;
+    for i in 0..3 {
+        let dep: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": format!("dep-{i}"), "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                "uid": owner.metadata.uid, "blockOwnerDeletion": block, "controller": true,
+            }]},
+        }))
+        .unwrap();
+        c.cms("default")
+            .create(&PostParams::default(), &dep)
+            .await
+            .unwrap();
+    }
+    owner
+}
+
+async fn exists(c: &Cluster, name: &str) -> bool {
+    c.cms("default").get_opt(name).await.unwrap().is_some()
+}
+
+#[tokio::test]
+async fn background_deletion_removes_dependents_after_the_owner() {
+    let c = start().await;
+    owner_and_dependents(&c, false).await;
+    c.cms("default")
+        .delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    assert!(!exists(&c, "owner").await);
+    eventually("dependents are collected", || async {
+        c.cms("default")
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_blocking_dependents() {
+    let c = start().await;
+    owner_and_dependents(&c, true).await;
+    let api = c.cms("default");
+    let pp = PatchParams::default();
+    api.patch(
+        "dep-0",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"finalizers": ["test/hold"]}})),
+    )
+    .await
+    .unwrap();
+    let resp = api
+        .delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let owner = resp.left().expect("owner kept during foreground deletion");
+    assert!(
+        owner
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_owned())
+    );
+    eventually("unblocked dependents are gone", || async {
+        !exists(&c, "dep-1").await && !exists(&c, "dep-2").await
+    })
+    .await;
+    assert!(exists(&c, "owner").await, "the owner waits for dep-0");
+    assert!(
+        api.get("dep-0")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    api.patch(
+        "dep-0",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("the owner goes once dependents are gone", || async {
+        !exists(&c, "owner").await
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn orphan_deletion_keeps_dependents_without_the_owner_reference() {
+    let c = start().await;
+    owner_and_dependents(&c, false).await;
+    c.cms("default")
+        .delete("owner", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    eventually("the owner is gone", || async { !exists(&c, "owner").await }).await;
+    for i in 0..3 {
+        let dep = c.cms("default").get(&format!("dep-{i}")).await.unwrap();
+        assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_content_then_the_namespace() {
+    let c = start().await;
+    c.namespace("doomed").await;
+    c.cm("doomed", "a", json!({})).await;
+    c.cm("doomed", "held", json!({})).await;
+    let pp = PatchParams::default();
+    c.cms("doomed")
+        .patch(
+            "held",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"finalizers": ["test/hold"]}})),
+        )
+        .await
+        .unwrap();
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    nss.delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let ns = nss.get("doomed").await.unwrap();
+    assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
+    eventually("unheld content is deleted", || async {
+        c.cms("doomed").get_opt("a").await.unwrap().is_none()
+    })
+    .await;
+    let e = api_error(
+        c.cms("doomed")
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "late"}})).unwrap(),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 403);
+    assert!(
+        e.message.contains("because it is being terminated"),
+        "{}",
+        e.message
+    );
+    assert!(nss.get_opt("doomed").await.unwrap().is_some());
+    c.cms("doomed")
+        .patch(
+            "held",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("the namespace is gone", || async {
+        nss.get_opt("doomed").await.unwrap().is_none()
+    })
+    .await;
+}

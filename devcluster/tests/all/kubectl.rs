@@ -1,0 +1,243 @@
+//! The same scenarios driven by the real `kubectl` binary.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::{Cluster, datajob_crd, start};
+
+struct Kubectl {
+    dir: PathBuf,
+}
+
+impl Kubectl {
+    fn new(c: &Cluster) -> Self {
+        let dir = std::env::temp_dir().join(format!("devcluster-kubectl-{}", c.dc.addr().port()));
+        std::fs::create_dir_all(&dir).unwrap();
+        c.dc.write_kubeconfig(dir.join("kubeconfig")).unwrap();
+        Self { dir }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(self.dir.join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.join("cache"))
+            .args(args);
+        cmd
+    }
+
+    /// Runs kubectl off the async runtime; returns (success, stdout + stderr).
+    async fn run(&self, args: &[&str]) -> (bool, String) {
+        let mut cmd = self.command(args);
+        let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
+            .await
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let (ok, text) = self.run(args).await;
+        assert!(ok, "kubectl {args:?} failed:\n{text}");
+        text
+    }
+
+    fn file(&self, name: &str, value: &serde_json::Value) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, serde_yaml::to_string(value).unwrap()).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for Kubectl {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn datajob_manifest(name: &str, policy: &str) -> serde_json::Value {
+    json!({"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "metadata": {"name": name}, "spec": {"policy": policy}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_a_crd_then_its_objects_and_prints_their_columns() {
+    let c = start().await;
+    let k = Kubectl::new(&c);
+    let crd = k.file("crd.yaml", &datajob_crd());
+    assert!(
+        k.ok(&["apply", "-f", &crd]).await.contains(
+            "customresourcedefinition.apiextensions.k8s.io/datajobs.policyhost.dev created"
+        )
+    );
+    k.ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "crd/datajobs.policyhost.dev",
+        "--timeout=20s",
+    ])
+    .await;
+    let dj = k.file("dj.yaml", &datajob_manifest("j1", "fanout"));
+    assert!(
+        k.ok(&["apply", "-f", &dj])
+            .await
+            .contains("datajob.policyhost.dev/j1 created")
+    );
+    let table = k.ok(&["get", "datajobs"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "POLICY", "PHASE", "AGE"]);
+    assert!(table.lines().nth(1).unwrap().starts_with("j1"), "{table}");
+    assert!(table.contains("fanout"));
+    let yaml = k.ok(&["get", "dj", "j1", "-o", "yaml"]).await;
+    assert!(yaml.contains("policy: fanout"), "{yaml}");
+    assert!(
+        yaml.contains("kubectl.kubernetes.io/last-applied-configuration"),
+        "{yaml}"
+    );
+    // Re-applying a changed manifest patches the object (JSON merge patch for custom resources).
+    let dj = k.file("dj.yaml", &datajob_manifest("j1", "other"));
+    assert!(
+        k.ok(&["apply", "-f", &dj])
+            .await
+            .contains("datajob.policyhost.dev/j1 configured")
+    );
+    assert_eq!(
+        k.ok(&["get", "dj", "j1", "-o", "jsonpath={.spec.policy}"])
+            .await,
+        "other"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_patches_labels_and_annotates() {
+    let c = start().await;
+    let k = Kubectl::new(&c);
+    let cm = k.file("cm.yaml", &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}}));
+    k.ok(&["create", "-f", &cm]).await;
+    k.ok(&[
+        "patch",
+        "configmap",
+        "cfg",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"b":"2"}}"#,
+    ])
+    .await;
+    k.ok(&["patch", "configmap", "cfg", "--type", "json", "-p", r#"[{"op":"test","path":"/data/a","value":"1"},{"op":"replace","path":"/data/a","value":"9"}]"#]).await;
+    let (ok, text) = k
+        .run(&[
+            "patch",
+            "configmap",
+            "cfg",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"test","path":"/data/a","value":"1"}]"#,
+        ])
+        .await;
+    assert!(!ok);
+    assert!(
+        text.contains("the server rejected our request due to an error in our request"),
+        "{text}"
+    );
+    k.ok(&["label", "configmap", "cfg", "tier=web"]).await;
+    k.ok(&["annotate", "configmap", "cfg", "note=hello"]).await;
+    let got: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "configmap", "cfg", "-o", "json"]).await).unwrap();
+    assert_eq!(got["data"], json!({"a": "9", "b": "2"}));
+    assert_eq!(got["metadata"]["labels"]["tier"], "web");
+    assert_eq!(got["metadata"]["annotations"]["note"], "hello");
+    let selected = k
+        .ok(&["get", "configmaps", "-l", "tier=web", "-o", "name"])
+        .await;
+    assert_eq!(selected.trim(), "configmap/cfg");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_watches_and_waits_for_deletion() {
+    let c = start().await;
+    let k = Kubectl::new(&c);
+    let mut watch = k
+        .command(&[
+            "get",
+            "configmaps",
+            "-w",
+            "--output-watch-events",
+            "--request-timeout=30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    c.cm("default", "watched", json!({})).await;
+    let line = tokio::task::spawn_blocking(move || {
+        loop {
+            let l = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("kubectl -w prints the new object");
+            if l.contains("watched") {
+                return l;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(line.starts_with("ADDED"), "{line}");
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    // `kubectl wait --for=delete` returns once the finalizer is released.
+    let pp = kube::api::PatchParams::default();
+    c.cms("default")
+        .patch(
+            "watched",
+            &pp,
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": ["test/hold"]}})),
+        )
+        .await
+        .unwrap();
+    k.ok(&["delete", "configmap", "watched", "--wait=false"])
+        .await;
+    let mut waiter = k.command(&["wait", "--for=delete", "configmap/watched", "--timeout=30s"]);
+    let waiting = tokio::task::spawn_blocking(move || waiter.output().unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "wait returns only after the deletion"
+    );
+    c.cms("default")
+        .patch(
+            "watched",
+            &pp,
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let out = waiting.await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    k.ok(&["delete", "namespace", "default", "--wait=false"])
+        .await;
+}

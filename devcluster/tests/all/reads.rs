@@ -1,0 +1,206 @@
+//! Lists: selectors, pagination, resourceVersion semantics, metadata-only and Table output.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ListParams, PostParams, VersionMatch};
+use serde_json::json;
+
+use crate::common::{api_error, start};
+
+fn names(list: &[ConfigMap]) -> Vec<String> {
+    let mut v: Vec<String> = list
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn label_selectors_support_every_operator() {
+    let c = start().await;
+    c.cm("default", "a", json!({"env": "prod", "tier": "web"}))
+        .await;
+    c.cm("default", "b", json!({"env": "dev", "tier": "web"}))
+        .await;
+    c.cm("default", "c", json!({"env": "staging"})).await;
+    let api = c.cms("default");
+    let sel = |s: &str| {
+        let api = api.clone();
+        let s = s.to_owned();
+        async move {
+            names(
+                &api.list(&ListParams::default().labels(&s))
+                    .await
+                    .unwrap()
+                    .items,
+            )
+        }
+    };
+    assert_eq!(sel("env=prod").await, ["a"]);
+    assert_eq!(sel("env==prod").await, ["a"]);
+    assert_eq!(sel("env!=prod").await, ["b", "c"]);
+    assert_eq!(sel("env in (dev,staging)").await, ["b", "c"]);
+    assert_eq!(sel("env notin (dev)").await, ["a", "c"]);
+    assert_eq!(sel("tier").await, ["a", "b"]);
+    assert_eq!(sel("!tier").await, ["c"]);
+    assert_eq!(sel("tier=web,env=dev").await, ["b"]);
+}
+
+#[tokio::test]
+async fn field_selectors_select_by_name_namespace_and_pod_phase() {
+    let c = start().await;
+    c.cm("default", "a", json!({})).await;
+    c.cm("default", "b", json!({})).await;
+    let api = c.cms("default");
+    let l = api
+        .list(&ListParams::default().fields("metadata.name=b"))
+        .await
+        .unwrap();
+    assert_eq!(names(&l.items), ["b"]);
+    let all: Api<ConfigMap> = Api::all(c.client.clone());
+    let l = all
+        .list(&ListParams::default().fields("metadata.namespace=default,metadata.name!=a"))
+        .await
+        .unwrap();
+    assert_eq!(names(&l.items), ["b"]);
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let pod: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    assert_eq!(
+        pods.list(&ListParams::default().fields("status.phase=Pending"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert_eq!(
+        pods.list(&ListParams::default().fields("status.phase=Running"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        0
+    );
+    let e = api_error(
+        api.list(&ListParams::default().fields("status.phase=Running"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message
+            .contains("field label not supported: status.phase"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn pagination_returns_a_consistent_snapshot() {
+    let c = start().await;
+    for i in 0..25 {
+        c.cm("default", &format!("cm-{i:02}"), json!({})).await;
+    }
+    let api = c.cms("default");
+    let first = api.list(&ListParams::default().limit(10)).await.unwrap();
+    assert_eq!(first.items.len(), 10);
+    assert_eq!(first.metadata.remaining_item_count, Some(15));
+    let rv = first.metadata.resource_version.clone();
+    // Changes after the first page do not show up in the later pages.
+    c.cm("default", "cm-99", json!({})).await;
+    api.delete("cm-15", &Default::default()).await.unwrap();
+    let mut seen = names(&first.items);
+    let mut token = first.metadata.continue_;
+    while let Some(t) = token {
+        let page = api
+            .list(&ListParams::default().limit(10).continue_token(&t))
+            .await
+            .unwrap();
+        assert_eq!(page.metadata.resource_version, rv);
+        seen.extend(names(&page.items));
+        token = page.metadata.continue_;
+    }
+    let want: Vec<String> = (0..25).map(|i| format!("cm-{i:02}")).collect();
+    assert_eq!(seen, want);
+    let fresh = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(fresh.items.len(), 25);
+    assert!(names(&fresh.items).contains(&"cm-99".to_owned()));
+}
+
+#[tokio::test]
+async fn exact_resource_version_reads_the_past() {
+    let c = start().await;
+    let a = c.cm("default", "a", json!({})).await;
+    c.cm("default", "b", json!({})).await;
+    let api = c.cms("default");
+    let rv = a.metadata.resource_version.unwrap();
+    let old = api
+        .list(&ListParams::default().at(&rv).matching(VersionMatch::Exact))
+        .await
+        .unwrap();
+    assert_eq!(names(&old.items), ["a"]);
+    let mut config = c.dc.client_config().unwrap();
+    config.default_retry = false;
+    let once: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    let e = api_error(
+        once.list(
+            &ListParams::default()
+                .at("999999")
+                .matching(VersionMatch::Exact),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 504);
+}
+
+#[tokio::test]
+async fn metadata_only_lists_return_partial_object_metadata() {
+    let c = start().await;
+    c.cm("default", "a", json!({"x": "y"})).await;
+    let list = c
+        .cms("default")
+        .list_metadata(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.labels.as_ref().unwrap()["x"], "y");
+    let one = c.cms("default").get_metadata("a").await.unwrap();
+    assert_eq!(one.metadata.name.as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn table_output_has_printer_columns_for_custom_resources() {
+    let c = start().await;
+    let ar = c.datajob_crd().await;
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
+    api.create(
+        &PostParams::default(),
+        &crate::common::datajob("j1", "fanout"),
+    )
+    .await
+    .unwrap();
+    let req = axum::http::Request::get("/apis/policyhost.dev/v1alpha1/namespaces/default/datajobs")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: serde_json::Value = c.client.request(req).await.unwrap();
+    assert_eq!(table["kind"], "Table");
+    let cols: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols, ["Name", "Policy", "Phase", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0], "j1");
+    assert_eq!(table["rows"][0]["cells"][1], "fanout");
+    assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+}

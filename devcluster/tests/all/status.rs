@@ -1,0 +1,71 @@
+//! CRDs and the status subresource.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::common::{crd_resource, datajob, start};
+
+#[tokio::test]
+async fn a_created_crd_is_established_and_served() {
+    let c = start().await;
+    let ar = c.datajob_crd().await;
+    let crds: Api<DynamicObject> = Api::all_with(c.client.clone(), &crd_resource());
+    let crd = crds.get("datajobs.policyhost.dev").await.unwrap();
+    let conds = crd.data["status"]["conditions"].as_array().unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True")
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
+    let dj = api
+        .create(&PostParams::default(), &datajob("j", "fanout"))
+        .await
+        .unwrap();
+    assert_eq!(dj.metadata.generation, Some(1));
+    // Deleting the CRD stops serving it.
+    crds.delete("datajobs.policyhost.dev", &Default::default())
+        .await
+        .unwrap();
+    crate::common::eventually("the CRD is no longer served", || async {
+        api.list(&Default::default()).await.is_err()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn status_and_main_resource_writes_touch_only_their_part() {
+    let c = start().await;
+    let ar = c.datajob_crd().await;
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
+    let mut dj = datajob("j", "fanout");
+    dj.data["status"] = json!({"phase": "Ignored"});
+    let created = api.create(&PostParams::default(), &dj).await.unwrap();
+    assert!(
+        created.data.get("status").is_none(),
+        "status is dropped on create"
+    );
+    let pp = PatchParams::default();
+    let after_status = api
+        .patch_status(
+            "j",
+            &pp,
+            &Patch::Merge(json!({"status": {"phase": "Running"}, "spec": {"policy": "other"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after_status.data["status"]["phase"], "Running");
+    assert_eq!(after_status.data["spec"]["policy"], "fanout");
+    assert_eq!(after_status.metadata.generation, Some(1));
+    let after_main = api
+        .patch(
+            "j",
+            &pp,
+            &Patch::Merge(json!({"status": {"phase": "Hacked"}, "spec": {"policy": "next"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after_main.data["status"]["phase"], "Running");
+    assert_eq!(after_main.data["spec"]["policy"], "next");
+    assert_eq!(after_main.metadata.generation, Some(2));
+}
