@@ -46,10 +46,8 @@ pub(crate) struct Meta {
     pub(crate) rv: u64,
     /// `metadata.labels`, in key order.
     pub(crate) labels: Vec<(String, String)>,
-    /// `status.phase`, for field selectors.
-    pub(crate) phase: Option<String>,
-    /// `spec.nodeName`, for field selectors.
-    pub(crate) node_name: Option<String>,
+    /// Values of the selectable fields ([`SELECTABLE`]) the object has.
+    pub(crate) fields: Vec<(&'static str, String)>,
     /// `metadata.ownerReferences`.
     pub(crate) owners: Vec<OwnerRef>,
     /// `metadata.finalizers`.
@@ -58,7 +56,43 @@ pub(crate) struct Meta {
     pub(crate) deleting: bool,
 }
 
+/// Field paths that field selectors may name beyond `metadata.name`/`metadata.namespace`
+/// (each resource allows a subset, see `selector::selectable_fields`).
+pub(crate) const SELECTABLE: &[&str] = &[
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "reason",
+    "reportingComponent",
+    "reportingController",
+    "source.component",
+    "type",
+];
+
 impl Meta {
+    /// The value of a selectable field, if the object has it.
+    pub(crate) fn field(&self, path: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Reads the summary out of an object.
     pub(crate) fn from_value(v: &Value) -> Self {
         let md = &v["metadata"];
@@ -97,8 +131,16 @@ impl Meta {
                 .and_then(|r| r.parse().ok())
                 .unwrap_or(0),
             labels,
-            phase: s(&v["status"]["phase"]),
-            node_name: s(&v["spec"]["nodeName"]),
+            fields: SELECTABLE
+                .iter()
+                .filter_map(|path| {
+                    let mut cur = v;
+                    for part in path.split('.') {
+                        cur = cur.get(part)?;
+                    }
+                    Some((*path, cur.as_str()?.to_owned()))
+                })
+                .collect(),
             owners,
             finalizers,
             deleting: !md["deletionTimestamp"].is_null(),
@@ -196,7 +238,7 @@ mod tests {
             }]
         );
         assert!(m.deleting);
-        assert_eq!(m.phase.as_deref(), Some("Running"));
+        assert_eq!(m.field("status.phase"), Some("Running"));
     }
 
     #[test]

@@ -89,13 +89,13 @@ pub(crate) async fn run(
         }
     };
     for p in existing {
-        if p.meta.node_name.is_none() {
+        if p.meta.field("spec.nodeName").is_none() {
             tokio::spawn(lifecycle(sim.clone(), p.meta.key(), p.meta.uid.clone()));
         }
     }
     loop {
         match rx.recv().await {
-            Ok(e) if e.kind == EventKind::Added && e.obj.meta.node_name.is_none() => {
+            Ok(e) if e.kind == EventKind::Added && e.obj.meta.field("spec.nodeName").is_none() => {
                 tokio::spawn(lifecycle(
                     sim.clone(),
                     e.obj.meta.key(),

@@ -142,26 +142,55 @@ impl LabelSelector {
     }
 }
 
-/// A field that objects can be selected by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
-    /// `metadata.name`.
-    Name,
-    /// `metadata.namespace`.
-    Namespace,
-    /// `status.phase` (Pods, Namespaces).
-    Phase,
-    /// `spec.nodeName` (Pods).
-    NodeName,
+/// The fields a resource can be selected by besides `metadata.name` and `metadata.namespace`,
+/// as kube-apiserver allows them.
+pub(crate) fn selectable_fields(group: &str, resource: &str) -> &'static [&'static str] {
+    match (group, resource) {
+        ("", "pods") => &[
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+        ],
+        ("", "namespaces") => &["status.phase"],
+        ("", "secrets") => &["type"],
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source.component",
+            "type",
+        ],
+        ("events.k8s.io", "events") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+        _ => &[],
+    }
 }
 
 /// A parsed field selector: `a=b,c!=d`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct FieldSelector(Vec<(Field, bool, String)>);
+pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
-    /// Parses a field selector; `extra` says whether `status.phase`/`spec.nodeName` are allowed.
-    pub(crate) fn parse(s: &str, pod_fields: bool) -> Result<Self> {
+    /// Parses a field selector; `allowed` lists the fields beyond `metadata.name` and
+    /// `metadata.namespace` that the resource supports.
+    pub(crate) fn parse(s: &str, allowed: &[&str]) -> Result<Self> {
         let mut reqs = Vec::new();
         for part in s.split(',') {
             let part = part.trim();
@@ -179,14 +208,11 @@ impl FieldSelector {
                     "invalid selector: '{part}'; can't understand '{part}'"
                 )));
             };
-            let field = match k.trim() {
-                "metadata.name" => Field::Name,
-                "metadata.namespace" => Field::Namespace,
-                "status.phase" if pod_fields => Field::Phase,
-                "spec.nodeName" if pod_fields => Field::NodeName,
-                other => return Err(Error::UnsupportedField(other.to_owned())),
-            };
-            reqs.push((field, eq, v.trim().to_owned()));
+            let k = k.trim();
+            if !matches!(k, "metadata.name" | "metadata.namespace") && !allowed.contains(&k) {
+                return Err(Error::UnsupportedField(k.to_owned()));
+            }
+            reqs.push((k.to_owned(), eq, v.trim().to_owned()));
         }
         Ok(Self(reqs))
     }
@@ -200,18 +226,17 @@ impl FieldSelector {
     pub(crate) fn pinned_name(&self) -> Option<&str> {
         self.0
             .iter()
-            .find(|(f, eq, _)| *f == Field::Name && *eq)
+            .find(|(f, eq, _)| f == "metadata.name" && *eq)
             .map(|(_, _, v)| v.as_str())
     }
 
     /// Whether `meta` satisfies every requirement.
     pub(crate) fn matches(&self, meta: &Meta) -> bool {
         self.0.iter().all(|(f, eq, v)| {
-            let actual = match f {
-                Field::Name => meta.name.as_str(),
-                Field::Namespace => meta.namespace.as_str(),
-                Field::Phase => meta.phase.as_deref().unwrap_or(""),
-                Field::NodeName => meta.node_name.as_deref().unwrap_or(""),
+            let actual = match f.as_str() {
+                "metadata.name" => meta.name.as_str(),
+                "metadata.namespace" => meta.namespace.as_str(),
+                other => meta.field(other).unwrap_or(""),
             };
             (actual == v) == *eq
         })
@@ -286,7 +311,7 @@ mod tests {
         assert!(LabelSelector::parse("a in x").is_err());
         assert!(LabelSelector::parse("a=b c").is_err());
         assert_eq!(
-            FieldSelector::parse("spec.foo=1", false),
+            FieldSelector::parse("spec.foo=1", &[]),
             Err(Error::UnsupportedField("spec.foo".into()))
         );
     }
@@ -296,21 +321,22 @@ mod tests {
         let meta = Meta {
             name: "p".into(),
             namespace: "ns".into(),
-            phase: Some("Running".into()),
+            fields: vec![("status.phase", "Running".into())],
             ..Meta::default()
         };
+        let pods = selectable_fields("", "pods");
         assert!(
-            FieldSelector::parse("metadata.name=p,status.phase=Running", true)
+            FieldSelector::parse("metadata.name=p,status.phase=Running", pods)
                 .unwrap()
                 .matches(&meta)
         );
         assert!(
-            !FieldSelector::parse("status.phase!=Running", true)
+            !FieldSelector::parse("status.phase!=Running", pods)
                 .unwrap()
                 .matches(&meta)
         );
         assert_eq!(
-            FieldSelector::parse("metadata.name=p", false)
+            FieldSelector::parse("metadata.name=p", &[])
                 .unwrap()
                 .pinned_name(),
             Some("p")

@@ -200,12 +200,11 @@ impl Ctx<'_> {
     }
 
     fn selectors(&self) -> Result<Selectors> {
-        let pods = self.rt.gr.group.is_empty()
-            && matches!(self.rt.gr.resource.as_str(), "pods" | "namespaces");
+        let allowed = crate::selector::selectable_fields(&self.rt.gr.group, &self.rt.gr.resource);
         Ok(Selectors {
             labels: LabelSelector::parse(&self.query.label_selector)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
-            fields: FieldSelector::parse(&self.query.field_selector, pods)
+            fields: FieldSelector::parse(&self.query.field_selector, allowed)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
         })
     }
@@ -361,7 +360,7 @@ impl Ctx<'_> {
         let mut name_selector = selectors;
         if let Some(name) = &self.target.name {
             // A watch on a single object is a field selector on its name.
-            name_selector.fields = FieldSelector::parse(&format!("metadata.name={name}"), false)
+            name_selector.fields = FieldSelector::parse(&format!("metadata.name={name}"), &[])
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         let body = watch::start(
@@ -425,8 +424,30 @@ impl Ctx<'_> {
             kind: self.rt.kind.clone(),
         };
         let w = self.writer();
+        let key = ObjectKey::new(self.ns(), self.name());
         let obj = {
             let mut txn = self.app.store.lock();
+            if ty.creates_missing() && txn.get(&self.rt.gr, &key).is_none() {
+                let mut seed = serde_json::json!({
+                    "apiVersion": self.rt.api_version(&self.target.version),
+                    "kind": self.rt.kind,
+                    "metadata": {"name": self.name()},
+                });
+                if self.rt.namespaced {
+                    seed["metadata"]["namespace"] = Value::String(self.ns().to_owned());
+                }
+                let body = patch::apply(ty, seed, body, &pctx)?;
+                let created = w.create(
+                    &mut txn,
+                    self.rt,
+                    &self.target.version,
+                    self.ns(),
+                    body,
+                    self.query.dry_run,
+                )?;
+                drop(txn);
+                return self.respond(StatusCode::CREATED, &created);
+            }
             w.patch(
                 &mut txn,
                 self.rt,

@@ -36,6 +36,12 @@ impl PatchType {
         }
     }
 
+    /// Whether a patch of this type creates the object when it does not exist
+    /// (server-side apply does; the other types answer 404).
+    pub(crate) fn creates_missing(self) -> bool {
+        self == Self::Apply
+    }
+
     /// The media type.
     pub(crate) fn media_type(self) -> &'static str {
         match self {

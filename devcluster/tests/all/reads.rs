@@ -204,3 +204,32 @@ async fn table_output_has_printer_columns_for_custom_resources() {
     assert_eq!(table["rows"][0]["cells"][1], "fanout");
     assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
 }
+
+#[tokio::test]
+async fn events_are_selected_by_their_involved_object_as_kubectl_describe_does() {
+    let c = start().await;
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(c.client.clone(), "default");
+    for (name, target) in [("e1", "web"), ("e2", "db")] {
+        let ev = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "name": target, "namespace": "default"},
+            "reason": "Started", "message": "started", "type": "Normal",
+        }))
+        .unwrap();
+        events.create(&PostParams::default(), &ev).await.unwrap();
+    }
+    let l = events
+        .list(
+            &ListParams::default()
+                .fields("involvedObject.name=web,involvedObject.namespace=default,type=Normal"),
+        )
+        .await
+        .unwrap();
+    let got: Vec<String> = l
+        .items
+        .into_iter()
+        .filter_map(|e| e.metadata.name)
+        .collect();
+    assert_eq!(got, ["e1"]);
+}
