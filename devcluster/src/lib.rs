@@ -31,6 +31,7 @@ mod patch;
 pub mod pods;
 mod rand;
 mod resource;
+mod schema;
 pub mod selector;
 mod status;
 mod store;

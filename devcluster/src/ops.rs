@@ -286,6 +286,9 @@ impl Writer<'_> {
             return Err(ApiError::already_exists(gr, &name));
         }
         self.prepare_create(rt, &mut body)?;
+        if let Some(schema) = rt.version(version).and_then(|v| v.schema.as_ref()) {
+            crate::schema::apply(&mut body, schema);
+        }
         if dry_run {
             return Stored::from_value(&body).map_err(internal);
         }
@@ -551,6 +554,13 @@ impl Writer<'_> {
             "resourceVersion".into(),
             Value::String(old.meta.rv.to_string()),
         );
+        if let Some(schema) = result["apiVersion"]
+            .as_str()
+            .and_then(|av| rt.version(av.rsplit('/').next().unwrap_or(av)))
+            .and_then(|v| v.schema.as_ref())
+        {
+            crate::schema::apply(&mut result, schema);
+        }
         // Finalizers cannot be added once deletion started.
         let old_f = finalizers(&old_v);
         let new_f = finalizers(&result);

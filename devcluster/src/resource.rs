@@ -59,6 +59,8 @@ pub(crate) struct Version {
     pub(crate) columns: Vec<PrinterColumn>,
     /// Whether the `status` subresource is served.
     pub(crate) status: bool,
+    /// The structural schema (`openAPIV3Schema`) of a CRD version.
+    pub(crate) schema: Option<Value>,
 }
 
 /// A served resource type.
@@ -272,6 +274,7 @@ fn builtin_types() -> Vec<ResourceType> {
                 name: b.version.to_owned(),
                 columns: Vec::new(),
                 status: b.status,
+                schema: None,
             }],
             singular: b.kind.to_lowercase(),
             kind: b.kind.to_owned(),
@@ -394,6 +397,9 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceType> {
             name: req(&v["name"], "spec.versions[].name")?,
             columns,
             status: v["subresources"]["status"].is_object(),
+            schema: v["schema"]["openAPIV3Schema"]
+                .as_object()
+                .map(|_| v["schema"]["openAPIV3Schema"].clone()),
         });
     }
     // Preferred version first: Kubernetes sorts by version priority (GA > beta > alpha).

@@ -69,3 +69,50 @@ async fn status_and_main_resource_writes_touch_only_their_part() {
     assert_eq!(after_main.data["spec"]["policy"], "next");
     assert_eq!(after_main.metadata.generation, Some(2));
 }
+
+#[tokio::test]
+async fn custom_resources_are_pruned_and_defaulted_by_their_schema() {
+    let c = start().await;
+    let crds: Api<DynamicObject> = Api::all_with(c.client.clone(), &crd_resource());
+    let crd = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "properties": {
+                    "size": {"type": "integer", "default": 3},
+                    "color": {"type": "string"}
+                }}}
+            }}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::all_with(c.client.clone(), &ar);
+    crate::common::eventually("widgets are served", || async {
+        api.list(&Default::default()).await.is_ok()
+    })
+    .await;
+    let w = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"color": "red", "unknown": true}, "extra": 1
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &w).await.unwrap();
+    assert_eq!(created.data["spec"], json!({"color": "red", "size": 3}));
+    assert!(created.data.get("extra").is_none());
+    let patched = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"bogus": 1, "size": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data["spec"], json!({"color": "red", "size": 5}));
+}
