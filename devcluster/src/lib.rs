@@ -29,6 +29,7 @@ mod ops;
 pub mod pagination;
 mod patch;
 pub mod pods;
+mod proto;
 mod rand;
 mod resource;
 mod schema;

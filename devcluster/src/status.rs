@@ -217,13 +217,14 @@ impl ApiError {
         )
     }
 
-    /// 415 for an unsupported request body or patch type.
-    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 for a request body in a format the server does not read; `accepted` lists
+    /// what it does.
+    pub(crate) fn unsupported_media_type(accepted: &str) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json; got {content_type}"
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
             ),
         )
     }

@@ -23,6 +23,9 @@ use crate::status::{self, ApiError, Result};
 use crate::store::{self, ListQuery};
 use crate::watch;
 
+/// The body media types served (protobuf only for Namespaces, ConfigMaps and Secrets).
+const BODY_TYPES: &str = "application/json, application/vnd.kubernetes.protobuf";
+
 /// Request bodies larger than this are rejected (kube-apiserver's limit is 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -169,10 +172,20 @@ struct Ctx<'a> {
     part: Part,
 }
 
-fn parse_body(body: &[u8], content_type: &str) -> Result<Value> {
+fn parse_body(body: &[u8], content_type: &str, rt: &ResourceType, version: &str) -> Result<Value> {
     let ct = content_type.split(';').next().unwrap_or_default().trim();
+    if ct == crate::proto::MEDIA_TYPE {
+        return crate::proto::decode(body, &rt.api_version(version), &rt.kind).map_err(
+            |e| match e {
+                crate::proto::Error::UnsupportedKind(_) => {
+                    ApiError::unsupported_media_type(BODY_TYPES)
+                }
+                other => ApiError::bad_request(other.to_string()),
+            },
+        );
+    }
     if !ct.is_empty() && ct != "application/json" && ct != "*/*" {
-        return Err(ApiError::unsupported_media_type(ct));
+        return Err(ApiError::unsupported_media_type(BODY_TYPES));
     }
     serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
@@ -380,7 +393,7 @@ impl Ctx<'_> {
     }
 
     fn create(&self, body: &[u8], content_type: &str) -> Result<Response> {
-        let value = parse_body(body, content_type)?;
+        let value = parse_body(body, content_type, self.rt, &self.target.version)?;
         let w = self.writer();
         let obj = {
             let mut txn = self.app.store.lock();
@@ -397,7 +410,7 @@ impl Ctx<'_> {
     }
 
     fn update(&self, body: &[u8], content_type: &str) -> Result<Response> {
-        let value = parse_body(body, content_type)?;
+        let value = parse_body(body, content_type, self.rt, &self.target.version)?;
         let w = self.writer();
         let obj = {
             let mut txn = self.app.store.lock();
@@ -417,7 +430,7 @@ impl Ctx<'_> {
 
     fn patch(&self, body: &[u8], content_type: &str) -> Result<Response> {
         let ty = PatchType::from_content_type(content_type)
-            .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+            .ok_or_else(|| ApiError::unsupported_media_type(patch::SERVED_TYPES))?;
         let pctx = patch::Context {
             field_manager: self.query.field_manager.clone(),
             force: self.query.force,
@@ -579,9 +592,17 @@ mod tests {
 
     #[test]
     fn only_json_bodies_are_decoded() {
-        assert!(parse_body(b"{}", "application/json").is_ok());
-        assert_eq!(parse_body(b"{}", "application/yaml").unwrap_err().code, 415);
-        assert_eq!(parse_body(b"{", "").unwrap_err().code, 400);
+        let rt = crate::resource::Registry::new()
+            .lookup("", "v1", "configmaps")
+            .unwrap();
+        assert!(parse_body(b"{}", "application/json", &rt, "v1").is_ok());
+        assert_eq!(
+            parse_body(b"{}", "application/yaml", &rt, "v1")
+                .unwrap_err()
+                .code,
+            415
+        );
+        assert_eq!(parse_body(b"{", "", &rt, "v1").unwrap_err().code, 400);
     }
 
     #[test]

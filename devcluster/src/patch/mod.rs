@@ -11,6 +11,9 @@ use serde_json::Value;
 
 use crate::status::{ApiError, Result};
 
+/// The patch media types served, for 415 messages.
+pub(crate) const SERVED_TYPES: &str = "application/json-patch+json, application/merge-patch+json";
+
 /// The patch types Kubernetes defines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PatchType {
@@ -40,16 +43,6 @@ impl PatchType {
     /// (server-side apply does; the other types answer 404).
     pub(crate) fn creates_missing(self) -> bool {
         self == Self::Apply
-    }
-
-    /// The media type.
-    pub(crate) fn media_type(self) -> &'static str {
-        match self {
-            Self::Json => "application/json-patch+json",
-            Self::Merge => "application/merge-patch+json",
-            Self::Strategic => "application/strategic-merge-patch+json",
-            Self::Apply => "application/apply-patch+yaml",
-        }
     }
 }
 
@@ -88,7 +81,7 @@ pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], _ctx: &Context) 
             Ok(doc)
         }
         PatchType::Strategic | PatchType::Apply => {
-            Err(ApiError::unsupported_media_type(ty.media_type()))
+            Err(ApiError::unsupported_media_type(SERVED_TYPES))
         }
     }
 }

@@ -241,3 +241,43 @@ async fn kubectl_watches_and_waits_for_deletion() {
     k.ok(&["delete", "namespace", "default", "--wait=false"])
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_generators_create_namespaces_configmaps_and_secrets() {
+    let c = start().await;
+    let k = Kubectl::new(&c);
+    let wasm: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+    let path = k.dir.join("policy.wasm");
+    std::fs::write(&path, &wasm).unwrap();
+    k.ok(&["create", "namespace", "team-a"]).await;
+    let from_file = format!("--from-file=policy.wasm={}", path.display());
+    k.ok(&[
+        "create",
+        "configmap",
+        "policy",
+        "-n",
+        "team-a",
+        &from_file,
+        "--from-literal=limits=small",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "-n",
+        "team-a",
+        "--from-literal=password=hunter2",
+    ])
+    .await;
+    let cm = c.cms("team-a").get("policy").await.unwrap();
+    assert_eq!(cm.data.unwrap()["limits"], "small");
+    assert_eq!(cm.binary_data.unwrap()["policy.wasm"].0, wasm);
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(c.client.clone(), "team-a");
+    assert_eq!(
+        secrets.get("creds").await.unwrap().data.unwrap()["password"].0,
+        b"hunter2"
+    );
+}
