@@ -1,2 +1,8 @@
 //! policyhost: a Kubernetes operator that runs per-object reconcile and cleanup
 //! logic as sandboxed WebAssembly components.
+
+pub mod crd;
+pub mod projection;
+pub mod runtime;
+
+pub use runtime::{Policy, Runtime};

@@ -1,0 +1,136 @@
+//! Runtime benchmarks: one `fanout` reconcile with 10 children, instance
+//! per call, compiled to WebAssembly vs natively; compile and cache-hit loads.
+//!
+//! ```sh
+//! cargo xtask guests
+//! cargo bench -p policyhost --bench runtime
+//! ```
+
+#![allow(missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use policyhost::runtime::{
+    Child, ChildPhase, Context, DataJob, Input, PolicySpec, Runtime, RuntimeConfig,
+};
+use policyhost_sdk::testing::{Call, ChildFixture, JobFixture};
+
+fn guest(name: &str) -> Vec<u8> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let path = target
+        .join("wasm32-wasip2/guest")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask guests` first", path.display()))
+}
+
+fn params() -> serde_json::Value {
+    serde_json::json!({"replicas": 10, "image": "busybox:1.36", "command": ["sleep", "3600"]})
+}
+
+fn outputs() -> serde_json::Value {
+    serde_json::json!({"phase": "Running", "desired": 10, "pending": 0, "running": 10, "succeeded": 0, "failed": 0})
+}
+
+/// The reference workload: ten running, ready workers, nothing changed.
+fn input() -> Input {
+    Input {
+        job: DataJob {
+            name: "bench".into(),
+            namespace: "default".into(),
+            uid: "uid-bench".into(),
+            generation: 1,
+            labels: vec![],
+            annotations: vec![],
+            params: params().to_string(),
+            status: Some(outputs().to_string()),
+            deletion_unix_ms: None,
+        },
+        children: (0..10)
+            .map(|i| Child {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: format!("bench-worker-{i}"),
+                phase: ChildPhase::Running,
+                ready: true,
+                deleting: false,
+                labels: vec![],
+            })
+            .collect(),
+        ctx: Context {
+            now_unix_ms: 1_700_000_000_000,
+            attempt: 1,
+            policy_digest: String::new(),
+        },
+    }
+}
+
+fn native_call() -> Call {
+    let mut job = JobFixture::new("bench").params(params());
+    job = job.status(outputs());
+    (0..10).fold(Call::new(job), |call, i| {
+        call.child(
+            ChildFixture::pod(format!("bench-worker-{i}"))
+                .phase(policyhost_sdk::ChildPhase::Running)
+                .ready(true),
+        )
+    })
+}
+
+fn calls(c: &mut Criterion) {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let policy = runtime
+        .load(PolicySpec::new("fanout"), &guest("fanout"))
+        .expect("load fanout");
+    let input = input();
+    let check = runtime.reconcile_blocking(&policy, &input);
+    assert_eq!(check.result.expect("fanout reconciles").children.len(), 10);
+
+    let mut group = c.benchmark_group("fanout-10");
+    group.bench_function("wasm", |b| {
+        b.iter(|| runtime.reconcile_blocking(&policy, &input).result.is_ok());
+    });
+    let call = native_call();
+    let native = call.reconcile::<fanout::Fanout>();
+    assert_eq!(native.result.as_ref().expect("native").children.len(), 10);
+    group.bench_function("native", |b| {
+        b.iter(|| call.reconcile::<fanout::Fanout>().result.is_ok());
+    });
+    group.finish();
+}
+
+fn loads(c: &mut Criterion) {
+    let bytes = guest("fanout");
+    let mut group = c.benchmark_group("load-fanout");
+    group.sample_size(10);
+    group.bench_function("compile", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+                let started = Instant::now();
+                runtime
+                    .load(PolicySpec::new("fanout"), &bytes)
+                    .expect("compile");
+                total += started.elapsed();
+            }
+            total
+        });
+    });
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    runtime
+        .load(PolicySpec::new("fanout"), &bytes)
+        .expect("compile");
+    group.bench_function("cache-hit", |b| {
+        b.iter(|| runtime.load(PolicySpec::new("fanout"), &bytes).is_ok());
+    });
+    group.finish();
+}
+
+criterion_group!(benches, calls, loads);
+criterion_main!(benches);

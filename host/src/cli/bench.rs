@@ -1,0 +1,158 @@
+//! `policyhost policy bench`: calls per second, latency percentiles and
+//! fuel per call of one policy, instance-per-call, on C threads.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use policyhost::runtime::{Input, PolicySpec};
+use serde::Serialize;
+
+use super::LimitArgs;
+
+/// Arguments of `policy bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The policy component (`.wasm`).
+    file: PathBuf,
+    /// The DataJob (YAML or JSON).
+    #[arg(long, value_name = "JOB.yaml")]
+    job: PathBuf,
+    /// Synthetic running worker Pods handed to every call.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    children: usize,
+    /// How long to measure, in seconds (after a short warm-up).
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    duration: f64,
+    /// Threads calling concurrently.
+    #[arg(long, value_name = "C", default_value_t = 1)]
+    concurrency: usize,
+    /// Print the figures as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// The figures `policy bench` reports.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Figures {
+    calls: u64,
+    errors: u64,
+    seconds: f64,
+    calls_per_second: f64,
+    p50_us: f64,
+    p99_us: f64,
+    fuel_per_call: u64,
+    concurrency: usize,
+    children: usize,
+}
+
+pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let bytes = super::read(&args.file)?;
+    let mut input = super::input::load(&args.job, None, Some(1_700_000_000_000), 1)?;
+    input.children = super::input::synthetic_children(&input.job.name, args.children);
+    let runtime = super::runtime(args.concurrency)?;
+    let spec = PolicySpec::new("bench").limits(args.limits.policy_limits());
+    let policy = runtime.load(spec, &bytes).context("loading the policy")?;
+    let probe = runtime.reconcile_blocking(&policy, &input);
+    let fuel_per_call = probe.report.fuel_consumed;
+    probe.result.context("the policy fails on this input")?;
+    warm_up(&runtime, &policy, &input);
+
+    let duration = Duration::from_secs_f64(args.duration.max(0.1));
+    let stop = AtomicBool::new(false);
+    let calls = AtomicU64::new(0);
+    let errors = AtomicU64::new(0);
+    let bar = ProgressBar::new(duration.as_millis() as u64).with_style(
+        ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:30}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let started = Instant::now();
+    let mut latencies: Vec<u32> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..args.concurrency.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::with_capacity(1 << 20);
+                    while !stop.load(Ordering::Relaxed) {
+                        let t = Instant::now();
+                        let outcome = runtime.reconcile_blocking(&policy, &input);
+                        let ns = t.elapsed().as_nanos();
+                        mine.push(u32::try_from(ns).unwrap_or(u32::MAX));
+                        calls.fetch_add(1, Ordering::Relaxed);
+                        if outcome.result.is_err() {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        while started.elapsed() < duration {
+            std::thread::sleep(Duration::from_millis(100));
+            let secs = started.elapsed().as_secs_f64();
+            bar.set_position(started.elapsed().as_millis() as u64);
+            bar.set_message(format!(
+                "{:.0} calls/s",
+                calls.load(Ordering::Relaxed) as f64 / secs
+            ));
+        }
+        stop.store(true, Ordering::Relaxed);
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    latencies.sort_unstable();
+    let total = latencies.len() as u64;
+    let figures = Figures {
+        calls: total,
+        errors: errors.load(Ordering::Relaxed),
+        seconds,
+        calls_per_second: total as f64 / seconds,
+        p50_us: percentile(&latencies, 0.50),
+        p99_us: percentile(&latencies, 0.99),
+        fuel_per_call,
+        concurrency: args.concurrency.max(1),
+        children: args.children,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&figures)?);
+    } else {
+        println!(
+            "{} calls in {:.2} s on {} thread(s), {} children: {:.0} calls/s, p50 {:.1} µs, p99 {:.1} µs, {} fuel/call, {} errors",
+            figures.calls,
+            figures.seconds,
+            figures.concurrency,
+            figures.children,
+            figures.calls_per_second,
+            figures.p50_us,
+            figures.p99_us,
+            figures.fuel_per_call,
+            figures.errors
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn warm_up(runtime: &policyhost::Runtime, policy: &policyhost::Policy, input: &Input) {
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        let _ = runtime.reconcile_blocking(policy, input);
+    }
+}
+
+fn percentile(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() - 1) as f64 * q).round() as usize;
+    f64::from(sorted[index.min(sorted.len() - 1)]) / 1000.0
+}

@@ -1,0 +1,51 @@
+//! `policyhost policy check`: is this component a loadable policy?
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Args;
+use policyhost::runtime::PolicySpec;
+
+/// Arguments of `policy check`.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The policy component (`.wasm`).
+    file: PathBuf,
+}
+
+pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let bytes = super::read(&args.file)?;
+    let runtime = super::runtime(1)?;
+    let started = Instant::now();
+    let name = args
+        .file
+        .file_stem()
+        .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
+    match runtime.load(PolicySpec::new(name), &bytes) {
+        Ok(policy) => {
+            let elapsed = started.elapsed();
+            println!("policy:   {}", args.file.display());
+            println!(
+                "world:    policyhost:reconcile/datajob-policy@0.1.0 (exports reconcile, cleanup)"
+            );
+            println!("size:     {} bytes", policy.size());
+            println!("digest:   sha256:{}", policy.digest());
+            println!(
+                "compile:  {:.1} ms (load and validate {:.1} ms)",
+                policy.load_time().as_secs_f64() * 1e3,
+                elapsed.as_secs_f64() * 1e3
+            );
+            println!("imports:");
+            for import in policy.imports() {
+                println!("  {import}");
+            }
+            println!("ok: loadable");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            super::report_error(&error);
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

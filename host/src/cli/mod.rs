@@ -1,0 +1,124 @@
+//! Command-line interface: argument parsing and dispatch to one module per command.
+
+mod bench;
+mod check;
+mod input;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use policyhost::runtime::{self, Runtime, RuntimeConfig};
+
+/// Kubernetes operator running DataJob policies as sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "policyhost", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with policy components without a cluster.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Validate a policy: world, imports, size, digest, compile time.
+    Check(check::CheckArgs),
+    /// Call a policy once on a DataJob (and children) read from files.
+    Run(run::RunArgs),
+    /// Measure calls per second and latency of a policy.
+    Bench(bench::BenchArgs),
+}
+
+/// Limits given on the command line (clamped to the host maxima).
+#[derive(Debug, Clone, Args)]
+struct LimitArgs {
+    /// Fuel per call.
+    #[arg(long, value_name = "N")]
+    fuel: Option<u64>,
+    /// Linear memory cap, in bytes.
+    #[arg(long, value_name = "BYTES")]
+    memory: Option<u64>,
+    /// Wall-clock deadline per call, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    timeout: Option<u64>,
+}
+
+impl LimitArgs {
+    fn policy_limits(&self) -> runtime::PolicyLimits {
+        runtime::PolicyLimits {
+            memory_bytes: self.memory,
+            fuel: self.fuel,
+            timeout_ms: self.timeout,
+            ..runtime::PolicyLimits::default()
+        }
+    }
+}
+
+/// How to print results.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+enum Format {
+    /// Pretty-printed JSON.
+    #[default]
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// Exit code of a guest fault (the policy failed; the input was fine).
+const GUEST_FAULT: u8 = 2;
+
+pub(crate) fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let outcome = match cli.command {
+        Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
+        Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
+        Command::Policy(PolicyCommand::Bench(args)) => bench::run(&args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("POLICYHOST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// A runtime for one command-line invocation.
+fn runtime(threads: usize) -> anyhow::Result<Runtime> {
+    let config = RuntimeConfig {
+        threads,
+        ..RuntimeConfig::default()
+    };
+    Ok(Runtime::new(config)?)
+}
+
+fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
+}
+
+/// Prints a load-time or guest error with its reason and causes.
+fn report_error(error: &runtime::Error) {
+    eprintln!("error[{}]: {}", error.reason(), error);
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        eprintln!("  caused by: {cause}");
+        source = cause.source();
+    }
+}

@@ -1,0 +1,178 @@
+//! The `DataJob` custom resource (`policyhost.dev/v1alpha1`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A unit of work run by a policy: `spec.policy` names the policy, which
+/// turns `spec.params` into children (Pods, Jobs, ...) and a status.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "policyhost.dev",
+    version = "v1alpha1",
+    kind = "DataJob",
+    plural = "datajobs",
+    shortname = "dj",
+    namespaced,
+    status = "DataJobStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn = r#"{"name":"Policy","type":"string","jsonPath":".spec.policy"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DataJobSpec {
+    /// The name of the policy that reconciles this DataJob.
+    pub policy: String,
+    /// Parameters in the policy's own schema, handed to it as JSON.
+    #[serde(default)]
+    #[schemars(schema_with = "free_form_object")]
+    pub params: Map<String, Value>,
+    /// When true, the policy is not called (children stay as they are).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+    /// The budget of `cleanup` on deletion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<CleanupSpec>,
+}
+
+/// How hard the host tries to clean up before it reports `CleanupBlocked`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupSpec {
+    /// Failed `cleanup` calls before the DataJob is reported blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Seconds after deletion was requested before it is reported blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// What the host and the policy report about a DataJob.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataJobStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed` (from the policy), or a
+    /// host phase such as `Terminating`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// A human-readable summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Conditions from the host (`Ready`, `CleanupFailed`, ...) and the policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The policy version that acted last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
+    /// Counts of the DataJob's children by phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<ChildCounts>,
+    /// Progress of `cleanup` once deletion was requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<CleanupStatus>,
+    /// The policy's own outputs, handed back to it on the next call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_free_form_object")]
+    pub outputs: Option<Map<String, Value>>,
+}
+
+/// Which policy version acted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRef {
+    /// The policy's name.
+    pub name: String,
+    /// The SHA-256 digest (hex) of its component.
+    pub digest: String,
+}
+
+/// Children by phase.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildCounts {
+    /// All children.
+    pub total: u32,
+    /// Pending.
+    pub pending: u32,
+    /// Running.
+    pub running: u32,
+    /// Succeeded.
+    pub succeeded: u32,
+    /// Failed.
+    pub failed: u32,
+}
+
+/// Progress of `cleanup`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupStatus {
+    /// Calls of `cleanup` so far.
+    pub attempts: u32,
+    /// The last failure, if the last call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When `cleanup` was last called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempt_time: Option<Time>,
+}
+
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+fn optional_free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::{CustomResourceExt, Resource};
+
+    use super::*;
+
+    #[test]
+    fn the_crd_has_the_documented_names_and_columns() {
+        let crd = DataJob::crd();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("datajobs.policyhost.dev")
+        );
+        assert_eq!(crd.spec.names.short_names, Some(vec!["dj".to_owned()]));
+        assert_eq!(DataJob::api_version(&()), "policyhost.dev/v1alpha1");
+        let version = &crd.spec.versions[0];
+        let columns: Vec<&str> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["Policy", "Phase", "Age"]);
+        let schema = serde_json::to_value(&version.schema).unwrap();
+        let params = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["params"];
+        assert_eq!(params["x-kubernetes-preserve-unknown-fields"], true);
+    }
+
+    #[test]
+    fn params_are_preserved_as_given() {
+        let job: DataJob = serde_yaml::from_str(
+            "apiVersion: policyhost.dev/v1alpha1\nkind: DataJob\nmetadata: {name: a, namespace: b}\nspec:\n  policy: fanout\n  params: {replicas: 3, nested: {x: [1, 2]}}\n",
+        )
+        .unwrap();
+        assert_eq!(job.spec.params["nested"]["x"][1], 2);
+        assert!(!job.spec.suspend);
+    }
+}

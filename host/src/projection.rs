@@ -1,0 +1,317 @@
+//! Slim projections of Kubernetes objects into the records a policy sees
+//! (`data-job`, `child`), shared by the CLI and the operator's cache.
+//!
+//! The rules follow the WIT doc comments: Pods map `status.phase` and the
+//! `Ready` condition; batch Jobs map their `Complete` / `Failed` conditions
+//! and active Pods; kinds without a lifecycle are `succeeded` and ready once
+//! they exist. Labels and annotations are sorted by key; children are sorted
+//! by kind and name.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::crd::DataJob;
+use crate::runtime::{Child, ChildPhase, DataJob as JobRecord, KeyValue};
+
+/// The result type of projections.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why an object could not be projected.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The text is not YAML/JSON, or not a Kubernetes object of the expected shape.
+    #[error("cannot read {what}")]
+    Parse {
+        /// What was being read, e.g. `the DataJob`.
+        what: String,
+        /// The parser's error.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// An object lacks a field every Kubernetes object has.
+    #[error("{what} has no {field}")]
+    Missing {
+        /// Which object, e.g. `document 2`.
+        what: String,
+        /// The missing field, e.g. `metadata.name`.
+        field: &'static str,
+    },
+}
+
+/// Projects a DataJob into the `data-job` record.
+///
+/// `spec.params` become JSON (`{}` when unset), `status.outputs` the
+/// previous outputs, `metadata.deletionTimestamp` Unix milliseconds.
+#[must_use]
+pub fn data_job(job: &DataJob) -> JobRecord {
+    let meta = &job.metadata;
+    JobRecord {
+        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        uid: meta.uid.clone().unwrap_or_default(),
+        generation: meta
+            .generation
+            .and_then(|g| u64::try_from(g).ok())
+            .unwrap_or(0),
+        labels: sorted(meta.labels.as_ref()),
+        annotations: sorted(meta.annotations.as_ref()),
+        params: Value::Object(job.spec.params.clone()).to_string(),
+        status: job
+            .status
+            .as_ref()
+            .and_then(|s| s.outputs.as_ref())
+            .map(|outputs| Value::Object(outputs.clone()).to_string()),
+        deletion_unix_ms: meta
+            .deletion_timestamp
+            .as_ref()
+            .and_then(|t| u64::try_from(t.0.as_millisecond()).ok()),
+    }
+}
+
+/// Reads a DataJob from YAML or JSON text.
+pub fn data_job_from_yaml(text: &str) -> Result<DataJob> {
+    serde_yaml::from_str(text).map_err(|source| Error::Parse {
+        what: "the DataJob".into(),
+        source,
+    })
+}
+
+/// Projects one Kubernetes object (as JSON) into a `child` record.
+pub fn child(object: &Value) -> Result<Child> {
+    let what = || {
+        format!(
+            "{} {}",
+            str_at(object, &["kind"]).unwrap_or("object"),
+            str_at(object, &["metadata", "name"]).unwrap_or("")
+        )
+    };
+    let api_version = str_at(object, &["apiVersion"]).ok_or_else(|| Error::Missing {
+        what: what(),
+        field: "apiVersion",
+    })?;
+    let kind = str_at(object, &["kind"]).ok_or_else(|| Error::Missing {
+        what: what(),
+        field: "kind",
+    })?;
+    let name = str_at(object, &["metadata", "name"]).ok_or_else(|| Error::Missing {
+        what: what(),
+        field: "metadata.name",
+    })?;
+    let (phase, ready) = lifecycle(api_version, kind, object);
+    let labels = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            let map: BTreeMap<&str, &str> = labels
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+                .collect();
+            map.into_iter()
+                .map(|(key, value)| KeyValue {
+                    key: key.to_owned(),
+                    value: value.to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Child {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        phase,
+        ready,
+        deleting: object
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null()),
+        labels,
+    })
+}
+
+/// Projects many objects and sorts them by kind and name, as the policy expects.
+pub fn children<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Result<Vec<Child>> {
+    let mut children = objects.into_iter().map(child).collect::<Result<Vec<_>>>()?;
+    children.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+    Ok(children)
+}
+
+/// Reads Kubernetes objects from multi-document YAML (or JSON), flattening
+/// `kind: List` documents (as `kubectl get -o yaml` prints them).
+pub fn objects_from_yaml(text: &str) -> Result<Vec<Value>> {
+    let mut objects = Vec::new();
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| {
+            Error::Parse {
+                what: format!("document {}", index + 1),
+                source,
+            }
+        })?;
+        match value {
+            Value::Null => {}
+            Value::Object(ref map)
+                if map
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List")) =>
+            {
+                if let Some(Value::Array(items)) = map.get("items") {
+                    objects.extend(items.iter().cloned());
+                }
+            }
+            other => objects.push(other),
+        }
+    }
+    Ok(objects)
+}
+
+/// Phase and readiness of a child, per its kind.
+fn lifecycle(api_version: &str, kind: &str, object: &Value) -> (ChildPhase, bool) {
+    match (api_version, kind) {
+        ("v1", "Pod") => {
+            let phase = match str_at(object, &["status", "phase"]) {
+                Some("Running") => ChildPhase::Running,
+                Some("Succeeded") => ChildPhase::Succeeded,
+                Some("Failed") => ChildPhase::Failed,
+                Some("Unknown") => ChildPhase::Unknown,
+                _ => ChildPhase::Pending,
+            };
+            (phase, condition_true(object, "Ready"))
+        }
+        ("batch/v1", "Job") => {
+            let phase = if condition_true(object, "Complete") {
+                ChildPhase::Succeeded
+            } else if condition_true(object, "Failed") {
+                ChildPhase::Failed
+            } else if object
+                .pointer("/status/active")
+                .and_then(Value::as_u64)
+                .is_some_and(|n| n > 0)
+            {
+                ChildPhase::Running
+            } else {
+                ChildPhase::Pending
+            };
+            let ready = matches!(phase, ChildPhase::Succeeded | ChildPhase::Running);
+            (phase, ready)
+        }
+        _ => (ChildPhase::Succeeded, true),
+    }
+}
+
+fn condition_true(object: &Value, kind: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(kind)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+fn str_at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter()
+        .try_fold(object, |value, key| value.get(key))
+        .and_then(Value::as_str)
+}
+
+fn sorted(map: Option<&BTreeMap<String, String>>) -> Vec<KeyValue> {
+    map.map(|m| {
+        m.iter()
+            .map(|(key, value)| KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn pods_map_phase_and_the_ready_condition() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "w-0", "labels": {"b": "2", "a": "1"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+        let child = child(&pod).unwrap();
+        assert_eq!(child.phase, ChildPhase::Running);
+        assert!(child.ready);
+        assert!(!child.deleting);
+        assert_eq!(child.labels[0].key, "a");
+        let pending = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-1", "deletionTimestamp": "2024-01-01T00:00:00Z"}});
+        let child = super::child(&pending).unwrap();
+        assert_eq!(child.phase, ChildPhase::Pending);
+        assert!(!child.ready);
+        assert!(child.deleting);
+    }
+
+    #[test]
+    fn jobs_map_their_conditions_and_active_pods() {
+        let job = |status: Value| json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "status": status});
+        let complete = child(&job(
+            json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (complete.phase, complete.ready),
+            (ChildPhase::Succeeded, true)
+        );
+        let failed = child(&job(
+            json!({"conditions": [{"type": "Failed", "status": "True"}]}),
+        ))
+        .unwrap();
+        assert_eq!((failed.phase, failed.ready), (ChildPhase::Failed, false));
+        let running = child(&job(json!({"active": 2}))).unwrap();
+        assert_eq!((running.phase, running.ready), (ChildPhase::Running, true));
+        let pending = child(&job(json!({}))).unwrap();
+        assert_eq!(pending.phase, ChildPhase::Pending);
+    }
+
+    #[test]
+    fn kinds_without_a_lifecycle_are_succeeded_and_ready() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let child = child(&cm).unwrap();
+        assert_eq!((child.phase, child.ready), (ChildPhase::Succeeded, true));
+    }
+
+    #[test]
+    fn objects_without_a_name_are_refused() {
+        let err = child(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}})).unwrap_err();
+        assert_eq!(err.to_string(), "Pod  has no metadata.name");
+    }
+
+    #[test]
+    fn yaml_lists_and_documents_are_flattened_and_sorted() {
+        let text = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n- {apiVersion: v1, kind: Pod, metadata: {name: a}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: z}\n---\n";
+        let objects = objects_from_yaml(text).unwrap();
+        assert_eq!(objects.len(), 3);
+        let names: Vec<String> = children(&objects)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, ["z", "a", "b"]);
+    }
+
+    #[test]
+    fn a_datajob_projects_params_outputs_and_deletion_time() {
+        let job = data_job_from_yaml(
+            "apiVersion: policyhost.dev/v1alpha1\nkind: DataJob\nmetadata:\n  name: etl\n  namespace: team\n  uid: u-1\n  generation: 3\n  labels: {z: '1', a: '2'}\n  deletionTimestamp: '2024-01-01T00:00:01Z'\nspec:\n  policy: fanout\n  params: {replicas: 2}\nstatus:\n  outputs: {running: 1}\n",
+        )
+        .unwrap();
+        let record = data_job(&job);
+        assert_eq!(record.name, "etl");
+        assert_eq!(record.namespace, "team");
+        assert_eq!(record.generation, 3);
+        assert_eq!(record.labels[0].key, "a");
+        assert_eq!(record.params, r#"{"replicas":2}"#);
+        assert_eq!(record.status.as_deref(), Some(r#"{"running":1}"#));
+        assert_eq!(record.deletion_unix_ms, Some(1_704_067_201_000));
+    }
+}

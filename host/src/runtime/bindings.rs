@@ -1,0 +1,20 @@
+//! Host bindings of the `policyhost:reconcile/datajob-policy` world, generated
+//! from `wit/policy.wit`, with a tracing span around every import call.
+
+mod generated {
+    wasmtime::component::bindgen!({
+        world: "datajob-policy",
+        path: "../wit",
+        imports: { default: tracing },
+    });
+}
+
+pub use generated::policyhost::reconcile::host::Level;
+pub(crate) use generated::policyhost::reconcile::host::{
+    Host as LogHost, add_to_linker as add_log_to_linker,
+};
+pub use generated::policyhost::reconcile::types::{
+    Child, ChildPhase, CleanupResult, Condition, Context, DataJob, DesiredChild, Event, KeyValue,
+    PolicyError, ReconcileResult, Status,
+};
+pub(crate) use generated::{DatajobPolicy, DatajobPolicyPre};

@@ -1,0 +1,284 @@
+//! One call of a policy: a fresh instance from the `*Pre`, capped by the
+//! limiter, fuel and an epoch deadline; the result checked and the cost reported.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::Store;
+use wasmtime::component::ResourceTable;
+
+use super::bindings::{Child, Context, DataJob, DatajobPolicy, PolicyError as WitPolicyError};
+use super::engine::Engine;
+use super::error::{Error, PolicyError, Result};
+use super::limiter::{MemoryAccount, MemoryLimiter};
+use super::load::Policy;
+use super::output::{self, Cleaned, Reconciled};
+use super::store::{GuestLog, StoreState};
+use super::wasi::{self, Capture};
+
+/// The inputs of one call: the DataJob, its children, the context.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// The DataJob, projected (see [`crate::projection`]).
+    pub job: DataJob,
+    /// Its children, sorted by kind and name.
+    pub children: Vec<Child>,
+    /// Time and attempt. `policy-digest` is filled in by the runtime.
+    pub ctx: Context,
+}
+
+/// The answer of one call and what it cost. Every call has a report,
+/// faults included.
+#[derive(Debug)]
+pub struct Outcome<T> {
+    /// The checked result, or the typed fault.
+    pub result: Result<T>,
+    /// Fuel, time and memory used.
+    pub report: CallReport,
+}
+
+/// What one call cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallReport {
+    /// Fuel consumed (of [`super::Limits::fuel`]).
+    pub fuel_consumed: u64,
+    /// Wall-clock time from store creation to the checked result.
+    #[serde(serialize_with = "micros")]
+    pub duration: Duration,
+    /// Linear memory accounts: cap, peak, denied growth.
+    pub memory: MemoryAccount,
+    /// `log` lines written.
+    pub log_lines: u32,
+    /// `log` lines dropped over the budget.
+    pub log_dropped: u32,
+    /// Bytes of stdout/stderr dropped over the capture bound.
+    pub output_dropped: u64,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Calls `reconcile` on the current thread and checks its result.
+pub(crate) fn reconcile(engine: &Engine, policy: &Policy, input: &Input) -> Outcome<Reconciled> {
+    run(
+        engine,
+        policy,
+        input,
+        "reconcile",
+        |bindings, store, ctx| bindings.call_reconcile(store, &input.job, &input.children, ctx),
+        |result| {
+            output::validate(
+                result,
+                &input.job.namespace,
+                &policy.allowed_kinds,
+                &policy.limits,
+            )
+        },
+    )
+}
+
+/// Calls `cleanup` on the current thread.
+pub(crate) fn cleanup(engine: &Engine, policy: &Policy, input: &Input) -> Outcome<Cleaned> {
+    run(
+        engine,
+        policy,
+        input,
+        "cleanup",
+        |bindings, store, ctx| bindings.call_cleanup(store, &input.job, &input.children, ctx),
+        |result| Ok(Cleaned::from(result)),
+    )
+}
+
+type Answer<T> = wasmtime::Result<std::result::Result<T, WitPolicyError>>;
+
+/// Runs one call on the current thread (a pool thread, or a CLI).
+fn run<T, U>(
+    engine: &Engine,
+    policy: &Policy,
+    input: &Input,
+    entry: &'static str,
+    call: impl FnOnce(&DatajobPolicy, &mut Store<StoreState>, &Context) -> Answer<T>,
+    check: impl FnOnce(T) -> Result<U>,
+) -> Outcome<U> {
+    let started = Instant::now();
+    let _span = tracing::debug_span!(
+        "policy call",
+        policy = %policy.name,
+        job = %format_args!("{}/{}", input.job.namespace, input.job.name),
+        entry,
+    )
+    .entered();
+    let ctx = Context {
+        policy_digest: policy.digest_hex.clone(),
+        ..input.ctx.clone()
+    };
+    let stdout = Capture::default();
+    let stderr = Capture::default();
+    let state = StoreState {
+        wasi: wasi::context(&ctx, &input.job.uid, &stdout, &stderr),
+        table: ResourceTable::new(),
+        limiter: MemoryLimiter::new(policy.limits.memory_bytes),
+        log: GuestLog {
+            policy: policy.name.clone(),
+            job: format!("{}/{}", input.job.namespace, input.job.name),
+            lines: 0,
+            dropped: 0,
+        },
+    };
+    let mut store = Store::new(engine.wasmtime(), state);
+    store.limiter(|state| &mut state.limiter);
+    let fuel = policy.limits.fuel;
+    let result = match store.set_fuel(fuel) {
+        Err(source) => Err(Failure::Host(Error::Host {
+            context: "setting the fuel budget",
+            source,
+        })),
+        Ok(()) => {
+            store.set_epoch_deadline(engine.deadline_ticks(policy.limits.timeout));
+            store.epoch_deadline_trap();
+            invoke(&mut store, policy, &ctx, call)
+        }
+    };
+    let fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    let state = store.data();
+    let memory = state.limiter.account();
+    let (log_lines, log_dropped) = (state.log.lines, state.log.dropped);
+    drop(store);
+    let (out, out_dropped) = stdout.take();
+    let (err, err_dropped) = stderr.take();
+    forward(&policy.name, &out, &err);
+    let result = match result {
+        Ok(Ok(raw)) => Ok(raw),
+        Ok(Err(error)) => Err(error),
+        Err(Failure::Instantiate(error)) => Err(classify(error, policy, memory, &err, false)),
+        Err(Failure::Call(error)) => Err(classify(error, policy, memory, &err, true)),
+        Err(Failure::Host(error)) => Err(error),
+    };
+    let result = result.and_then(check);
+    let report = CallReport {
+        fuel_consumed,
+        duration: started.elapsed(),
+        memory,
+        log_lines,
+        log_dropped,
+        output_dropped: out_dropped + err_dropped,
+    };
+    if let Err(error) = &result {
+        tracing::debug!(reason = error.reason(), %error, fuel_consumed, "policy call failed");
+    }
+    Outcome { result, report }
+}
+
+enum Failure {
+    Instantiate(wasmtime::Error),
+    Call(wasmtime::Error),
+    Host(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Self::Host(error)
+    }
+}
+
+fn invoke<T>(
+    store: &mut Store<StoreState>,
+    policy: &Policy,
+    ctx: &Context,
+    call: impl FnOnce(&DatajobPolicy, &mut Store<StoreState>, &Context) -> Answer<T>,
+) -> Result<Result<T>, Failure> {
+    let bindings = policy
+        .pre
+        .instantiate(&mut *store)
+        .map_err(Failure::Instantiate)?;
+    let answer = call(&bindings, store, ctx).map_err(Failure::Call)?;
+    Ok(answer.map_err(|e| Error::PolicyError(PolicyError::from(e))))
+}
+
+/// Turns a wasmtime failure into the typed fault it is.
+fn classify(
+    error: wasmtime::Error,
+    policy: &Policy,
+    memory: MemoryAccount,
+    stderr: &str,
+    during_call: bool,
+) -> Error {
+    let trap = error.downcast_ref::<wasmtime::Trap>().copied();
+    match trap {
+        Some(wasmtime::Trap::OutOfFuel) => {
+            return Error::OutOfFuel {
+                fuel: policy.limits.fuel,
+            };
+        }
+        Some(wasmtime::Trap::Interrupt) => {
+            return Error::DeadlineExceeded {
+                timeout: policy.limits.timeout,
+            };
+        }
+        _ => {}
+    }
+    if let Some(requested) = memory.denied {
+        return Error::MemoryLimitExceeded {
+            limit: memory.limit,
+            requested,
+        };
+    }
+    if !during_call && trap.is_none() {
+        return Error::Host {
+            context: "instantiating the policy",
+            source: error,
+        };
+    }
+    let backtrace = error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .map(|bt| bt.to_string());
+    let message = panic_message(stderr)
+        .or_else(|| trap.map(|t| t.to_string()))
+        .unwrap_or_else(|| error.root_cause().to_string());
+    Error::Trap {
+        message,
+        backtrace,
+        source: error,
+    }
+}
+
+/// The guest's last words: a Rust panic message from its stderr, on one line.
+fn panic_message(stderr: &str) -> Option<String> {
+    let text: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
+    let start = text.iter().rposition(|line| line.contains("panicked at"))?;
+    let message = text[start..].join(" ");
+    // Drop the `thread '<name>' (<id>) ` prefix the standard library writes.
+    let from = message.find("panicked at").unwrap_or(0);
+    let message = message[from..].to_owned();
+    Some(message)
+}
+
+/// Re-emits what the guest printed, under its own tracing targets.
+fn forward(policy: &str, stdout: &str, stderr: &str) {
+    for line in stdout.lines().filter(|l| !l.is_empty()) {
+        tracing::info!(target: "policyhost::guest::stdout", policy, "{line}");
+    }
+    for line in stderr.lines().filter(|l| !l.is_empty()) {
+        tracing::warn!(target: "policyhost::guest::stderr", policy, "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_is_taken_from_a_rust_panic_on_stderr() {
+        let stderr = "\nthread '<unnamed>' (1) panicked at src/lib.rs:10:5:\nboom: the policy gave up\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some("panicked at src/lib.rs:10:5: boom: the policy gave up")
+        );
+        assert_eq!(panic_message("just noise\n"), None);
+    }
+}

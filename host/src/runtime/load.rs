@@ -1,0 +1,281 @@
+//! Loading a policy: bytes → digest → compile (cached) → validate world and
+//! imports → pre-link once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, Linker};
+
+use super::bindings::DatajobPolicyPre;
+use super::cache::{Cache, Digest, Source};
+use super::engine::Engine;
+use super::error::{Error, Result};
+use super::limits::{Clamped, HostMaxima, Limits, PolicyLimits};
+use super::output::AllowedKind;
+use super::store::StoreState;
+use super::wasi;
+
+/// What the host is told about a policy besides its bytes (from its
+/// ConfigMap, or the command line).
+#[derive(Debug, Clone)]
+pub struct PolicySpec {
+    /// The policy's name (`DataJob.spec.policy`).
+    pub name: String,
+    /// The limits it asks for.
+    pub limits: PolicyLimits,
+    /// The kinds it may create.
+    pub allowed_kinds: Vec<AllowedKind>,
+}
+
+impl PolicySpec {
+    /// A policy with default limits and the default allowed kinds.
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            limits: PolicyLimits::default(),
+            allowed_kinds: AllowedKind::defaults(),
+        }
+    }
+
+    /// Asks for these limits.
+    #[must_use]
+    pub fn limits(mut self, limits: PolicyLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Replaces the allowed kinds.
+    #[must_use]
+    pub fn allowed_kinds(mut self, kinds: Vec<AllowedKind>) -> Self {
+        self.allowed_kinds = kinds;
+        self
+    }
+}
+
+/// A validated, compiled and pre-linked policy, ready for any number of calls.
+///
+/// It is immutable: a new version of the policy is a new `Policy`, and
+/// in-flight calls finish on the one they started with.
+pub struct Policy {
+    pub(crate) name: Arc<str>,
+    pub(crate) digest: Digest,
+    pub(crate) digest_hex: String,
+    pub(crate) pre: DatajobPolicyPre<StoreState>,
+    pub(crate) limits: Limits,
+    pub(crate) clamped: Vec<Clamped>,
+    pub(crate) allowed_kinds: Vec<AllowedKind>,
+    pub(crate) imports: Vec<String>,
+    pub(crate) size: usize,
+    pub(crate) load_time: Duration,
+    pub(crate) source: Source,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.name)
+            .field("digest", &self.digest_hex)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policy {
+    /// The policy's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The SHA-256 digest of the component.
+    #[must_use]
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// The limits every call gets (after clamping).
+    #[must_use]
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The limits that were lowered to the host maxima.
+    #[must_use]
+    pub fn clamped(&self) -> &[Clamped] {
+        &self.clamped
+    }
+
+    /// The kinds the policy may create.
+    #[must_use]
+    pub fn allowed_kinds(&self) -> &[AllowedKind] {
+        &self.allowed_kinds
+    }
+
+    /// The component's imports, e.g. `wasi:cli/environment@0.2.3`.
+    #[must_use]
+    pub fn imports(&self) -> &[String] {
+        &self.imports
+    }
+
+    /// Size of the component, in bytes.
+    #[must_use]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// How long getting compiled code took (compile, or cache lookup).
+    #[must_use]
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// Where the compiled code came from.
+    #[must_use]
+    pub fn source(&self) -> Source {
+        self.source
+    }
+}
+
+/// The names the world requires the component to export, with their
+/// parameter names (a cheap check that names the export at fault).
+const EXPORTS: &[(&str, &[&str])] = &[
+    ("reconcile", &["job", "children", "ctx"]),
+    ("cleanup", &["job", "children", "ctx"]),
+];
+
+pub(crate) struct Loader<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) linker: &'a Linker<StoreState>,
+    pub(crate) cache: &'a Cache,
+    pub(crate) defaults: &'a Limits,
+    pub(crate) maxima: &'a HostMaxima,
+}
+
+impl Loader<'_> {
+    pub(crate) fn load(&self, spec: PolicySpec, bytes: &[u8]) -> Result<Policy> {
+        let started = Instant::now();
+        check_header(bytes)?;
+        let digest = Digest::of(bytes);
+        let engine = self.engine.wasmtime();
+        let (component, source, _) = self.cache.get_or_compile(self.engine, digest, || {
+            Component::new(engine, bytes).map_err(Error::Corrupt)
+        })?;
+        let load_time = started.elapsed();
+        let pre = match self.link(&component) {
+            Ok(pre) => pre,
+            Err(error) => {
+                // Keep rejected components out of the cache: they are never called.
+                self.cache.evict(self.engine, digest);
+                return Err(error);
+            }
+        };
+        let imports = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let (limits, clamped) = spec.limits.resolve(self.defaults, self.maxima);
+        for c in &clamped {
+            tracing::warn!(policy = %spec.name, limit = %c.limit, requested = c.requested, applied = c.applied, "policy limit clamped to the host maximum");
+        }
+        tracing::debug!(policy = %spec.name, %digest, ?source, ?load_time, "policy loaded");
+        Ok(Policy {
+            name: spec.name.into(),
+            digest,
+            digest_hex: digest.to_hex(),
+            pre,
+            limits,
+            clamped,
+            allowed_kinds: spec.allowed_kinds,
+            imports,
+            size: bytes.len(),
+            load_time,
+            source,
+        })
+    }
+
+    /// Validates imports and exports, then pre-links.
+    fn link(&self, component: &Component) -> Result<DatajobPolicyPre<StoreState>> {
+        let engine = self.engine.wasmtime();
+        let ty = component.component_type();
+        let mut unsupported = ty
+            .imports(engine)
+            .map(|(name, _)| name)
+            .filter(|name| !wasi::is_allowed_import(name))
+            .map(str::to_owned);
+        if let Some(import) = unsupported.next() {
+            return Err(Error::UnsupportedImport {
+                import,
+                others: unsupported.collect(),
+            });
+        }
+        for (export, params) in EXPORTS {
+            let problem = match ty.get_export(engine, export).map(|e| e.ty) {
+                None => Some(format!("missing export `{export}`")),
+                Some(ComponentItem::ComponentFunc(func)) => {
+                    let names: Vec<&str> = func.params().map(|(name, _)| name).collect();
+                    (names != *params || func.results().len() != 1).then(|| {
+                        format!(
+                            "export `{export}` has the wrong signature (parameters {names:?}, expected {params:?} and one result)"
+                        )
+                    })
+                }
+                Some(_) => Some(format!("export `{export}` is not a function")),
+            };
+            if let Some(problem) = problem {
+                return Err(Error::IncompatibleWorld {
+                    problem,
+                    source: None,
+                });
+            }
+        }
+        let instance_pre =
+            self.linker
+                .instantiate_pre(component)
+                .map_err(|source| Error::IncompatibleWorld {
+                    problem: "an import does not have the type the host provides".into(),
+                    source: Some(source),
+                })?;
+        DatajobPolicyPre::new(instance_pre).map_err(|source| Error::IncompatibleWorld {
+            problem: "export `reconcile` or `cleanup` does not have the contract's types".into(),
+            source: Some(source),
+        })
+    }
+}
+
+/// Tells a component from a core module and from garbage before compiling.
+fn check_header(bytes: &[u8]) -> Result<()> {
+    const MAGIC: &[u8] = b"\0asm";
+    const CORE_VERSION: &[u8] = &[1, 0, 0, 0];
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Err(Error::Corrupt(wasmtime::format_err!(
+            "missing the WebAssembly magic bytes `\\0asm` ({} bytes)",
+            bytes.len()
+        )));
+    }
+    if &bytes[4..8] == CORE_VERSION {
+        return Err(Error::CoreModule);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_and_core_modules_are_told_apart_by_their_header() {
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(Error::Corrupt(_))
+        ));
+        assert!(matches!(check_header(b"\0as"), Err(Error::Corrupt(_))));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(Error::CoreModule)
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

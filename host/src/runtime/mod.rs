@@ -1,0 +1,246 @@
+//! The sandboxed policy runtime: loads policy components and calls them, one
+//! fresh, capped instance per call.
+//!
+//! # Expected flow
+//!
+//! 1. Build one [`Runtime`] per process ([`Runtime::new`]): it owns the
+//!    wasmtime engine (pooling allocator, fuel, epoch ticker), the linker
+//!    (the contract's `host` interface plus a deny-all WASI, see [`wasi`]),
+//!    the compile cache and the pool of threads guest calls run on.
+//! 2. Load each policy version with [`Runtime::load`] (blocking: it may
+//!    compile) or [`Runtime::load_async`] (compiles on the pool). The bytes
+//!    are digested, compiled once per digest, checked against the world and
+//!    the allowed imports, and pre-linked into a [`Policy`].
+//! 3. Call it with [`Runtime::reconcile`] / [`Runtime::cleanup`] (async,
+//!    on the pool) or their `_blocking` twins. Each call instantiates a fresh
+//!    instance, so no state survives between calls or DataJobs.
+//!
+//! # Guarantees
+//!
+//! Every call is capped in linear memory ([`MemoryLimiter`]), fuel and
+//! wall-clock time (epoch interruption); its result is capped in bytes and
+//! children and checked ([`output`]): namespace, allowed kinds, manifest
+//! shape, DNS-1123 names. Every call returns a [`CallReport`], faults included.
+//!
+//! # Errors
+//!
+//! See [`Error`]: load-time rejections name the import or export at fault;
+//! call-time faults are typed and never take the host down.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn example(bytes: Vec<u8>, input: policyhost::runtime::Input) -> policyhost::runtime::Result<()> {
+//! use policyhost::runtime::{PolicySpec, Runtime, RuntimeConfig};
+//!
+//! let runtime = Runtime::new(RuntimeConfig::default())?;
+//! let policy = runtime.load_async(PolicySpec::new("fanout"), bytes).await?;
+//! let outcome = runtime.reconcile(policy, input).await;
+//! println!("{} fuel in {:?}", outcome.report.fuel_consumed, outcome.report.duration);
+//! let reconciled = outcome.result?;
+//! # let _ = reconciled; Ok(()) }
+//! ```
+
+mod bindings;
+mod cache;
+mod call;
+mod engine;
+mod error;
+mod limiter;
+mod limits;
+mod load;
+pub mod output;
+mod pool;
+mod store;
+pub mod wasi;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wasmtime::component::{HasSelf, Linker};
+
+pub use bindings::{
+    Child, ChildPhase, CleanupResult, Condition, Context, DataJob, DesiredChild, Event, KeyValue,
+    Level, ReconcileResult, Status,
+};
+pub use cache::{CacheStats, Digest, Source};
+pub use call::{CallReport, Input, Outcome};
+pub use engine::EngineConfig;
+pub use error::{Error, PolicyError, Result};
+pub use limiter::{MemoryAccount, MemoryLimiter};
+pub use limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
+pub use load::{Policy, PolicySpec};
+pub use output::{AllowedKind, Cleaned, Reconciled, ValidChild};
+
+use store::StoreState;
+
+/// How to build a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Engine and instance pool settings, including the host maxima.
+    pub engine: EngineConfig,
+    /// Limits of a policy that asks for none.
+    pub defaults: Limits,
+    /// Threads running guest calls (and compiles) for the async API: the
+    /// bound on concurrent calls.
+    pub threads: usize,
+    /// Directory for compiled components, reused across restarts.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            engine: EngineConfig::default(),
+            defaults: Limits::default(),
+            threads: std::thread::available_parallelism().map_or(2, usize::from),
+            cache_dir: None,
+        }
+    }
+}
+
+/// Loads and calls policies. Cheap to clone; all clones share one engine.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: engine::Engine,
+    linker: Linker<StoreState>,
+    cache: cache::Cache,
+    pool: pool::Pool,
+    defaults: Limits,
+    maxima: HostMaxima,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("maxima", &self.inner.maxima)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Builds the engine, the linker and the call pool.
+    pub fn new(config: RuntimeConfig) -> Result<Self> {
+        let engine = engine::Engine::new(&config.engine)?;
+        let mut linker = Linker::new(engine.wasmtime());
+        let link = |linker: &mut Linker<StoreState>| -> wasmtime::Result<()> {
+            bindings::add_log_to_linker::<StoreState, HasSelf<StoreState>>(linker, |s| s)?;
+            wasi::add_to_linker(linker)
+        };
+        link(&mut linker).map_err(|source| Error::Host {
+            context: "linking the host interfaces",
+            source,
+        })?;
+        let pool = pool::Pool::new(config.threads).map_err(|source| Error::Io {
+            context: "starting the guest call threads".into(),
+            source,
+        })?;
+        let (defaults, _) =
+            PolicyLimits::default().resolve(&config.defaults, &config.engine.maxima);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache: cache::Cache::new(config.cache_dir),
+                pool,
+                defaults,
+                maxima: config.engine.maxima,
+            }),
+        })
+    }
+
+    /// Validates, compiles (or finds in the cache) and pre-links a policy,
+    /// on the current thread.
+    pub fn load(&self, spec: PolicySpec, bytes: &[u8]) -> Result<Arc<Policy>> {
+        let inner = &self.inner;
+        load::Loader {
+            engine: &inner.engine,
+            linker: &inner.linker,
+            cache: &inner.cache,
+            defaults: &inner.defaults,
+            maxima: &inner.maxima,
+        }
+        .load(spec, bytes)
+        .map(Arc::new)
+    }
+
+    /// [`Runtime::load`] on the call pool, off the async runtime.
+    pub async fn load_async(&self, spec: PolicySpec, bytes: Vec<u8>) -> Result<Arc<Policy>> {
+        let this = self.clone();
+        self.inner
+            .pool
+            .run(move || this.load(spec, &bytes))
+            .await
+            .unwrap_or_else(|closed| Err(pool_closed(closed)))
+    }
+
+    /// Calls `reconcile` on the current thread.
+    pub fn reconcile_blocking(&self, policy: &Policy, input: &Input) -> Outcome<Reconciled> {
+        call::reconcile(&self.inner.engine, policy, input)
+    }
+
+    /// Calls `cleanup` on the current thread.
+    pub fn cleanup_blocking(&self, policy: &Policy, input: &Input) -> Outcome<Cleaned> {
+        call::cleanup(&self.inner.engine, policy, input)
+    }
+
+    /// Calls `reconcile` on the call pool; waits (asynchronously) for a free
+    /// thread when all are busy.
+    pub async fn reconcile(&self, policy: Arc<Policy>, input: Input) -> Outcome<Reconciled> {
+        let this = self.clone();
+        self.inner
+            .pool
+            .run(move || this.reconcile_blocking(&policy, &input))
+            .await
+            .unwrap_or_else(closed_outcome)
+    }
+
+    /// Calls `cleanup` on the call pool.
+    pub async fn cleanup(&self, policy: Arc<Policy>, input: Input) -> Outcome<Cleaned> {
+        let this = self.clone();
+        self.inner
+            .pool
+            .run(move || this.cleanup_blocking(&policy, &input))
+            .await
+            .unwrap_or_else(closed_outcome)
+    }
+
+    /// How the compile cache has been used.
+    #[must_use]
+    pub fn cache_stats(&self) -> CacheStats {
+        self.inner.cache.stats()
+    }
+
+    /// The host maxima policies are clamped to.
+    #[must_use]
+    pub fn maxima(&self) -> &HostMaxima {
+        &self.inner.maxima
+    }
+}
+
+fn pool_closed(closed: pool::Closed) -> Error {
+    Error::Host {
+        context: "submitting the call to the guest call pool",
+        source: wasmtime::Error::new(closed),
+    }
+}
+
+fn closed_outcome<T>(closed: pool::Closed) -> Outcome<T> {
+    Outcome {
+        result: Err(pool_closed(closed)),
+        report: CallReport::default(),
+    }
+}
+
+/// Compile-time check: the async API can be used from spawned tasks.
+#[allow(dead_code)]
+fn runtime_futures_should_be_send(runtime: Runtime, policy: Arc<Policy>, input: Input) {
+    fn assert_send<T: Send>(_: T) {}
+    assert_send(runtime.reconcile(policy.clone(), input.clone()));
+    assert_send(runtime.cleanup(policy, input));
+    assert_send(runtime.load_async(PolicySpec::new("x"), Vec::new()));
+}

@@ -1,0 +1,569 @@
+//! Checks a policy's result against the sandbox rules, and gives it the
+//! shape of the result JSON (`docs/result-json.md`).
+//!
+//! One bad child rejects the whole result: the host applies all of a
+//! reconcile or nothing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
+use super::error::{Error, Result};
+use super::limits::Limits;
+
+/// A kind a policy may create (`apiVersion` + `kind`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedKind {
+    /// e.g. `v1`, `batch/v1`.
+    pub api_version: String,
+    /// e.g. `Pod`.
+    pub kind: String,
+}
+
+impl AllowedKind {
+    /// `apiVersion` + `kind`.
+    #[must_use]
+    pub fn new(api_version: &str, kind: &str) -> Self {
+        Self {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        }
+    }
+
+    /// The kinds a policy may create unless its configuration says otherwise:
+    /// v1 Pod, ConfigMap, Service, Secret and batch/v1 Job.
+    #[must_use]
+    pub fn defaults() -> Vec<Self> {
+        vec![
+            Self::new("v1", "Pod"),
+            Self::new("v1", "ConfigMap"),
+            Self::new("v1", "Service"),
+            Self::new("v1", "Secret"),
+            Self::new("batch/v1", "Job"),
+        ]
+    }
+}
+
+/// A `reconcile` result that passed every check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reconciled {
+    /// The complete desired set of children.
+    pub children: Vec<ValidChild>,
+    /// The DataJob's new status.
+    pub status: ReportedStatus,
+    /// Call again after this many milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_ms: Option<u64>,
+    /// Events to record on the DataJob.
+    pub events: Vec<ReportedEvent>,
+}
+
+/// A desired child that passed every check; `manifest` is the policy's
+/// object as it returned it (its namespace, if any, is the DataJob's).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidChild {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The object to apply.
+    pub manifest: Map<String, Value>,
+}
+
+impl ValidChild {
+    /// The manifest with `metadata.namespace` set to `namespace`, ready to apply.
+    #[must_use]
+    pub fn manifest_in(&self, namespace: &str) -> Map<String, Value> {
+        let mut manifest = self.manifest.clone();
+        if let Some(Value::Object(metadata)) = manifest.get_mut("metadata") {
+            metadata.insert("namespace".into(), Value::String(namespace.to_owned()));
+        }
+        manifest
+    }
+}
+
+/// The status a policy reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed`, ...
+    pub phase: String,
+    /// A human-readable summary.
+    pub message: String,
+    /// Conditions owned by the policy.
+    pub conditions: Vec<ReportedCondition>,
+    /// The JSON object for `status.outputs`.
+    pub outputs: Value,
+}
+
+/// A condition, in Kubernetes' shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportedCondition {
+    /// Condition type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True` or `False`.
+    pub status: &'static str,
+    /// One-word reason.
+    pub reason: String,
+    /// Sentence.
+    pub message: String,
+}
+
+/// An Event to record, in Kubernetes' shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportedEvent {
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// One-word reason.
+    pub reason: String,
+    /// Sentence.
+    pub message: String,
+}
+
+/// What `cleanup` reported, in the result JSON shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum Cleaned {
+    /// Cleanup is complete.
+    Done,
+    /// Call again later.
+    #[serde(rename_all = "camelCase")]
+    RetryAfter {
+        /// After this many milliseconds.
+        retry_after_ms: u64,
+    },
+}
+
+impl From<CleanupResult> for Cleaned {
+    fn from(result: CleanupResult) -> Self {
+        match result {
+            CleanupResult::Done => Self::Done,
+            CleanupResult::RetryAfterMs(ms) => Self::RetryAfter { retry_after_ms: ms },
+        }
+    }
+}
+
+/// Checks a `reconcile` result: size caps first (cheap), then every child.
+pub(crate) fn validate(
+    result: ReconcileResult,
+    namespace: &str,
+    allowed: &[AllowedKind],
+    limits: &Limits,
+) -> Result<Reconciled> {
+    let count = result.children.len() as u64;
+    if count > u64::from(limits.children) {
+        return Err(Error::OutputTooLarge {
+            what: "children",
+            actual: count,
+            limit: u64::from(limits.children),
+        });
+    }
+    let bytes = byte_size(&result);
+    if bytes > limits.output_bytes {
+        return Err(Error::OutputTooLarge {
+            what: "bytes",
+            actual: bytes,
+            limit: limits.output_bytes,
+        });
+    }
+    let ReconcileResult {
+        children,
+        status,
+        requeue_after_ms,
+        events,
+    } = result;
+    let children = children
+        .into_iter()
+        .enumerate()
+        .map(|(index, child)| validate_child(index, child, namespace, allowed))
+        .collect::<Result<Vec<_>>>()?;
+    let outputs = if status.outputs.trim().is_empty() {
+        Value::Object(Map::new())
+    } else {
+        match serde_json::from_str::<Value>(&status.outputs) {
+            Ok(value @ Value::Object(_)) => value,
+            Ok(_) => {
+                return Err(Error::invalid_output(
+                    "status.outputs",
+                    "must be a JSON object",
+                ));
+            }
+            Err(error) => {
+                return Err(Error::invalid_output(
+                    "status.outputs",
+                    format!("is not valid JSON ({error})"),
+                ));
+            }
+        }
+    };
+    Ok(Reconciled {
+        children,
+        status: ReportedStatus {
+            phase: status.phase,
+            message: status.message,
+            conditions: status.conditions.into_iter().map(condition).collect(),
+            outputs,
+        },
+        requeue_after_ms,
+        events: events.into_iter().map(event).collect(),
+    })
+}
+
+fn condition(c: Condition) -> ReportedCondition {
+    ReportedCondition {
+        kind: c.kind,
+        status: if c.status { "True" } else { "False" },
+        reason: c.reason,
+        message: c.message,
+    }
+}
+
+fn event(e: Event) -> ReportedEvent {
+    ReportedEvent {
+        kind: if e.warning { "Warning" } else { "Normal" },
+        reason: e.reason,
+        message: e.message,
+    }
+}
+
+/// The bytes of every string in the result: what the host must hold and apply.
+fn byte_size(result: &ReconcileResult) -> u64 {
+    let children: usize = result
+        .children
+        .iter()
+        .map(|c| c.api_version.len() + c.kind.len() + c.name.len() + c.manifest.len())
+        .sum();
+    let status = &result.status;
+    let conditions: usize = status
+        .conditions
+        .iter()
+        .map(|c| c.kind.len() + c.reason.len() + c.message.len())
+        .sum();
+    let events: usize = result
+        .events
+        .iter()
+        .map(|e| e.reason.len() + e.message.len())
+        .sum();
+    (children
+        + status.phase.len()
+        + status.message.len()
+        + status.outputs.len()
+        + conditions
+        + events) as u64
+}
+
+fn validate_child(
+    index: usize,
+    child: DesiredChild,
+    namespace: &str,
+    allowed: &[AllowedKind],
+) -> Result<ValidChild> {
+    let at = || format!("children[{index}] ({} {})", child.kind, child.name);
+    let fail = |rule: String| Err(Error::invalid_output(at(), rule));
+    if !allowed
+        .iter()
+        .any(|k| k.api_version == child.api_version && k.kind == child.kind)
+    {
+        return fail(format!(
+            "kind `{}` `{}` is not in the policy's allowed kinds",
+            child.api_version, child.kind
+        ));
+    }
+    if let Err(why) = check_name(&child.kind, &child.name) {
+        return fail(format!("name `{}` {why}", child.name));
+    }
+    let manifest = match serde_json::from_str::<Value>(&child.manifest) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) => return fail("manifest must be a JSON object".into()),
+        Err(error) => return fail(format!("manifest is not valid JSON ({error})")),
+    };
+    let field = |key: &str| manifest.get(key).and_then(Value::as_str);
+    if field("apiVersion") != Some(child.api_version.as_str()) {
+        return fail(format!(
+            "manifest apiVersion {:?} does not match the record's `{}`",
+            field("apiVersion"),
+            child.api_version
+        ));
+    }
+    if field("kind") != Some(child.kind.as_str()) {
+        return fail(format!(
+            "manifest kind {:?} does not match the record's `{}`",
+            field("kind"),
+            child.kind
+        ));
+    }
+    let Some(Value::Object(metadata)) = manifest.get("metadata") else {
+        return fail("manifest has no metadata object".into());
+    };
+    let name = metadata.get("name").and_then(Value::as_str);
+    if name != Some(child.name.as_str()) {
+        return fail(format!(
+            "manifest metadata.name {name:?} does not match the record's `{}`",
+            child.name
+        ));
+    }
+    match metadata.get("namespace") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(ns)) if ns == namespace => {}
+        Some(other) => {
+            return fail(format!(
+                "metadata.namespace {other} is not the DataJob's namespace `{namespace}`"
+            ));
+        }
+    }
+    Ok(ValidChild {
+        api_version: child.api_version,
+        kind: child.kind,
+        name: child.name,
+        manifest,
+    })
+}
+
+/// DNS-1123: a subdomain (≤ 253 characters, lowercase alphanumerics, `-`
+/// and `.`, alphanumeric at both ends of each label) for most kinds; a
+/// label (≤ 63, no dots) for Services.
+fn check_name(kind: &str, name: &str) -> std::result::Result<(), &'static str> {
+    let max = if kind == "Service" { 63 } else { 253 };
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name.len() > max {
+        return Err("is too long for a DNS-1123 name");
+    }
+    if kind == "Service" && name.contains('.') {
+        return Err("is not a DNS-1123 label (no dots in Service names)");
+    }
+    for label in name.split('.') {
+        let bytes = label.as_bytes();
+        let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        if bytes.is_empty()
+            || !bytes.iter().all(|b| alnum(b) || *b == b'-')
+            || !bytes.first().is_some_and(alnum)
+            || !bytes.last().is_some_and(alnum)
+        {
+            return Err(
+                "is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::bindings::Status;
+    use super::*;
+
+    fn pod(name: &str, manifest: Value) -> DesiredChild {
+        DesiredChild {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: name.into(),
+            manifest: manifest.to_string(),
+        }
+    }
+
+    fn good_pod(name: &str) -> DesiredChild {
+        pod(
+            name,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}}),
+        )
+    }
+
+    fn result(children: Vec<DesiredChild>) -> ReconcileResult {
+        ReconcileResult {
+            children,
+            status: Status {
+                phase: "Running".into(),
+                message: "ok".into(),
+                conditions: vec![Condition {
+                    kind: "WorkersReady".into(),
+                    status: true,
+                    reason: "AllRunning".into(),
+                    message: "m".into(),
+                }],
+                outputs: r#"{"running":1}"#.into(),
+            },
+            requeue_after_ms: None,
+            events: vec![Event {
+                warning: true,
+                reason: "Slow".into(),
+                message: "m".into(),
+            }],
+        }
+    }
+
+    fn check(children: Vec<DesiredChild>) -> Result<Reconciled> {
+        validate(
+            result(children),
+            "ns",
+            &AllowedKind::defaults(),
+            &Limits::default(),
+        )
+    }
+
+    fn rule_of(error: Error) -> (String, String) {
+        match error {
+            Error::InvalidOutput { location, rule } => (location, rule),
+            other => panic!("expected InvalidOutput, got {other}"),
+        }
+    }
+
+    #[test]
+    fn a_good_result_serializes_to_the_result_json_shape() {
+        let ok = check(vec![good_pod("w-0")]).unwrap();
+        let value = serde_json::to_value(&ok).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "children": [{"apiVersion": "v1", "kind": "Pod", "name": "w-0",
+                  "manifest": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0", "namespace": "ns"}}}],
+                "status": {"phase": "Running", "message": "ok",
+                  "conditions": [{"type": "WorkersReady", "status": "True", "reason": "AllRunning", "message": "m"}],
+                  "outputs": {"running": 1}},
+                "events": [{"type": "Warning", "reason": "Slow", "message": "m"}]
+            })
+        );
+    }
+
+    #[test]
+    fn a_child_in_another_namespace_rejects_the_whole_result() {
+        let bad = pod(
+            "w-1",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-1", "namespace": "kube-system"}}),
+        );
+        let (location, rule) = rule_of(check(vec![good_pod("w-0"), bad]).unwrap_err());
+        assert_eq!(location, "children[1] (Pod w-1)");
+        assert!(
+            rule.contains("\"kube-system\" is not the DataJob's namespace `ns`"),
+            "{rule}"
+        );
+    }
+
+    #[test]
+    fn a_kind_outside_the_allow_list_is_refused() {
+        let child = DesiredChild {
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: "ClusterRoleBinding".into(),
+            name: "x".into(),
+            manifest: "{}".into(),
+        };
+        let (_, rule) = rule_of(check(vec![child]).unwrap_err());
+        assert!(rule.contains("not in the policy's allowed kinds"), "{rule}");
+    }
+
+    #[test]
+    fn malformed_or_mismatched_manifests_are_refused() {
+        let mut broken = good_pod("w-0");
+        broken.manifest = "{not json".into();
+        assert!(
+            rule_of(check(vec![broken]).unwrap_err())
+                .1
+                .contains("not valid JSON")
+        );
+        let array = pod("w-0", json!([1]));
+        assert!(
+            rule_of(check(vec![array]).unwrap_err())
+                .1
+                .contains("JSON object")
+        );
+        let renamed = pod(
+            "w-0",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"}}),
+        );
+        assert!(
+            rule_of(check(vec![renamed]).unwrap_err())
+                .1
+                .contains("metadata.name")
+        );
+        let rekinded = pod(
+            "w-0",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "w-0"}}),
+        );
+        assert!(
+            rule_of(check(vec![rekinded]).unwrap_err())
+                .1
+                .contains("manifest kind")
+        );
+    }
+
+    #[test]
+    fn names_must_be_dns_1123() {
+        for bad in ["", "Upper", "-lead", "trail-", "a..b", "under_score"] {
+            assert!(check_name("Pod", bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(check_name("Pod", "a.b-c.d0").is_ok());
+        assert!(check_name("Service", "a.b").is_err());
+        assert!(check_name("Pod", &"a".repeat(254)).is_err());
+    }
+
+    #[test]
+    fn caps_on_children_and_bytes_are_enforced() {
+        let limits = Limits {
+            children: 1,
+            ..Limits::default()
+        };
+        let err = validate(
+            result(vec![good_pod("a"), good_pod("b")]),
+            "ns",
+            &AllowedKind::defaults(),
+            &limits,
+        )
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            Error::OutputTooLarge {
+                what: "children",
+                actual: 2,
+                limit: 1
+            }
+        ));
+        let limits = Limits {
+            output_bytes: 10,
+            ..Limits::default()
+        };
+        let err = validate(
+            result(vec![good_pod("a")]),
+            "ns",
+            &AllowedKind::defaults(),
+            &limits,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::OutputTooLarge { what: "bytes", .. }));
+    }
+
+    #[test]
+    fn manifest_in_forces_the_namespace() {
+        let ok = check(vec![pod(
+            "w-0",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0"}}),
+        )])
+        .unwrap();
+        let manifest = ok.children[0].manifest_in("ns");
+        assert_eq!(manifest["metadata"]["namespace"], "ns");
+    }
+
+    #[test]
+    fn cleanup_results_serialize_as_documented() {
+        assert_eq!(
+            serde_json::to_value(Cleaned::Done).unwrap(),
+            json!({"result": "done"})
+        );
+        assert_eq!(
+            serde_json::to_value(Cleaned::RetryAfter {
+                retry_after_ms: 1000
+            })
+            .unwrap(),
+            json!({"result": "retryAfter", "retryAfterMs": 1000})
+        );
+    }
+}

@@ -1,0 +1,329 @@
+//! The deny-all WASI context a policy runs with, and the WASI interfaces linked.
+//!
+//! A Rust `wasm32-wasip2` guest imports WASI through its standard library
+//! even when the policy never touches it: `wasi:cli/environment` (args and env
+//! at start-up), `wasi:cli/exit`, `wasi:cli/std{in,out,err}` (panic messages go
+//! to stderr), `wasi:cli/terminal-*`, `wasi:io/{error,poll,streams}`,
+//! `wasi:clocks/{wall-clock,monotonic-clock}` and `wasi:random/*` (hash map
+//! seeds). Those, and only those, are linked ([`ALLOWED_INTERFACES`]), each
+//! backed by a context that gives nothing away:
+//!
+//! - no arguments, no environment variables, stdin closed;
+//! - stdout and stderr captured into bounded buffers (the excess is counted
+//!   and dropped) and forwarded to tracing under the targets
+//!   `policyhost::guest::stdout` / `policyhost::guest::stderr`;
+//! - both clocks frozen at the call's `now-unix-ms`, so a policy sees the
+//!   same time through WASI as in its context (and replays identically);
+//! - random bytes from a generator seeded from the DataJob uid, the attempt
+//!   and the policy digest: deterministic for the same inputs.
+//!
+//! `wasi:filesystem` and `wasi:sockets` are **not** linked: std only imports
+//! them when the policy uses `std::fs` or `std::net`, and such a policy is
+//! rejected at load time with [`super::Error::UnsupportedImport`] instead of
+//! failing at run time (see `tests/all/runtime.rs` for the evidence on the
+//! example policies).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::SeedableRng as _;
+use sha2::{Digest as _, Sha256};
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream, WasiCli, WasiCliView};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiView};
+
+use super::bindings::Context;
+
+/// The interfaces a policy may import (package/interface, any `0.2.x` for
+/// WASI, `0.1.x` for the policyhost contract).
+pub const ALLOWED_INTERFACES: &[&str] = &[
+    "policyhost:reconcile/host",
+    "policyhost:reconcile/types",
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:clocks/wall-clock",
+    "wasi:clocks/monotonic-clock",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+];
+
+/// Whether an import name (`ns:pkg/iface@version`) is provided by the sandbox.
+pub(crate) fn is_allowed_import(name: &str) -> bool {
+    let (path, version) = name.split_once('@').unwrap_or((name, ""));
+    if !ALLOWED_INTERFACES.contains(&path) {
+        return false;
+    }
+    let wanted = if path.starts_with("wasi:") {
+        "0.2."
+    } else {
+        "0.1."
+    };
+    version.starts_with(wanted)
+}
+
+/// Gives the WASI bindings access to the store's WASI state.
+pub(crate) trait WasiState: WasiView + 'static {}
+
+/// Links the allowed WASI interfaces (and nothing else) into `linker`.
+pub(crate) fn add_to_linker<T: WasiState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::sync::io as sync_io;
+    use wasmtime_wasi::p2::bindings::{cli, clocks, random};
+    let l = linker;
+    wasmtime_wasi::p2::bindings::io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    sync_io::poll::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    sync_io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::exit::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::environment::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_input::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_output::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    Ok(())
+}
+
+struct Io;
+
+impl HasData for Io {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// How much of stdout and of stderr one call may write; the rest is dropped.
+pub(crate) const CAPTURE_BYTES: usize = 16 << 10;
+
+/// Builds the WASI context of one call.
+pub(crate) fn context(ctx: &Context, job_uid: &str, stdout: &Capture, stderr: &Capture) -> WasiCtx {
+    let seed = seed(job_uid, ctx);
+    let mut builder = WasiCtxBuilder::new();
+    let frozen = FrozenClock {
+        unix: Duration::from_millis(ctx.now_unix_ms),
+    };
+    let mut insecure_seed = [0u8; 16];
+    insecure_seed.copy_from_slice(&seed[..16]);
+    builder
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .wall_clock(frozen)
+        .monotonic_clock(frozen)
+        .secure_random(rand::rngs::StdRng::from_seed(seed))
+        .insecure_random(rand::rngs::StdRng::from_seed(seed))
+        .insecure_random_seed(u128::from_le_bytes(insecure_seed))
+        .max_random_size(64 << 10);
+    builder.build()
+}
+
+/// The random seed of a call: SHA-256 of the DataJob uid, the attempt and
+/// the policy digest, so that replays with the same inputs see the same bytes.
+fn seed(job_uid: &str, ctx: &Context) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(job_uid.as_bytes());
+    hasher.update(ctx.attempt.to_le_bytes());
+    hasher.update(ctx.policy_digest.as_bytes());
+    hasher.finalize().into()
+}
+
+/// Both WASI clocks, stopped at the call's `now-unix-ms`.
+#[derive(Debug, Clone, Copy)]
+struct FrozenClock {
+    unix: Duration,
+}
+
+impl HostWallClock for FrozenClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
+    fn now(&self) -> Duration {
+        self.unix
+    }
+}
+
+impl HostMonotonicClock for FrozenClock {
+    fn resolution(&self) -> u64 {
+        1_000_000
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.unix.as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// A bounded in-memory stdout or stderr: writes beyond the bound are
+/// accepted and dropped (a guest must not fail, or panic, because its
+/// output was cut), and counted.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Capture {
+    inner: Arc<Mutex<CaptureBuf>>,
+}
+
+#[derive(Debug, Default)]
+struct CaptureBuf {
+    bytes: Vec<u8>,
+    dropped: u64,
+}
+
+impl Capture {
+    fn with<R>(&self, f: impl FnOnce(&mut CaptureBuf) -> R) -> R {
+        f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The captured text (lossy UTF-8) and how many bytes were dropped.
+    pub(crate) fn take(&self) -> (String, u64) {
+        self.with(|buf| {
+            let text = String::from_utf8_lossy(&buf.bytes).into_owned();
+            let dropped = buf.dropped;
+            buf.bytes.clear();
+            buf.dropped = 0;
+            (text, dropped)
+        })
+    }
+
+    fn push(&self, data: &[u8]) {
+        self.with(|buf| {
+            let room = CAPTURE_BYTES.saturating_sub(buf.bytes.len());
+            let kept = data.len().min(room);
+            buf.bytes.extend_from_slice(&data[..kept]);
+            buf.dropped += (data.len() - kept) as u64;
+        });
+    }
+}
+
+impl IsTerminal for Capture {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for Capture {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl OutputStream for Capture {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.push(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        Ok(64 << 10)
+    }
+}
+
+impl Pollable for Capture {
+    fn ready<'a, 'b>(&'a mut self) -> Pin<Box<dyn Future<Output = ()> + Send + 'b>>
+    where
+        'a: 'b,
+    {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.push(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(attempt: u32) -> Context {
+        Context {
+            now_unix_ms: 1_700_000_000_000,
+            attempt,
+            policy_digest: "abc".into(),
+        }
+    }
+
+    #[test]
+    fn imports_outside_the_allow_list_or_version_are_refused() {
+        assert!(is_allowed_import("wasi:cli/environment@0.2.3"));
+        assert!(is_allowed_import("policyhost:reconcile/host@0.1.0"));
+        assert!(!is_allowed_import("wasi:sockets/tcp@0.2.3"));
+        assert!(!is_allowed_import("wasi:filesystem/preopens@0.2.3"));
+        assert!(!is_allowed_import("wasi:cli/environment@0.3.0"));
+        assert!(!is_allowed_import("wasi:cli/environment"));
+    }
+
+    #[test]
+    fn the_random_seed_depends_on_uid_and_attempt_only_through_the_inputs() {
+        assert_eq!(seed("uid", &ctx(1)), seed("uid", &ctx(1)));
+        assert_ne!(seed("uid", &ctx(1)), seed("uid", &ctx(2)));
+        assert_ne!(seed("uid", &ctx(1)), seed("other", &ctx(1)));
+    }
+
+    #[test]
+    fn capture_keeps_the_bound_and_counts_the_rest() {
+        let capture = Capture::default();
+        capture.push(&vec![b'x'; CAPTURE_BYTES + 10]);
+        let (text, dropped) = capture.take();
+        assert_eq!(text.len(), CAPTURE_BYTES);
+        assert_eq!(dropped, 10);
+        assert_eq!(capture.take(), (String::new(), 0));
+    }
+
+    #[test]
+    fn frozen_clocks_report_the_context_time() {
+        let clock = FrozenClock {
+            unix: Duration::from_millis(1500),
+        };
+        assert_eq!(HostWallClock::now(&clock), Duration::from_millis(1500));
+        assert_eq!(HostMonotonicClock::now(&clock), 1_500_000_000);
+    }
+}

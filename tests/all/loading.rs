@@ -1,0 +1,160 @@
+//! Load-time rejections: each names the problem, and nothing is run.
+
+use std::time::{Duration, Instant};
+
+use policyhost::runtime::{Error, PolicySpec, Source};
+
+use crate::common::{self, guest_bytes};
+
+fn load_error(bytes: &[u8]) -> Error {
+    common::runtime()
+        .load(PolicySpec::new("bad"), bytes)
+        .expect_err("the component must be rejected")
+}
+
+#[test]
+fn corrupt_bytes_are_rejected_as_corrupt() {
+    let error = load_error(b"definitely not wasm");
+    assert!(matches!(error, Error::Corrupt(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "policy is not a valid WebAssembly component"
+    );
+    let cause = std::error::Error::source(&error)
+        .expect("a cause")
+        .to_string();
+    assert!(cause.contains("magic"), "{cause}");
+
+    let fanout = guest_bytes("fanout");
+    let truncated = &fanout[..fanout.len() / 2];
+    assert!(matches!(load_error(truncated), Error::Corrupt(_)));
+}
+
+#[test]
+fn a_core_module_is_rejected_as_not_a_component() {
+    let module = wat::parse_str(r#"(module (func (export "reconcile")))"#).expect("wat");
+    let error = load_error(&module);
+    assert!(matches!(error, Error::CoreModule), "{error:?}");
+    assert!(error.to_string().contains("wasm32-wasip2"));
+}
+
+#[test]
+fn a_component_of_another_world_is_rejected_naming_the_export() {
+    let empty = wat::parse_str("(component)").expect("wat");
+    let error = load_error(&empty);
+    assert!(
+        matches!(error, Error::IncompatibleWorld { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("missing export `reconcile`"),
+        "{error}"
+    );
+
+    let wrong_type = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (export "reconcile" (func $f))
+            (export "cleanup" (func $f)))"#,
+    )
+    .expect("wat");
+    let error = load_error(&wrong_type);
+    assert!(
+        matches!(error, Error::IncompatibleWorld { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("export `reconcile` has the wrong signature"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_component_importing_sockets_is_rejected_naming_the_import() {
+    let error = load_error(&guest_bytes("socket-import"));
+    match &error {
+        Error::UnsupportedImport { import, others } => {
+            let all: Vec<&String> = std::iter::once(import).chain(others).collect();
+            assert!(
+                all.iter().any(|i| i.starts_with("wasi:sockets/tcp@")),
+                "{all:?}"
+            );
+        }
+        other => panic!("expected UnsupportedImport, got {other:?}"),
+    }
+    let message = error.to_string();
+    assert!(message.contains("`wasi:sockets/tcp@0.2."), "{message}");
+    assert!(
+        message.contains("which the sandbox does not provide"),
+        "{message}"
+    );
+}
+
+/// `std::fs` makes a guest import `wasi:filesystem`, which is not linked:
+/// no policy built without it imports it (see `runtime::wasi`), so a policy
+/// that reads files is rejected before it runs rather than failing inside.
+#[test]
+fn a_component_importing_the_filesystem_is_rejected_naming_the_import() {
+    let error = load_error(&guest_bytes("fs-read"));
+    match &error {
+        Error::UnsupportedImport { import, .. } => {
+            assert!(import.starts_with("wasi:filesystem/"), "{import}");
+        }
+        other => panic!("expected UnsupportedImport, got {other:?}"),
+    }
+}
+
+#[test]
+fn fanout_imports_only_what_the_sandbox_links() {
+    let runtime = common::runtime();
+    let fanout = runtime
+        .load(PolicySpec::new("fanout"), &guest_bytes("fanout"))
+        .expect("load");
+    for import in fanout.imports() {
+        assert!(
+            !import.starts_with("wasi:filesystem") && !import.starts_with("wasi:sockets"),
+            "{import}"
+        );
+    }
+}
+
+#[test]
+fn a_component_importing_an_unknown_interface_is_rejected_naming_it() {
+    let component = wat::parse_str(
+        r#"(component
+            (import "acme:evil/exfiltrate@1.0.0" (instance (export "send" (func (param "x" string))))))"#,
+    )
+    .expect("wat");
+    let error = load_error(&component);
+    assert!(
+        matches!(&error, Error::UnsupportedImport { import, .. } if import == "acme:evil/exfiltrate@1.0.0"),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn fanout_loads_and_a_second_load_hits_the_digest_cache() {
+    let runtime = common::runtime();
+    let bytes = guest_bytes("fanout");
+    let started = Instant::now();
+    let first = runtime
+        .load(PolicySpec::new("fanout"), &bytes)
+        .expect("load");
+    let compile = started.elapsed();
+    assert_eq!(first.source(), Source::Compiled);
+    let started = Instant::now();
+    let second = runtime
+        .load(PolicySpec::new("fanout"), &bytes)
+        .expect("reload");
+    let hit = started.elapsed();
+    assert_eq!(second.source(), Source::Memory);
+    assert_eq!(first.digest(), second.digest());
+    let stats = runtime.cache_stats();
+    assert_eq!((stats.compiles, stats.memory_hits), (1, 1));
+    eprintln!("first compile {compile:?}, cache hit {hit:?}");
+    assert!(hit < Duration::from_millis(50), "cache hit took {hit:?}");
+}

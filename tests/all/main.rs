@@ -1,0 +1,13 @@
+//! End-to-end tests of policyhost, one module per area, in one binary.
+//!
+//! Guest policies are built by `cargo xtask guests` (which `cargo xtask test`
+//! runs first); `common::guest` finds them and says so when one is missing.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod golden;
+mod guests;
+mod loading;
+mod runtime;

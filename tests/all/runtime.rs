@@ -1,0 +1,252 @@
+//! Guest faults through the real runtime: each adversarial policy is
+//! contained with the right typed error, within its caps, and the runtime
+//! keeps serving `fanout` afterwards.
+
+use std::time::Duration;
+
+use policyhost::Runtime;
+use policyhost::runtime::{Error, Input, PolicyLimits};
+use serde_json::json;
+
+use crate::common::{self, fanout_input, input, job, load};
+
+/// The next `fanout` call in the same runtime still succeeds.
+fn assert_fanout_still_works(runtime: &Runtime) {
+    let fanout = load(runtime, "fanout", PolicyLimits::default());
+    let outcome = runtime.reconcile_blocking(&fanout, &fanout_input(10));
+    let reconciled = outcome.result.expect("fanout after a fault");
+    assert_eq!(reconciled.children.len(), 10);
+}
+
+fn no_params() -> Input {
+    input(job("adversary", "team-a", json!({})))
+}
+
+#[test]
+fn an_infinite_loop_stops_at_its_deadline_within_a_small_margin() {
+    let runtime = common::runtime();
+    let timeout = Duration::from_millis(200);
+    let limits = PolicyLimits {
+        timeout_ms: Some(200),
+        fuel: Some(u64::MAX),
+        ..PolicyLimits::default()
+    };
+    let policy = load(&runtime, "infinite-loop", limits);
+    let outcome = runtime.reconcile_blocking(&policy, &no_params());
+    match outcome.result {
+        Err(Error::DeadlineExceeded { timeout: t }) => assert_eq!(t, timeout),
+        other => panic!("expected DeadlineExceeded, got {other:?}"),
+    }
+    let took = outcome.report.duration;
+    let margin = took.saturating_sub(timeout);
+    eprintln!("infinite loop stopped after {took:?} (deadline {timeout:?}, margin {margin:?})");
+    assert!(took >= timeout, "stopped before its deadline: {took:?}");
+    assert!(
+        margin < Duration::from_millis(50),
+        "stopped {margin:?} after its deadline"
+    );
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn an_infinite_loop_runs_out_of_fuel_when_fuel_is_the_tighter_cap() {
+    let runtime = common::runtime();
+    let limits = PolicyLimits {
+        fuel: Some(5_000_000),
+        timeout_ms: Some(10_000),
+        ..PolicyLimits::default()
+    };
+    let policy = load(&runtime, "infinite-loop", limits);
+    let outcome = runtime.cleanup_blocking(&policy, &no_params());
+    assert!(
+        matches!(outcome.result, Err(Error::OutOfFuel { fuel: 5_000_000 })),
+        "{:?}",
+        outcome.result
+    );
+    assert_eq!(outcome.report.fuel_consumed, 5_000_000);
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn a_memory_hog_is_stopped_at_its_cap_and_never_exceeds_it() {
+    let runtime = common::runtime();
+    let cap = 16 << 20;
+    let limits = PolicyLimits {
+        memory_bytes: Some(cap),
+        ..PolicyLimits::default()
+    };
+    let policy = load(&runtime, "memory-hog", limits);
+    let outcome = runtime.reconcile_blocking(&policy, &no_params());
+    match outcome.result {
+        Err(Error::MemoryLimitExceeded { limit, requested }) => {
+            assert_eq!(limit, cap);
+            assert!(requested > cap);
+        }
+        other => panic!("expected MemoryLimitExceeded, got {other:?}"),
+    }
+    let memory = outcome.report.memory;
+    assert!(memory.peak <= cap, "peak {} over cap {cap}", memory.peak);
+    assert!(
+        memory.peak > cap / 2,
+        "the hog grew to {} only",
+        memory.peak
+    );
+    assert!(memory.denied.is_some_and(|d| d > cap));
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn deep_recursion_traps_on_either_stack_and_the_host_survives() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "deep-recursion", PolicyLimits::default());
+    for mode in ["wasm", "shadow"] {
+        let outcome =
+            runtime.reconcile_blocking(&policy, &input(job("deep", "ns", json!({"mode": mode}))));
+        match &outcome.result {
+            Err(Error::Trap { message, .. }) => eprintln!("{mode}: {message}"),
+            other => panic!("{mode}: expected Trap, got {other:?}"),
+        }
+    }
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn a_panic_is_a_trap_carrying_the_guest_message_and_backtrace() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "panics", PolicyLimits::default());
+    let outcome = runtime.reconcile_blocking(&policy, &no_params());
+    match outcome.result {
+        Err(Error::Trap {
+            message, backtrace, ..
+        }) => {
+            assert!(message.contains("panicked at"), "{message}");
+            assert!(message.contains("policyhost-test-panic"), "{message}");
+            let backtrace = backtrace.expect("a wasm backtrace");
+            assert!(backtrace.contains("panics"), "{backtrace}");
+        }
+        other => panic!("expected Trap, got {other:?}"),
+    }
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn huge_output_is_refused_by_bytes_by_count_or_by_memory() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "huge-output", PolicyLimits::default());
+    let call = |params| {
+        runtime
+            .reconcile_blocking(&policy, &input(job("huge", "ns", params)))
+            .result
+    };
+    let limits = policy.limits();
+    match call(json!({"children": 10, "bytesPerChild": 1_000_000})) {
+        Err(Error::OutputTooLarge {
+            what: "bytes",
+            actual,
+            limit,
+        }) => {
+            assert!(actual > limit);
+            assert_eq!(limit, limits.output_bytes);
+        }
+        other => panic!("expected OutputTooLarge bytes, got {other:?}"),
+    }
+    match call(json!({"children": limits.children + 1, "bytesPerChild": 1})) {
+        Err(Error::OutputTooLarge {
+            what: "children",
+            actual,
+            ..
+        }) => {
+            assert_eq!(actual, u64::from(limits.children) + 1);
+        }
+        other => panic!("expected OutputTooLarge children, got {other:?}"),
+    }
+    match call(json!({})) {
+        Err(Error::MemoryLimitExceeded { limit, .. }) => assert_eq!(limit, limits.memory_bytes),
+        other => panic!("expected MemoryLimitExceeded for 100 MB, got {other:?}"),
+    }
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn a_child_in_another_namespace_is_invalid_output_naming_it() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "foreign-namespace", PolicyLimits::default());
+    let outcome = runtime.reconcile_blocking(&policy, &input(job("spy", "team-a", json!({}))));
+    match outcome.result {
+        Err(Error::InvalidOutput { location, rule }) => {
+            assert!(location.contains("spy-intruder"), "{location}");
+            assert!(rule.contains("namespace"), "{rule}");
+            assert!(rule.contains("kube-system"), "{rule}");
+        }
+        other => panic!("expected InvalidOutput, got {other:?}"),
+    }
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn a_forbidden_kind_is_invalid_output_naming_the_kind() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "forbidden-kind", PolicyLimits::default());
+    let outcome = runtime.reconcile_blocking(&policy, &no_params());
+    match outcome.result {
+        Err(Error::InvalidOutput { location, rule }) => {
+            assert!(location.contains("ClusterRoleBinding"), "{location}");
+            assert!(rule.contains("allowed kinds"), "{rule}");
+        }
+        other => panic!("expected InvalidOutput, got {other:?}"),
+    }
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn a_malformed_manifest_is_invalid_output() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "malformed-manifest", PolicyLimits::default());
+    let outcome = runtime.reconcile_blocking(&policy, &no_params());
+    match outcome.result {
+        Err(Error::InvalidOutput { location, rule }) => {
+            assert!(location.starts_with("children[0] (ConfigMap"), "{location}");
+            assert!(rule.contains("not valid JSON"), "{rule}");
+        }
+        other => panic!("expected InvalidOutput, got {other:?}"),
+    }
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn every_call_gets_a_fresh_instance() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "static-counter", PolicyLimits::default());
+    for _ in 0..5 {
+        let outcome = runtime.reconcile_blocking(&policy, &no_params());
+        let reconciled = outcome.result.expect("static-counter reconcile");
+        assert_eq!(reconciled.status.outputs, json!({"calls": 1}));
+        let cleanup = runtime.cleanup_blocking(&policy, &no_params());
+        cleanup.result.expect("cleanup sees calls=1 too");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_api_runs_calls_on_the_pool_and_reports_every_call() {
+    let runtime = common::runtime();
+    let bytes = common::guest_bytes("fanout");
+    let fanout = runtime
+        .load_async(policyhost::runtime::PolicySpec::new("fanout"), bytes)
+        .await
+        .expect("load fanout");
+    let panics = load(&runtime, "panics", PolicyLimits::default());
+    let calls = (0..8).map(|i| {
+        let (runtime, policy) = if i % 2 == 0 {
+            (runtime.clone(), fanout.clone())
+        } else {
+            (runtime.clone(), panics.clone())
+        };
+        tokio::spawn(async move { runtime.reconcile(policy, fanout_input(10)).await })
+    });
+    for (i, call) in calls.enumerate() {
+        let outcome = call.await.expect("task");
+        assert!(outcome.report.fuel_consumed > 0);
+        assert!(outcome.report.duration > Duration::ZERO);
+        assert_eq!(outcome.result.is_ok(), i % 2 == 0, "{:?}", outcome.result);
+    }
+}

@@ -1,0 +1,164 @@
+//! Helpers shared by the end-to-end tests: where the built guests and
+//! binaries are, a runtime with test limits, inputs for `fanout`.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use policyhost::runtime::{
+    Child, ChildPhase, Context, DataJob, Input, Policy, PolicyLimits, PolicySpec, Runtime,
+    RuntimeConfig,
+};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The cargo target directory: `$CARGO_TARGET_DIR` or `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace().join(dir)
+            }
+        })
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+/// The built component of the policy crate `name` (e.g. `infinite-loop`).
+///
+/// # Panics
+///
+/// When it has not been built, with the command that builds it.
+pub fn guest(name: &str) -> PathBuf {
+    let file = format!("{}.wasm", name.replace('-', "_"));
+    let path = target_dir().join("wasm32-wasip2/guest").join(file);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo xtask guests` first",
+        path.display()
+    );
+    path
+}
+
+/// The bytes of [`guest`].
+pub fn guest_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(guest(name)).expect("read the guest component")
+}
+
+/// The `policyhost` binary next to this test binary (same profile).
+///
+/// # Panics
+///
+/// When it has not been built.
+pub fn policyhost_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps");
+    let bin = profile_dir.join("policyhost");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build -p policyhost` (or `cargo xtask test`)",
+        bin.display()
+    );
+    bin
+}
+
+/// A runtime for tests: two call threads, default maxima.
+pub fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        threads: 2,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+/// Loads guest `name` with `limits`.
+pub fn load(runtime: &Runtime, name: &str, limits: PolicyLimits) -> Arc<Policy> {
+    runtime
+        .load(PolicySpec::new(name).limits(limits), &guest_bytes(name))
+        .unwrap_or_else(|e| panic!("load {name}: {e}"))
+}
+
+/// A DataJob record with `params`.
+pub fn job(name: &str, namespace: &str, params: serde_json::Value) -> DataJob {
+    DataJob {
+        name: name.into(),
+        namespace: namespace.into(),
+        uid: format!("uid-{name}"),
+        generation: 1,
+        labels: vec![],
+        annotations: vec![],
+        params: params.to_string(),
+        status: None,
+        deletion_unix_ms: None,
+    }
+}
+
+/// A call context at a fixed time.
+pub fn context() -> Context {
+    Context {
+        now_unix_ms: 1_700_000_000_000,
+        attempt: 1,
+        policy_digest: String::new(),
+    }
+}
+
+/// Input with no children.
+pub fn input(job: DataJob) -> Input {
+    Input {
+        job,
+        children: vec![],
+        ctx: context(),
+    }
+}
+
+/// The reference workload: a fanout DataJob with `n` running, ready workers.
+pub fn fanout_input(n: usize) -> Input {
+    let params =
+        serde_json::json!({"replicas": n, "image": "busybox:1.36", "command": ["sleep", "3600"]});
+    let mut job = job("bench", "default", params);
+    job.status = Some(
+        serde_json::json!({"phase": "Running", "desired": n, "pending": 0, "running": n, "succeeded": 0, "failed": 0})
+            .to_string(),
+    );
+    let mut children: Vec<Child> = (0..n)
+        .map(|i| Child {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: format!("bench-worker-{i}"),
+            phase: ChildPhase::Running,
+            ready: true,
+            deleting: false,
+            labels: vec![],
+        })
+        .collect();
+    children.sort_by(|a, b| a.name.cmp(&b.name));
+    Input {
+        job,
+        children,
+        ctx: context(),
+    }
+}
+
+/// The package names of every crate under `policies/`.
+pub fn policy_crates() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(workspace().join("policies"))
+        .expect("policies/")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().join("Cargo.toml").is_file())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
