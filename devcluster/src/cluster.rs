@@ -230,6 +230,7 @@ fn bootstrap(app: &App, node: bool) -> Result<()> {
     let w = Writer {
         registry: &app.registry,
         rng: &app.rng,
+        strict: false,
     };
     let mut txn = app.store.lock();
     let ns_rt = app

@@ -26,7 +26,11 @@ pub(crate) async fn run(store: Arc<Store>, registry: Arc<Registry>, rng: Arc<cra
 /// Processes up to [`BATCH`] items; `true` when more may be queued.
 fn batch(store: &Store, registry: &Registry, rng: &crate::rand::Rng) -> bool {
     let mut txn = store.lock();
-    let writer = Writer { registry, rng };
+    let writer = Writer {
+        registry,
+        rng,
+        strict: false,
+    };
     for _ in 0..BATCH {
         let Some(work) = txn.next_gc() else {
             return false;

@@ -67,6 +67,8 @@ pub(crate) struct Writer<'a> {
     pub(crate) registry: &'a Registry,
     /// For uids and generated names.
     pub(crate) rng: &'a Rng,
+    /// `fieldValidation=Strict`: unknown fields of custom resources are a 400, not pruned.
+    pub(crate) strict: bool,
 }
 
 /// The metadata map of an object, created when missing (callers have checked `v` is an object).
@@ -287,7 +289,8 @@ impl Writer<'_> {
         }
         self.prepare_create(rt, &mut body)?;
         if let Some(schema) = rt.version(version).and_then(|v| v.schema.as_ref()) {
-            crate::schema::apply(&mut body, schema);
+            let dropped = crate::schema::apply(&mut body, schema);
+            self.check_unknown(rt, version, &dropped)?;
         }
         if dry_run {
             return Stored::from_value(&body).map_err(internal);
@@ -381,6 +384,22 @@ impl Writer<'_> {
             txn.put(&rt.gr, next).map_err(internal)?;
         }
         Ok(())
+    }
+
+    /// Under `fieldValidation=Strict`, unknown fields are an error, as kube-apiserver reports it.
+    fn check_unknown(&self, rt: &ResourceType, version: &str, dropped: &[String]) -> Result<()> {
+        if !self.strict || dropped.is_empty() {
+            return Ok(());
+        }
+        let fields = dropped
+            .iter()
+            .map(|f| format!("unknown field {f:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {fields}",
+            kind = rt.kind
+        )))
     }
 
     /// Replaces an object (PUT), or its status.
@@ -554,12 +573,13 @@ impl Writer<'_> {
             "resourceVersion".into(),
             Value::String(old.meta.rv.to_string()),
         );
-        if let Some(schema) = result["apiVersion"]
+        let version = result["apiVersion"]
             .as_str()
-            .and_then(|av| rt.version(av.rsplit('/').next().unwrap_or(av)))
-            .and_then(|v| v.schema.as_ref())
-        {
-            crate::schema::apply(&mut result, schema);
+            .map(|av| av.rsplit('/').next().unwrap_or(av).to_owned())
+            .unwrap_or_default();
+        if let Some(schema) = rt.version(&version).and_then(|v| v.schema.as_ref()) {
+            let dropped = crate::schema::apply(&mut result, schema);
+            self.check_unknown(rt, &version, &dropped)?;
         }
         // Finalizers cannot be added once deletion started.
         let old_f = finalizers(&old_v);

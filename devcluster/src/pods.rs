@@ -121,6 +121,7 @@ impl Sim {
         let w = Writer {
             registry: &self.registry,
             rng: &self.rng,
+            strict: false,
         };
         let mut txn = self.store.lock();
         let cur = txn.get(&pods(), key)?;

@@ -3,39 +3,51 @@
 
 use serde_json::{Map, Value};
 
-/// Drops fields the schema does not declare, unless it preserves unknown fields.
-pub(crate) fn prune(v: &mut Value, schema: &Value) {
-    if schema["x-kubernetes-preserve-unknown-fields"] == true && schema.get("properties").is_none()
-    {
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Drops fields the schema does not declare, unless it preserves unknown fields, and
+/// records the paths it dropped.
+pub(crate) fn prune(v: &mut Value, schema: &Value, path: &str, dropped: &mut Vec<String>) {
+    let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
+    if preserve && schema.get("properties").is_none() {
         return;
     }
     match v {
         Value::Object(map) => {
             if let Some(props) = schema["properties"].as_object() {
-                let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
-                map.retain(|k, _| preserve || props.contains_key(k));
+                map.retain(|k, _| {
+                    let keep = preserve || props.contains_key(k);
+                    if !keep {
+                        dropped.push(join(path, k));
+                    }
+                    keep
+                });
                 for (k, child) in map.iter_mut() {
                     if let Some(s) = props.get(k) {
-                        prune(child, s);
+                        prune(child, s, &join(path, k), dropped);
                     }
                 }
             } else if let Some(additional) =
                 schema.get("additionalProperties").filter(|a| a.is_object())
             {
-                for child in map.values_mut() {
-                    prune(child, additional);
+                for (k, child) in map.iter_mut() {
+                    prune(child, additional, &join(path, k), dropped);
                 }
-            } else if schema["type"] == "object"
-                && schema["x-kubernetes-preserve-unknown-fields"] != true
-                && schema.get("additionalProperties").is_none()
-            {
+            } else if schema["type"] == "object" && schema.get("additionalProperties").is_none() {
+                dropped.extend(map.keys().map(|k| join(path, k)));
                 map.clear();
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for item in items {
-                    prune(item, item_schema);
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune(item, item_schema, &format!("{path}[{i}]"), dropped);
                 }
             }
         }
@@ -78,19 +90,22 @@ pub(crate) fn default(v: &mut Value, schema: &Value) {
 }
 
 /// Prunes and defaults a custom resource; `apiVersion`, `kind` and `metadata` are kept.
-pub(crate) fn apply(obj: &mut Value, schema: &Value) {
+/// Returns the paths of the unknown fields it dropped.
+pub(crate) fn apply(obj: &mut Value, schema: &Value) -> Vec<String> {
+    let mut dropped = Vec::new();
     let Some(map) = obj.as_object_mut() else {
-        return;
+        return dropped;
     };
     let kept: Map<String, Value> = ["apiVersion", "kind", "metadata"]
         .iter()
         .filter_map(|k| map.remove(*k).map(|v| ((*k).to_owned(), v)))
         .collect();
-    prune(obj, schema);
+    prune(obj, schema, "", &mut dropped);
     default(obj, schema);
     if let Some(map) = obj.as_object_mut() {
         map.extend(kept);
     }
+    dropped
 }
 
 #[cfg(test)]

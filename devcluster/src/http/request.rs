@@ -108,6 +108,7 @@ pub(crate) struct Query {
     pub(crate) include_object: Option<String>,
     pub(crate) field_manager: Option<String>,
     pub(crate) force: bool,
+    pub(crate) field_validation: Option<String>,
 }
 
 fn truthy(v: &str) -> bool {
@@ -167,6 +168,7 @@ pub(crate) fn parse_query(q: Option<&str>) -> Result<Query> {
             "includeObject" => out.include_object = Some(v.into_owned()),
             "fieldManager" => out.field_manager = Some(v.into_owned()),
             "force" => out.force = truthy(&v),
+            "fieldValidation" => out.field_validation = Some(v.into_owned()),
             _ => {}
         }
     }

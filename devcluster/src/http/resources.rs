@@ -205,6 +205,7 @@ impl Ctx<'_> {
         Writer {
             registry: &self.app.registry,
             rng: &self.app.rng,
+            strict: self.query.field_validation.as_deref() == Some("Strict"),
         }
     }
 

@@ -115,4 +115,23 @@ async fn custom_resources_are_pruned_and_defaulted_by_their_schema() {
         .await
         .unwrap();
     assert_eq!(patched.data["spec"], json!({"color": "red", "size": 5}));
+    // kubectl asks for strict field validation: then unknown fields are an error.
+    let strict = PatchParams {
+        field_validation: Some(kube::api::ValidationDirective::Strict),
+        ..PatchParams::default()
+    };
+    let e = crate::common::api_error(
+        api.patch(
+            "w",
+            &strict,
+            &Patch::Merge(json!({"spec": {"bogus": 1}, "extra": 2})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 400);
+    assert_eq!(
+        e.message,
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"extra\", unknown field \"spec.bogus\""
+    );
 }
