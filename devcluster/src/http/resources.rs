@@ -259,6 +259,8 @@ impl Ctx<'_> {
                 }
                 Some(rv)
             }
+            // Legacy semantics: a paginated list at a non-zero resourceVersion is Exact.
+            (None, Some(rv), None) if q.limit > 0 && rv > 0 && rv <= current => Some(rv),
             (None, Some(rv), _) if rv > current => {
                 return Err(ApiError::too_large_resource_version(rv, current));
             }

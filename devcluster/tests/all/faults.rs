@@ -159,3 +159,28 @@ async fn faults_are_switchable_through_the_admin_endpoint() {
     c.client.send(req.map(Into::into)).await.unwrap();
     assert!(c.cms("default").list(&Default::default()).await.is_ok());
 }
+
+#[tokio::test]
+async fn added_latency_delays_api_requests() {
+    let c = start().await;
+    c.cm("default", "a", json!({})).await;
+    c.dc.faults().set(Faults {
+        latency_ms: 300,
+        ..Faults::default()
+    });
+    let started = std::time::Instant::now();
+    c.cms("default").get("a").await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    c.dc.faults().clear();
+    let started = std::time::Instant::now();
+    c.cms("default").get("a").await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+}
