@@ -16,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod apply;
 mod clock;
 mod cluster;
 pub mod counters;
@@ -27,7 +28,7 @@ pub mod kubeconfig;
 mod object;
 mod ops;
 pub mod pagination;
-mod patch;
+pub mod patch;
 pub mod pods;
 mod proto;
 mod rand;

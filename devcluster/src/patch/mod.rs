@@ -6,6 +6,8 @@
 
 pub(crate) mod json;
 pub(crate) mod merge;
+pub mod schema;
+pub mod strategic;
 
 use serde_json::Value;
 
