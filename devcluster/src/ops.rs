@@ -664,6 +664,7 @@ impl Writer<'_> {
                     limit: 0,
                     filter: &|_| true,
                     count_remaining: false,
+                    label_hint: None,
                 })
                 .map(|p| p.items.iter().map(|o| o.meta.key()).collect())
                 .unwrap_or_default();

@@ -81,6 +81,7 @@ pub(crate) async fn run(
             limit: 0,
             filter: &|_| true,
             count_remaining: false,
+            label_hint: None,
         });
         let rv = txn.rv();
         match (page, txn.watch_from(&pods(), rv)) {

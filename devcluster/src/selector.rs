@@ -123,6 +123,15 @@ impl LabelSelector {
         self.0.is_empty()
     }
 
+    /// A label pair every match must carry (`k=v` or `k in (v)`), for index lookups.
+    pub(crate) fn required_pair(&self) -> Option<(&str, &str)> {
+        self.0.iter().find_map(|(k, op)| match op {
+            Op::Eq(v) => Some((k.as_str(), v.as_str())),
+            Op::In(vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
+            _ => None,
+        })
+    }
+
     /// Whether `labels` satisfies every requirement.
     pub(crate) fn matches(&self, labels: &[(String, String)]) -> bool {
         let get = |k: &str| {
@@ -304,6 +313,24 @@ mod tests {
         assert!(LabelSelector::parse("tier notin (x)").unwrap().matches(&l));
         assert!(LabelSelector::parse("env,!tier").unwrap().matches(&l));
         assert!(!LabelSelector::parse("tier").unwrap().matches(&l));
+    }
+
+    #[test]
+    fn equality_requirements_name_an_indexable_pair() {
+        assert_eq!(
+            LabelSelector::parse("a!=b,c=d").unwrap().required_pair(),
+            Some(("c", "d"))
+        );
+        assert_eq!(
+            LabelSelector::parse("a in (x)").unwrap().required_pair(),
+            Some(("a", "x"))
+        );
+        assert_eq!(
+            LabelSelector::parse("a in (x,y),!b")
+                .unwrap()
+                .required_pair(),
+            None
+        );
     }
 
     #[test]

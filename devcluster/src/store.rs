@@ -5,7 +5,7 @@
 //! while still holding it, so each table's history and broadcast are in resourceVersion
 //! order and a watcher that subscribes under the same lock never misses or repeats one.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -81,11 +81,14 @@ struct Table {
     /// Every event with a resourceVersion above this is in `history`.
     floor: u64,
     tx: broadcast::Sender<Arc<Event>>,
+    /// Keys by label pair, so equality-selected lists do not scan the table.
+    labels: HashMap<(String, String), BTreeSet<ObjectKey>>,
 }
 
 impl Table {
     fn new(floor: u64, fanout: usize) -> Self {
         Self {
+            labels: HashMap::new(),
             objects: BTreeMap::new(),
             history: VecDeque::new(),
             floor,
@@ -147,6 +150,8 @@ pub(crate) struct ListQuery<'a> {
     pub(crate) filter: &'a dyn Fn(&Stored) -> bool,
     /// Count the remaining items.
     pub(crate) count_remaining: bool,
+    /// A label pair every match must have (from an equality selector), to use the index.
+    pub(crate) label_hint: Option<(&'a str, &'a str)>,
 }
 
 impl Store {
@@ -309,6 +314,30 @@ impl Txn<'_> {
         new: Option<&Stored>,
     ) {
         let inner = &mut *self.inner;
+        if let Some(table) = inner.tables.get_mut(gr) {
+            let same = |a: Option<&Stored>, b: Option<&Stored>| match (a, b) {
+                (Some(a), Some(b)) => a.meta.labels == b.meta.labels,
+                _ => false,
+            };
+            if !same(old, new) {
+                for (k, v) in old.map(|o| o.meta.labels.as_slice()).unwrap_or_default() {
+                    let pair = (k.clone(), v.clone());
+                    if let Some(set) = table.labels.get_mut(&pair) {
+                        set.remove(key);
+                        if set.is_empty() {
+                            table.labels.remove(&pair);
+                        }
+                    }
+                }
+                for (k, v) in new.map(|n| n.meta.labels.as_slice()).unwrap_or_default() {
+                    table
+                        .labels
+                        .entry((k.clone(), v.clone()))
+                        .or_default()
+                        .insert(key.clone());
+                }
+            }
+        }
         let entry = (gr.clone(), key.clone());
         if let Some(o) = old {
             for r in &o.meta.owners {
@@ -419,6 +448,44 @@ impl Txn<'_> {
             (None, None) => Bound::Unbounded,
         };
         let in_ns = |k: &ObjectKey| q.namespace.is_none_or(|ns| k.namespace == ns);
+        if let (Some((lk, lv)), true) = (q.label_hint, overrides.is_empty()) {
+            // Only the objects carrying the label pair can match.
+            let empty = BTreeSet::new();
+            let keys = table
+                .labels
+                .get(&(lk.to_owned(), lv.to_owned()))
+                .unwrap_or(&empty);
+            let mut items = Vec::new();
+            let mut next = None;
+            let mut remaining = 0u64;
+            let start = match q.after {
+                Some(k) => Bound::Excluded(k.clone()),
+                None => Bound::Unbounded,
+            };
+            for k in keys.range((start, Bound::Unbounded)) {
+                let Some(obj) = table.objects.get(k) else {
+                    continue;
+                };
+                if !in_ns(k) || !(q.filter)(obj) {
+                    continue;
+                }
+                if q.limit > 0 && items.len() == q.limit {
+                    next = items.last().map(|o: &Arc<Stored>| o.meta.key());
+                    remaining += 1;
+                    if !q.count_remaining {
+                        break;
+                    }
+                    continue;
+                }
+                items.push(obj.clone());
+            }
+            return Ok(Page {
+                rv: at,
+                items,
+                next,
+                remaining: (q.count_remaining && remaining > 0).then_some(remaining),
+            });
+        }
         let mut items = Vec::new();
         let mut next = None;
         let mut remaining: u64 = 0;

@@ -78,6 +78,7 @@ pub(crate) fn start(
                         limit: 0,
                         filter: &filter,
                         count_remaining: false,
+                        label_hint: p.selectors.labels.required_pair(),
                     })
                     .map_err(|e| ApiError::internal(e.to_string()))?;
                 initial = page.items;

@@ -330,6 +330,7 @@ impl Ctx<'_> {
             limit: self.query.limit,
             filter,
             count_remaining: selectors.is_empty(),
+            label_hint: selectors.labels.required_pair(),
         })
         .map_err(|e| match e {
             store::Error::TooOld { requested, oldest } if self.query.continue_token.is_some() => {
