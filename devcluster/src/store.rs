@@ -104,6 +104,8 @@ pub(crate) struct Inner {
     by_uid: HashMap<String, (GroupResource, ObjectKey)>,
     dependents: HashMap<String, HashSet<(GroupResource, ObjectKey)>>,
     gc: VecDeque<GcWork>,
+    /// What `gc` holds, so work is queued once however often it is asked for.
+    gc_queued: HashSet<GcWork>,
     history_cap: usize,
     fanout: usize,
 }
@@ -164,6 +166,7 @@ impl Store {
                 by_uid: HashMap::new(),
                 dependents: HashMap::new(),
                 gc: VecDeque::new(),
+                gc_queued: HashSet::new(),
                 history_cap: history_cap.max(1),
                 fanout: 16_384,
             }),
@@ -251,13 +254,17 @@ impl Txn<'_> {
 
     /// Queues garbage-collector work.
     pub(crate) fn queue_gc(&mut self, work: GcWork) {
-        self.inner.gc.push_back(work);
-        self.queued_gc = true;
+        if self.inner.gc_queued.insert(work.clone()) {
+            self.inner.gc.push_back(work);
+            self.queued_gc = true;
+        }
     }
 
     /// Takes the next garbage-collector work item.
     pub(crate) fn next_gc(&mut self) -> Option<GcWork> {
-        self.inner.gc.pop_front()
+        let work = self.inner.gc.pop_front()?;
+        self.inner.gc_queued.remove(&work);
+        Some(work)
     }
 
     /// Writes `value` as the new state of its object (created or changed), at the next

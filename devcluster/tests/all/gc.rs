@@ -168,3 +168,32 @@ async fn deleting_a_namespace_deletes_its_content_then_the_namespace() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn deleting_a_namespace_with_many_objects_finishes_promptly() {
+    let c = start().await;
+    c.namespace("big").await;
+    for i in 0..1000 {
+        c.cm("big", &format!("cm-{i}"), json!({})).await;
+    }
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    let started = std::time::Instant::now();
+    nss.delete("big", &DeleteParams::default()).await.unwrap();
+    eventually("the namespace is gone", || async {
+        nss.get_opt("big").await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        c.cms("big")
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
