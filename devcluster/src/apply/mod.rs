@@ -513,13 +513,22 @@ fn with_status_of(base: &Value, merged: &Value) -> Value {
 ///
 /// As on kube-apiserver: managed fields that `new` carries (a client editing
 /// them on purpose) are the starting point when they are valid, except on a
-/// subresource; `managedFields: [{}]` clears them and records nothing.
+/// subresource; `managedFields: [{}]` clears them and records nothing; and an
+/// object that has no managed fields stays untracked until an apply.
 pub fn record_update(old: Option<&Value>, new: &mut Value, request: &Request<'_>, schema: &Schema) {
     if !new.is_object() {
         return;
     }
     if ManagedFields::is_reset(new) {
         ManagedFields::default().write(new);
+        return;
+    }
+    if let Some(old) = old
+        && !ManagedFields::present(old)
+        && !ManagedFields::present(new)
+    {
+        // An object nobody owns stays untracked until it is applied to.
+        set_managed_fields(new, None);
         return;
     }
     let empty = Value::Object(Map::new());

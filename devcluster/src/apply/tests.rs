@@ -836,3 +836,16 @@ fn field_managers_default_to_the_user_agent_and_are_validated() {
     let err = apply(None, &cm(json!({})), &req, false, configmaps()).expect_err("invalid");
     assert_eq!(err.code(), 422);
 }
+
+#[test]
+fn an_object_without_managed_fields_stays_untracked_until_applied() {
+    let old = cm(json!({"a": "1"}));
+    let mut new = cm(json!({"a": "2"}));
+    record_update(
+        Some(&old),
+        &mut new,
+        &request("editor", "v1", T0),
+        configmaps(),
+    );
+    assert_eq!(new, cm(json!({"a": "2"})));
+}

@@ -8,7 +8,7 @@
 //! (`tolerations`, `command`, `containerStatuses`, ...).
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
@@ -18,6 +18,11 @@ use super::{Field, ListKind, ListNode, MapKey, Node, ObjectNode, Rest, Schema, S
 /// version and kind; `None` for anything else, custom resources included.
 #[must_use]
 pub fn builtin(group: &str, version: &str, kind: &str) -> Option<&'static Schema> {
+    shared(group, version, kind).map(|schema| &**schema)
+}
+
+/// The schema of a built-in kind, shareable.
+pub(crate) fn shared(group: &str, version: &str, kind: &str) -> Option<&'static Arc<Schema>> {
     BUILTINS
         .iter()
         .find(|(g, v, k, _)| *g == group && *v == version && *k == kind)
@@ -32,7 +37,7 @@ pub fn supports_strategic_merge(group: &str, version: &str, kind: &str) -> bool 
     builtin(group, version, kind).is_some_and(Schema::supports_strategic_merge)
 }
 
-type Entry = (&'static str, &'static str, &'static str, Schema);
+type Entry = (&'static str, &'static str, &'static str, Arc<Schema>);
 
 static BUILTINS: LazyLock<Vec<Entry>> = LazyLock::new(|| {
     let kind = |group, version, kind, root: Obj, status| {
@@ -40,7 +45,7 @@ static BUILTINS: LazyLock<Vec<Entry>> = LazyLock::new(|| {
             group,
             version,
             kind,
-            Schema::new(root.build(), status, true),
+            Arc::new(Schema::new(root.build(), status, true)),
         )
     };
     vec![

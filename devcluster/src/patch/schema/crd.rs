@@ -66,6 +66,12 @@ impl Schema {
     pub fn from_openapi_v3(schema: &Value) -> Result<Schema> {
         let mut root = match node(schema, "")? {
             Node::Object(object) => *object,
+            // `x-kubernetes-preserve-unknown-fields` at the root: every key but the
+            // standard ones is a map entry.
+            Node::Deduced => ObjectNode {
+                fields: Default::default(),
+                rest: Rest::Entries(Node::Deduced),
+            },
             _ => ObjectNode {
                 fields: Default::default(),
                 rest: Rest::Fields(Node::Untyped),

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+pub(crate) use builtin::shared as builtin_shared;
 pub use builtin::{builtin, supports_strategic_merge};
 pub use crd::{Error, Result};
 
@@ -33,7 +34,7 @@ pub use crd::{Error, Result};
 /// Built-in kinds come from [`builtin`]; custom resources from
 /// [`Schema::from_crd`] or [`Schema::from_openapi_v3`]; anything else can use
 /// [`Schema::untyped`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Schema {
     pub(crate) root: Node,
     status_subresource: bool,
@@ -73,6 +74,14 @@ impl Schema {
         self
     }
 
+    /// Sets whether the kind accepts strategic merge patch (built-in kinds
+    /// the table does not describe do, with every list replaced).
+    #[must_use]
+    pub fn with_strategic_merge(mut self, strategic: bool) -> Self {
+        self.strategic = strategic;
+        self
+    }
+
     /// Whether `application/strategic-merge-patch+json` is accepted for the
     /// kind: true for the built-in kinds only, as on a real API server, which
     /// answers 415 Unsupported Media Type for custom resources.
@@ -83,7 +92,7 @@ impl Schema {
 }
 
 /// What one position of an object is, for merging.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Node {
     /// A scalar, or a map or list replaced whole (`atomic`).
     Atomic,
@@ -100,7 +109,7 @@ pub(crate) enum Node {
 }
 
 /// A map merged key by key.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ObjectNode {
     /// The described keys.
     pub(crate) fields: BTreeMap<String, Field>,
@@ -109,7 +118,7 @@ pub(crate) struct ObjectNode {
 }
 
 /// A described key of an [`ObjectNode`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Field {
     pub(crate) node: Node,
     /// A non-pointer struct of a built-in type: always present in the typed
@@ -118,7 +127,7 @@ pub(crate) struct Field {
 }
 
 /// What the undescribed keys of an [`ObjectNode`] are.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Rest {
     /// Struct fields of the given shape (a built-in type, or a CRD property
     /// list without `additionalProperties`).
@@ -129,7 +138,7 @@ pub(crate) enum Rest {
 }
 
 /// A list and its merge rules.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ListNode {
     /// How server-side apply merges it.
     pub(crate) kind: ListKind,
@@ -140,7 +149,7 @@ pub(crate) struct ListNode {
 }
 
 /// How server-side apply merges a list (`x-kubernetes-list-type`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum ListKind {
     /// Replaced whole.
     Atomic,
@@ -151,7 +160,7 @@ pub(crate) enum ListKind {
 }
 
 /// One key field of an associative list.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct MapKey {
     pub(crate) name: String,
     /// The value an item that omits the key is identified by (for example
@@ -160,7 +169,7 @@ pub(crate) struct MapKey {
 }
 
 /// How strategic merge patch merges a list (`patchStrategy`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Strategy {
     /// Replaced whole by the patch's list.
     Replace,
