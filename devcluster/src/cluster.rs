@@ -231,6 +231,7 @@ fn bootstrap(app: &App, node: bool) -> Result<()> {
         registry: &app.registry,
         rng: &app.rng,
         strict: false,
+        manager: Some("kube-apiserver"),
     };
     let mut txn = app.store.lock();
     let ns_rt = app

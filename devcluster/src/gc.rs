@@ -30,6 +30,7 @@ fn batch(store: &Store, registry: &Registry, rng: &crate::rand::Rng) -> bool {
         registry,
         rng,
         strict: false,
+        manager: Some("kube-controller-manager"),
     };
     for _ in 0..BATCH {
         let Some(work) = txn.next_gc() else {

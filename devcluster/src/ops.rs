@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::apply;
 use crate::clock;
 use crate::object::{ObjectKey, Stored};
 use crate::rand::Rng;
@@ -69,6 +70,10 @@ pub(crate) struct Writer<'a> {
     pub(crate) rng: &'a Rng,
     /// `fieldValidation=Strict`: unknown fields of custom resources are a 400, not pruned.
     pub(crate) strict: bool,
+    /// The field manager the write is recorded under in `metadata.managedFields`
+    /// (operation `Update`); `None` for server-side apply, whose result carries its
+    /// own managed fields.
+    pub(crate) manager: Option<&'a str>,
 }
 
 /// The metadata map of an object, created when missing (callers have checked `v` is an object).
@@ -260,10 +265,8 @@ impl Writer<'_> {
         }
         let uid = self.rng.uuid();
         m.insert("uid".into(), Value::String(uid));
-        m.insert(
-            "creationTimestamp".into(),
-            Value::String(clock::now_rfc3339()),
-        );
+        let now = clock::now_rfc3339();
+        m.insert("creationTimestamp".into(), Value::String(now.clone()));
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         m.remove("resourceVersion");
@@ -291,6 +294,15 @@ impl Writer<'_> {
         if let Some(schema) = rt.version(version).and_then(|v| v.schema.as_ref()) {
             let dropped = crate::schema::apply(&mut body, schema);
             self.check_unknown(rt, version, &dropped)?;
+        }
+        if let Some(manager) = self.manager {
+            let request = apply::Request {
+                manager,
+                api_version: &rt.api_version(version),
+                subresource: None,
+                time: &now,
+            };
+            apply::record_update(None, &mut body, &request, &rt.merge_schema(version));
         }
         if dry_run {
             return Stored::from_value(&body).map_err(internal);
@@ -514,6 +526,11 @@ impl Writer<'_> {
             ));
         }
         let old_v = old.value().map_err(internal)?;
+        // An apply's result carries the managed fields it computed, even none at all.
+        let applied_fields = match self.manager {
+            None => Some(new["metadata"].get("managedFields").cloned()),
+            Some(_) => None,
+        };
         let mut result = match part {
             Part::Status => {
                 let mut r = old_v.clone();
@@ -580,6 +597,24 @@ impl Writer<'_> {
         if let Some(schema) = rt.version(&version).and_then(|v| v.schema.as_ref()) {
             let dropped = crate::schema::apply(&mut result, schema);
             self.check_unknown(rt, &version, &dropped)?;
+        }
+        match (self.manager, applied_fields) {
+            (Some(manager), _) => {
+                let request = apply::Request {
+                    manager,
+                    api_version: &rt.api_version(&version),
+                    subresource: (part == Part::Status).then_some("status"),
+                    time: &clock::now_rfc3339(),
+                };
+                let schema = rt.merge_schema(&version);
+                apply::record_update(Some(&old_v), &mut result, &request, &schema);
+            }
+            (None, Some(Some(fields))) => {
+                md(&mut result).insert("managedFields".into(), fields);
+            }
+            (None, _) => {
+                md(&mut result).remove("managedFields");
+            }
         }
         // Finalizers cannot be added once deletion started.
         let old_f = finalizers(&old_v);

@@ -123,6 +123,7 @@ impl Sim {
             registry: &self.registry,
             rng: &self.rng,
             strict: false,
+            manager: Some("kubelet"),
         };
         let mut txn = self.store.lock();
         let cur = txn.get(&pods(), key)?;

@@ -5,6 +5,8 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+use crate::patch::schema::Schema as MergeSchema;
+
 /// A group and a plural resource name, the identity of a storage table.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct GroupResource {
@@ -61,6 +63,9 @@ pub(crate) struct Version {
     pub(crate) status: bool,
     /// The structural schema (`openAPIV3Schema`) of a CRD version.
     pub(crate) schema: Option<Value>,
+    /// How strategic merge patch and server-side apply merge objects of a CRD
+    /// version (built-in kinds use [`crate::patch::schema::builtin`]).
+    pub(crate) merge: Option<Arc<MergeSchema>>,
 }
 
 /// A served resource type.
@@ -104,6 +109,22 @@ impl ResourceType {
     /// Whether the status subresource is served (in any version: it is the same storage).
     pub(crate) fn has_status(&self) -> bool {
         self.versions.iter().any(|v| v.status)
+    }
+
+    /// How patches merge objects of version `v`: the built-in table, the CRD's
+    /// schema, or (built-in kinds outside the table, CRDs without a schema)
+    /// objects merged key by key and lists replaced.
+    pub(crate) fn merge_schema(&self, v: &str) -> Arc<MergeSchema> {
+        if let Some(schema) = crate::patch::schema::builtin_shared(&self.gr.group, v, &self.kind) {
+            return Arc::clone(schema);
+        }
+        if let Some(schema) = self.version(v).and_then(|x| x.merge.as_ref()) {
+            return Arc::clone(schema);
+        }
+        let schema = MergeSchema::untyped()
+            .with_status_subresource(self.has_status())
+            .with_strategic_merge(!self.custom);
+        Arc::new(schema)
     }
 }
 
@@ -275,6 +296,7 @@ fn builtin_types() -> Vec<ResourceType> {
                 columns: Vec::new(),
                 status: b.status,
                 schema: None,
+                merge: None,
             }],
             singular: b.kind.to_lowercase(),
             kind: b.kind.to_owned(),
@@ -393,13 +415,20 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceType> {
                     .collect()
             })
             .unwrap_or_default();
+        let status = v["subresources"]["status"].is_object();
+        let schema = v["schema"]["openAPIV3Schema"]
+            .as_object()
+            .map(|_| v["schema"]["openAPIV3Schema"].clone());
+        let merge = schema
+            .as_ref()
+            .and_then(|s| MergeSchema::from_openapi_v3(s).ok())
+            .map(|m| Arc::new(m.with_status_subresource(status)));
         versions.push(Version {
             name: req(&v["name"], "spec.versions[].name")?,
             columns,
-            status: v["subresources"]["status"].is_object(),
-            schema: v["schema"]["openAPIV3Schema"]
-                .as_object()
-                .map(|_| v["schema"]["openAPIV3Schema"].clone()),
+            status,
+            schema,
+            merge,
         });
     }
     // Preferred version first: Kubernetes sorts by version priority (GA > beta > alpha).

@@ -167,6 +167,21 @@ impl ApiError {
         .with_details(json!({}))
     }
 
+    /// Any code and reason with `details.causes`, for errors whose status the patch
+    /// implementations decide (the 409 of an apply conflict, for one).
+    pub(crate) fn with_causes(
+        code: u16,
+        reason: &'static str,
+        message: impl Into<String>,
+        causes: &[Cause],
+    ) -> Self {
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        Self::new(code, reason, message).with_details(json!({ "causes": causes }))
+    }
+
     /// 400.
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)

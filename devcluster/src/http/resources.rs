@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::render::{Include, View};
 use super::request::{self, Output, Query, RvMatch, Target};
 use super::{App, header, json_response};
+use crate::apply;
 use crate::counters;
 use crate::object::{ObjectKey, Stored};
 use crate::ops::{DeleteOptions, Deleted, Part, Propagation, Writer};
@@ -101,6 +102,9 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
     {
         return Err(ApiError::path_not_found());
     }
+    let user_agent = header(req.headers(), "user-agent")
+        .unwrap_or_default()
+        .to_owned();
     app.counters.record(counters::Request {
         verb: verb.as_str().to_owned(),
         group: target.group.clone(),
@@ -108,9 +112,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
         subresource: target.sub.clone().unwrap_or_default(),
         namespace: target.namespace.clone().unwrap_or_default(),
         name: target.name.clone().unwrap_or_default(),
-        user_agent: header(req.headers(), "user-agent")
-            .unwrap_or_default()
-            .to_owned(),
+        user_agent: user_agent.clone(),
         identity: identity(&req),
     });
     let latency = app.faults.latency();
@@ -143,6 +145,11 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
     } else {
         Bytes::new()
     };
+    // Writes are recorded in managedFields under `fieldManager`, or the User-Agent.
+    let manager = query
+        .field_manager
+        .clone()
+        .unwrap_or_else(|| apply::manager_from_user_agent(&user_agent));
     let ctx = Ctx {
         app: &app,
         rt: &rt,
@@ -150,6 +157,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
         query: &query,
         view: &view,
         part,
+        manager,
     };
     match verb {
         Verb::Get => ctx.get(),
@@ -170,6 +178,7 @@ struct Ctx<'a> {
     query: &'a Query,
     view: &'a View,
     part: Part,
+    manager: String,
 }
 
 fn parse_body(body: &[u8], content_type: &str, rt: &ResourceType, version: &str) -> Result<Value> {
@@ -206,6 +215,7 @@ impl Ctx<'_> {
             registry: &self.app.registry,
             rng: &self.app.rng,
             strict: self.query.field_validation.as_deref() == Some("Strict"),
+            manager: Some(&self.manager),
         }
     }
 
@@ -433,14 +443,22 @@ impl Ctx<'_> {
     }
 
     fn patch(&self, body: &[u8], content_type: &str) -> Result<Response> {
-        let ty = PatchType::from_content_type(content_type)
-            .ok_or_else(|| ApiError::unsupported_media_type(patch::SERVED_TYPES))?;
+        let ty = PatchType::from_content_type(content_type).ok_or_else(|| {
+            ApiError::unsupported_media_type(patch::served_types(!self.rt.custom))
+        })?;
         let pctx = patch::Context {
             field_manager: self.query.field_manager.clone(),
             force: self.query.force,
-            kind: self.rt.kind.clone(),
+            schema: Some(self.rt.merge_schema(&self.target.version)),
+            api_version: self.rt.api_version(&self.target.version),
+            subresource: (self.part == Part::Status).then(|| "status".to_owned()),
+            time: crate::clock::now_rfc3339(),
         };
-        let w = self.writer();
+        let mut w = self.writer();
+        if ty == PatchType::Apply {
+            // The apply records its own ownership.
+            w.manager = None;
+        }
         let key = ObjectKey::new(self.ns(), self.name());
         let obj = {
             let mut txn = self.app.store.lock();

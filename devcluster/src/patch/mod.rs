@@ -1,20 +1,32 @@
 //! PATCH bodies: the patch type from `Content-Type`, and one dispatch that turns the
 //! current object and the patch into the patched object.
 //!
-//! Strategic merge patch and server-side apply answer 415 until their implementations
-//! are wired into [`apply`].
+//! JSON patch and JSON merge patch are plain JSON operations; strategic merge patch
+//! ([`strategic`]) and server-side apply ([`crate::apply`]) merge by the kind's
+//! [`schema`]. Custom resources do not take strategic merge patch (415).
 
 pub(crate) mod json;
 pub(crate) mod merge;
 pub mod schema;
 pub mod strategic;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
-use crate::status::{ApiError, Result};
+use crate::apply;
+use crate::status::{ApiError, Cause, Result};
 
-/// The patch media types served, for 415 messages.
-pub(crate) const SERVED_TYPES: &str = "application/json-patch+json, application/merge-patch+json";
+/// The patch media types a kind takes, for 415 messages: built-in kinds take all four,
+/// custom resources all but strategic merge patch.
+pub(crate) fn served_types(strategic: bool) -> &'static str {
+    if strategic {
+        "application/json-patch+json, application/merge-patch+json, \
+         application/strategic-merge-patch+json, application/apply-patch+yaml"
+    } else {
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    }
+}
 
 /// The patch types Kubernetes defines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,21 +62,34 @@ impl PatchType {
 
 /// What a patch needs besides the document: who is patching and how.
 #[derive(Debug, Clone, Default)]
-#[allow(
-    dead_code,
-    reason = "read by strategic merge patch and server-side apply once they are wired in"
-)]
 pub(crate) struct Context {
     /// `fieldManager`.
     pub(crate) field_manager: Option<String>,
     /// `force` (server-side apply).
     pub(crate) force: bool,
-    /// The object's kind, for type-aware patches.
-    pub(crate) kind: String,
+    /// How objects of the kind merge; `None` for an untyped merge.
+    pub(crate) schema: Option<Arc<schema::Schema>>,
+    /// The group/version of the endpoint (`apps/v1`).
+    pub(crate) api_version: String,
+    /// The subresource patched (`status`), if any.
+    pub(crate) subresource: Option<String>,
+    /// The time of the write, RFC 3339, for `managedFields`.
+    pub(crate) time: String,
+}
+
+impl Context {
+    fn schema(&self) -> Arc<schema::Schema> {
+        self.schema
+            .clone()
+            .unwrap_or_else(|| Arc::new(schema::Schema::untyped()))
+    }
 }
 
 /// Applies a patch of type `ty` to `current`.
-pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], _ctx: &Context) -> Result<Value> {
+///
+/// A server-side apply that creates the object applies to a seed holding only its
+/// identity (apiVersion, kind, name, namespace), which no manager owns.
+pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], ctx: &Context) -> Result<Value> {
     match ty {
         PatchType::Json => {
             let ops = json::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -82,9 +107,71 @@ pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], _ctx: &Context) 
             merge::merge(&mut doc, &patch);
             Ok(doc)
         }
-        PatchType::Strategic | PatchType::Apply => {
-            Err(ApiError::unsupported_media_type(SERVED_TYPES))
+        PatchType::Strategic => {
+            let schema = ctx.schema();
+            if !schema.supports_strategic_merge() {
+                return Err(ApiError::unsupported_media_type(served_types(false)));
+            }
+            let patch: Value =
+                serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            strategic::strategic_merge(&current, &patch, &schema).map_err(strategic_error)
         }
+        PatchType::Apply => {
+            let config = apply::parse_body(body).map_err(apply_error)?;
+            let request = apply::Request {
+                manager: ctx.field_manager.as_deref().unwrap_or_default(),
+                api_version: &ctx.api_version,
+                subresource: ctx.subresource.as_deref(),
+                time: &ctx.time,
+            };
+            apply::apply(Some(&current), &config, &request, ctx.force, &ctx.schema())
+                .map_err(apply_error)
+        }
+    }
+}
+
+/// The status of a failed strategic merge patch.
+fn strategic_error(e: strategic::Error) -> ApiError {
+    match e.code() {
+        415 => ApiError::unsupported_media_type(served_types(false)),
+        400 => ApiError::bad_request(e.to_string()),
+        code => ApiError::with_causes(code, e.reason(), e.to_string(), &[]),
+    }
+}
+
+/// The status of a failed apply: 409 with one cause per conflicting field, 422 for
+/// the field manager as kube-apiserver validates `PatchOptions`, 400 for bodies.
+pub(crate) fn apply_error(e: apply::Error) -> ApiError {
+    match &e {
+        apply::Error::MissingManager | apply::Error::InvalidManager(_) => {
+            let message = e.to_string();
+            let cause = Cause {
+                reason: if matches!(e, apply::Error::MissingManager) {
+                    "FieldValueRequired"
+                } else {
+                    "FieldValueInvalid"
+                },
+                message: message
+                    .strip_prefix("fieldManager: ")
+                    .unwrap_or(&message)
+                    .to_owned(),
+                field: "fieldManager".into(),
+            };
+            ApiError::invalid("PatchOptions", "meta.k8s.io", "", vec![cause])
+        }
+        apply::Error::Conflicts(_) => {
+            let causes: Vec<Cause> = e
+                .causes()
+                .into_iter()
+                .map(|c| Cause {
+                    reason: c.reason,
+                    message: c.message,
+                    field: c.field,
+                })
+                .collect();
+            ApiError::with_causes(e.code(), e.reason(), e.to_string(), &causes)
+        }
+        _ => ApiError::bad_request(e.status_message()),
     }
 }
 
@@ -117,15 +204,65 @@ mod tests {
     }
 
     #[test]
-    fn strategic_and_apply_are_unsupported_for_now() {
-        for ty in [PatchType::Strategic, PatchType::Apply] {
-            assert_eq!(
-                apply(ty, json!({}), b"{}", &Context::default())
-                    .unwrap_err()
-                    .code,
-                415
-            );
-        }
+    fn strategic_merge_is_415_without_a_strategic_schema() {
+        let err = apply(PatchType::Strategic, json!({}), b"{}", &Context::default()).unwrap_err();
+        assert_eq!(err.code, 415);
+        assert_eq!(
+            err.message,
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+        );
+    }
+
+    #[test]
+    fn apply_conflicts_are_409s_with_a_cause_per_field() {
+        let ctx = |manager: &str| Context {
+            field_manager: Some(manager.into()),
+            api_version: "v1".into(),
+            time: "2024-05-01T10:00:00Z".into(),
+            schema: schema::builtin("", "v1", "ConfigMap").map(|s| Arc::new(s.clone())),
+            ..Context::default()
+        };
+        let body = |v: &str| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: {v:?}\n")
+        };
+        let seed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let live = apply(PatchType::Apply, seed, body("1").as_bytes(), &ctx("alice")).unwrap();
+        let err = apply(PatchType::Apply, live, body("2").as_bytes(), &ctx("bob")).unwrap_err();
+        assert_eq!((err.code, err.reason), (409, "Conflict"));
+        assert_eq!(
+            err.message,
+            "Apply failed with 1 conflict: conflict with \"alice\": .data.a"
+        );
+        assert_eq!(
+            err.to_status()["details"],
+            json!({"causes": [{"reason": "FieldManagerConflict",
+                               "message": "conflict with \"alice\"", "field": ".data.a"}]})
+        );
+    }
+
+    #[test]
+    fn apply_without_a_field_manager_is_invalid_patch_options() {
+        let ctx = Context {
+            api_version: "v1".into(),
+            ..Context::default()
+        };
+        let err = apply(
+            PatchType::Apply,
+            json!({}),
+            br#"{"apiVersion": "v1", "kind": "ConfigMap"}"#,
+            &ctx,
+        )
+        .unwrap_err();
+        assert_eq!((err.code, err.reason), (422, "Invalid"));
+        assert_eq!(
+            err.message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+        );
+    }
+
+    #[test]
+    fn content_types_name_the_patch_types() {
         assert_eq!(
             PatchType::from_content_type("application/merge-patch+json; charset=utf-8"),
             Some(PatchType::Merge)

@@ -5,6 +5,7 @@
     reason = "test helpers fail the test by panicking"
 )]
 
+mod apply;
 mod common;
 mod crud;
 mod faults;
