@@ -20,6 +20,7 @@ pub mod apply;
 mod clock;
 mod cluster;
 pub mod counters;
+mod defaults;
 mod discovery;
 pub mod faults;
 mod gc;

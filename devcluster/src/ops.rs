@@ -316,8 +316,10 @@ impl Writer<'_> {
     fn prepare_create(&self, rt: &ResourceType, body: &mut Value) -> Result<()> {
         match (rt.gr.group.as_str(), rt.gr.resource.as_str()) {
             ("", "pods") => {
+                crate::defaults::pod(body);
                 body["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
             }
+            ("", "services") => crate::defaults::service(body, self.rng),
             ("", "namespaces") => {
                 body["spec"] = json!({"finalizers": [NAMESPACE_FINALIZER]});
                 body["status"] = json!({"phase": "Active"});
