@@ -51,6 +51,9 @@ pub(crate) struct DeleteOptions {
     pub(crate) resource_version: Option<String>,
     /// `dryRun=All`.
     pub(crate) dry_run: bool,
+    /// `gracePeriodSeconds`: for Pods bound to a node, how long the kubelet has to stop
+    /// them (default: the Pod's `terminationGracePeriodSeconds`); 0 deletes at once.
+    pub(crate) grace_period: Option<i64>,
 }
 
 /// What a delete did.
@@ -659,7 +662,13 @@ impl Writer<'_> {
             return Stored::from_value(&result).map_err(internal);
         }
         let key = old.meta.key();
-        if old.meta.deleting && new_f.is_empty() {
+        // A deleting object goes once its finalizers are gone, unless it is a Pod whose
+        // graceful termination the kubelet still has to finish.
+        let in_grace = result["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or(0)
+            > 0;
+        if old.meta.deleting && new_f.is_empty() && !in_grace {
             let gone = txn.remove(gr, &key, result).map_err(internal)?;
             self.after_remove(txn, rt, &gone);
             return Ok(gone);
@@ -782,6 +791,39 @@ impl Writer<'_> {
                 f.retain(|x| x != ORPHAN && x != FOREGROUND);
             }
         }
+        // Pods on a node terminate gracefully: the kubelet stops them, then deletes them
+        // with a zero grace period.
+        let bound =
+            gr.group.is_empty() && gr.resource == "pods" && v["spec"]["nodeName"].is_string();
+        let grace = if bound {
+            opts.grace_period
+                .or_else(|| v["spec"]["terminationGracePeriodSeconds"].as_i64())
+                .unwrap_or(30)
+                .max(0)
+        } else {
+            0
+        };
+        let current_grace = v["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or(0);
+        if bound && grace > 0 && (!old.meta.deleting || grace < current_grace) {
+            if opts.dry_run {
+                return Ok(Deleted::Pending(old));
+            }
+            set_finalizers(&mut v, &f);
+            let m = md(&mut v);
+            m.insert(
+                "deletionTimestamp".into(),
+                Value::String(clock::format_rfc3339(clock::now_unix() + grace)),
+            );
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            let stored = txn.put(gr, v).map_err(internal)?;
+            txn.queue_gc(GcWork::Object(gr.clone(), key));
+            return Ok(Deleted::Pending(stored));
+        }
+        if bound && old.meta.deleting && grace == 0 {
+            md(&mut v).insert("deletionGracePeriodSeconds".into(), json!(0));
+        }
         let ns_pending = is_namespace;
         if f.is_empty() && !ns_pending {
             if opts.dry_run {
@@ -792,6 +834,11 @@ impl Writer<'_> {
             return Ok(Deleted::Now(gone));
         }
         if old.meta.deleting && finalizers(&v) == f {
+            if v["metadata"]["deletionGracePeriodSeconds"] != json!(current_grace) {
+                // A force delete of a terminating Pod that still has finalizers.
+                let stored = txn.put(gr, v).map_err(internal)?;
+                return Ok(Deleted::Pending(stored));
+            }
             return Ok(Deleted::Pending(old));
         }
         set_finalizers(&mut v, &f);

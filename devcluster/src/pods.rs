@@ -35,6 +35,8 @@ pub struct PodSimulation {
     /// From `Running` to `Succeeded`, unless the Pod's annotation says otherwise;
     /// `None` keeps Pods running.
     pub run_time: Option<Duration>,
+    /// From a graceful delete of a Pod on the node to the kubelet removing it.
+    pub stop_delay: Duration,
 }
 
 impl Default for PodSimulation {
@@ -43,6 +45,7 @@ impl Default for PodSimulation {
             schedule_delay: Duration::from_millis(20),
             start_delay: Duration::from_millis(100),
             run_time: Some(Duration::from_secs(2)),
+            stop_delay: Duration::from_millis(100),
         }
     }
 }
@@ -103,6 +106,19 @@ pub(crate) async fn run(
                     e.obj.meta.uid.clone(),
                 ));
             }
+            // A graceful delete started: the kubelet stops the containers, then removes it.
+            Ok(e)
+                if e.kind == EventKind::Modified
+                    && e.obj.meta.deleting
+                    && !e.prev.as_ref().is_some_and(|p| p.meta.deleting)
+                    && e.obj.meta.field("spec.nodeName").is_some() =>
+            {
+                tokio::spawn(terminate(
+                    sim.clone(),
+                    e.obj.meta.key(),
+                    e.obj.meta.uid.clone(),
+                ));
+            }
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
@@ -150,6 +166,62 @@ impl Sim {
                 None
             }
         }
+    }
+}
+
+/// Stops a terminating Pod's containers and deletes it with a zero grace period.
+async fn terminate(sim: Arc<Sim>, key: ObjectKey, uid: String) {
+    tokio::time::sleep(sim.cfg.stop_delay).await;
+    let Some(rt) = sim.registry.get(&pods()) else {
+        return;
+    };
+    let w = Writer {
+        registry: &sim.registry,
+        rng: &sim.rng,
+        strict: false,
+        manager: Some("kubelet"),
+    };
+    let mut txn = sim.store.lock();
+    match txn.get(&pods(), &key) {
+        Some(cur) if cur.meta.uid == uid => {}
+        _ => return,
+    }
+    let finished = clock::now_rfc3339();
+    let stopped = w.patch(
+        &mut txn,
+        &rt,
+        "v1",
+        &key.namespace,
+        &key.name,
+        Part::Status,
+        false,
+        |mut v| {
+            if let Some(statuses) = v["status"]["containerStatuses"].as_array_mut() {
+                for s in statuses {
+                    if s["state"]["running"].is_object() {
+                        let started = s["state"]["running"]["startedAt"].clone();
+                        let id = s["containerID"].clone();
+                        s["state"] = json!({"terminated": {
+                            "exitCode": 0, "reason": "Completed", "startedAt": started,
+                            "finishedAt": finished, "containerID": id,
+                        }});
+                        s["ready"] = json!(false);
+                        s["started"] = json!(false);
+                    }
+                }
+            }
+            Ok(v)
+        },
+    );
+    if let Err(error) = stopped {
+        tracing::debug!(pod = %key.name, %error, "stopping a terminating pod failed");
+    }
+    let now = crate::ops::DeleteOptions {
+        grace_period: Some(0),
+        ..crate::ops::DeleteOptions::default()
+    };
+    if let Err(error) = w.delete(&mut txn, &rt, &key.namespace, &key.name, &now) {
+        tracing::debug!(pod = %key.name, %error, "removing a terminated pod failed");
     }
 }
 

@@ -109,6 +109,7 @@ pub(crate) struct Query {
     pub(crate) field_manager: Option<String>,
     pub(crate) force: bool,
     pub(crate) field_validation: Option<String>,
+    pub(crate) grace_period: Option<i64>,
 }
 
 fn truthy(v: &str) -> bool {
@@ -169,6 +170,11 @@ pub(crate) fn parse_query(q: Option<&str>) -> Result<Query> {
             "fieldManager" => out.field_manager = Some(v.into_owned()),
             "force" => out.force = truthy(&v),
             "fieldValidation" => out.field_validation = Some(v.into_owned()),
+            "gracePeriodSeconds" => {
+                out.grace_period = Some(v.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid gracePeriodSeconds {v:?}"))
+                })?)
+            }
             _ => {}
         }
     }

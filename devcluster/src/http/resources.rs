@@ -544,6 +544,7 @@ impl Ctx<'_> {
                 .as_str()
                 .map(str::to_owned),
             dry_run,
+            grace_period: parsed["gracePeriodSeconds"].as_i64().or(q.grace_period),
         })
     }
 

@@ -34,6 +34,7 @@ async fn simulated_pods_run_then_succeed_or_fail_with_their_exit_code() {
             schedule_delay: Duration::from_millis(10),
             start_delay: Duration::from_millis(50),
             run_time: Some(Duration::from_millis(500)),
+            stop_delay: Duration::from_millis(50),
         }),
         ..Config::default()
     })
@@ -91,4 +92,55 @@ async fn simulated_pods_run_then_succeed_or_fail_with_their_exit_code() {
         .unwrap();
     assert_eq!(term.exit_code, 3);
     assert_eq!(term.reason.as_deref(), Some("Error"));
+}
+
+#[tokio::test]
+async fn deleting_a_running_pod_is_graceful_and_the_kubelet_finishes_it() {
+    let c = start_with(Config {
+        pods: Some(PodSimulation {
+            run_time: None,
+            stop_delay: Duration::from_millis(300),
+            ..PodSimulation::default()
+        }),
+        ..Config::default()
+    })
+    .await;
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    api.create(&PostParams::default(), &pod("web", json!({})))
+        .await
+        .unwrap();
+    eventually("the pod runs", || async {
+        phase(&api, "web").await == "Running"
+    })
+    .await;
+    let pending = api
+        .delete("web", &Default::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("terminating");
+    assert_eq!(pending.metadata.deletion_grace_period_seconds, Some(30));
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    assert!(
+        api.get_opt("web").await.unwrap().is_some(),
+        "still terminating"
+    );
+    eventually("the kubelet removes it", || async {
+        api.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+    // A zero grace period deletes at once.
+    api.create(&PostParams::default(), &pod("now", json!({})))
+        .await
+        .unwrap();
+    eventually("the pod runs", || async {
+        phase(&api, "now").await == "Running"
+    })
+    .await;
+    let dp = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    assert!(api.delete("now", &dp).await.unwrap().is_right());
+    assert!(api.get_opt("now").await.unwrap().is_none());
 }
