@@ -91,8 +91,7 @@ impl Policy for Fanout {
         _ctx: &Context,
     ) -> Result<Reconcile, PolicyError> {
         params.validate()?;
-        let slots = workers::slots(&job.name, params.replicas, children);
-        let counts = count(&job.name, params.replicas, children);
+        let (slots, counts) = workers::slots(&job.name, params.replicas, children);
         let failures = counts.failed;
         let phase = phase(&slots, failures, params.backoff_limit);
 
@@ -163,14 +162,6 @@ fn worker(
         .restart_policy(RestartPolicy::Never)
         .container(container)
         .build()?)
-}
-
-/// Worker Pods of indexes in range, by phase.
-fn count(job: &str, replicas: u32, children: &[Child]) -> ChildCounts {
-    ChildCounts::of(children.iter().filter(|child| {
-        child.is_pod()
-            && workers::parse(job, &child.name).is_some_and(|(index, _)| index < replicas)
-    }))
 }
 
 fn phase(slots: &[Slot], failures: u32, backoff_limit: u32) -> Phase {

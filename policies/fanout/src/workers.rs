@@ -6,6 +6,7 @@
 //! retry count is always derived from the children the host hands over: the
 //! policy stays a pure function and a replayed call makes the same decision.
 
+use policyhost_sdk::status::ChildCounts;
 use policyhost_sdk::{Child, ChildPhase};
 
 /// The name of worker `index`, replacement `retry` (0 for the first Pod).
@@ -21,8 +22,9 @@ pub(crate) fn name(job: &str, index: u32, retry: u32) -> String {
 /// other name (non-canonical numbers such as `01` included).
 pub(crate) fn parse(job: &str, name: &str) -> Option<(u32, u32)> {
     let rest = name.strip_prefix(job)?.strip_prefix("-worker-")?;
-    let (index, retry) = match rest.split_once("-r") {
-        Some((index, retry)) => (index, Some(retry)),
+    // Digits never contain '-', so the first one starts the retry suffix.
+    let (index, retry) = match rest.bytes().position(|b| b == b'-') {
+        Some(dash) => (&rest[..dash], Some(rest[dash + 1..].strip_prefix('r')?)),
         None => (rest, None),
     };
     let index = canonical(index)?;
@@ -32,9 +34,15 @@ pub(crate) fn parse(job: &str, name: &str) -> Option<(u32, u32)> {
     }
 }
 
+/// A number written the way [`name`] writes it: digits only, no leading zero.
 fn canonical(digits: &str) -> Option<u32> {
-    let value: u32 = digits.parse().ok()?;
-    (value.to_string() == digits).then_some(value)
+    let plain = digits.bytes().all(|b| b.is_ascii_digit());
+    let leading_zero = digits.len() > 1 && digits.starts_with('0');
+    if plain && !leading_zero {
+        digits.parse().ok()
+    } else {
+        None
+    }
 }
 
 /// What the children say about one worker index.
@@ -63,9 +71,11 @@ impl Slot {
 /// Groups the job's worker Pods by index; other children and indexes at or
 /// beyond `replicas` are left out (and so pruned). Two passes: finished Pods
 /// first (they decide each index's current retry), then the current Pods.
-/// Unfinished Pods of an older retry are left out too.
-pub(crate) fn slots(job: &str, replicas: u32, children: &[Child]) -> Vec<Slot> {
+/// Unfinished Pods of an older retry are left out too. Also counts the
+/// worker Pods (indexes in range) by phase.
+pub(crate) fn slots(job: &str, replicas: u32, children: &[Child]) -> (Vec<Slot>, ChildCounts) {
     let mut slots = vec![Slot::default(); replicas as usize];
+    let mut counts = ChildCounts::default();
     let workers = || {
         children.iter().filter(|c| c.is_pod()).filter_map(|child| {
             let (index, retry) = parse(job, &child.name)?;
@@ -73,6 +83,7 @@ pub(crate) fn slots(job: &str, replicas: u32, children: &[Child]) -> Vec<Slot> {
         })
     };
     for (index, retry, child) in workers() {
+        counts.add(child.phase, child.ready);
         match child.phase {
             ChildPhase::Failed => slots[index].failed.push(retry),
             ChildPhase::Succeeded => slots[index].succeeded.push(retry),
@@ -89,7 +100,7 @@ pub(crate) fn slots(job: &str, replicas: u32, children: &[Child]) -> Vec<Slot> {
             slot.current = Some((child.phase, child.ready));
         }
     }
-    slots
+    (slots, counts)
 }
 
 #[cfg(test)]
