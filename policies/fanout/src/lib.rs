@@ -41,7 +41,6 @@ use std::borrow::Cow;
 mod workers;
 
 use policyhost_sdk::build::{Container, Pod, RestartPolicy};
-use policyhost_sdk::status::ChildCounts;
 use policyhost_sdk::{
     Child, ChildPhase, Cleanup, Condition, Context, DesiredChild, Event, Job, Phase, Policy,
     PolicyError, Reconcile, Status,
