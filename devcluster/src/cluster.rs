@@ -199,11 +199,12 @@ impl DevCluster {
         &self.app.faults
     }
 
-    /// Stops serving and waits for the server to finish.
+    /// Stops serving (ending open watches) and waits for the server to finish.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        self.app.faults.end_watches();
         if let Some(server) = self.server.take() {
             // Open watches end when their tasks see the closed connections.
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;

@@ -99,10 +99,15 @@ impl FaultControls {
     /// resourceVersion they had get 410 Gone and must re-list.
     pub fn force_gone(&self) {
         self.store.lock().compact(None);
+        self.end_watches();
+    }
+
+    /// Ends every open watch stream (clients reconnect, as after a cut connection).
+    pub fn end_watches(&self) {
         self.gone.send_modify(|n| *n += 1);
     }
 
-    /// A receiver that changes whenever [`force_gone`](Self::force_gone) is called.
+    /// A receiver that changes whenever open watches must end.
     pub(crate) fn gone_signal(&self) -> watch::Receiver<u64> {
         self.gone.subscribe()
     }

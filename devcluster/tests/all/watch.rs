@@ -239,3 +239,32 @@ async fn watch_timeout_ends_the_stream() {
         .expect("stream ends in time");
     assert!(end.is_none());
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_watches_promptly() {
+    let c = start().await;
+    let a = c.cm("default", "a", json!({})).await;
+    let rv = a.metadata.resource_version.unwrap();
+    let mut s = c
+        .cms("default")
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let addr = c.dc.addr();
+    let started = std::time::Instant::now();
+    c.dc.shutdown().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let end = tokio::time::timeout(Duration::from_secs(2), s.next())
+        .await
+        .expect("the stream ends");
+    assert!(end.is_none_or(|r| r.is_err()));
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the port is closed"
+    );
+}
