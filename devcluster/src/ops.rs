@@ -79,6 +79,31 @@ pub(crate) struct Writer<'a> {
     pub(crate) manager: Option<&'a str>,
 }
 
+/// Sets `path` in `v`, turning whatever is in the way into objects (client data may hold
+/// a string where an object belongs; indexing would panic on it).
+pub(crate) fn set_at(v: &mut Value, path: &[&str], value: Value) {
+    let Some((last, init)) = path.split_last() else {
+        *v = value;
+        return;
+    };
+    let mut cur = v;
+    for key in init {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        cur = match cur {
+            Value::Object(m) => m.entry(*key).or_insert_with(|| json!({})),
+            _ => unreachable!("made an object above"),
+        };
+    }
+    if !cur.is_object() {
+        *cur = json!({});
+    }
+    if let Value::Object(m) = cur {
+        m.insert((*last).to_owned(), value);
+    }
+}
+
 /// The metadata map of an object, created when missing (callers have checked `v` is an object).
 fn md(v: &mut Value) -> &mut Map<String, Value> {
     if !v.is_object() {
@@ -850,7 +875,7 @@ impl Writer<'_> {
             );
             m.insert("deletionGracePeriodSeconds".into(), json!(0));
             if is_namespace {
-                v["status"]["phase"] = json!("Terminating");
+                set_at(&mut v, &["status", "phase"], json!("Terminating"));
             }
         }
         if opts.dry_run {
@@ -889,6 +914,13 @@ pub(crate) fn internal(e: impl std::error::Error) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_at_replaces_non_objects_on_the_way() {
+        let mut v = json!({"status": "odd"});
+        set_at(&mut v, &["status", "phase"], json!("Terminating"));
+        assert_eq!(v, json!({"status": {"phase": "Terminating"}}));
+    }
 
     #[test]
     fn names_must_be_dns_subdomains() {

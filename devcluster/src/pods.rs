@@ -197,7 +197,7 @@ async fn terminate(sim: Arc<Sim>, key: ObjectKey, uid: String) {
         false,
         |mut v| {
             if let Some(statuses) = v["status"]["containerStatuses"].as_array_mut() {
-                for s in statuses {
+                for s in statuses.iter_mut().filter(|s| s.is_object()) {
                     if s["state"]["running"].is_object() {
                         let started = s["state"]["running"]["startedAt"].clone();
                         let id = s["containerID"].clone();
@@ -252,13 +252,17 @@ fn containers(v: &Value) -> Vec<(String, String)> {
 async fn lifecycle(sim: Arc<Sim>, key: ObjectKey, uid: String) {
     tokio::time::sleep(sim.cfg.schedule_delay).await;
     let Some(_) = sim.change(&key, &uid, Part::Main, |v| {
-        v["spec"]["nodeName"] = json!(NODE_NAME);
+        crate::ops::set_at(v, &["spec", "nodeName"], json!(NODE_NAME));
     }) else {
         return;
     };
     let now = clock::now_rfc3339();
     let Some(pod) = sim.change(&key, &uid, Part::Status, |v| {
-        v["status"]["conditions"] = json!([condition("PodScheduled", true, &now, None)]);
+        crate::ops::set_at(
+            v,
+            &["status", "conditions"],
+            json!([condition("PodScheduled", true, &now, None)]),
+        );
     }) else {
         return;
     };
@@ -327,10 +331,10 @@ async fn lifecycle(sim: Arc<Sim>, key: ObjectKey, uid: String) {
         ("Failed", "Error")
     };
     sim.change(&key, &uid, Part::Status, |v| {
+        crate::ops::set_at(v, &["status", "phase"], json!(phase));
         let st = &mut v["status"];
-        st["phase"] = json!(phase);
         if let Some(conds) = st["conditions"].as_array_mut() {
-            for c in conds {
+            for c in conds.iter_mut().filter(|c| c.is_object()) {
                 if matches!(
                     c["type"].as_str(),
                     Some("Ready" | "ContainersReady" | "PodReadyToStartContainers")
@@ -344,7 +348,7 @@ async fn lifecycle(sim: Arc<Sim>, key: ObjectKey, uid: String) {
             }
         }
         if let Some(statuses) = st["containerStatuses"].as_array_mut() {
-            for s in statuses {
+            for s in statuses.iter_mut().filter(|s| s.is_object()) {
                 let container_id = s["containerID"].clone();
                 s["ready"] = json!(false);
                 s["started"] = json!(false);
