@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use policyhost::runtime::{Input, PolicySpec};
+use policyhost::Runtime;
+use policyhost::runtime::{EngineConfig, Input, PolicySpec, RuntimeConfig};
 use serde::Serialize;
 
 use super::LimitArgs;
@@ -36,6 +37,43 @@ pub(crate) struct BenchArgs {
     json: bool,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    pool: PoolArgs,
+}
+
+/// Instance pool settings, to measure what they change (defaults: the
+/// runtime's).
+#[derive(Debug, Args)]
+struct PoolArgs {
+    /// Bytes of each linear memory reset with memset and kept resident.
+    #[arg(long, value_name = "BYTES")]
+    memory_keep_resident: Option<usize>,
+    /// Bytes of each table reset with memset and kept resident.
+    #[arg(long, value_name = "BYTES")]
+    table_keep_resident: Option<usize>,
+    /// Decommits batched per madvise round.
+    #[arg(long, value_name = "N")]
+    decommit_batch_size: Option<usize>,
+    /// Reset only dirtied pages (Linux PAGEMAP_SCAN) when available.
+    #[arg(long, value_name = "BOOL")]
+    pagemap_scan: Option<bool>,
+}
+
+impl PoolArgs {
+    fn apply(&self, config: &mut EngineConfig) {
+        if let Some(bytes) = self.memory_keep_resident {
+            config.memory_keep_resident = bytes;
+        }
+        if let Some(bytes) = self.table_keep_resident {
+            config.table_keep_resident = bytes;
+        }
+        if let Some(n) = self.decommit_batch_size {
+            config.decommit_batch_size = n;
+        }
+        if let Some(enabled) = self.pagemap_scan {
+            config.pagemap_scan = enabled;
+        }
+    }
 }
 
 /// The figures `policy bench` reports.
@@ -57,7 +95,12 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let bytes = super::read(&args.file)?;
     let mut input = super::input::load(&args.job, None, Some(1_700_000_000_000), 1)?;
     input.children = super::input::synthetic_children(&input.job.name, args.children);
-    let runtime = super::runtime(args.concurrency)?;
+    let mut config = RuntimeConfig {
+        threads: args.concurrency.max(1),
+        ..RuntimeConfig::default()
+    };
+    args.pool.apply(&mut config.engine);
+    let runtime = Runtime::new(config)?;
     let spec = PolicySpec::new("bench").limits(args.limits.policy_limits());
     let policy = runtime.load(spec, &bytes).context("loading the policy")?;
     let probe = runtime.reconcile_blocking(&policy, &input);
@@ -142,7 +185,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn warm_up(runtime: &policyhost::Runtime, policy: &policyhost::Policy, input: &Input) {
+fn warm_up(runtime: &Runtime, policy: &policyhost::Policy, input: &Input) {
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {
         let _ = runtime.reconcile_blocking(policy, input);

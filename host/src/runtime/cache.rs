@@ -186,6 +186,89 @@ impl Cache {
 mod tests {
     use super::*;
 
+    use super::super::engine::EngineConfig;
+
+    fn engine() -> Engine {
+        Engine::new(&EngineConfig {
+            max_instances: 2,
+            ..EngineConfig::default()
+        })
+        .unwrap()
+    }
+
+    fn compile_counting<'a>(
+        engine: &'a Engine,
+        bytes: &'a [u8],
+        count: &'a std::cell::Cell<u32>,
+    ) -> impl FnOnce() -> Result<Component> + 'a {
+        move || {
+            count.set(count.get() + 1);
+            Component::new(engine.wasmtime(), bytes).map_err(super::super::Error::Corrupt)
+        }
+    }
+
+    #[test]
+    fn a_second_load_of_the_same_bytes_does_not_compile_again() {
+        let engine = engine();
+        let cache = Cache::new(None);
+        let bytes = wat::parse_str("(component)").unwrap();
+        let digest = Digest::of(&bytes);
+        let compiles = std::cell::Cell::new(0);
+        let (_, first, _) = cache
+            .get_or_compile(
+                &engine,
+                digest,
+                compile_counting(&engine, &bytes, &compiles),
+            )
+            .unwrap();
+        let (_, second, _) = cache
+            .get_or_compile(
+                &engine,
+                digest,
+                compile_counting(&engine, &bytes, &compiles),
+            )
+            .unwrap();
+        assert_eq!((first, second), (Source::Compiled, Source::Memory));
+        assert_eq!(compiles.get(), 1);
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                compiles: 1,
+                memory_hits: 1,
+                disk_hits: 0
+            }
+        );
+    }
+
+    #[test]
+    fn the_disk_tier_survives_a_new_cache() {
+        let engine = engine();
+        let dir =
+            std::env::temp_dir().join(format!("policyhost-cache-test-{}", std::process::id()));
+        let bytes = wat::parse_str("(component)").unwrap();
+        let digest = Digest::of(&bytes);
+        let compiles = std::cell::Cell::new(0);
+        let first = Cache::new(Some(dir.clone()));
+        first
+            .get_or_compile(
+                &engine,
+                digest,
+                compile_counting(&engine, &bytes, &compiles),
+            )
+            .unwrap();
+        let second = Cache::new(Some(dir.clone()));
+        let (_, source, _) = second
+            .get_or_compile(
+                &engine,
+                digest,
+                compile_counting(&engine, &bytes, &compiles),
+            )
+            .unwrap();
+        assert_eq!(source, Source::Disk);
+        assert_eq!(compiles.get(), 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn digest_is_lowercase_hex_sha256() {
         assert_eq!(

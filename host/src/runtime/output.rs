@@ -4,7 +4,11 @@
 //! One bad child rejects the whole result: the host applies all of a
 //! reconcile or nothing.
 
+use std::borrow::Cow;
+
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
+use serde_json::error::Category;
 use serde_json::{Map, Value};
 
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
@@ -61,7 +65,9 @@ pub struct Reconciled {
 }
 
 /// A desired child that passed every check; `manifest` is the policy's
-/// object as it returned it (its namespace, if any, is the DataJob's).
+/// object (JSON text) as it returned it: a JSON object whose `apiVersion`,
+/// `kind` and `metadata.name` match the record and whose namespace, if any,
+/// is the DataJob's. It serializes as an embedded JSON object.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidChild {
@@ -71,20 +77,50 @@ pub struct ValidChild {
     pub kind: String,
     /// `metadata.name`.
     pub name: String,
-    /// The object to apply.
-    pub manifest: Map<String, Value>,
+    /// The object to apply, as JSON text.
+    #[serde(serialize_with = "embedded_json")]
+    pub manifest: String,
 }
 
 impl ValidChild {
     /// The manifest with `metadata.namespace` set to `namespace`, ready to apply.
-    #[must_use]
-    pub fn manifest_in(&self, namespace: &str) -> Map<String, Value> {
-        let mut manifest = self.manifest.clone();
+    ///
+    /// # Errors
+    ///
+    /// Never for a validated child: its manifest is a JSON object.
+    pub fn manifest_in(&self, namespace: &str) -> serde_json::Result<Map<String, Value>> {
+        let mut manifest: Map<String, Value> = serde_json::from_str(&self.manifest)?;
         if let Some(Value::Object(metadata)) = manifest.get_mut("metadata") {
             metadata.insert("namespace".into(), Value::String(namespace.to_owned()));
         }
-        manifest
+        Ok(manifest)
     }
+}
+
+fn embedded_json<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    let value: Value = serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
+    value.serialize(s)
+}
+
+/// What the sandbox rules read in a manifest; the rest is skipped (its
+/// syntax is still checked) without building a JSON tree.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    metadata: Option<MetadataHead<'a>>,
+}
+
+#[derive(Deserialize)]
+struct MetadataHead<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
 }
 
 /// The status a policy reported.
@@ -279,50 +315,53 @@ fn validate_child(
     if let Err(why) = check_name(&child.kind, &child.name) {
         return fail(format!("name `{}` {why}", child.name));
     }
-    let manifest = match serde_json::from_str::<Value>(&child.manifest) {
-        Ok(Value::Object(map)) => map,
-        Ok(_) => return fail("manifest must be a JSON object".into()),
-        Err(error) => return fail(format!("manifest is not valid JSON ({error})")),
+    let head: Head<'_> = match serde_json::from_str(&child.manifest) {
+        Ok(head) => head,
+        Err(error) => {
+            let object = child.manifest.trim_start().starts_with('{');
+            let json = object || serde_json::from_str::<IgnoredAny>(&child.manifest).is_ok();
+            return fail(match (json, object, error.classify()) {
+                (true, false, _) => "manifest must be a JSON object".into(),
+                (_, _, Category::Data) => {
+                    format!("manifest is not a valid Kubernetes object ({error})")
+                }
+                _ => format!("manifest is not valid JSON ({error})"),
+            });
+        }
     };
-    let field = |key: &str| manifest.get(key).and_then(Value::as_str);
-    if field("apiVersion") != Some(child.api_version.as_str()) {
+    if head.api_version.as_deref() != Some(child.api_version.as_str()) {
         return fail(format!(
             "manifest apiVersion {:?} does not match the record's `{}`",
-            field("apiVersion"),
-            child.api_version
+            head.api_version, child.api_version
         ));
     }
-    if field("kind") != Some(child.kind.as_str()) {
+    if head.kind.as_deref() != Some(child.kind.as_str()) {
         return fail(format!(
             "manifest kind {:?} does not match the record's `{}`",
-            field("kind"),
-            child.kind
+            head.kind, child.kind
         ));
     }
-    let Some(Value::Object(metadata)) = manifest.get("metadata") else {
+    let Some(metadata) = head.metadata else {
         return fail("manifest has no metadata object".into());
     };
-    let name = metadata.get("name").and_then(Value::as_str);
-    if name != Some(child.name.as_str()) {
+    if metadata.name.as_deref() != Some(child.name.as_str()) {
         return fail(format!(
-            "manifest metadata.name {name:?} does not match the record's `{}`",
-            child.name
+            "manifest metadata.name {:?} does not match the record's `{}`",
+            metadata.name, child.name
         ));
     }
-    match metadata.get("namespace") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(ns)) if ns == namespace => {}
-        Some(other) => {
-            return fail(format!(
-                "metadata.namespace {other} is not the DataJob's namespace `{namespace}`"
-            ));
-        }
+    if let Some(ns) = metadata.namespace.as_deref()
+        && ns != namespace
+    {
+        return fail(format!(
+            "metadata.namespace \"{ns}\" is not the DataJob's namespace `{namespace}`"
+        ));
     }
     Ok(ValidChild {
         api_version: child.api_version,
         kind: child.kind,
         name: child.name,
-        manifest,
+        manifest: child.manifest,
     })
 }
 
@@ -548,7 +587,7 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0"}}),
         )])
         .unwrap();
-        let manifest = ok.children[0].manifest_in("ns");
+        let manifest = ok.children[0].manifest_in("ns").unwrap();
         assert_eq!(manifest["metadata"]["namespace"], "ns");
     }
 
