@@ -19,6 +19,7 @@
 pub mod apply;
 mod clock;
 mod cluster;
+mod convert;
 pub mod counters;
 mod defaults;
 mod discovery;

@@ -89,6 +89,9 @@ pub(crate) struct ResourceType {
     pub(crate) generation: bool,
     /// Whether this comes from a CRD.
     pub(crate) custom: bool,
+    /// Another resource whose storage this one shares, converting on the way
+    /// (`events.k8s.io/v1` Events are stored as core/v1 Events).
+    pub(crate) stored_as: Option<GroupResource>,
 }
 
 impl ResourceType {
@@ -309,6 +312,7 @@ fn builtin_types() -> Vec<ResourceType> {
             },
             generation: b.generation,
             custom: false,
+            stored_as: (b.group == "events.k8s.io").then(|| GroupResource::new("", "events")),
         })
         .collect()
 }
@@ -446,6 +450,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceType> {
         categories: strings(&spec["names"]["categories"]),
         generation: true,
         custom: true,
+        stored_as: None,
     })
 }
 

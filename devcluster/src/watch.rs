@@ -58,7 +58,12 @@ pub(crate) fn start(
     faults: Arc<FaultControls>,
     p: Params,
 ) -> Result<Body, ApiError> {
-    let gr = p.view.rt.gr.clone();
+    let gr = p
+        .view
+        .rt
+        .stored_as
+        .clone()
+        .unwrap_or_else(|| p.view.rt.gr.clone());
     let in_scope = {
         let ns = p.namespace.clone();
         move |o: &Stored| ns.as_deref().is_none_or(|n| o.meta.namespace == n)

@@ -82,6 +82,12 @@ impl View {
 
     /// The object in the requested version.
     pub(crate) fn object(&self, obj: &Stored) -> Bytes {
+        if self.rt.stored_as.is_some() {
+            return match obj.value() {
+                Ok(v) => Bytes::from(crate::convert::event_from_core(v).to_string()),
+                Err(_) => obj.bytes.clone(),
+            };
+        }
         if !self.needs_rewrite() {
             return obj.bytes.clone();
         }

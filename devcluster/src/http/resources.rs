@@ -150,9 +150,25 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
         .field_manager
         .clone()
         .unwrap_or_else(|| apply::manager_from_user_agent(&user_agent));
+    // A resource stored as another one (events.k8s.io Events) is written and read in
+    // the storage form and converted at the edges.
+    let (store_rt, store_version) = match &rt.stored_as {
+        Some(gr) => {
+            let srt = app.registry.get(gr).ok_or_else(ApiError::path_not_found)?;
+            let v = srt
+                .versions
+                .first()
+                .map(|v| v.name.clone())
+                .unwrap_or_default();
+            (srt, v)
+        }
+        None => (rt.clone(), target.version.clone()),
+    };
     let ctx = Ctx {
         app: &app,
         rt: &rt,
+        store_rt: &store_rt,
+        store_version: &store_version,
         target: &target,
         query: &query,
         view: &view,
@@ -174,6 +190,10 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
 struct Ctx<'a> {
     app: &'a Arc<App>,
     rt: &'a Arc<ResourceType>,
+    /// Where objects of `rt` are stored (`rt` itself unless it is a converted face).
+    store_rt: &'a Arc<ResourceType>,
+    /// The storage version of `store_rt`.
+    store_version: &'a str,
     target: &'a Target,
     query: &'a Query,
     view: &'a View,
@@ -219,16 +239,40 @@ impl Ctx<'_> {
         }
     }
 
+    /// A request body in its storage form.
+    fn storage_form(&self, v: Value) -> Value {
+        if self.rt.stored_as.is_some() {
+            crate::convert::event_to_core(v)
+        } else {
+            v
+        }
+    }
+
+    /// A stored object in the requested form.
+    fn requested_form(&self, v: Value) -> Value {
+        if self.rt.stored_as.is_some() {
+            crate::convert::event_from_core(v)
+        } else {
+            v
+        }
+    }
+
     fn respond(&self, code: StatusCode, obj: &Stored) -> Result<Response> {
         Ok(json_response(code, self.view.one(obj)))
     }
 
     fn selectors(&self) -> Result<Selectors> {
-        let allowed = crate::selector::selectable_fields(&self.rt.gr.group, &self.rt.gr.resource);
+        let allowed =
+            crate::selector::selectable_fields(&self.store_rt.gr.group, &self.store_rt.gr.resource);
+        let fields = if self.rt.stored_as.is_some() {
+            crate::convert::event_field_selector(&self.query.field_selector)
+        } else {
+            self.query.field_selector.clone()
+        };
         Ok(Selectors {
             labels: LabelSelector::parse(&self.query.label_selector)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
-            fields: FieldSelector::parse(&self.query.field_selector, allowed)
+            fields: FieldSelector::parse(&fields, allowed)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
         })
     }
@@ -239,7 +283,7 @@ impl Ctx<'_> {
             .app
             .store
             .lock()
-            .get(&self.rt.gr, &key)
+            .get(&self.store_rt.gr, &key)
             .ok_or_else(|| ApiError::not_found(&self.rt.gr, self.name()))?;
         self.respond(StatusCode::OK, &obj)
     }
@@ -288,7 +332,7 @@ impl Ctx<'_> {
                 if !self.rt.namespaced || ns.is_some() =>
             {
                 let items: Vec<_> = if at.is_none() {
-                    txn.get(&self.rt.gr, key)
+                    txn.get(&self.store_rt.gr, key)
                         .into_iter()
                         .filter(|o| filter(o))
                         .collect()
@@ -333,7 +377,7 @@ impl Ctx<'_> {
         selectors: &Selectors,
     ) -> Result<store::Page> {
         txn.list(&ListQuery {
-            gr: &self.rt.gr,
+            gr: &self.store_rt.gr,
             namespace: ns,
             at,
             after,
@@ -407,14 +451,19 @@ impl Ctx<'_> {
     }
 
     fn create(&self, body: &[u8], content_type: &str) -> Result<Response> {
-        let value = parse_body(body, content_type, self.rt, &self.target.version)?;
+        let value = self.storage_form(parse_body(
+            body,
+            content_type,
+            self.rt,
+            &self.target.version,
+        )?);
         let w = self.writer();
         let obj = {
             let mut txn = self.app.store.lock();
             w.create(
                 &mut txn,
-                self.rt,
-                &self.target.version,
+                self.store_rt,
+                self.store_version,
                 self.ns(),
                 value,
                 self.query.dry_run,
@@ -424,14 +473,19 @@ impl Ctx<'_> {
     }
 
     fn update(&self, body: &[u8], content_type: &str) -> Result<Response> {
-        let value = parse_body(body, content_type, self.rt, &self.target.version)?;
+        let value = self.storage_form(parse_body(
+            body,
+            content_type,
+            self.rt,
+            &self.target.version,
+        )?);
         let w = self.writer();
         let obj = {
             let mut txn = self.app.store.lock();
             w.update(
                 &mut txn,
-                self.rt,
-                &self.target.version,
+                self.store_rt,
+                self.store_version,
                 self.ns(),
                 self.name(),
                 value,
@@ -462,7 +516,7 @@ impl Ctx<'_> {
         let key = ObjectKey::new(self.ns(), self.name());
         let obj = {
             let mut txn = self.app.store.lock();
-            if ty.creates_missing() && txn.get(&self.rt.gr, &key).is_none() {
+            if ty.creates_missing() && txn.get(&self.store_rt.gr, &key).is_none() {
                 let mut seed = serde_json::json!({
                     "apiVersion": self.rt.api_version(&self.target.version),
                     "kind": self.rt.kind,
@@ -471,11 +525,11 @@ impl Ctx<'_> {
                 if self.rt.namespaced {
                     seed["metadata"]["namespace"] = Value::String(self.ns().to_owned());
                 }
-                let body = patch::apply(ty, seed, body, &pctx)?;
+                let body = self.storage_form(patch::apply(ty, seed, body, &pctx)?);
                 let created = w.create(
                     &mut txn,
-                    self.rt,
-                    &self.target.version,
+                    self.store_rt,
+                    self.store_version,
                     self.ns(),
                     body,
                     self.query.dry_run,
@@ -485,13 +539,15 @@ impl Ctx<'_> {
             }
             w.patch(
                 &mut txn,
-                self.rt,
-                &self.target.version,
+                self.store_rt,
+                self.store_version,
                 self.ns(),
                 self.name(),
                 self.part,
                 self.query.dry_run,
-                |cur| patch::apply(ty, cur, body, &pctx),
+                |cur| {
+                    Ok(self.storage_form(patch::apply(ty, self.requested_form(cur), body, &pctx)?))
+                },
             )?
         };
         self.respond(StatusCode::OK, &obj)
@@ -553,7 +609,7 @@ impl Ctx<'_> {
         let w = self.writer();
         let outcome = {
             let mut txn = self.app.store.lock();
-            w.delete(&mut txn, self.rt, self.ns(), self.name(), &opts)?
+            w.delete(&mut txn, self.store_rt, self.ns(), self.name(), &opts)?
         };
         match outcome {
             Deleted::Now(obj) => Ok(json_response(
@@ -588,7 +644,13 @@ impl Ctx<'_> {
                 &selectors,
             )?;
             for o in page.items {
-                match w.delete(&mut txn, self.rt, &o.meta.namespace, &o.meta.name, &opts) {
+                match w.delete(
+                    &mut txn,
+                    self.store_rt,
+                    &o.meta.namespace,
+                    &o.meta.name,
+                    &opts,
+                ) {
                     Ok(Deleted::Now(x) | Deleted::Pending(x)) => out.push(x),
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),

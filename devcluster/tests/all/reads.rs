@@ -233,3 +233,64 @@ async fn events_are_selected_by_their_involved_object_as_kubectl_describe_does()
         .collect();
     assert_eq!(got, ["e1"]);
 }
+
+#[tokio::test]
+async fn events_recorded_through_events_k8s_io_show_up_as_core_events() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let c = start().await;
+    let cm = c.cm("default", "subject", json!({})).await;
+    let recorder = Recorder::new(
+        c.client.clone(),
+        Reporter {
+            controller: "policyhost".into(),
+            instance: None,
+        },
+    );
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: cm.metadata.name.clone(),
+        namespace: Some("default".into()),
+        uid: cm.metadata.uid.clone(),
+        ..Default::default()
+    };
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "PolicyRejected".into(),
+        note: Some("bad digest".into()),
+        action: "Load".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &reference).await.unwrap();
+    // The same event again becomes a series (a merge patch through events.k8s.io/v1).
+    recorder.publish(&ev, &reference).await.unwrap();
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let l = core
+        .list(
+            &ListParams::default()
+                .fields("involvedObject.name=subject,involvedObject.kind=ConfigMap"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(l.items.len(), 1);
+    let e = &l.items[0];
+    assert_eq!(e.message.as_deref(), Some("bad digest"));
+    assert_eq!(e.reason.as_deref(), Some("PolicyRejected"));
+    assert_eq!(e.reporting_component.as_deref(), Some("policyhost"));
+    assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
+    let new: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(c.client.clone(), "default");
+    let l = new
+        .list(&ListParams::default().fields("regarding.name=subject"))
+        .await
+        .unwrap();
+    assert_eq!(l.items.len(), 1);
+    assert_eq!(l.items[0].note.as_deref(), Some("bad digest"));
+    assert_eq!(
+        l.items[0]
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.as_deref()),
+        Some("subject")
+    );
+}
