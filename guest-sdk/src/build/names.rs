@@ -117,8 +117,9 @@ fn qualified_part_reason(part: &str, allow_empty: bool) -> Option<&'static str> 
 /// A label or annotation key: an optional DNS subdomain prefix and `/`, then
 /// a qualified name.
 pub(super) fn check_key(what: &'static str, key: &str) -> Result<()> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
+    // A byte scan: keys are short, and a char searcher costs more to set up.
+    let (prefix, name) = match key.bytes().position(|b| b == b'/') {
+        Some(slash) => (Some(&key[..slash]), &key[slash + 1..]),
         None => (None, key),
     };
     if let Some(prefix) = prefix
