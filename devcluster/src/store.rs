@@ -104,6 +104,8 @@ pub(crate) struct Inner {
     by_uid: HashMap<String, (GroupResource, ObjectKey)>,
     dependents: HashMap<String, HashSet<(GroupResource, ObjectKey)>>,
     gc: VecDeque<GcWork>,
+    /// The resourceVersion of the last whole-store compaction (0 = none).
+    compacted: u64,
     /// What `gc` holds, so work is queued once however often it is asked for.
     gc_queued: HashSet<GcWork>,
     history_cap: usize,
@@ -166,6 +168,7 @@ impl Store {
                 by_uid: HashMap::new(),
                 dependents: HashMap::new(),
                 gc: VecDeque::new(),
+                compacted: 0,
                 gc_queued: HashSet::new(),
                 history_cap: history_cap.max(1),
                 fanout: 16_384,
@@ -207,11 +210,15 @@ impl Txn<'_> {
 
     fn table(&mut self, gr: &GroupResource) -> &mut Table {
         let Inner {
-            tables, rv, fanout, ..
+            tables,
+            compacted,
+            fanout,
+            ..
         } = &mut *self.inner;
+        // A resource never written to has missed no events since the last compaction.
         tables
             .entry(gr.clone())
-            .or_insert_with(|| Table::new(*rv, *fanout))
+            .or_insert_with(|| Table::new(*compacted, *fanout))
     }
 
     /// One object.
@@ -416,6 +423,9 @@ impl Txn<'_> {
     pub(crate) fn compact(&mut self, gr: Option<&GroupResource>) {
         self.inner.rv += 1;
         let rv = self.inner.rv;
+        if gr.is_none() {
+            self.inner.compacted = rv;
+        }
         for (g, t) in &mut self.inner.tables {
             if gr.is_none_or(|x| x == g) {
                 t.history.clear();
@@ -572,5 +582,73 @@ where
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns", "uid": name}})
+    }
+
+    #[test]
+    fn a_resource_first_watched_late_replays_from_an_older_resource_version() {
+        let store = Store::new(10);
+        let mut txn = store.lock();
+        let pods = GroupResource::new("", "pods");
+        let cms = GroupResource::new("", "configmaps");
+        txn.put(&pods, cm("p")).unwrap();
+        let old = txn.rv();
+        txn.put(&pods, cm("q")).unwrap();
+        // configmaps were never touched: a watch from an older resourceVersion is fine.
+        let (replay, _rx) = txn.watch_from(&cms, old - 1).unwrap();
+        assert!(replay.is_empty());
+    }
+
+    #[test]
+    fn history_beyond_its_size_is_gone() {
+        let store = Store::new(2);
+        let mut txn = store.lock();
+        let cms = GroupResource::new("", "configmaps");
+        let first = txn.put(&cms, cm("a")).unwrap().meta.rv;
+        for n in ["b", "c", "d"] {
+            txn.put(&cms, cm(n)).unwrap();
+        }
+        assert!(matches!(
+            txn.watch_from(&cms, first),
+            Err(Error::TooOld { .. })
+        ));
+        let (replay, _rx) = txn.watch_from(&cms, first + 1).unwrap();
+        assert_eq!(replay.len(), 2);
+    }
+
+    #[test]
+    fn an_exact_list_undoes_later_changes() {
+        let store = Store::new(100);
+        let mut txn = store.lock();
+        let cms = GroupResource::new("", "configmaps");
+        txn.put(&cms, cm("a")).unwrap();
+        let at = txn.rv();
+        txn.put(&cms, cm("b")).unwrap();
+        let a = txn.get(&cms, &ObjectKey::new("ns", "a")).unwrap();
+        txn.remove(&cms, &ObjectKey::new("ns", "a"), a.value().unwrap())
+            .unwrap();
+        let page = txn
+            .list(&ListQuery {
+                gr: &cms,
+                namespace: None,
+                at: Some(at),
+                after: None,
+                limit: 0,
+                filter: &|_| true,
+                count_remaining: false,
+                label_hint: None,
+            })
+            .unwrap();
+        let names: Vec<&str> = page.items.iter().map(|o| o.meta.name.as_str()).collect();
+        assert_eq!(names, ["a"]);
     }
 }
