@@ -409,6 +409,77 @@ impl FieldSet {
     }
 }
 
+/// Adds the paths of `set` to a `FieldsV1` document in place, touching only
+/// the keys on those paths: an update extends its writer's entry this way
+/// without decoding it.
+pub(crate) fn extend_fields_v1(fields: &mut Map<String, Value>, set: &FieldSet) {
+    for member in set.members() {
+        match fields.get_mut(&member.to_key()) {
+            Some(Value::Object(node)) => {
+                if !node.is_empty() {
+                    node.insert(".".to_owned(), Value::Object(Map::new()));
+                }
+            }
+            _ => {
+                fields.insert(member.to_key(), Value::Object(Map::new()));
+            }
+        }
+    }
+    for (element, below) in set.children() {
+        let key = element.to_key();
+        let node = match fields.get_mut(&key) {
+            Some(Value::Object(node)) => {
+                if node.is_empty() {
+                    // A member that gains children keeps its membership as ".".
+                    node.insert(".".to_owned(), Value::Object(Map::new()));
+                }
+                node
+            }
+            _ => {
+                fields.insert(key.clone(), Value::Object(Map::new()));
+                match fields.get_mut(&key) {
+                    Some(Value::Object(node)) => node,
+                    _ => continue,
+                }
+            }
+        };
+        extend_fields_v1(node, below);
+    }
+}
+
+/// Takes the paths of `set` away from a `FieldsV1` document in place,
+/// touching only the keys on those paths. Keys are matched in their
+/// canonical form, the one kube-apiserver and devcluster write.
+pub(crate) fn subtract_fields_v1(fields: &mut Map<String, Value>, set: &FieldSet) {
+    for member in set.members() {
+        let key = member.to_key();
+        if let Some(Value::Object(node)) = fields.get_mut(&key) {
+            let only_member = node.is_empty() || (node.len() == 1 && node.contains_key("."));
+            if only_member {
+                fields.remove(&key);
+            } else {
+                node.remove(".");
+            }
+        }
+    }
+    for (element, below) in set.children() {
+        let key = element.to_key();
+        let Some(Value::Object(node)) = fields.get_mut(&key) else {
+            continue;
+        };
+        if node.is_empty() {
+            // A member with nothing under it.
+            continue;
+        }
+        subtract_fields_v1(node, below);
+        if node.is_empty() {
+            fields.remove(&key);
+        } else if node.len() == 1 && node.contains_key(".") {
+            node.remove(".");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -542,6 +613,19 @@ mod tests {
         fn fields_v1_round_trips(set in set()) {
             let decoded = FieldSet::from_fields_v1(&set.to_fields_v1()).expect("valid");
             prop_assert_eq!(decoded, set);
+        }
+
+        #[test]
+        fn editing_fields_v1_in_place_agrees_with_the_set_operations(a in set(), b in set()) {
+            let Value::Object(mut doc) = a.to_fields_v1() else { panic!("an object") };
+            extend_fields_v1(&mut doc, &b);
+            let extended = FieldSet::from_fields_v1(&Value::Object(doc.clone())).expect("valid");
+            prop_assert_eq!(&extended, &a.union(&b));
+            prop_assert_eq!(Value::Object(doc.clone()), a.union(&b).to_fields_v1());
+            subtract_fields_v1(&mut doc, &a);
+            let rest = FieldSet::from_fields_v1(&Value::Object(doc.clone())).expect("valid");
+            prop_assert_eq!(&rest, &a.union(&b).difference(&a));
+            prop_assert_eq!(Value::Object(doc), a.union(&b).difference(&a).to_fields_v1());
         }
 
         #[test]

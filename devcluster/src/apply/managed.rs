@@ -13,7 +13,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::fieldset::{self, FieldSet};
+use super::fieldset::{self, FieldSet, extend_fields_v1, subtract_fields_v1};
 
 /// Why `metadata.managedFields` could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -281,49 +281,45 @@ pub(crate) fn update_raw(raw: Vec<Value>, update: Update<'_>) -> Vec<Value> {
         removed,
     } = update;
     let mut out = Vec::with_capacity(raw.len() + 1);
-    let mut mine: Option<Entry> = None;
-    for (index, item) in raw.into_iter().enumerate() {
+    let mut mine = false;
+    for (index, mut item) in raw.into_iter().enumerate() {
         let Ok(identity) = read_identity(index, &item) else {
             continue;
         };
         let is_me = identity == *me;
-        let touched = is_me
-            || item
-                .get("fieldsV1")
-                .and_then(Value::as_object)
-                .is_some_and(|fields| touches(&changed, fields) || touches(removed, fields));
-        if !touched {
+        let Some(Value::Object(fields)) = item.get_mut("fieldsV1") else {
+            // An entry without fields owns nothing.
+            continue;
+        };
+        if !is_me && !touches(&changed, fields) && !touches(removed, fields) {
             out.push(item);
             continue;
         }
-        let Ok(mut entry) = read_entry(index, &item) else {
-            continue;
-        };
-        entry.fields.subtract(&changed);
-        entry.fields.subtract(removed);
+        // Edited in place: the writer's entry and the entries losing fields change
+        // only along the changed paths, so nothing is decoded.
+        subtract_fields_v1(fields, removed);
         if is_me {
-            mine = Some(entry);
-        } else if !entry.fields.is_empty() {
-            out.push(write_entry(&entry));
+            extend_fields_v1(fields, &changed);
+            mine = true;
+        } else {
+            subtract_fields_v1(fields, &changed);
         }
+        if fields.is_empty() {
+            continue;
+        }
+        if is_me && !changed.is_empty() {
+            item["time"] = Value::String(time.to_owned());
+            item["apiVersion"] = Value::String(api_version.to_owned());
+        }
+        out.push(item);
     }
-    let mine = match mine {
-        _ if changed.is_empty() => mine,
-        Some(mut entry) => {
-            entry.fields.extend(&changed);
-            entry.time = Some(time.to_owned());
-            entry.api_version = api_version.to_owned();
-            Some(entry)
-        }
-        None => Some(Entry {
+    if !mine && !changed.is_empty() {
+        out.push(write_entry(&Entry {
             identity: me.clone(),
             api_version: api_version.to_owned(),
             time: Some(time.to_owned()),
             fields: changed,
-        }),
-    };
-    if let Some(entry) = mine.filter(|e| !e.fields.is_empty()) {
-        out.push(write_entry(&entry));
+        }));
     }
     sort_raw(&mut out);
     out
