@@ -229,6 +229,76 @@ fn same_generation_view(rt: &ResourceType, a: &Value, b: &Value) -> bool {
             .all(|(k, v)| b.get(k) == Some(v))
 }
 
+/// What an update computes.
+enum Over {
+    /// Nothing changed: store nothing, send no event.
+    Unchanged,
+    /// The new state to store.
+    Write(Value),
+}
+
+/// A PUT body checked against the URL.
+pub(crate) fn put_body(
+    rt: &ResourceType,
+    version: &str,
+    ns: &str,
+    name: &str,
+    mut body: Value,
+) -> Result<Value> {
+    check_type(rt, version, &mut body)?;
+    match str_at(&body, &["metadata", "name"]) {
+        Some(n) if n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => {}
+    }
+    if rt.namespaced {
+        match str_at(&body, &["metadata", "namespace"]) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(body)
+}
+
+/// The patched body: `f` applied to the current object in the requested version.
+pub(crate) fn patched_body(
+    rt: &ResourceType,
+    version: &str,
+    name: &str,
+    old: &Stored,
+    f: impl FnOnce(Value) -> Result<Value>,
+) -> Result<Value> {
+    let mut current = old.value().map_err(internal)?;
+    if rt.custom {
+        // Served versions share storage; the patch applies to the requested version.
+        current["apiVersion"] = Value::String(rt.api_version(version));
+    }
+    let mut patched = f(current)?;
+    if !patched.is_object() {
+        return Err(ApiError::bad_request(
+            "the patched object is not a JSON object",
+        ));
+    }
+    check_type(rt, version, &mut patched)?;
+    if str_at(&patched, &["metadata", "name"]) != Some(name) {
+        return Err(field_invalid(
+            rt,
+            name,
+            "metadata.name",
+            "FieldValueInvalid",
+            "Invalid value: field is immutable".into(),
+        ));
+    }
+    Ok(patched)
+}
+
 impl Writer<'_> {
     /// Creates an object in namespace `ns` ("" for cluster-scoped types).
     pub(crate) fn create(
@@ -237,11 +307,23 @@ impl Writer<'_> {
         rt: &ResourceType,
         version: &str,
         ns: &str,
-        mut body: Value,
+        body: Value,
         dry_run: bool,
     ) -> Result<Arc<Stored>> {
+        let body = self.prepare_new(rt, version, ns, body)?;
+        self.insert_new(txn, rt, ns, body, dry_run)
+    }
+
+    /// The part of a create that needs no store access (validation, defaults, ownership),
+    /// so the HTTP layer can run it before taking the store lock.
+    pub(crate) fn prepare_new(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        mut body: Value,
+    ) -> Result<Value> {
         check_type(rt, version, &mut body)?;
-        let gr = &rt.gr;
         let m = md(&mut body);
         let mut name = m
             .get("name")
@@ -300,20 +382,6 @@ impl Writer<'_> {
         } else {
             m.remove("generation");
         }
-        if rt.namespaced {
-            let ns_gr = GroupResource::new("", "namespaces");
-            match txn.get(&ns_gr, &ObjectKey::new("", ns)) {
-                None => return Err(ApiError::not_found(&ns_gr, ns)),
-                Some(n) if n.meta.deleting => {
-                    return Err(ApiError::namespace_terminating(gr, &name, ns));
-                }
-                Some(_) => {}
-            }
-        }
-        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, &name);
-        if txn.get(gr, &key).is_some() {
-            return Err(ApiError::already_exists(gr, &name));
-        }
         self.prepare_create(rt, &mut body)?;
         if let Some(schema) = rt.version(version).and_then(|v| v.schema.as_ref()) {
             let dropped = crate::schema::apply(&mut body, schema);
@@ -327,6 +395,38 @@ impl Writer<'_> {
                 time: &now,
             };
             apply::record_update(None, &mut body, &request, &rt.merge_schema(version));
+        }
+        Ok(body)
+    }
+
+    /// The part of a create that reads and writes the store: the namespace must exist and
+    /// not be terminating, and the name must be free.
+    pub(crate) fn insert_new(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        ns: &str,
+        body: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Stored>> {
+        let gr = &rt.gr;
+        let name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if rt.namespaced {
+            let ns_gr = GroupResource::new("", "namespaces");
+            match txn.get(&ns_gr, &ObjectKey::new("", ns)) {
+                None => return Err(ApiError::not_found(&ns_gr, ns)),
+                Some(n) if n.meta.deleting => {
+                    return Err(ApiError::namespace_terminating(gr, &name, ns));
+                }
+                Some(_) => {}
+            }
+        }
+        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, &name);
+        if txn.get(gr, &key).is_some() {
+            return Err(ApiError::already_exists(gr, &name));
         }
         if dry_run {
             return Stored::from_value(&body).map_err(internal);
@@ -440,45 +540,6 @@ impl Writer<'_> {
         )))
     }
 
-    /// Replaces an object (PUT), or its status.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn update(
-        &self,
-        txn: &mut Txn<'_>,
-        rt: &ResourceType,
-        version: &str,
-        ns: &str,
-        name: &str,
-        mut body: Value,
-        part: Part,
-        dry_run: bool,
-    ) -> Result<Arc<Stored>> {
-        check_type(rt, version, &mut body)?;
-        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, name);
-        let old = txn
-            .get(&rt.gr, &key)
-            .ok_or_else(|| ApiError::not_found(&rt.gr, name))?;
-        match str_at(&body, &["metadata", "name"]) {
-            Some(n) if n != name => {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )));
-            }
-            _ => {}
-        }
-        if rt.namespaced {
-            match str_at(&body, &["metadata", "namespace"]) {
-                Some(n) if !n.is_empty() && n != ns => {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request",
-                    ));
-                }
-                _ => {}
-            }
-        }
-        self.write_over(txn, rt, &old, body, part, dry_run)
-    }
-
     /// Patches an object: `f` turns the current object into the patched one, which is then
     /// written as an update would be.
     #[allow(clippy::too_many_arguments)]
@@ -497,27 +558,7 @@ impl Writer<'_> {
         let old = txn
             .get(&rt.gr, &key)
             .ok_or_else(|| ApiError::not_found(&rt.gr, name))?;
-        let mut current = old.value().map_err(internal)?;
-        if rt.custom {
-            // Served versions share storage; the patch applies to the requested version.
-            current["apiVersion"] = Value::String(rt.api_version(version));
-        }
-        let mut patched = f(current)?;
-        if !patched.is_object() {
-            return Err(ApiError::bad_request(
-                "the patched object is not a JSON object",
-            ));
-        }
-        check_type(rt, version, &mut patched)?;
-        if str_at(&patched, &["metadata", "name"]) != Some(name) {
-            return Err(field_invalid(
-                rt,
-                name,
-                "metadata.name",
-                "FieldValueInvalid",
-                "Invalid value: field is immutable".into(),
-            ));
-        }
+        let patched = patched_body(rt, version, name, &old, f)?;
         self.write_over(txn, rt, &old, patched, part, dry_run)
     }
 
@@ -528,10 +569,24 @@ impl Writer<'_> {
         txn: &mut Txn<'_>,
         rt: &ResourceType,
         old: &Arc<Stored>,
-        mut new: Value,
+        new: Value,
         part: Part,
         dry_run: bool,
     ) -> Result<Arc<Stored>> {
+        match self.compute_over(rt, old, new, part)? {
+            Over::Unchanged => Ok(old.clone()),
+            Over::Write(result) => self.commit_over(txn, rt, old, result, dry_run),
+        }
+    }
+
+    /// What an update of `old` to `new` stores; needs no store access.
+    fn compute_over(
+        &self,
+        rt: &ResourceType,
+        old: &Arc<Stored>,
+        mut new: Value,
+        part: Part,
+    ) -> Result<Over> {
         let gr = &rt.gr;
         let name = old.meta.name.clone();
         if let Some(rv) = str_at(&new, &["metadata", "resourceVersion"]).filter(|s| !s.is_empty())
@@ -675,14 +730,28 @@ impl Writer<'_> {
             resource::from_crd(&result)
                 .map_err(|e| field_invalid(rt, &name, "", "FieldValueInvalid", e.to_string()))?;
         }
-        // `result` carries the old resourceVersion, so equal means nothing changed.
+        // `result` carries the old resourceVersion, so equal means nothing changed; a
+        // no-op write stores nothing and sends no event, as the real server does.
         if result == old_v {
-            // A no-op write stores nothing and sends no event, as the real server does.
-            return Ok(old.clone());
+            return Ok(Over::Unchanged);
         }
+        Ok(Over::Write(result))
+    }
+
+    /// Stores the result of [`compute_over`](Self::compute_over) over `old`.
+    fn commit_over(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        old: &Arc<Stored>,
+        result: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Stored>> {
+        let gr = &rt.gr;
         if dry_run {
             return Stored::from_value(&result).map_err(internal);
         }
+        let new_f = finalizers(&result);
         let key = old.meta.key();
         // A deleting object goes once its finalizers are gone, unless it is a Pod whose
         // graceful termination the kubelet still has to finish.
@@ -701,6 +770,40 @@ impl Writer<'_> {
         }
         self.after_write(txn, rt, &stored)?;
         Ok(stored)
+    }
+
+    /// Updates or patches an object without holding the store lock while the new state
+    /// is computed: `f` builds the new body from the current object; if the object changed
+    /// meanwhile, it is rebuilt from the newer state (kube-apiserver's GuaranteedUpdate).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn update_unlocked(
+        &self,
+        store: &crate::store::Store,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        part: Part,
+        dry_run: bool,
+        f: impl Fn(&Arc<Stored>) -> Result<Value>,
+    ) -> Result<Arc<Stored>> {
+        let key = ObjectKey::new(if rt.namespaced { ns } else { "" }, name);
+        loop {
+            let old = store
+                .lock()
+                .get(&rt.gr, &key)
+                .ok_or_else(|| ApiError::not_found(&rt.gr, name))?;
+            let over = self.compute_over(rt, &old, f(&old)?, part)?;
+            let mut txn = store.lock();
+            match txn.get(&rt.gr, &key) {
+                Some(cur) if Arc::ptr_eq(&cur, &old) => {}
+                Some(_) => continue,
+                None => return Err(ApiError::not_found(&rt.gr, name)),
+            }
+            return match over {
+                Over::Unchanged => Ok(old),
+                Over::Write(result) => self.commit_over(&mut txn, rt, &old, result, dry_run),
+            };
+        }
     }
 
     /// Bookkeeping after an object is gone: its dependents and its namespace are re-checked,

@@ -458,12 +458,13 @@ impl Ctx<'_> {
             &self.target.version,
         )?);
         let w = self.writer();
+        // Validation, defaults and ownership need no lock; only the insert does.
+        let value = w.prepare_new(self.store_rt, self.store_version, self.ns(), value)?;
         let obj = {
             let mut txn = self.app.store.lock();
-            w.create(
+            w.insert_new(
                 &mut txn,
                 self.store_rt,
-                self.store_version,
                 self.ns(),
                 value,
                 self.query.dry_run,
@@ -480,19 +481,22 @@ impl Ctx<'_> {
             &self.target.version,
         )?);
         let w = self.writer();
-        let obj = {
-            let mut txn = self.app.store.lock();
-            w.update(
-                &mut txn,
-                self.store_rt,
-                self.store_version,
-                self.ns(),
-                self.name(),
-                value,
-                self.part,
-                self.query.dry_run,
-            )?
-        };
+        let value = crate::ops::put_body(
+            self.store_rt,
+            self.store_version,
+            self.ns(),
+            self.name(),
+            value,
+        )?;
+        let obj = w.update_unlocked(
+            &self.app.store,
+            self.store_rt,
+            self.ns(),
+            self.name(),
+            self.part,
+            self.query.dry_run,
+            |_| Ok(value.clone()),
+        )?;
         self.respond(StatusCode::OK, &obj)
     }
 
@@ -514,9 +518,9 @@ impl Ctx<'_> {
             w.manager = None;
         }
         let key = ObjectKey::new(self.ns(), self.name());
-        let obj = {
+        if ty.creates_missing() {
             let mut txn = self.app.store.lock();
-            if ty.creates_missing() && txn.get(&self.store_rt.gr, &key).is_none() {
+            if txn.get(&self.store_rt.gr, &key).is_none() {
                 let mut seed = serde_json::json!({
                     "apiVersion": self.rt.api_version(&self.target.version),
                     "kind": self.rt.kind,
@@ -537,19 +541,33 @@ impl Ctx<'_> {
                 drop(txn);
                 return self.respond(StatusCode::CREATED, &created);
             }
-            w.patch(
-                &mut txn,
-                self.store_rt,
-                self.store_version,
-                self.ns(),
-                self.name(),
-                self.part,
-                self.query.dry_run,
-                |cur| {
-                    Ok(self.storage_form(patch::apply(ty, self.requested_form(cur), body, &pctx)?))
-                },
-            )?
-        };
+        }
+        // The patch is computed without the store lock, and recomputed if the object
+        // changed meanwhile.
+        let obj = w.update_unlocked(
+            &self.app.store,
+            self.store_rt,
+            self.ns(),
+            self.name(),
+            self.part,
+            self.query.dry_run,
+            |old| {
+                crate::ops::patched_body(
+                    self.store_rt,
+                    self.store_version,
+                    self.name(),
+                    old,
+                    |cur| {
+                        Ok(self.storage_form(patch::apply(
+                            ty,
+                            self.requested_form(cur),
+                            body,
+                            &pctx,
+                        )?))
+                    },
+                )
+            },
+        )?;
         self.respond(StatusCode::OK, &obj)
     }
 

@@ -309,3 +309,26 @@ async fn strategic_merge_patch_is_415_for_custom_resources() {
     );
     assert_eq!(e.code, 415);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_are_all_applied() {
+    let c = start().await;
+    c.cm("default", "shared", json!({})).await;
+    let api = c.cms("default");
+    let patches = (0..40).map(|i| {
+        let api = api.clone();
+        async move {
+            api.patch(
+                "shared",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {format!("l{i}"): "x"}}})),
+            )
+            .await
+        }
+    });
+    for r in futures::future::join_all(patches).await {
+        r.unwrap();
+    }
+    let labels = api.get("shared").await.unwrap().metadata.labels.unwrap();
+    assert_eq!(labels.len(), 40, "no patch was lost: {labels:?}");
+}
