@@ -87,6 +87,7 @@ struct Figures {
     p50_us: f64,
     p99_us: f64,
     fuel_per_call: u64,
+    instantiate_us: f64,
     concurrency: usize,
     children: usize,
 }
@@ -105,6 +106,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let policy = runtime.load(spec, &bytes).context("loading the policy")?;
     let probe = runtime.reconcile_blocking(&policy, &input);
     let fuel_per_call = probe.report.fuel_consumed;
+    let instantiate_nanos = AtomicU64::new(0);
     probe.result.context("the policy fails on this input")?;
     warm_up(&runtime, &policy, &input);
 
@@ -128,6 +130,10 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                         let ns = t.elapsed().as_nanos();
                         mine.push(u32::try_from(ns).unwrap_or(u32::MAX));
                         calls.fetch_add(1, Ordering::Relaxed);
+                        instantiate_nanos.fetch_add(
+                            u64::try_from(outcome.report.instantiate.as_nanos()).unwrap_or(0),
+                            Ordering::Relaxed,
+                        );
                         if outcome.result.is_err() {
                             errors.fetch_add(1, Ordering::Relaxed);
                         }
@@ -163,6 +169,9 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         p50_us: percentile(&latencies, 0.50),
         p99_us: percentile(&latencies, 0.99),
         fuel_per_call,
+        instantiate_us: instantiate_nanos.load(Ordering::Relaxed) as f64
+            / total.max(1) as f64
+            / 1000.0,
         concurrency: args.concurrency.max(1),
         children: args.children,
     };
@@ -170,7 +179,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&figures)?);
     } else {
         println!(
-            "{} calls in {:.2} s on {} thread(s), {} children: {:.0} calls/s, p50 {:.1} µs, p99 {:.1} µs, {} fuel/call, {} errors",
+            "{} calls in {:.2} s on {} thread(s), {} children: {:.0} calls/s, p50 {:.1} µs, p99 {:.1} µs, {} fuel/call, instantiate {:.1} µs/call (mean), {} errors",
             figures.calls,
             figures.seconds,
             figures.concurrency,
@@ -179,6 +188,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             figures.p50_us,
             figures.p99_us,
             figures.fuel_per_call,
+            figures.instantiate_us,
             figures.errors
         );
     }

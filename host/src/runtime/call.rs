@@ -45,6 +45,10 @@ pub struct CallReport {
     /// Wall-clock time from store creation to the checked result.
     #[serde(serialize_with = "micros")]
     pub duration: Duration,
+    /// Of which: creating the store and instantiating (the rest is
+    /// marshalling, running the guest and checking its result).
+    #[serde(serialize_with = "micros")]
+    pub instantiate: Duration,
     /// Linear memory accounts: cap, peak, denied growth.
     pub memory: MemoryAccount,
     /// `log` lines written.
@@ -127,6 +131,7 @@ fn run<T, U>(
         },
     };
     let mut store = Store::new(engine.wasmtime(), state);
+    let mut instantiate = Duration::ZERO;
     store.limiter(|state| &mut state.limiter);
     let fuel = policy.limits.fuel;
     let result = match store.set_fuel(fuel) {
@@ -137,7 +142,7 @@ fn run<T, U>(
         Ok(()) => {
             store.set_epoch_deadline(engine.deadline_ticks(policy.limits.timeout));
             store.epoch_deadline_trap();
-            invoke(&mut store, policy, &ctx, call)
+            invoke(&mut store, policy, &ctx, call, started, &mut instantiate)
         }
     };
     let fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
@@ -159,6 +164,7 @@ fn run<T, U>(
     let report = CallReport {
         fuel_consumed,
         duration: started.elapsed(),
+        instantiate,
         memory,
         log_lines,
         log_dropped,
@@ -187,11 +193,14 @@ fn invoke<T>(
     policy: &Policy,
     ctx: &Context,
     call: impl FnOnce(&DatajobPolicy, &mut Store<StoreState>, &Context) -> Answer<T>,
+    started: Instant,
+    instantiate: &mut Duration,
 ) -> Result<Result<T>, Failure> {
     let bindings = policy
         .pre
         .instantiate(&mut *store)
         .map_err(Failure::Instantiate)?;
+    *instantiate = started.elapsed();
     let answer = call(&bindings, store, ctx).map_err(Failure::Call)?;
     Ok(answer.map_err(|e| Error::PolicyError(PolicyError::from(e))))
 }

@@ -48,7 +48,9 @@ impl Default for EngineConfig {
             memory_keep_resident: 2 << 20,
             table_keep_resident: 64 << 10,
             decommit_batch_size: 16,
-            pagemap_scan: true,
+            // Measured on fanout: a memset of the few dirty KiB beats the
+            // PAGEMAP_SCAN ioctl (docs/BENCHMARKS.md, "runtime").
+            pagemap_scan: false,
             max_wasm_stack: 1 << 20,
         }
     }
