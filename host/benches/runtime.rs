@@ -91,6 +91,8 @@ fn calls(c: &mut Criterion) {
     let check = runtime.reconcile_blocking(&policy, &input);
     assert_eq!(check.result.expect("fanout reconciles").children.len(), 10);
 
+    side_by_side(&runtime, &policy, &input, &native_call());
+
     let mut group = c.benchmark_group("fanout-10");
     group.bench_function("wasm", |b| {
         b.iter(|| runtime.reconcile_blocking(&policy, &input).result.is_ok());
@@ -102,6 +104,40 @@ fn calls(c: &mut Criterion) {
         b.iter(|| call.reconcile::<fanout::Fanout>().result.is_ok());
     });
     group.finish();
+}
+
+/// Median latency of wasm and native calls, measured in alternating blocks
+/// in the same run so that machine noise hits both alike; printed once.
+fn side_by_side(runtime: &Runtime, policy: &policyhost::Policy, input: &Input, call: &Call) {
+    const BLOCKS: usize = 40;
+    const PER_BLOCK: usize = 250;
+    let (mut wasm, mut native) = (Vec::new(), Vec::new());
+    for _ in 0..BLOCKS {
+        for _ in 0..PER_BLOCK {
+            let t = Instant::now();
+            let ok = runtime.reconcile_blocking(policy, input).result.is_ok();
+            wasm.push(t.elapsed());
+            assert!(ok);
+        }
+        for _ in 0..PER_BLOCK {
+            let t = Instant::now();
+            let ok = call.reconcile::<fanout::Fanout>().result.is_ok();
+            native.push(t.elapsed());
+            assert!(ok);
+        }
+    }
+    wasm.sort_unstable();
+    native.sort_unstable();
+    let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+    eprintln!(
+        "side by side, {} calls each: wasm p50 {:.1} µs p99 {:.1} µs | native p50 {:.1} µs p99 {:.1} µs | ratio p50 {:.2}x",
+        wasm.len(),
+        p(&wasm, 0.5),
+        p(&wasm, 0.99),
+        p(&native, 0.5),
+        p(&native, 0.99),
+        p(&wasm, 0.5) / p(&native, 0.5)
+    );
 }
 
 fn loads(c: &mut Criterion) {
