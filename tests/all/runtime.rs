@@ -250,3 +250,23 @@ async fn the_async_api_runs_calls_on_the_pool_and_reports_every_call() {
         assert_eq!(outcome.result.is_ok(), i % 2 == 0, "{:?}", outcome.result);
     }
 }
+
+#[test]
+fn the_allowed_kinds_are_configurable_per_policy() {
+    use policyhost::runtime::{AllowedKind, PolicySpec};
+    let runtime = common::runtime();
+    let mut kinds = AllowedKind::defaults();
+    kinds.push(AllowedKind::new(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+    ));
+    let policy = runtime
+        .load(
+            PolicySpec::new("forbidden-kind").allowed_kinds(kinds),
+            &common::guest_bytes("forbidden-kind"),
+        )
+        .expect("load");
+    let outcome = runtime.reconcile_blocking(&policy, &no_params());
+    let reconciled = outcome.result.expect("allowed for this policy");
+    assert_eq!(reconciled.children[0].kind, "ClusterRoleBinding");
+}

@@ -1,12 +1,15 @@
 //! The deny-all WASI context a policy runs with, and the WASI interfaces linked.
 //!
-//! A Rust `wasm32-wasip2` guest imports WASI through its standard library
-//! even when the policy never touches it: `wasi:cli/environment` (args and env
-//! at start-up), `wasi:cli/exit`, `wasi:cli/std{in,out,err}` (panic messages go
-//! to stderr), `wasi:cli/terminal-*`, `wasi:io/{error,poll,streams}`,
-//! `wasi:clocks/{wall-clock,monotonic-clock}` and `wasi:random/*` (hash map
-//! seeds). Those, and only those, are linked ([`ALLOWED_INTERFACES`]), each
-//! backed by a context that gives nothing away:
+//! What a Rust `wasm32-wasip2` guest imports was read off the built policies
+//! (`policyhost policy check`): `fanout` and `static-counter` import
+//! `wasi:cli/{environment,exit,stdin,stdout,stderr,terminal-*}` and
+//! `wasi:io/{error,poll,streams}` through the standard library even though
+//! they never use them (start-up, panic messages on stderr), and nothing else
+//! from WASI. `wasi:clocks/*` and `wasi:random/*` are imported as soon as a
+//! policy reads `SystemTime`/`Instant` or builds a `HashMap` with the default
+//! hasher; both are harmless once virtualised, so they are linked too.
+//! Those interfaces, and only those, are linked ([`ALLOWED_INTERFACES`]),
+//! each backed by a context that gives nothing away:
 //!
 //! - no arguments, no environment variables, stdin closed;
 //! - stdout and stderr captured into bounded buffers (the excess is counted
@@ -17,11 +20,12 @@
 //! - random bytes from a generator seeded from the DataJob uid, the attempt
 //!   and the policy digest: deterministic for the same inputs.
 //!
-//! `wasi:filesystem` and `wasi:sockets` are **not** linked: std only imports
-//! them when the policy uses `std::fs` or `std::net`, and such a policy is
-//! rejected at load time with [`super::Error::UnsupportedImport`] instead of
-//! failing at run time (see `tests/all/runtime.rs` for the evidence on the
-//! example policies).
+//! `wasi:filesystem` and `wasi:sockets` are **not** linked: the standard
+//! library imports them only when a policy uses `std::fs` or `std::net` (the
+//! `fs-read` and `socket-import` test policies do; `fanout` does not), and
+//! such a policy is rejected at load time with
+//! [`super::Error::UnsupportedImport`], naming the imports, instead of
+//! failing in the middle of a call.
 
 use std::future::Future;
 use std::pin::Pin;
