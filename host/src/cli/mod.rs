@@ -31,6 +31,11 @@ enum PolicyCommand {
     /// Validate a policy: world, imports, size, digest, compile time.
     Check(check::CheckArgs),
     /// Call a policy once on a DataJob (and children) read from files.
+    ///
+    /// The result JSON (or YAML) goes to stdout; fuel, duration and memory to
+    /// stderr. Exit status: 0 on success; 2 on a guest fault (the typed error
+    /// on stderr, and for a `policy-error` its JSON on stdout); 1 when the
+    /// policy cannot be loaded or the inputs cannot be read.
     Run(run::RunArgs),
     /// Measure calls per second and latency of a policy.
     Bench(bench::BenchArgs),
