@@ -110,6 +110,8 @@ pub(crate) struct Inner {
     gc_queued: HashSet<GcWork>,
     history_cap: usize,
     fanout: usize,
+    /// Shares `managedFields` between stored objects.
+    interner: crate::object::Interner,
 }
 
 /// The store.
@@ -171,6 +173,12 @@ impl Store {
                 compacted: 0,
                 gc_queued: HashSet::new(),
                 history_cap: history_cap.max(1),
+                interner: crate::object::Interner::new(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64)
+                        ^ std::process::id() as u64,
+                ),
                 fanout: 16_384,
             }),
             gc_wake: Notify::new(),
@@ -281,7 +289,7 @@ impl Txn<'_> {
         if let Some(md) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             md.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
-        let stored = Stored::from_value(&value)?;
+        let stored = Stored::interned(value, &mut self.inner.interner)?;
         self.inner.rv = rv;
         let key = stored.meta.key();
         let prev = self.table(gr).objects.insert(key.clone(), stored.clone());
@@ -306,7 +314,7 @@ impl Txn<'_> {
         if let Some(md) = last.get_mut("metadata").and_then(Value::as_object_mut) {
             md.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
-        let stored = Stored::from_value(&last)?;
+        let stored = Stored::interned(last, &mut self.inner.interner)?;
         self.inner.rv = rv;
         let prev = self.table(gr).objects.remove(key);
         self.index(gr, key, prev.as_deref(), None);

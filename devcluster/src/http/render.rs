@@ -76,6 +76,11 @@ impl View {
         }
     }
 
+    /// Whether objects are served exactly as stored.
+    fn plain(&self) -> bool {
+        self.rt.stored_as.is_none() && !self.needs_rewrite()
+    }
+
     fn needs_rewrite(&self) -> bool {
         self.rt.custom && self.rt.versions.len() > 1
     }
@@ -85,11 +90,11 @@ impl View {
         if self.rt.stored_as.is_some() {
             return match obj.value() {
                 Ok(v) => Bytes::from(crate::convert::event_from_core(v).to_string()),
-                Err(_) => obj.bytes.clone(),
+                Err(_) => obj.bytes(),
             };
         }
         if !self.needs_rewrite() {
-            return obj.bytes.clone();
+            return obj.bytes();
         }
         let want = self.rt.api_version(&self.version);
         match obj.value() {
@@ -97,7 +102,7 @@ impl View {
                 v["apiVersion"] = Value::String(want);
                 Bytes::from(v.to_string())
             }
-            _ => obj.bytes.clone(),
+            _ => obj.bytes(),
         }
     }
 
@@ -184,11 +189,11 @@ impl View {
                         if i > 0 {
                             buf.extend_from_slice(b",");
                         }
-                        let b = match view.output {
-                            Output::Partial => o.partial_metadata(),
-                            _ => view.object(&o),
-                        };
-                        buf.extend_from_slice(&b);
+                        match view.output {
+                            Output::Partial => buf.extend_from_slice(&o.partial_metadata()),
+                            _ if view.plain() => o.write_to(&mut buf),
+                            _ => buf.extend_from_slice(&view.object(&o)),
+                        }
                     }
                     None => {
                         buf.extend_from_slice(b"]}");
