@@ -178,9 +178,9 @@ impl HostMonotonicClock for FrozenClock {
     }
 }
 
-/// A bounded in-memory stdout or stderr: writes beyond the bound are
-/// accepted and dropped (a guest must not fail, or panic, because its
-/// output was cut), and counted.
+/// A bounded in-memory stdout or stderr keeping the most recent output:
+/// older bytes beyond the bound are dropped and counted, and writes always
+/// succeed (a guest must not fail, or panic, because its output was cut).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Capture {
     inner: Arc<Mutex<CaptureBuf>>,
@@ -208,12 +208,15 @@ impl Capture {
         })
     }
 
+    /// Keeps the last [`CAPTURE_BYTES`]: a panic message comes last.
     fn push(&self, data: &[u8]) {
         self.with(|buf| {
-            let room = CAPTURE_BYTES.saturating_sub(buf.bytes.len());
-            let kept = data.len().min(room);
-            buf.bytes.extend_from_slice(&data[..kept]);
-            buf.dropped += (data.len() - kept) as u64;
+            let cut = data.len().saturating_sub(CAPTURE_BYTES);
+            let data = &data[cut..];
+            let excess = (buf.bytes.len() + data.len()).saturating_sub(CAPTURE_BYTES);
+            buf.bytes.drain(..excess);
+            buf.bytes.extend_from_slice(data);
+            buf.dropped += (cut + excess) as u64;
         });
     }
 }
@@ -313,12 +316,14 @@ mod tests {
     }
 
     #[test]
-    fn capture_keeps_the_bound_and_counts_the_rest() {
+    fn capture_keeps_the_latest_bytes_within_the_bound_and_counts_the_rest() {
         let capture = Capture::default();
         capture.push(&vec![b'x'; CAPTURE_BYTES + 10]);
+        capture.push(b"panicked at the end");
         let (text, dropped) = capture.take();
         assert_eq!(text.len(), CAPTURE_BYTES);
-        assert_eq!(dropped, 10);
+        assert!(text.ends_with("xpanicked at the end"));
+        assert_eq!(dropped, 10 + "panicked at the end".len() as u64);
         assert_eq!(capture.take(), (String::new(), 0));
     }
 
