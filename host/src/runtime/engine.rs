@@ -62,6 +62,7 @@ impl Default for EngineConfig {
 pub(crate) struct Engine {
     engine: wasmtime::Engine,
     tick: Duration,
+    clock: Arc<EpochClock>,
     compatibility: u64,
     ticker: Option<Ticker>,
 }
@@ -69,6 +70,20 @@ pub(crate) struct Engine {
 struct Ticker {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
+}
+
+/// Where the epoch should be (wall-clock ticks since the ticker started)
+/// and where the ticker has brought it so far.
+struct EpochClock {
+    started: std::time::Instant,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl EpochClock {
+    fn due(&self, tick: Duration) -> u64 {
+        let ticks = self.started.elapsed().as_nanos() / tick.as_nanos().max(1);
+        u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
 }
 
 impl Engine {
@@ -105,13 +120,20 @@ impl Engine {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let compatibility = hasher.finish();
         let tick = config.epoch_tick.max(Duration::from_micros(100));
-        let ticker = Ticker::start(engine.clone(), tick).map_err(|source| Error::Io {
-            context: "starting the epoch ticker thread".into(),
-            source,
+        let clock = Arc::new(EpochClock {
+            started: std::time::Instant::now(),
+            done: std::sync::atomic::AtomicU64::new(0),
+        });
+        let ticker = Ticker::start(engine.clone(), tick, Arc::clone(&clock)).map_err(|source| {
+            Error::Io {
+                context: "starting the epoch ticker thread".into(),
+                source,
+            }
         })?;
         Ok(Self {
             engine,
             tick,
+            clock,
             compatibility,
             ticker: Some(ticker),
         })
@@ -127,11 +149,16 @@ impl Engine {
     }
 
     /// Epoch ticks for a deadline: rounded up, plus one because the current
-    /// tick may end right after the call starts.
+    /// tick may end right after the call starts, plus the ticks the ticker
+    /// is behind (it will catch them up at once, and they must not count).
     pub(crate) fn deadline_ticks(&self, timeout: Duration) -> u64 {
         let tick = self.tick.as_nanos().max(1);
-        let ticks = timeout.as_nanos().div_ceil(tick);
-        u64::try_from(ticks).unwrap_or(u64::MAX - 1) + 1
+        let ticks = u64::try_from(timeout.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX / 2);
+        let behind = self
+            .clock
+            .due(self.tick)
+            .saturating_sub(self.clock.done.load(Ordering::Acquire));
+        ticks.saturating_add(1).saturating_add(behind)
     }
 }
 
@@ -146,7 +173,11 @@ impl Drop for Engine {
 }
 
 impl Ticker {
-    fn start(engine: wasmtime::Engine, tick: Duration) -> std::io::Result<Self> {
+    fn start(
+        engine: wasmtime::Engine,
+        tick: Duration,
+        clock: Arc<EpochClock>,
+    ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -155,16 +186,15 @@ impl Ticker {
                 // The epoch follows the wall clock, not the number of
                 // wake-ups: on a loaded machine a wake-up comes late, and
                 // counting wake-ups would stretch every deadline.
-                let started = std::time::Instant::now();
-                let tick_nanos = tick.as_nanos().max(1);
-                let mut epoch: u128 = 0;
+                let mut epoch: u64 = 0;
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::park_timeout(tick);
-                    let due = started.elapsed().as_nanos() / tick_nanos;
+                    let due = clock.due(tick);
                     while epoch < due {
                         engine.increment_epoch();
                         epoch += 1;
                     }
+                    clock.done.store(epoch, Ordering::Release);
                 }
             })?;
         Ok(Self { stop, thread })
@@ -179,11 +209,12 @@ mod tests {
     fn deadlines_round_up_to_whole_ticks_plus_one() {
         let engine = Engine::new(&EngineConfig {
             max_instances: 2,
-            epoch_tick: Duration::from_millis(2),
+            // A long tick, so that the ticker is never behind in this test.
+            epoch_tick: Duration::from_secs(1),
             ..EngineConfig::default()
         })
         .unwrap();
-        assert_eq!(engine.deadline_ticks(Duration::from_millis(10)), 6);
-        assert_eq!(engine.deadline_ticks(Duration::from_millis(11)), 7);
+        assert_eq!(engine.deadline_ticks(Duration::from_secs(10)), 11);
+        assert_eq!(engine.deadline_ticks(Duration::from_millis(10_500)), 12);
     }
 }
