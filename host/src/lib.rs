@@ -1,6 +1,7 @@
 //! policyhost: a Kubernetes operator that runs per-object reconcile and cleanup
 //! logic as sandboxed WebAssembly components.
 
+pub mod cache;
 pub mod crd;
 pub mod projection;
 pub mod runtime;

@@ -1,0 +1,13 @@
+//! The operator's indexed in-memory cache: slim projections of watched objects,
+//! looked up through secondary indexes instead of scans.
+//!
+//! Lesson one of the design: never scan, always index. A reconcile finds a
+//! DataJob's children with one hash lookup in the owner index, however many
+//! other objects the cluster holds, and the cache only ever holds objects the
+//! operator watches (its own children, selected by label).
+
+mod key;
+mod store;
+
+pub use key::ObjectKey;
+pub use store::{Cached, Change, Event, Index, Store, StoreBuilder};
