@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod crd;
 pub mod projection;
+pub mod queue;
 pub mod runtime;
 
 pub use runtime::{Policy, Runtime};

@@ -1,0 +1,9 @@
+//! The work queue between watch events and reconcile workers: keys are
+//! deduplicated, never worked on twice at once, delayed on request, and backed
+//! off exponentially when they fail.
+
+mod backoff;
+mod work_queue;
+
+pub use backoff::Backoff;
+pub use work_queue::{Lease, WorkQueue};

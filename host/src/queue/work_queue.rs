@@ -1,0 +1,399 @@
+//! A deduplicating work queue with delayed and rate-limited adds.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Notify;
+use tokio::time::{Duration, Instant};
+
+use super::backoff::Backoff;
+
+/// A queue of keys to reconcile, with client-go's workqueue semantics.
+///
+/// # Guarantees
+/// - **Dedup**: a key is queued at most once; adding a queued key is a no-op.
+/// - **No concurrent work on a key**: a key handed out by [`next`](Self::next)
+///   is not handed out again until its [`Lease`] is dropped. Adds meanwhile mark
+///   it dirty and it is queued again when the lease ends, so no change is lost.
+/// - **Delays**: [`add_after`](Self::add_after) keeps the earliest pending time
+///   per key; [`add_rate_limited`](Self::add_rate_limited) delays by the key's
+///   exponential [`Backoff`] until [`forget`](Self::forget) resets it.
+///
+/// Concurrency is bounded by the number of workers calling `next`.
+pub struct WorkQueue<K> {
+    state: Mutex<State<K>>,
+    wake: Notify,
+    backoff: Backoff,
+}
+
+struct State<K> {
+    /// Keys ready to be handed out, in order.
+    ready: VecDeque<K>,
+    /// Keys that need work: queued, or changed while being worked on.
+    dirty: HashSet<K>,
+    /// Keys handed out and not yet done.
+    processing: HashSet<K>,
+    /// Delayed adds, earliest first; `seq` breaks ties.
+    waiting: BTreeSet<(Instant, u64, K)>,
+    /// The pending delayed time of each waiting key.
+    waiting_until: HashMap<K, (Instant, u64)>,
+    /// Consecutive failures per key.
+    failures: HashMap<K, u32>,
+    next_seq: u64,
+    shut_down: bool,
+}
+
+/// A key handed out by [`WorkQueue::next`]; dropping it marks the work done.
+pub struct Lease<K: Clone + Eq + Hash + Ord> {
+    key: K,
+    queue: Arc<WorkQueue<K>>,
+}
+
+impl<K: Clone + Eq + Hash + Ord> Lease<K> {
+    /// The key to work on.
+    #[must_use]
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> Drop for Lease<K> {
+    fn drop(&mut self) {
+        self.queue.done(&self.key);
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
+    /// An empty queue retrying failed keys with `backoff`.
+    #[must_use]
+    pub fn new(backoff: Backoff) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                ready: VecDeque::new(),
+                dirty: HashSet::new(),
+                processing: HashSet::new(),
+                waiting: BTreeSet::new(),
+                waiting_until: HashMap::new(),
+                failures: HashMap::new(),
+                next_seq: 0,
+                shut_down: false,
+            }),
+            wake: Notify::new(),
+            backoff,
+        })
+    }
+
+    /// Queues `key` now (unless it is already queued).
+    pub fn add(&self, key: K) {
+        let mut state = self.lock();
+        if state.enqueue(key) {
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Queues `key` after `delay`; an earlier pending time for the key wins.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let at = Instant::now() + delay;
+        let mut state = self.lock();
+        if state.shut_down {
+            return;
+        }
+        if let Some(&(pending, seq)) = state.waiting_until.get(&key) {
+            if pending <= at {
+                return;
+            }
+            state.waiting.remove(&(pending, seq, key.clone()));
+        }
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.waiting.insert((at, seq, key.clone()));
+        state.waiting_until.insert(key, (at, seq));
+        drop(state);
+        // A sleeping worker may need to wake earlier than it planned.
+        self.wake.notify_waiters();
+    }
+
+    /// Counts a failure of `key` and queues it after its backoff; returns the delay.
+    pub fn add_rate_limited(&self, key: K) -> Duration {
+        let failures = {
+            let mut state = self.lock();
+            let failures = state.failures.entry(key.clone()).or_insert(0);
+            *failures = failures.saturating_add(1);
+            *failures
+        };
+        let delay = self.backoff.delay(failures);
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Resets the failure count of `key` (after it succeeded, or was deleted).
+    pub fn forget(&self, key: &K) {
+        self.lock().failures.remove(key);
+    }
+
+    /// How many times in a row `key` has failed.
+    #[must_use]
+    pub fn failures(&self, key: &K) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Keys ready to be worked on now (the queue depth).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lock().ready.len()
+    }
+
+    /// True when no key is ready now.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys waiting for a delay to pass.
+    #[must_use]
+    pub fn delayed(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    /// Keys being worked on.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.lock().processing.len()
+    }
+
+    /// Stops handing out keys: `next` returns `None` from now on.
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.wake.notify_waiters();
+    }
+
+    /// Waits for the next key to work on; `None` once the queue is shut down.
+    pub async fn next(self: &Arc<Self>) -> Option<Lease<K>> {
+        loop {
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            // Register before looking, so an add between the look and the wait wakes us.
+            woken.as_mut().enable();
+            let wake_at = {
+                let mut state = self.lock();
+                if state.shut_down {
+                    return None;
+                }
+                state.promote_due(Instant::now());
+                if let Some(key) = state.ready.pop_front() {
+                    state.dirty.remove(&key);
+                    state.processing.insert(key.clone());
+                    let more = !state.ready.is_empty();
+                    drop(state);
+                    if more {
+                        self.wake.notify_one();
+                    }
+                    return Some(Lease {
+                        key,
+                        queue: Arc::clone(self),
+                    });
+                }
+                state.waiting.first().map(|(at, _, _)| *at)
+            };
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        () = woken => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => woken.await,
+            }
+        }
+    }
+
+    /// Ends work on `key`; re-queues it if it changed meanwhile.
+    fn done(&self, key: &K) {
+        let mut state = self.lock();
+        state.processing.remove(key);
+        if state.dirty.contains(key) && !state.shut_down {
+            state.ready.push_back(key.clone());
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // Every critical section leaves the state consistent before it can panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> State<K> {
+    /// Marks `key` dirty and queues it unless it is queued or in flight; true if queued now.
+    fn enqueue(&mut self, key: K) -> bool {
+        if self.shut_down || !self.dirty.insert(key.clone()) {
+            return false;
+        }
+        if self.processing.contains(&key) {
+            return false;
+        }
+        self.ready.push_back(key);
+        true
+    }
+
+    /// Moves delayed keys whose time has come to the ready queue.
+    fn promote_due(&mut self, now: Instant) {
+        while let Some((at, _, _)) = self.waiting.first() {
+            if *at > now {
+                break;
+            }
+            let Some((_, _, key)) = self.waiting.pop_first() else {
+                break;
+            };
+            self.waiting_until.remove(&key);
+            self.enqueue(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> Arc<WorkQueue<&'static str>> {
+        WorkQueue::new(Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        })
+    }
+
+    async fn next_key(q: &Arc<WorkQueue<&'static str>>) -> Lease<&'static str> {
+        tokio::time::timeout(Duration::from_secs(60), q.next())
+            .await
+            .expect("a key within the timeout")
+            .expect("queue is running")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn adding_a_queued_key_again_is_a_no_op() {
+        let q = queue();
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.len(), 2);
+        assert_eq!(*next_key(&q).await.key(), "a");
+        assert_eq!(*next_key(&q).await.key(), "b");
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_in_flight_is_not_handed_out_twice_but_requeued_when_done() {
+        let q = queue();
+        q.add("a");
+        let lease = next_key(&q).await;
+        q.add("a");
+        assert_eq!(q.len(), 0, "in flight: the add only marks it dirty");
+        let second = tokio::time::timeout(Duration::from_secs(5), q.next()).await;
+        assert!(second.is_err(), "no second lease while the first is held");
+        drop(lease);
+        assert_eq!(*next_key(&q).await.key(), "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_hands_the_key_out_once_the_delay_passed() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_after("a", Duration::from_millis(500));
+        assert_eq!(q.delayed(), 1);
+        let lease = next_key(&q).await;
+        assert_eq!(*lease.key(), "a");
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_earliest_pending_delay_wins() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_after("a", Duration::from_secs(10));
+        q.add_after("a", Duration::from_secs(2));
+        q.add_after("a", Duration::from_secs(5));
+        assert_eq!(q.delayed(), 1);
+        next_key(&q).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(q.delayed(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_worker_wakes_for_an_earlier_delayed_add() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_after("late", Duration::from_secs(60));
+        let worker = {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move { *next_key(&q).await.key() })
+        };
+        tokio::task::yield_now().await;
+        q.add_after("soon", Duration::from_secs(1));
+        assert_eq!(worker.await.expect("worker"), "soon");
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_back_off_exponentially_until_forgotten() {
+        let q = queue();
+        let delays: Vec<u128> = (0..5)
+            .map(|_| q.add_rate_limited("a").as_millis())
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000]);
+        assert_eq!(q.failures(&"a"), 5);
+        q.forget(&"a");
+        assert_eq!(q.failures(&"a"), 0);
+        assert_eq!(q.add_rate_limited("a"), Duration::from_millis(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_releases_waiting_workers() {
+        let q = queue();
+        let worker = {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move { q.next().await.is_none() })
+        };
+        tokio::task::yield_now().await;
+        q.shut_down();
+        assert!(worker.await.expect("worker"));
+        q.add("a");
+        assert!(q.is_empty(), "adds after shutdown are dropped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_added_key_is_handed_out_to_one_of_many_workers() {
+        let q: Arc<WorkQueue<u32>> = WorkQueue::new(Backoff::default());
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let q = Arc::clone(&q);
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    while let Some(lease) = q.next().await {
+                        seen.push(*lease.key());
+                        tokio::time::sleep(Duration::from_millis(3)).await;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for key in 0..100 {
+            q.add(key);
+        }
+        while !(q.is_empty() && q.in_flight() == 0) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        q.shut_down();
+        let mut seen = Vec::new();
+        for worker in workers {
+            seen.extend(worker.await.expect("worker"));
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+}
