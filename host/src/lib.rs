@@ -6,5 +6,6 @@ pub mod crd;
 pub mod projection;
 pub mod queue;
 pub mod runtime;
+pub mod throttle;
 
 pub use runtime::{Policy, Runtime};

@@ -6,8 +6,12 @@
 //! other objects the cluster holds, and the cache only ever holds objects the
 //! operator watches (its own children, selected by label).
 
+mod children;
 mod key;
+mod records;
 mod store;
 
+pub use children::{ChildCache, ChildCaches};
 pub use key::ObjectKey;
-pub use store::{Cached, Change, Event, Index, Store, StoreBuilder};
+pub use records::{APPLIED_HASH_ANNOTATION, ChildRecord, Owner, slim_data_job};
+pub use store::{Cached, Change, Event, Index, Scope, Store, StoreBuilder};

@@ -37,6 +37,29 @@ pub enum Event<T> {
     InitDone,
 }
 
+/// The part of the cluster one watch stream covers. A re-list replaces only
+/// the objects of its own scope, so one store can be fed by one stream per
+/// namespace (`--namespace`, repeated) without one stream's re-list dropping
+/// another's objects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Every namespace (and cluster-scoped objects).
+    Cluster,
+    /// One namespace.
+    Namespace(Arc<str>),
+}
+
+impl Scope {
+    /// True when the object with `key` is in this scope.
+    #[must_use]
+    pub fn contains(&self, key: &ObjectKey) -> bool {
+        match self {
+            Self::Cluster => true,
+            Self::Namespace(namespace) => key.namespace() == Some(&**namespace),
+        }
+    }
+}
+
 /// What an event changed in the store; the controller maps these to work.
 #[derive(Debug)]
 pub enum Change<T> {
@@ -83,12 +106,14 @@ struct Indexer<T> {
 /// FieldIndexer does before the manager starts.
 pub struct StoreBuilder<T> {
     indexers: Vec<Indexer<T>>,
+    scopes: Vec<Scope>,
 }
 
 impl<T: Cached> Default for StoreBuilder<T> {
     fn default() -> Self {
         Self {
             indexers: Vec::new(),
+            scopes: vec![Scope::Cluster],
         }
     }
 }
@@ -123,13 +148,23 @@ impl<T: Cached> StoreBuilder<T> {
         })
     }
 
+    /// Declares the scopes of the streams that will feed the store (default:
+    /// one stream for the whole cluster). The store is ready once each has
+    /// completed a list.
+    #[must_use]
+    pub fn scopes(mut self, scopes: Vec<Scope>) -> Self {
+        self.scopes = scopes;
+        self
+    }
+
     /// Builds the (empty, not yet ready) store.
     #[must_use]
     pub fn build(self) -> Store<T> {
         let state = State {
             objects: HashMap::new(),
             indexes: self.indexers.iter().map(|_| HashMap::new()).collect(),
-            relist: None,
+            relists: HashMap::new(),
+            unlisted: self.scopes.into_iter().collect(),
         };
         Store {
             state: Arc::new(RwLock::new(state)),
@@ -143,8 +178,10 @@ impl<T: Cached> StoreBuilder<T> {
 struct State<T> {
     objects: HashMap<ObjectKey, Arc<T>>,
     indexes: Vec<HashMap<String, HashSet<ObjectKey>>>,
-    /// Objects seen so far in a re-list that has not finished.
-    relist: Option<HashMap<ObjectKey, Arc<T>>>,
+    /// Objects seen so far in each scope's unfinished re-list.
+    relists: HashMap<Scope, HashMap<ObjectKey, Arc<T>>>,
+    /// Scopes that have not completed a first list.
+    unlisted: HashSet<Scope>,
 }
 
 /// An indexed in-memory cache of one kind of object.
@@ -180,8 +217,13 @@ impl<T: Cached> Store<T> {
         StoreBuilder::default()
     }
 
-    /// Applies one watch event and returns what it changed.
+    /// Applies one event of the cluster-wide stream and returns what it changed.
     pub fn apply(&self, event: Event<T>) -> Vec<Change<T>> {
+        self.apply_in(&Scope::Cluster, event)
+    }
+
+    /// Applies one event of the stream covering `scope` and returns what it changed.
+    pub fn apply_in(&self, scope: &Scope, event: Event<T>) -> Vec<Change<T>> {
         let mut state = self.write();
         match event {
             Event::Apply(object) => state.upsert(&self.indexers, object).into_iter().collect(),
@@ -191,10 +233,10 @@ impl<T: Cached> Store<T> {
                 .into_iter()
                 .collect(),
             Event::Init => {
-                state.relist = Some(HashMap::new());
+                state.relists.insert(scope.clone(), HashMap::new());
                 Vec::new()
             }
-            Event::InitApply(object) => match state.relist.as_mut() {
+            Event::InitApply(object) => match state.relists.get_mut(scope) {
                 Some(relist) => {
                     relist.insert(object.key(), Arc::new(object));
                     Vec::new()
@@ -203,8 +245,11 @@ impl<T: Cached> Store<T> {
                 None => state.upsert(&self.indexers, object).into_iter().collect(),
             },
             Event::InitDone => {
-                let changes = state.finish_relist(&self.indexers);
-                self.ready.send_replace(true);
+                let changes = state.finish_relist(&self.indexers, scope);
+                state.unlisted.remove(scope);
+                if state.unlisted.is_empty() {
+                    self.ready.send_replace(true);
+                }
                 changes
             }
         }
@@ -283,13 +328,13 @@ impl<T: Cached> Store<T> {
         self.indexers[index.slot].name
     }
 
-    /// True once the first (re-)list has completed.
+    /// True once every scope has completed its first list.
     #[must_use]
     pub fn is_ready(&self) -> bool {
         *self.ready.borrow()
     }
 
-    /// Waits until the first (re-)list has completed.
+    /// Waits until every scope has completed its first list.
     pub async fn wait_until_ready(&self) {
         let mut ready = self.ready.subscribe();
         // The sender lives as long as `self`, so this cannot fail while we wait.
@@ -345,13 +390,13 @@ impl<T: Cached> State<T> {
         Some(old)
     }
 
-    /// Makes the re-listed set the store's contents, incrementally.
-    fn finish_relist(&mut self, indexers: &[Indexer<T>]) -> Vec<Change<T>> {
-        let listed = self.relist.take().unwrap_or_default();
+    /// Makes the re-listed set the scope's contents, incrementally.
+    fn finish_relist(&mut self, indexers: &[Indexer<T>], scope: &Scope) -> Vec<Change<T>> {
+        let listed = self.relists.remove(scope).unwrap_or_default();
         let gone: Vec<ObjectKey> = self
             .objects
             .keys()
-            .filter(|key| !listed.contains_key(*key))
+            .filter(|key| scope.contains(key) && !listed.contains_key(*key))
             .cloned()
             .collect();
         let mut changes: Vec<Change<T>> = gone
@@ -535,11 +580,12 @@ mod tests {
     const OWNERS: [&str; 3] = ["u1", "u2", "u3"];
     const TAGS: [&str; 3] = ["x", "y", "z"];
 
-    /// Objects whose content is a function of (namespace, name, version), as
-    /// on a real API server where a resourceVersion names one state.
+    /// Objects whose content is a function of (name, version), as on a real
+    /// API server where a resourceVersion names one state (the namespace is
+    /// left out so that a test may move an object into a given namespace).
     fn any_obj() -> impl Strategy<Value = Obj> {
         (0..NAMESPACES.len(), 0..NAMES.len(), 0u8..4).prop_map(|(ns, name, version)| {
-            let seed = ns * 7 + name * 3 + usize::from(version);
+            let seed = name * 3 + usize::from(version);
             Obj {
                 namespace: NAMESPACES[ns],
                 name: NAMES[name],
@@ -607,7 +653,78 @@ mod tests {
         objects.iter().map(|o| (**o).clone()).collect()
     }
 
+    /// The naive model of a store fed by one stream per namespace.
+    #[derive(Default)]
+    struct ScopedModel {
+        per_namespace: BTreeMap<&'static str, Model>,
+    }
+
+    impl ScopedModel {
+        fn apply(&mut self, namespace: &'static str, event: &Event<Obj>) {
+            self.per_namespace
+                .entry(namespace)
+                .or_default()
+                .apply(event);
+        }
+
+        fn all(&self) -> Vec<Obj> {
+            let mut all: Vec<Obj> = self
+                .per_namespace
+                .values()
+                .flat_map(|m| m.scan(|_| true))
+                .collect();
+            all.sort_by_key(Cached::key);
+            all
+        }
+    }
+
+    /// An event of the stream watching one namespace: its objects are in it.
+    fn any_namespaced_event() -> impl Strategy<Value = (&'static str, Event<Obj>)> {
+        (prop::sample::select(&NAMESPACES[..]), any_event()).prop_map(|(namespace, event)| {
+            let move_in = |mut o: Obj| {
+                o.namespace = namespace;
+                o
+            };
+            let event = match event {
+                Event::Apply(o) => Event::Apply(move_in(o)),
+                Event::Delete(o) => Event::Delete(move_in(o)),
+                Event::InitApply(o) => Event::InitApply(move_in(o)),
+                other => other,
+            };
+            (namespace, event)
+        })
+    }
+
     proptest! {
+        #[test]
+        fn a_relist_in_one_namespace_leaves_the_others_alone(
+            events in prop::collection::vec(any_namespaced_event(), 0..60)
+        ) {
+            let mut builder = Store::builder();
+            let by_owner = builder.index("owner", |o: &Obj| {
+                o.owner.map(str::to_owned).into_iter().collect()
+            });
+            let store = builder
+                .scopes(NAMESPACES.iter().map(|ns| Scope::Namespace((*ns).into())).collect())
+                .build();
+            let mut model = ScopedModel::default();
+            let mut listed = std::collections::HashSet::new();
+            for (namespace, event) in &events {
+                if *event == Event::InitDone {
+                    listed.insert(*namespace);
+                }
+                store.apply_in(&Scope::Namespace((*namespace).into()), event.clone());
+                model.apply(namespace, event);
+                prop_assert_eq!(deref(store.all()), model.all());
+                for owner in OWNERS {
+                    let expected: Vec<Obj> =
+                        model.all().into_iter().filter(|o| o.owner == Some(owner)).collect();
+                    prop_assert_eq!(deref(store.lookup(by_owner, owner)), expected);
+                }
+                prop_assert_eq!(store.is_ready(), listed.len() == NAMESPACES.len());
+            }
+        }
+
         #[test]
         fn indexes_always_equal_a_full_scan(events in prop::collection::vec(any_event(), 0..60)) {
             let f = fixture();

@@ -6,6 +6,8 @@ mod generated {
         world: "datajob-policy",
         path: "../wit",
         imports: { default: tracing },
+        // The operator's cache compares child records to skip no-op changes.
+        additional_derives: [PartialEq],
     });
 }
 

@@ -9,10 +9,15 @@
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::crd::DataJob;
-use crate::runtime::{Child, ChildPhase, DataJob as JobRecord, KeyValue};
+use crate::runtime::{Child, DataJob as JobRecord, KeyValue};
+
+mod child;
+
+pub use child::{ChildObject, ChildStatus, StatusCondition};
 
 /// The result type of projections.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -28,6 +33,15 @@ pub enum Error {
         /// The parser's error.
         #[source]
         source: serde_yaml::Error,
+    },
+    /// An object's fields have the wrong types (e.g. labels that are not strings).
+    #[error("{what} is not a well-formed Kubernetes object")]
+    Shape {
+        /// Which object, e.g. `Pod w-0`.
+        what: String,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
     },
     /// An object lacks a field every Kubernetes object has.
     #[error("{what} has no {field}")]
@@ -86,46 +100,24 @@ pub fn child(object: &Value) -> Result<Child> {
             str_at(object, &["metadata", "name"]).unwrap_or("")
         )
     };
-    let api_version = str_at(object, &["apiVersion"]).ok_or_else(|| Error::Missing {
+    let parsed = ChildObject::deserialize(object).map_err(|source| Error::Shape {
         what: what(),
-        field: "apiVersion",
+        source,
     })?;
-    let kind = str_at(object, &["kind"]).ok_or_else(|| Error::Missing {
+    let missing = |field| Error::Missing {
         what: what(),
-        field: "kind",
-    })?;
-    let name = str_at(object, &["metadata", "name"]).ok_or_else(|| Error::Missing {
-        what: what(),
-        field: "metadata.name",
-    })?;
-    let (phase, ready) = lifecycle(api_version, kind, object);
-    let labels = object
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|labels| {
-            let map: BTreeMap<&str, &str> = labels
-                .iter()
-                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-                .collect();
-            map.into_iter()
-                .map(|(key, value)| KeyValue {
-                    key: key.to_owned(),
-                    value: value.to_owned(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Child {
-        api_version: api_version.to_owned(),
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-        phase,
-        ready,
-        deleting: object
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null()),
-        labels,
-    })
+        field,
+    };
+    if parsed.api_version.is_none() {
+        return Err(missing("apiVersion"));
+    }
+    if parsed.kind.is_none() {
+        return Err(missing("kind"));
+    }
+    if parsed.metadata.name.is_none() {
+        return Err(missing("metadata.name"));
+    }
+    Ok(parsed.project())
 }
 
 /// Projects many objects and sorts them by kind and name, as the policy expects.
@@ -164,59 +156,14 @@ pub fn objects_from_yaml(text: &str) -> Result<Vec<Value>> {
     Ok(objects)
 }
 
-/// Phase and readiness of a child, per its kind.
-fn lifecycle(api_version: &str, kind: &str, object: &Value) -> (ChildPhase, bool) {
-    match (api_version, kind) {
-        ("v1", "Pod") => {
-            let phase = match str_at(object, &["status", "phase"]) {
-                Some("Running") => ChildPhase::Running,
-                Some("Succeeded") => ChildPhase::Succeeded,
-                Some("Failed") => ChildPhase::Failed,
-                Some("Unknown") => ChildPhase::Unknown,
-                _ => ChildPhase::Pending,
-            };
-            (phase, condition_true(object, "Ready"))
-        }
-        ("batch/v1", "Job") => {
-            let phase = if condition_true(object, "Complete") {
-                ChildPhase::Succeeded
-            } else if condition_true(object, "Failed") {
-                ChildPhase::Failed
-            } else if object
-                .pointer("/status/active")
-                .and_then(Value::as_u64)
-                .is_some_and(|n| n > 0)
-            {
-                ChildPhase::Running
-            } else {
-                ChildPhase::Pending
-            };
-            let ready = matches!(phase, ChildPhase::Succeeded | ChildPhase::Running);
-            (phase, ready)
-        }
-        _ => (ChildPhase::Succeeded, true),
-    }
-}
-
-fn condition_true(object: &Value, kind: &str) -> bool {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|conditions| {
-            conditions.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some(kind)
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
-}
-
 fn str_at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter()
         .try_fold(object, |value, key| value.get(key))
         .and_then(Value::as_str)
 }
 
-fn sorted(map: Option<&BTreeMap<String, String>>) -> Vec<KeyValue> {
+/// Labels or annotations as key-value records, sorted by key.
+pub(crate) fn sorted(map: Option<&BTreeMap<String, String>>) -> Vec<KeyValue> {
     map.map(|m| {
         m.iter()
             .map(|(key, value)| KeyValue {
@@ -233,6 +180,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::runtime::ChildPhase;
 
     #[test]
     fn pods_map_phase_and_the_ready_condition() {

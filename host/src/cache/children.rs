@@ -1,0 +1,144 @@
+//! The caches of every child kind, and a DataJob's children across them.
+
+use std::sync::Arc;
+
+use kube::core::ApiResource;
+
+use super::records::ChildRecord;
+use super::store::{Index, Scope, Store};
+
+/// The cache of one child kind: its API resource, its store of slim
+/// records, and the index by controlling DataJob UID.
+#[derive(Clone)]
+pub struct ChildCache {
+    /// The kind's API resource (group, version, kind, plural).
+    pub resource: ApiResource,
+    /// Its objects, as slim records.
+    pub store: Store<ChildRecord>,
+    /// Records by the UID of the DataJob that controls them.
+    pub by_owner: Index<ChildRecord>,
+}
+
+impl ChildCache {
+    /// An empty cache of `resource`, fed by one stream per scope.
+    #[must_use]
+    pub fn new(resource: ApiResource, scopes: Vec<Scope>) -> Self {
+        let mut builder = Store::builder();
+        let by_owner = builder.index("owner-uid", |record: &ChildRecord| {
+            record
+                .owner
+                .as_ref()
+                .map(|owner| owner.uid.clone())
+                .into_iter()
+                .collect()
+        });
+        Self {
+            resource,
+            store: builder.scopes(scopes).build(),
+            by_owner,
+        }
+    }
+}
+
+/// The caches of every kind of child the operator manages.
+#[derive(Clone, Default)]
+pub struct ChildCaches {
+    kinds: Vec<ChildCache>,
+}
+
+impl ChildCaches {
+    /// Caches for these kinds.
+    #[must_use]
+    pub fn new(kinds: Vec<ChildCache>) -> Self {
+        Self { kinds }
+    }
+
+    /// The children of the DataJob with `owner_uid`, sorted by kind and name
+    /// (the order a policy sees): one index lookup per kind, no scan.
+    #[must_use]
+    pub fn of(&self, owner_uid: &str) -> Vec<Arc<ChildRecord>> {
+        let mut children: Vec<Arc<ChildRecord>> = self
+            .kinds
+            .iter()
+            .flat_map(|cache| cache.store.lookup(cache.by_owner, owner_uid))
+            .collect();
+        children
+            .sort_by(|a, b| (&a.child.kind, &a.child.name).cmp(&(&b.child.kind, &b.child.name)));
+        children
+    }
+
+    /// The cache of `apiVersion` + `kind`, if the operator manages that kind.
+    #[must_use]
+    pub fn kind(&self, api_version: &str, kind: &str) -> Option<&ChildCache> {
+        self.kinds
+            .iter()
+            .find(|cache| cache.resource.api_version == api_version && cache.resource.kind == kind)
+    }
+
+    /// Every kind's cache.
+    pub fn iter(&self) -> impl Iterator<Item = &ChildCache> {
+        self.kinds.iter()
+    }
+
+    /// True once every kind has completed its first list.
+    #[must_use]
+    pub fn is_ready(&self) -> bool {
+        self.kinds.iter().all(|cache| cache.store.is_ready())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::GroupVersionKind;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cache::Event;
+    use crate::projection::ChildObject;
+
+    fn record(kind: &str, api_version: &str, name: &str, owner: &str) -> ChildRecord {
+        let object = ChildObject::deserialize(&json!({
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1",
+                "ownerReferences": [{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
+                    "name": "j", "uid": owner, "controller": true}]}}))
+        .unwrap();
+        ChildRecord::from_object(&object)
+    }
+
+    fn cache(group: &str, version: &str, kind: &str) -> ChildCache {
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        ChildCache::new(ApiResource::from_gvk(&gvk), vec![Scope::Cluster])
+    }
+
+    #[test]
+    fn a_datajobs_children_come_from_every_kind_sorted_by_kind_and_name() {
+        let pods = cache("", "v1", "Pod");
+        let jobs = cache("batch", "v1", "Job");
+        pods.store
+            .apply(Event::Apply(record("Pod", "v1", "b", "u1")));
+        pods.store
+            .apply(Event::Apply(record("Pod", "v1", "a", "u1")));
+        pods.store
+            .apply(Event::Apply(record("Pod", "v1", "other", "u2")));
+        jobs.store
+            .apply(Event::Apply(record("Job", "batch/v1", "z", "u1")));
+        let caches = ChildCaches::new(vec![pods, jobs]);
+        let names: Vec<(String, String)> = caches
+            .of("u1")
+            .iter()
+            .map(|r| (r.child.kind.clone(), r.child.name.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("Job".to_owned(), "z".to_owned()),
+                ("Pod".to_owned(), "a".to_owned()),
+                ("Pod".to_owned(), "b".to_owned())
+            ]
+        );
+        assert!(caches.kind("batch/v1", "Job").is_some());
+        assert!(caches.kind("v1", "Secret").is_none());
+    }
+}
