@@ -1,0 +1,203 @@
+//! Prometheus metrics of the operator, served on `/metrics` (prefix `policyhost_`).
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::runtime::CallReport;
+
+/// Labels of a call's outcome.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyResult {
+    /// The policy name.
+    pub policy: String,
+    /// `success`, or the reason of the failure (e.g. `InvalidParams`, `ApplyFailed`).
+    pub result: String,
+}
+
+/// Labels of a guest fault.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuestFault {
+    /// The policy name.
+    pub policy: String,
+    /// The fault, e.g. `OutOfFuel`, `DeadlineExceeded`, `Trap`.
+    pub kind: String,
+}
+
+/// Labels naming a policy.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabel {
+    /// The policy name.
+    pub policy: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn seconds_histogram() -> Histogram {
+    // 100 µs .. ~52 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+
+fn fuel_histogram() -> Histogram {
+    // 1,000 .. ~10^11 units.
+    Histogram::new(exponential_buckets(1000.0, 4.0, 20))
+}
+
+/// Every metric the operator exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Reconciles by policy and result.
+    pub reconcile_total: Family<PolicyResult, Counter>,
+    /// Time of a reconcile, from leaving the queue to its last write.
+    pub reconcile_duration: HistogramFamily<PolicyLabel>,
+    /// Fuel consumed per guest call.
+    pub guest_fuel: HistogramFamily<PolicyLabel>,
+    /// Guest faults by policy and kind.
+    pub guest_faults_total: Family<GuestFault, Counter>,
+    /// Keys ready in the work queue.
+    pub queue_depth: Gauge,
+    /// Keys waiting for a delay (requeue-after or backoff).
+    pub queue_delayed: Gauge,
+    /// Time a worker spends on one key.
+    pub work_duration: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("policyhost");
+        let reconcile_total = Family::<PolicyResult, Counter>::default();
+        registry.register(
+            "reconcile",
+            "Reconciles of DataJobs by policy and result",
+            reconcile_total.clone(),
+        );
+        let reconcile_duration: HistogramFamily<PolicyLabel> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time of one reconcile, from leaving the queue to its last write",
+            reconcile_duration.clone(),
+        );
+        let guest_fuel: HistogramFamily<PolicyLabel> = Family::new_with_constructor(fuel_histogram);
+        registry.register(
+            "guest_fuel_consumed",
+            "Fuel consumed by one guest call",
+            guest_fuel.clone(),
+        );
+        let guest_faults_total = Family::<GuestFault, Counter>::default();
+        registry.register(
+            "guest_faults",
+            "Guest faults by policy and kind",
+            guest_faults_total.clone(),
+        );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "queue_depth",
+            "DataJobs ready in the work queue",
+            queue_depth.clone(),
+        );
+        let queue_delayed = Gauge::default();
+        registry.register(
+            "queue_delayed",
+            "DataJobs waiting in the work queue for a requeue or a backoff",
+            queue_delayed.clone(),
+        );
+        let work_duration = seconds_histogram();
+        registry.register(
+            "queue_work_duration_seconds",
+            "Time a worker spends on one DataJob",
+            work_duration.clone(),
+        );
+        Self {
+            registry,
+            reconcile_total,
+            reconcile_duration,
+            guest_fuel,
+            guest_faults_total,
+            queue_depth,
+            queue_delayed,
+            work_duration,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one reconcile of `policy` ending in `result` after `duration`.
+    pub fn reconciled(&self, policy: &str, result: &str, duration: Duration) {
+        self.reconcile_total
+            .get_or_create(&PolicyResult {
+                policy: policy.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+        self.reconcile_duration
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Records the cost of one guest call, and its fault if it faulted.
+    pub fn guest_call(&self, policy: &str, report: &CallReport, fault: Option<&str>) {
+        #[allow(clippy::cast_precision_loss)] // fuel is far below 2^52 in practice
+        self.guest_fuel
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .observe(report.fuel_consumed as f64);
+        if let Some(kind) = fault {
+            self.guest_faults_total
+                .get_or_create(&GuestFault {
+                    policy: policy.to_owned(),
+                    kind: kind.to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendered_metrics_carry_the_prefix_and_labels() {
+        let metrics = Metrics::default();
+        metrics.reconciled("fanout", "success", Duration::from_millis(3));
+        metrics.guest_call(
+            "fanout",
+            &CallReport {
+                fuel_consumed: 5000,
+                ..CallReport::default()
+            },
+            Some("OutOfFuel"),
+        );
+        metrics.queue_depth.set(4);
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"policyhost_reconcile_total{policy="fanout",result="success"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"policyhost_guest_faults_total{policy="fanout",kind="OutOfFuel"} 1"#)
+        );
+        assert!(text.contains("policyhost_reconcile_duration_seconds_count{policy=\"fanout\"} 1"));
+        assert!(text.contains("policyhost_guest_fuel_consumed_count{policy=\"fanout\"} 1"));
+        assert!(text.contains("policyhost_queue_depth 4"));
+    }
+}
