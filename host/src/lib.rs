@@ -1,15 +1,19 @@
 //! policyhost: a Kubernetes operator that runs per-object reconcile and cleanup
 //! logic as sandboxed WebAssembly components.
 
+pub mod apply;
 pub mod cache;
 pub mod chain;
+pub mod controller;
 pub mod crd;
 pub mod metrics;
+pub mod operator;
 pub mod policies;
 pub mod projection;
 pub mod queue;
 pub mod runtime;
 pub mod server;
 pub mod throttle;
+pub mod watch;
 
 pub use runtime::{Policy, Runtime};

@@ -2,7 +2,9 @@
 
 mod bench;
 mod check;
+mod dev;
 mod input;
+mod operate;
 mod run;
 
 use std::path::PathBuf;
@@ -21,6 +23,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the operator against a cluster.
+    Run(operate::RunArgs),
+    /// Run the whole system on an embedded devcluster: no cluster needed.
+    Dev(dev::DevArgs),
+    /// Print the DataJob CustomResourceDefinition (YAML).
+    Crd,
     /// Work with policy components without a cluster.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -81,8 +89,15 @@ const GUEST_FAULT: u8 = 2;
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    let default_level = match cli.command {
+        Command::Run(_) | Command::Dev(_) => "info",
+        _ => "warn",
+    };
+    init_tracing(default_level);
     let outcome = match cli.command {
+        Command::Run(args) => operate::run(&args),
+        Command::Dev(args) => dev::run(&args),
+        Command::Crd => print_crd(),
         Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
         Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
         Command::Policy(PolicyCommand::Bench(args)) => bench::run(&args),
@@ -96,13 +111,45 @@ pub(crate) fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
+/// Logs to stderr, filtered by `POLICYHOST_LOG` (default `default_level`),
+/// as JSON lines when `POLICYHOST_LOG_FORMAT=json`.
+fn init_tracing(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("POLICYHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if std::env::var("POLICYHOST_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM (what Kubernetes sends a Pod to stop it).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutdown requested");
+}
+
+fn print_crd() -> anyhow::Result<ExitCode> {
+    use kube::CustomResourceExt as _;
+    print!(
+        "{}",
+        serde_yaml::to_string(&policyhost::crd::DataJob::crd())?
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A runtime for one command-line invocation.

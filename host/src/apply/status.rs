@@ -1,0 +1,252 @@
+//! The DataJob's status: what the policy reported plus what the host knows,
+//! written through the status subresource only when it changed.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::children::FIELD_MANAGER;
+use crate::cache::ChildRecord;
+use crate::crd::{ChildCounts, DataJob, DataJobStatus, PolicyRef};
+use crate::runtime::ChildPhase;
+use crate::runtime::output::ReportedCondition;
+
+/// The condition the host owns: did the last reconcile go through?
+pub const READY: &str = "Ready";
+/// The condition the host sets while `spec.suspend` is true.
+pub const SUSPENDED: &str = "Suspended";
+
+/// A condition before the host stamps its transition time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCondition {
+    /// The condition type.
+    pub kind: String,
+    /// True or False.
+    pub status: bool,
+    /// One-word reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl NewCondition {
+    /// A condition of the given type and outcome.
+    #[must_use]
+    pub fn new(kind: &str, status: bool, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<&ReportedCondition> for NewCondition {
+    fn from(c: &ReportedCondition) -> Self {
+        Self {
+            kind: c.kind.clone(),
+            status: c.status == "True",
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        }
+    }
+}
+
+/// The status to write after one reconcile.
+#[derive(Debug, Clone, Default)]
+pub struct StatusUpdate {
+    /// The phase; `None` keeps the current one (or `Pending` if there is none).
+    pub phase: Option<String>,
+    /// The message; `None` keeps the current one.
+    pub message: Option<String>,
+    /// Host conditions first, then the policy's; a policy condition with a
+    /// host condition's type is dropped.
+    pub conditions: Vec<NewCondition>,
+    /// The policy version that acted, if one did.
+    pub policy: Option<PolicyRef>,
+    /// The policy's outputs; `None` keeps the current ones.
+    pub outputs: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Builds the full status from the update, the DataJob's current status and
+/// its children. Conditions keep their `lastTransitionTime` while their
+/// status does not change, so an unchanged reconcile builds an identical status.
+#[must_use]
+pub fn build(
+    job: &DataJob,
+    update: StatusUpdate,
+    children: &[std::sync::Arc<ChildRecord>],
+    now: Timestamp,
+) -> DataJobStatus {
+    let current = job.status.clone().unwrap_or_default();
+    let generation = job.metadata.generation;
+    let mut conditions: Vec<Condition> = Vec::with_capacity(update.conditions.len());
+    for new in update.conditions {
+        if conditions.iter().any(|c| c.type_ == new.kind) {
+            continue;
+        }
+        let status = if new.status { "True" } else { "False" };
+        let since = current
+            .conditions
+            .iter()
+            .find(|c| c.type_ == new.kind && c.status == status)
+            .map_or(Time(now), |c| c.last_transition_time.clone());
+        conditions.push(Condition {
+            type_: new.kind,
+            status: status.to_owned(),
+            reason: new.reason,
+            message: new.message,
+            last_transition_time: since,
+            observed_generation: generation,
+        });
+    }
+    DataJobStatus {
+        phase: update
+            .phase
+            .or(current.phase)
+            .or_else(|| Some("Pending".to_owned())),
+        message: update.message.or(current.message),
+        conditions,
+        observed_generation: generation,
+        policy: update.policy.or(current.policy),
+        children: Some(count(children)),
+        cleanup: current.cleanup,
+        outputs: update.outputs.or(current.outputs),
+    }
+}
+
+/// Writes `status` unless the DataJob already has it; true if written.
+pub async fn write(api: &Api<DataJob>, job: &DataJob, status: DataJobStatus) -> kube::Result<bool> {
+    if job.status.as_ref() == Some(&status) {
+        return Ok(false);
+    }
+    let body = json!({
+        "apiVersion": DataJob::api_version(&()),
+        "kind": DataJob::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &job.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
+    Ok(true)
+}
+
+fn count(children: &[std::sync::Arc<ChildRecord>]) -> ChildCounts {
+    let mut counts = ChildCounts::default();
+    for record in children {
+        counts.total += 1;
+        match record.child.phase {
+            ChildPhase::Pending | ChildPhase::Unknown => counts.pending += 1,
+            ChildPhase::Running => counts.running += 1,
+            ChildPhase::Succeeded => counts.succeeded += 1,
+            ChildPhase::Failed => counts.failed += 1,
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::DataJobSpec;
+
+    fn job_with(status: Option<DataJobStatus>) -> DataJob {
+        let mut job = DataJob::new("j", DataJobSpec::default());
+        job.metadata.generation = Some(4);
+        job.status = status;
+        job
+    }
+
+    fn ready(status: bool, reason: &str) -> NewCondition {
+        NewCondition::new(READY, status, reason, "m")
+    }
+
+    #[test]
+    fn an_unchanged_condition_keeps_its_transition_time() {
+        let then = Timestamp::from_second(1_000).unwrap();
+        let later = Timestamp::from_second(2_000).unwrap();
+        let first = build(
+            &job_with(None),
+            StatusUpdate {
+                conditions: vec![ready(true, "Reconciled")],
+                ..StatusUpdate::default()
+            },
+            &[],
+            then,
+        );
+        let job = job_with(Some(first.clone()));
+        let second = build(
+            &job,
+            StatusUpdate {
+                conditions: vec![ready(true, "Reconciled")],
+                ..StatusUpdate::default()
+            },
+            &[],
+            later,
+        );
+        assert_eq!(second, first, "the same reconcile builds the same status");
+        let flipped = build(
+            &job,
+            StatusUpdate {
+                conditions: vec![ready(false, "Trap")],
+                ..StatusUpdate::default()
+            },
+            &[],
+            later,
+        );
+        assert_eq!(flipped.conditions[0].last_transition_time, Time(later));
+        assert_eq!(flipped.conditions[0].observed_generation, Some(4));
+    }
+
+    #[test]
+    fn host_conditions_win_over_a_policy_condition_of_the_same_type() {
+        let status = build(
+            &job_with(None),
+            StatusUpdate {
+                conditions: vec![
+                    ready(false, "Trap"),
+                    ready(true, "PolicySaysSo"),
+                    NewCondition::new("WorkersReady", true, "AllUp", ""),
+                ],
+                ..StatusUpdate::default()
+            },
+            &[],
+            Timestamp::from_second(1).unwrap(),
+        );
+        let kinds: Vec<(&str, &str)> = status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(kinds, [("Ready", "Trap"), ("WorkersReady", "AllUp")]);
+    }
+
+    #[test]
+    fn a_failed_reconcile_keeps_the_previous_phase_and_outputs() {
+        let mut outputs = serde_json::Map::new();
+        outputs.insert("running".into(), 2.into());
+        let previous = DataJobStatus {
+            phase: Some("Running".into()),
+            outputs: Some(outputs.clone()),
+            ..DataJobStatus::default()
+        };
+        let status = build(
+            &job_with(Some(previous)),
+            StatusUpdate {
+                conditions: vec![ready(false, "OutOfFuel")],
+                ..StatusUpdate::default()
+            },
+            &[],
+            Timestamp::from_second(1).unwrap(),
+        );
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.outputs, Some(outputs));
+        assert_eq!(status.observed_generation, Some(4));
+    }
+}

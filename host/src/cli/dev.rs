@@ -1,0 +1,289 @@
+//! `policyhost dev`: the whole system on the embedded devcluster, no cluster
+//! needed: an API server, the DataJob CRD, the operator with the local
+//! policies, and optionally some objects to start with.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use devcluster::{Config, DevCluster};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::{Client, CustomResourceExt, ResourceExt, discovery};
+use policyhost::cache::ObjectKey;
+use policyhost::controller::Shared;
+use policyhost::crd::DataJob;
+use policyhost::operator::Operator;
+use policyhost::projection;
+use policyhost::runtime::ChildPhase;
+
+use super::operate::OperatorArgs;
+
+/// The field manager of objects `dev --apply` creates.
+const DEV_MANAGER: &str = "policyhost-dev";
+
+/// Arguments of `dev`.
+#[derive(Debug, Args)]
+pub(crate) struct DevArgs {
+    /// Port of the embedded API server; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write the kubeconfig of the embedded cluster.
+    #[arg(
+        long,
+        default_value = "target/devcluster.kubeconfig",
+        value_name = "FILE"
+    )]
+    kubeconfig: PathBuf,
+    #[command(flatten)]
+    operator: OperatorArgs,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Create or update the objects in FILE (YAML) once the operator runs (repeatable).
+    #[arg(long = "apply", value_name = "FILE")]
+    apply: Vec<PathBuf>,
+    /// Exit once every DataJob from `--apply` has finished (Succeeded or
+    /// Failed); the exit code is non-zero unless all succeeded.
+    #[arg(long)]
+    until_settled: bool,
+    /// How long `--until-settled` waits, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    settle_timeout: u64,
+}
+
+pub(crate) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
+    if args.operator.policy_dir.is_none() {
+        bail!(
+            "--policy-dir is required: the directory of the policies' .wasm files (e.g. target/wasm32-wasip2/guest)"
+        );
+    }
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(dev(args))
+}
+
+async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
+    let cluster = DevCluster::start(Config {
+        port: args.port,
+        ..Config::default()
+    })
+    .await
+    .context("cannot start devcluster")?;
+    if let Some(dir) = args
+        .kubeconfig
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    cluster
+        .write_kubeconfig(&args.kubeconfig)
+        .context("cannot write the kubeconfig")?;
+    println!("devcluster serving on {}", cluster.url());
+    println!(
+        "  kubectl --kubeconfig {} get datajobs,pods",
+        args.kubeconfig.display()
+    );
+    let client = cluster.client().context("cannot connect to devcluster")?;
+    install_crd(&client).await?;
+
+    let operator = Operator::new(
+        cluster.client_config()?,
+        args.operator.options(Some(args.listen)),
+    )
+    .await?;
+    if let Some(addr) = operator.listen_addr() {
+        println!("operator metrics on http://{addr}/metrics");
+    }
+    let shared = operator.shared();
+    for (name, entry) in shared.registry.entries() {
+        match (&entry.serving, &entry.rejected) {
+            (Some(policy), _) => println!("policy {name}: serving {}", policy.digest()),
+            (None, Some(rejection)) => {
+                println!(
+                    "policy {name}: rejected ({}): {}",
+                    rejection.reason, rejection.message
+                );
+            }
+            (None, None) => {}
+        }
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(operator.run(async {
+        let _ = stopped.await;
+    }));
+
+    let mut jobs = Vec::new();
+    for file in &args.apply {
+        jobs.extend(apply_file(&client, file).await?);
+    }
+    let code = if args.until_settled {
+        let settled = settle(&shared, &jobs, Duration::from_secs(args.settle_timeout)).await;
+        print_summary(&shared, &jobs);
+        if settled? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    } else {
+        println!("running; Ctrl-C to stop");
+        super::shutdown_signal().await;
+        ExitCode::SUCCESS
+    };
+    let _ = stop.send(());
+    running.await.context("the operator task failed")??;
+    cluster.shutdown().await;
+    Ok(code)
+}
+
+/// Creates (or updates) the DataJob CRD.
+async fn install_crd(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = DataJob::crd();
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply(DEV_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .context("cannot install the DataJob CRD")?;
+    Ok(())
+}
+
+/// Server-side applies every object of a YAML file; returns the DataJobs' keys.
+async fn apply_file(client: &Client, file: &Path) -> anyhow::Result<Vec<ObjectKey>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut jobs = Vec::new();
+    for value in projection::objects_from_yaml(&text)? {
+        let object: DynamicObject = serde_json::from_value(value).with_context(|| {
+            format!(
+                "{} holds an object that is not a Kubernetes object",
+                file.display()
+            )
+        })?;
+        let types = object
+            .types
+            .clone()
+            .with_context(|| format!("an object in {} has no apiVersion/kind", file.display()))?;
+        let gvk = GroupVersionKind::try_from(&types)
+            .with_context(|| format!("bad apiVersion {}", types.api_version))?;
+        let (resource, capabilities) =
+            discovery::pinned_kind(client, &gvk)
+                .await
+                .with_context(|| {
+                    format!(
+                        "the cluster does not serve {} {}",
+                        types.api_version, types.kind
+                    )
+                })?;
+        let name = object.name_any();
+        let (api, key): (Api<DynamicObject>, ObjectKey) = match capabilities.scope {
+            Scope::Cluster => (
+                Api::all_with(client.clone(), &resource),
+                ObjectKey::cluster(name.as_str()),
+            ),
+            Scope::Namespaced => {
+                let namespace = object.namespace().unwrap_or_else(|| "default".into());
+                let api = Api::namespaced_with(client.clone(), &namespace, &resource);
+                (api, ObjectKey::namespaced(namespace, name.as_str()))
+            }
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply(DEV_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("cannot apply {} {key}", types.kind))?;
+        println!("applied {} {key}", types.kind);
+        if types.kind == "DataJob" {
+            jobs.push(key);
+        }
+    }
+    Ok(jobs)
+}
+
+/// Waits until every DataJob has finished; true if all succeeded.
+async fn settle(
+    shared: &Arc<Shared>,
+    jobs: &[ObjectKey],
+    timeout: Duration,
+) -> anyhow::Result<bool> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let phases: Vec<Option<String>> = jobs
+            .iter()
+            .map(|key| {
+                shared
+                    .jobs
+                    .get(key)
+                    .and_then(|job| job.status.as_ref().and_then(|s| s.phase.clone()))
+            })
+            .collect();
+        let finished = |p: &Option<String>| matches!(p.as_deref(), Some("Succeeded" | "Failed"));
+        if phases.iter().all(finished) {
+            return Ok(phases.iter().all(|p| p.as_deref() == Some("Succeeded")));
+        }
+        if Instant::now() > deadline {
+            bail!("DataJobs did not finish within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn phase_name(phase: ChildPhase) -> &'static str {
+    match phase {
+        ChildPhase::Pending => "Pending",
+        ChildPhase::Running => "Running",
+        ChildPhase::Succeeded => "Succeeded",
+        ChildPhase::Failed => "Failed",
+        ChildPhase::Unknown => "Unknown",
+    }
+}
+
+fn print_summary(shared: &Shared, jobs: &[ObjectKey]) {
+    println!(
+        "{:<28} {:<12} {:<10} {:<14} CHILDREN",
+        "DATAJOB", "POLICY", "PHASE", "DIGEST"
+    );
+    for key in jobs {
+        let Some(job) = shared.jobs.get(key) else {
+            println!("{key:<28} (gone)");
+            continue;
+        };
+        let status = job.status.clone().unwrap_or_default();
+        let digest = status.policy.as_ref().map_or("-".into(), |p| {
+            p.digest.chars().take(12).collect::<String>()
+        });
+        let counts = status.children.unwrap_or_default();
+        println!(
+            "{:<28} {:<12} {:<10} {:<14} {} total, {} succeeded, {} failed",
+            key.to_string(),
+            job.spec.policy,
+            status.phase.unwrap_or_default(),
+            digest,
+            counts.total,
+            counts.succeeded,
+            counts.failed
+        );
+        for record in job
+            .uid()
+            .map(|uid| shared.children.of(&uid))
+            .unwrap_or_default()
+        {
+            println!(
+                "    {} {:<30} {}",
+                record.child.kind,
+                record.child.name,
+                phase_name(record.child.phase)
+            );
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! `policyhost run`: the operator against a cluster (kubeconfig or in-cluster).
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use policyhost::operator::{Operator, Options, StreamingLists};
+use policyhost::runtime::AllowedKind;
+use tracing::info;
+
+/// Arguments of `run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Kubeconfig file; default: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster config.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    operator: OperatorArgs,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
+    listen: SocketAddr,
+}
+
+/// The operator's settings, shared by `run` and `dev`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct OperatorArgs {
+    /// Watch only this namespace (repeatable); default: all namespaces.
+    #[arg(long = "namespace", value_name = "NS")]
+    namespaces: Vec<String>,
+    /// The instance name, the `policyhost.dev/managed-by` label of its children.
+    #[arg(long, default_value = "policyhost")]
+    instance: String,
+    /// Concurrent reconciles.
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Load `<name>.wasm` policies from this directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) policy_dir: Option<PathBuf>,
+    /// A kind of child policies may create, as `APIVERSION/KIND` (repeatable);
+    /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret, batch/v1/Job.
+    #[arg(long = "child-kind", value_name = "APIVERSION/KIND", value_parser = parse_kind)]
+    child_kinds: Vec<AllowedKind>,
+    /// Average API writes per second (client-side limit).
+    #[arg(long, default_value_t = NonZeroU32::new(200).unwrap_or(NonZeroU32::MIN))]
+    api_qps: NonZeroU32,
+    /// API writes allowed at once above the average.
+    #[arg(long, default_value_t = NonZeroU32::new(400).unwrap_or(NonZeroU32::MIN))]
+    api_burst: NonZeroU32,
+    /// Start watches with streaming lists (`sendInitialEvents`).
+    #[arg(long, value_enum, default_value_t)]
+    streaming_lists: StreamingListsArg,
+}
+
+/// `--streaming-lists` values.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub(crate) enum StreamingListsArg {
+    /// Ask the API server at start-up.
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never (paginated lists).
+    Never,
+}
+
+impl OperatorArgs {
+    /// The operator options these arguments stand for.
+    pub(crate) fn options(&self, listen: Option<SocketAddr>) -> Options {
+        let defaults = Options::default();
+        Options {
+            namespaces: self.namespaces.clone(),
+            instance: self.instance.clone(),
+            workers: self.workers,
+            policy_dir: self.policy_dir.clone(),
+            child_kinds: if self.child_kinds.is_empty() {
+                defaults.child_kinds.clone()
+            } else {
+                self.child_kinds.clone()
+            },
+            api_qps: self.api_qps,
+            api_burst: self.api_burst,
+            listen,
+            streaming_lists: match self.streaming_lists {
+                StreamingListsArg::Auto => StreamingLists::Auto,
+                StreamingListsArg::Always => StreamingLists::Always,
+                StreamingListsArg::Never => StreamingLists::Never,
+            },
+            ..defaults
+        }
+    }
+}
+
+/// `v1/Pod` or `batch/v1/Job`: the kind after the last slash.
+fn parse_kind(text: &str) -> Result<AllowedKind, String> {
+    match text.rsplit_once('/') {
+        Some((api_version, kind)) if !api_version.is_empty() && !kind.is_empty() => {
+            Ok(AllowedKind::new(api_version, kind))
+        }
+        _ => Err(format!(
+            "`{text}` is not APIVERSION/KIND (e.g. v1/Pod or batch/v1/Job)"
+        )),
+    }
+}
+
+pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let config = match &args.kubeconfig {
+            Some(path) => {
+                let kubeconfig = Kubeconfig::read_from(path)
+                    .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                    .await
+                    .context("the kubeconfig has no usable context")?
+            }
+            None => kube::Config::infer()
+                .await
+                .context("no kubeconfig and not running in a cluster")?,
+        };
+        let operator = Operator::new(config, args.operator.options(Some(args.listen))).await?;
+        if let Some(addr) = operator.listen_addr() {
+            info!(%addr, "serving /metrics, /healthz and /readyz");
+        }
+        operator.run(super::shutdown_signal()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_parse_with_or_without_a_group() {
+        assert_eq!(parse_kind("v1/Pod"), Ok(AllowedKind::new("v1", "Pod")));
+        assert_eq!(
+            parse_kind("batch/v1/Job"),
+            Ok(AllowedKind::new("batch/v1", "Job"))
+        );
+        assert!(parse_kind("Pod").is_err());
+        assert!(parse_kind("v1/").is_err());
+    }
+}

@@ -1,0 +1,252 @@
+//! The DataJob controller: watch streams feed the caches and the queue;
+//! workers take keys from the queue and reconcile them through their policy.
+//!
+//! # Expected flow
+//!
+//! 1. [`Controller::new`] registers the caches (DataJobs indexed by policy
+//!    name, one child cache per kind indexed by owner UID).
+//! 2. [`Controller::run`] starts one watch stream per kind and namespace, waits
+//!    until every cache has completed its first list, then starts
+//!    `workers` workers.
+//! 3. A worker takes a key (never one another worker holds), reconciles it
+//!    ([`reconcile::reconcile`]), and tells the queue what next: nothing until
+//!    a change, a requeue after the policy's delay, or a retry with
+//!    exponential backoff.
+//! 4. A policy swap in the [`Registry`] queues every DataJob that uses it.
+//!
+//! # Guarantees
+//! - No LIST on the reconcile path: DataJobs come from the cache by key and
+//!   children from the owner index.
+//! - One DataJob is never reconciled by two workers at once.
+
+pub mod reconcile;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::core::ApiResource;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinSet;
+use tracing::{Instrument, debug, info, info_span};
+
+use crate::apply::Events;
+use crate::cache::{Cached, ChildCache, ChildCaches, Index, ObjectKey, Store};
+use crate::crd::DataJob;
+use crate::metrics::Metrics;
+use crate::policies::Registry;
+use crate::queue::{Backoff, WorkQueue};
+use crate::runtime::Runtime;
+use crate::watch;
+
+pub use reconcile::Next;
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// What to watch and the instance name.
+    pub watch: watch::Config,
+    /// Concurrent reconciles.
+    pub workers: usize,
+    /// Retry pacing of failed reconciles.
+    pub backoff: Backoff,
+    /// The kinds of children policies may create; each gets a watch and a cache.
+    pub child_kinds: Vec<ApiResource>,
+}
+
+/// What the workers share.
+pub struct Shared {
+    /// The API client (writes are throttled by its layer).
+    pub client: Client,
+    /// The policy runtime.
+    pub runtime: Runtime,
+    /// The policies in service.
+    pub registry: Arc<Registry>,
+    /// DataJobs, slim.
+    pub jobs: Store<DataJob>,
+    /// DataJobs by `spec.policy`.
+    pub jobs_by_policy: Index<DataJob>,
+    /// Children, by kind, indexed by owner.
+    pub children: ChildCaches,
+    /// DataJob keys to reconcile.
+    pub queue: Arc<WorkQueue<ObjectKey>>,
+    /// Event recorder.
+    pub events: Events,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The operator instance (the `managed-by` label value).
+    pub instance: String,
+}
+
+/// The DataJob controller.
+pub struct Controller {
+    shared: Arc<Shared>,
+    config: Config,
+}
+
+impl Controller {
+    /// Registers the caches and indexes; nothing runs until [`run`](Self::run).
+    #[must_use]
+    pub fn new(
+        client: Client,
+        runtime: Runtime,
+        registry: Arc<Registry>,
+        metrics: Arc<Metrics>,
+        config: Config,
+    ) -> Self {
+        let scopes = config.watch.scopes.clone();
+        let mut jobs = Store::builder();
+        let jobs_by_policy = jobs.index("policy", |job: &DataJob| vec![job.spec.policy.clone()]);
+        let jobs = jobs.scopes(scopes.clone()).build();
+        let children = ChildCaches::new(
+            config
+                .child_kinds
+                .iter()
+                .map(|resource| ChildCache::new(resource.clone(), scopes.clone()))
+                .collect(),
+        );
+        let instance = config.watch.instance.clone();
+        let shared = Arc::new(Shared {
+            events: Events::new(client.clone(), &instance),
+            client,
+            runtime,
+            registry,
+            jobs,
+            jobs_by_policy,
+            children,
+            queue: WorkQueue::new(config.backoff),
+            metrics,
+            instance,
+        });
+        Self { shared, config }
+    }
+
+    /// What the workers share (caches, queue, registry), e.g. for readiness
+    /// checks and tests.
+    #[must_use]
+    pub fn shared(&self) -> Arc<Shared> {
+        Arc::clone(&self.shared)
+    }
+
+    /// Runs until `shutdown` completes; then stops taking work, lets the
+    /// reconciles in flight finish, and stops the watches.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let shared = self.shared;
+        let mut background = JoinSet::new();
+        background.spawn(watch::data_jobs(
+            shared.client.clone(),
+            self.config.watch.clone(),
+            shared.jobs.clone(),
+            Arc::clone(&shared.queue),
+        ));
+        for cache in shared.children.iter() {
+            background.spawn(watch::children(
+                shared.client.clone(),
+                self.config.watch.clone(),
+                cache.clone(),
+                Arc::clone(&shared.queue),
+            ));
+        }
+        background.spawn(requeue_on_policy_change(Arc::clone(&shared)));
+        background.spawn(report_queue(Arc::clone(&shared)));
+
+        let work = async {
+            shared.jobs.wait_until_ready().await;
+            for cache in shared.children.iter() {
+                cache.store.wait_until_ready().await;
+            }
+            info!(
+                datajobs = shared.jobs.len(),
+                workers = self.config.workers,
+                "caches synced; reconciling"
+            );
+            let mut workers = JoinSet::new();
+            for id in 0..self.config.workers.max(1) {
+                workers.spawn(worker(Arc::clone(&shared)).instrument(info_span!("worker", id)));
+            }
+            workers.join_all().await;
+        };
+        tokio::pin!(work);
+        tokio::select! {
+            () = &mut work => {}
+            () = shutdown => {
+                info!("shutting down: finishing reconciles in flight");
+                shared.queue.shut_down();
+                work.await;
+            }
+        }
+        background.shutdown().await;
+    }
+}
+
+/// Takes keys until the queue shuts down.
+async fn worker(shared: Arc<Shared>) {
+    let queue = Arc::clone(&shared.queue);
+    while let Some(lease) = queue.next().await {
+        let key = lease.key().clone();
+        let attempt = queue.failures(&key).saturating_add(1);
+        let started = Instant::now();
+        let next = reconcile::reconcile(&shared, &key, attempt)
+            .instrument(info_span!("reconcile", datajob = %key, attempt))
+            .await;
+        match next {
+            Next::AwaitChange => queue.forget(&key),
+            Next::RequeueAfter(delay) => {
+                queue.forget(&key);
+                queue.add_after(key.clone(), delay);
+            }
+            Next::Retry => {
+                let delay = queue.add_rate_limited(key.clone());
+                debug!(datajob = %key, ?delay, "reconcile will be retried");
+            }
+        }
+        drop(lease);
+        shared
+            .metrics
+            .work_duration
+            .observe(started.elapsed().as_secs_f64());
+    }
+}
+
+/// Queues every DataJob of a policy when the policy changes.
+async fn requeue_on_policy_change(shared: Arc<Shared>) {
+    let mut changes = shared.registry.subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(policy) => {
+                for key in shared.jobs.lookup_keys(shared.jobs_by_policy, &policy) {
+                    shared.queue.add(key);
+                }
+            }
+            // Too many changes to tell which: every DataJob may be concerned.
+            Err(RecvError::Lagged(_)) => {
+                for job in shared.jobs.all() {
+                    shared.queue.add(job.key());
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Publishes the queue's depth to the metrics once a second.
+async fn report_queue(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        shared.metrics.queue_depth.set(gauge(shared.queue.len()));
+        shared
+            .metrics
+            .queue_delayed
+            .set(gauge(shared.queue.delayed()));
+    }
+}
+
+/// Compile-time check: the controller's future can run on a multi-threaded runtime.
+#[allow(dead_code)]
+fn controller_future_should_be_send(controller: Controller) {
+    fn assert_send<T: Send>(_: T) {}
+    assert_send(controller.run(std::future::pending()));
+}

@@ -1,0 +1,282 @@
+//! One reconcile of one DataJob: read it and its children from the cache,
+//! call its policy, apply what the policy wants, write status and Events.
+//!
+//! Nothing here lists anything: the DataJob comes from the cache by key and
+//! its children from the owner index.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::Api;
+use tracing::{debug, warn};
+
+use super::Shared;
+use crate::apply::children::{self, Summary};
+use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
+use crate::cache::{ChildRecord, ObjectKey};
+use crate::chain::display_chain;
+use crate::crd::{DataJob, PolicyRef};
+use crate::projection;
+use crate::runtime::{self, Context, Input, Reconciled};
+
+/// What the queue should do with the key after a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing until the DataJob or its children change.
+    AwaitChange,
+    /// Call again after this long (the policy asked for it).
+    RequeueAfter(Duration),
+    /// It failed in a way a retry may fix: back off and retry.
+    Retry,
+}
+
+/// Why a reconcile did not go through, as a condition reason.
+#[derive(Debug)]
+enum Failure {
+    /// The policy named in the spec has no version in service.
+    PolicyUnavailable(String),
+    /// The guest faulted, or reported its own error.
+    Guest(runtime::Error),
+    /// The API server refused a write.
+    Apply(children::Error),
+}
+
+impl Failure {
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::PolicyUnavailable(_) => "PolicyUnavailable",
+            Self::Guest(error) => error.reason(),
+            Self::Apply(_) => "ApplyFailed",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::PolicyUnavailable(why) => why.clone(),
+            Self::Guest(error) => display_chain(error),
+            Self::Apply(error) => display_chain(error),
+        }
+    }
+
+    /// Invalid params only change with the spec, which re-queues the DataJob
+    /// anyway; a missing policy re-queues it when the policy arrives.
+    fn next(&self) -> Next {
+        match self {
+            Self::PolicyUnavailable(_) => Next::AwaitChange,
+            Self::Guest(runtime::Error::PolicyError(runtime::PolicyError::InvalidParams(_))) => {
+                Next::AwaitChange
+            }
+            Self::Guest(_) | Self::Apply(_) => Next::Retry,
+        }
+    }
+}
+
+/// Reconciles the DataJob `key`; `attempt` counts tries since it last succeeded.
+pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
+    let Some(job) = shared.jobs.get(key) else {
+        // Deleted: its children go with it through garbage collection.
+        return Next::AwaitChange;
+    };
+    let started = Instant::now();
+    let policy_name = job.spec.policy.clone();
+    let children = job
+        .uid()
+        .map(|uid| shared.children.of(&uid))
+        .unwrap_or_default();
+
+    if job.spec.suspend {
+        let update = StatusUpdate {
+            conditions: vec![NewCondition::new(
+                SUSPENDED,
+                true,
+                "SpecSuspend",
+                "spec.suspend is true: the policy is not called and no child is created",
+            )],
+            ..StatusUpdate::default()
+        };
+        return match write_status(shared, &job, update, &children).await {
+            Ok(()) => Next::AwaitChange,
+            Err(error) => {
+                warn!(job = %job.name_any(), %error, "cannot write status");
+                Next::Retry
+            }
+        };
+    }
+
+    let done = match run_policy(shared, &job, &children, attempt).await {
+        Ok((policy, reconciled)) => succeed(shared, &job, &policy, reconciled, &children).await,
+        Err((policy, failure)) => fail(shared, &job, policy, &failure, &children).await,
+    };
+    shared
+        .metrics
+        .reconciled(&policy_name, done.result, started.elapsed());
+    done.next
+}
+
+/// How a reconcile ended: what to do next, and the result label for metrics.
+struct Done {
+    next: Next,
+    result: &'static str,
+}
+
+type PolicyOutcome = Result<(PolicyRef, Reconciled), (Option<PolicyRef>, Failure)>;
+
+/// Calls the DataJob's policy with its children and a fresh context.
+async fn run_policy(
+    shared: &Shared,
+    job: &DataJob,
+    children: &[Arc<ChildRecord>],
+    attempt: u32,
+) -> PolicyOutcome {
+    let policy = shared
+        .registry
+        .get(&job.spec.policy)
+        .map_err(|why| (None, Failure::PolicyUnavailable(why.to_string())))?;
+    let acting = PolicyRef {
+        name: policy.name().to_owned(),
+        digest: policy.digest().to_string(),
+    };
+    let input = Input {
+        job: projection::data_job(job),
+        children: children.iter().map(|r| r.child.clone()).collect(),
+        ctx: Context {
+            now_unix_ms: now_unix_ms(),
+            attempt,
+            policy_digest: acting.digest.clone(),
+        },
+    };
+    let outcome = shared.runtime.reconcile(policy, input).await;
+    let fault = outcome.result.as_ref().err().map(runtime::Error::reason);
+    shared
+        .metrics
+        .guest_call(&acting.name, &outcome.report, fault);
+    match outcome.result {
+        Ok(reconciled) => Ok((acting, reconciled)),
+        Err(error) => Err((Some(acting), Failure::Guest(error))),
+    }
+}
+
+/// Applies a successful result: children, status, the policy's Events.
+async fn succeed(
+    shared: &Shared,
+    job: &DataJob,
+    policy: &PolicyRef,
+    reconciled: Reconciled,
+    children: &[Arc<ChildRecord>],
+) -> Done {
+    let applied = children::reconcile_children(
+        &shared.client,
+        &shared.children,
+        &shared.instance,
+        job,
+        &reconciled.children,
+        children,
+    )
+    .await;
+    let summary: Summary = match applied {
+        Ok(summary) => summary,
+        Err(error) => {
+            let failure = Failure::Apply(error);
+            return fail(shared, job, Some(policy.clone()), &failure, children).await;
+        }
+    };
+    debug!(job = %job.name_any(), ?summary, "children reconciled");
+    let mut conditions = vec![NewCondition::new(
+        READY,
+        true,
+        "Reconciled",
+        format!(
+            "{} children desired: {} applied, {} unchanged, {} pruned",
+            reconciled.children.len(),
+            summary.applied,
+            summary.unchanged,
+            summary.pruned
+        ),
+    )];
+    conditions.extend(reconciled.status.conditions.iter().map(NewCondition::from));
+    let update = StatusUpdate {
+        phase: Some(reconciled.status.phase.clone()),
+        message: Some(reconciled.status.message.clone()),
+        conditions,
+        policy: Some(policy.clone()),
+        outputs: reconciled.status.outputs.as_object().cloned(),
+    };
+    if let Err(error) = write_status(shared, job, update, children).await {
+        warn!(job = %job.name_any(), %error, "cannot write status");
+        return Done {
+            next: Next::Retry,
+            result: "StatusFailed",
+        };
+    }
+    for event in &reconciled.events {
+        shared
+            .events
+            .publish(
+                job,
+                event.kind == "Warning",
+                "Reconcile",
+                &event.reason,
+                &event.message,
+            )
+            .await;
+    }
+    Done {
+        next: reconciled.requeue_after_ms.map_or(Next::AwaitChange, |ms| {
+            Next::RequeueAfter(Duration::from_millis(ms))
+        }),
+        result: "success",
+    }
+}
+
+/// Records a failure: a `Ready=False` condition naming it and a warning Event.
+/// Nothing is applied.
+async fn fail(
+    shared: &Shared,
+    job: &DataJob,
+    policy: Option<PolicyRef>,
+    failure: &Failure,
+    children: &[Arc<ChildRecord>],
+) -> Done {
+    let reason = failure.reason();
+    let message = failure.message();
+    warn!(job = %job.name_any(), namespace = ?job.namespace(), reason, %message, "reconcile failed");
+    let update = StatusUpdate {
+        conditions: vec![NewCondition::new(READY, false, reason, message.clone())],
+        policy,
+        ..StatusUpdate::default()
+    };
+    let written = write_status(shared, job, update, children).await;
+    shared
+        .events
+        .publish(job, true, "Reconcile", reason, &message)
+        .await;
+    let next = match written {
+        Ok(()) => failure.next(),
+        Err(error) => {
+            warn!(job = %job.name_any(), %error, "cannot write status");
+            Next::Retry
+        }
+    };
+    Done {
+        next,
+        result: reason,
+    }
+}
+
+async fn write_status(
+    shared: &Shared,
+    job: &DataJob,
+    update: StatusUpdate,
+    children: &[Arc<ChildRecord>],
+) -> kube::Result<()> {
+    let status = status::build(job, update, children, Timestamp::now());
+    let api: Api<DataJob> =
+        Api::namespaced(shared.client.clone(), &job.namespace().unwrap_or_default());
+    status::write(&api, job, status).await.map(|_| ())
+}
+
+fn now_unix_ms() -> u64 {
+    u64::try_from(Timestamp::now().as_millisecond()).unwrap_or(0)
+}

@@ -1,0 +1,281 @@
+//! The whole operator assembled: client (with the write throttle), runtime,
+//! policies, controller and HTTP endpoints. `policyhost run` and
+//! `policyhost dev` are thin shells around [`Operator`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kube::client::ClientBuilder;
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, discovery};
+use tokio::net::TcpListener;
+use tower::buffer::BufferLayer;
+use tracing::{info, warn};
+
+use crate::cache::Scope;
+use crate::controller::{self, Controller, Shared};
+use crate::metrics::Metrics;
+use crate::policies::{self, Registry};
+use crate::queue::Backoff;
+use crate::runtime::{self, AllowedKind, Runtime, RuntimeConfig};
+use crate::server::{self, Readiness};
+use crate::throttle::WriteThrottleLayer;
+use crate::watch;
+
+/// Whether watch streams start with a streaming list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamingLists {
+    /// Ask the API server once at start-up.
+    #[default]
+    Auto,
+    /// Always (the server must support `sendInitialEvents`).
+    Always,
+    /// Never: paginated lists.
+    Never,
+}
+
+/// How to run the operator.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Namespaces to watch; empty for the whole cluster.
+    pub namespaces: Vec<String>,
+    /// The instance name: the `policyhost.dev/managed-by` label of its children.
+    pub instance: String,
+    /// Concurrent reconciles.
+    pub workers: usize,
+    /// A directory of `<name>.wasm` policies to load at start-up.
+    pub policy_dir: Option<PathBuf>,
+    /// Kinds of children policies may create: each is watched and cached.
+    pub child_kinds: Vec<AllowedKind>,
+    /// Average API writes per second.
+    pub api_qps: NonZeroU32,
+    /// API writes allowed at once above the average.
+    pub api_burst: NonZeroU32,
+    /// Where to serve `/metrics`, `/healthz`, `/readyz`; `None` serves nothing.
+    pub listen: Option<SocketAddr>,
+    /// Streaming lists or paginated lists.
+    pub streaming_lists: StreamingLists,
+    /// Retry pacing of failed reconciles.
+    pub backoff: Backoff,
+    /// The policy runtime.
+    pub runtime: RuntimeConfig,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            namespaces: Vec::new(),
+            instance: "policyhost".into(),
+            workers: 8,
+            policy_dir: None,
+            child_kinds: AllowedKind::defaults(),
+            api_qps: NonZeroU32::new(200).unwrap_or(NonZeroU32::MIN),
+            api_burst: NonZeroU32::new(400).unwrap_or(NonZeroU32::MIN),
+            listen: None,
+            streaming_lists: StreamingLists::Auto,
+            backoff: Backoff::default(),
+            runtime: RuntimeConfig::default(),
+        }
+    }
+}
+
+/// Why the operator could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The kube client could not be built from the configuration.
+    #[error("cannot build the Kubernetes client")]
+    Client(#[source] kube::Error),
+    /// A child kind is not served by the API server.
+    #[error("the API server does not serve {api_version} {kind}")]
+    Discovery {
+        /// The kind's `apiVersion`.
+        api_version: String,
+        /// The kind.
+        kind: String,
+        /// The discovery error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The policy runtime could not start.
+    #[error("cannot start the policy runtime")]
+    Runtime(#[source] runtime::Error),
+    /// The policy directory could not be read.
+    #[error(transparent)]
+    PolicyDir(#[from] policies::dir::Error),
+    /// The HTTP endpoints could not bind.
+    #[error("cannot listen on {addr}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP endpoints failed while serving.
+    #[error("the HTTP endpoints failed")]
+    Serve(#[source] std::io::Error),
+}
+
+/// An operator ready to run: client built, kinds discovered, policies loaded,
+/// endpoints bound.
+pub struct Operator {
+    controller: Controller,
+    metrics: Arc<Metrics>,
+    listener: Option<TcpListener>,
+}
+
+impl Operator {
+    /// Prepares the operator against the cluster of `config`.
+    pub async fn new(config: kube::Config, options: Options) -> Result<Self, Error> {
+        let client = client(config, &options)?;
+        let child_kinds = discover(&client, &options.child_kinds).await?;
+        let runtime = Runtime::new(options.runtime.clone()).map_err(Error::Runtime)?;
+        let registry = Registry::new();
+        if let Some(dir) = &options.policy_dir {
+            let loaded = policies::dir::load(&runtime, &registry, dir).await?;
+            info!(installed = ?loaded.installed, rejected = ?loaded.rejected, dir = %dir.display(), "policies loaded");
+        }
+        let scopes = if options.namespaces.is_empty() {
+            vec![Scope::Cluster]
+        } else {
+            options
+                .namespaces
+                .iter()
+                .map(|ns| Scope::Namespace(ns.as_str().into()))
+                .collect()
+        };
+        let streaming_lists = match options.streaming_lists {
+            StreamingLists::Always => true,
+            StreamingLists::Never => false,
+            StreamingLists::Auto => watch::streaming_lists_supported(&client, &scopes[0]).await,
+        };
+        info!(
+            streaming_lists,
+            "watch streams start with {}",
+            if streaming_lists {
+                "a streaming list"
+            } else {
+                "a paginated list"
+            }
+        );
+        let listener = match options.listen {
+            Some(addr) => Some(
+                server::bind(addr)
+                    .await
+                    .map_err(|source| Error::Listen { addr, source })?,
+            ),
+            None => None,
+        };
+        let metrics = Arc::new(Metrics::default());
+        let controller = Controller::new(
+            client,
+            runtime,
+            registry,
+            Arc::clone(&metrics),
+            controller::Config {
+                watch: watch::Config {
+                    scopes,
+                    instance: options.instance.clone(),
+                    streaming_lists,
+                },
+                workers: options.workers,
+                backoff: options.backoff,
+                child_kinds,
+            },
+        );
+        Ok(Self {
+            controller,
+            metrics,
+            listener,
+        })
+    }
+
+    /// Where the HTTP endpoints listen, if they do.
+    #[must_use]
+    pub fn listen_addr(&self) -> Option<SocketAddr> {
+        self.listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The controller's shared state (caches, queue, registry).
+    #[must_use]
+    pub fn shared(&self) -> Arc<Shared> {
+        self.controller.shared()
+    }
+
+    /// The operator's metrics.
+    #[must_use]
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Runs until `shutdown` completes, then stops gracefully.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), Error> {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = move || {
+            let mut stop_rx = stop_rx.clone();
+            async move {
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            }
+        };
+        let endpoints = self.listener.map(|listener| {
+            let shared = self.controller.shared();
+            let ready: Readiness =
+                Arc::new(move || shared.jobs.is_ready() && shared.children.is_ready());
+            tokio::spawn(server::serve(
+                listener,
+                Arc::clone(&self.metrics),
+                ready,
+                stopped(),
+            ))
+        });
+        let controller = tokio::spawn(self.controller.run(stopped()));
+        shutdown.await;
+        let _ = stop_tx.send(true);
+        if let Err(error) = controller.await {
+            warn!(%error, "the controller task ended abnormally");
+        }
+        if let Some(endpoints) = endpoints {
+            match endpoints.await {
+                Ok(result) => result.map_err(Error::Serve)?,
+                Err(error) => warn!(%error, "the endpoints task ended abnormally"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The kube client with the write throttle under it.
+fn client(config: kube::Config, options: &Options) -> Result<Client, Error> {
+    let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
+    Ok(builder
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&WriteThrottleLayer::new(options.api_qps, options.api_burst))
+        .build())
+}
+
+/// Finds the API resource (plural, scope) of every child kind.
+async fn discover(client: &Client, kinds: &[AllowedKind]) -> Result<Vec<ApiResource>, Error> {
+    let mut resources = Vec::with_capacity(kinds.len());
+    for kind in kinds {
+        let (group, version) = match kind.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", kind.api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
+        let (resource, _) = discovery::pinned_kind(client, &gvk)
+            .await
+            .map_err(|source| Error::Discovery {
+                api_version: kind.api_version.clone(),
+                kind: kind.kind.clone(),
+                source,
+            })?;
+        resources.push(resource);
+    }
+    Ok(resources)
+}

@@ -1,0 +1,331 @@
+//! The watch streams: one per kind and scope, each feeding its cache and
+//! turning what changed into work for the queue.
+//!
+//! Children are watched with the label selector
+//! `policyhost.dev/managed-by=<instance>`, so the API server sends only the
+//! operator's own objects: fifty thousand foreign Pods cost nothing here.
+//! Each stream is shared by the cache and the queue: the change the cache
+//! reports is the change that is queued, so the two never disagree.
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use kube::api::{Api, WatchEvent, WatchParams};
+use kube::core::ApiResource;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tracing::{debug, warn};
+
+use crate::cache::{self, Cached, Change, ChildCache, ChildRecord, ObjectKey, Scope, Store};
+use crate::crd::DataJob;
+use crate::projection::ChildObject;
+use crate::queue::WorkQueue;
+
+/// The label every child carries, naming the operator instance that manages it.
+pub const MANAGED_BY_LABEL: &str = "policyhost.dev/managed-by";
+/// The label every child carries, naming its DataJob.
+pub const DATAJOB_LABEL: &str = "policyhost.dev/datajob";
+
+/// How the operator watches the cluster.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The namespaces to watch, or [`Scope::Cluster`] alone for all of them.
+    pub scopes: Vec<Scope>,
+    /// The operator instance: children are selected by `managed-by=<instance>`.
+    pub instance: String,
+    /// Start streams with a streaming list (`sendInitialEvents`, Kubernetes
+    /// 1.32+ with the `WatchList` feature) instead of a paginated list.
+    pub streaming_lists: bool,
+}
+
+impl Config {
+    /// The label selector of the operator's children.
+    #[must_use]
+    pub fn child_selector(&self) -> String {
+        format!("{MANAGED_BY_LABEL}={}", self.instance)
+    }
+
+    fn watcher_config(&self, labels: Option<&str>) -> watcher::Config {
+        let mut config = watcher::Config::default();
+        if let Some(labels) = labels {
+            config = config.labels(labels);
+        }
+        if self.streaming_lists {
+            config = config.streaming_lists();
+        }
+        config
+    }
+}
+
+/// Keeps the DataJob cache current and queues every DataJob whose change
+/// needs a reconcile. Runs until the streams end (they retry with backoff
+/// on errors, so: until the task is dropped).
+pub async fn data_jobs(
+    client: Client,
+    config: Config,
+    store: Store<DataJob>,
+    queue: Arc<WorkQueue<ObjectKey>>,
+) {
+    let streams = config.scopes.iter().map(|scope| {
+        let api: Api<DataJob> = match scope {
+            Scope::Cluster => Api::all(client.clone()),
+            Scope::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
+        };
+        let events = watcher::watcher(api, config.watcher_config(None));
+        drive(
+            events,
+            scope.clone(),
+            store.clone(),
+            cache::slim_data_job,
+            {
+                let queue = Arc::clone(&queue);
+                move |change: &Change<DataJob>| {
+                    if let Some(key) = data_job_work(change) {
+                        queue.add(key);
+                    }
+                }
+            },
+        )
+    });
+    futures::future::join_all(streams).await;
+}
+
+/// Keeps one child kind's cache current and queues the DataJob that
+/// controls every child whose change a policy could see.
+pub async fn children(
+    client: Client,
+    config: Config,
+    cache: ChildCache,
+    queue: Arc<WorkQueue<ObjectKey>>,
+) {
+    let selector = config.child_selector();
+    let streams = config.scopes.iter().map(|scope| {
+        let api = child_api(&client, scope, &cache.resource);
+        let events = watcher::watcher(api, config.watcher_config(Some(&selector)));
+        drive(
+            events,
+            scope.clone(),
+            cache.store.clone(),
+            |object: ChildObject| ChildRecord::from_object(&object),
+            {
+                let queue = Arc::clone(&queue);
+                move |change: &Change<ChildRecord>| {
+                    for key in child_work(change) {
+                        queue.add(key);
+                    }
+                }
+            },
+        )
+    });
+    futures::future::join_all(streams).await;
+}
+
+/// True when the API server answers a streaming list (`sendInitialEvents`,
+/// the `WatchList` feature): it must end the initial events with the
+/// `k8s.io/initial-events-end` bookmark. Asked once at start-up, with a
+/// selector that matches nothing, on the DataJob resource the operator may
+/// watch anyway.
+pub async fn streaming_lists_supported(client: &Client, scope: &Scope) -> bool {
+    let api: Api<DataJob> = match scope {
+        Scope::Cluster => Api::all(client.clone()),
+        Scope::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
+    };
+    let params = WatchParams::streaming_lists()
+        .labels("policyhost.dev/probe=streaming-lists")
+        .timeout(2);
+    let Ok(events) = api.watch(&params, "").await else {
+        return false;
+    };
+    futures::pin_mut!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(WatchEvent::Bookmark(bookmark)) => {
+                return bookmark
+                    .metadata
+                    .annotations
+                    .contains_key("k8s.io/initial-events-end");
+            }
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+fn child_api(client: &Client, scope: &Scope, resource: &ApiResource) -> Api<ChildObject> {
+    match scope {
+        Scope::Cluster => Api::all_with(client.clone(), resource),
+        Scope::Namespace(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+    }
+}
+
+/// Feeds one watch stream into `store` and hands every change to `on_change`.
+async fn drive<K, T>(
+    events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+    scope: Scope,
+    store: Store<T>,
+    project: impl Fn(K) -> T,
+    on_change: impl Fn(&Change<T>),
+) where
+    K: Resource + DeserializeOwned + Clone + std::fmt::Debug + Send + 'static,
+    T: Cached,
+{
+    let events = events.default_backoff();
+    futures::pin_mut!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(event) => {
+                for change in store.apply_in(&scope, project_event(event, &project)) {
+                    on_change(&change);
+                }
+            }
+            // The watcher re-lists after the backoff; the store keeps serving meanwhile.
+            Err(error) => warn!(?scope, %error, "watch stream failed; retrying"),
+        }
+    }
+    debug!(?scope, "watch stream ended");
+}
+
+fn project_event<K, T>(event: watcher::Event<K>, project: impl Fn(K) -> T) -> cache::Event<T> {
+    match event {
+        watcher::Event::Apply(object) => cache::Event::Apply(project(object)),
+        watcher::Event::Delete(object) => cache::Event::Delete(project(object)),
+        watcher::Event::Init => cache::Event::Init,
+        watcher::Event::InitApply(object) => cache::Event::InitApply(project(object)),
+        watcher::Event::InitDone => cache::Event::InitDone,
+    }
+}
+
+/// The DataJob to reconcile after this change, if any. Status-only updates
+/// (most of them the operator's own writes) need none.
+fn data_job_work(change: &Change<DataJob>) -> Option<ObjectKey> {
+    match change {
+        Change::Applied { old: None, new } => Some(new.key()),
+        Change::Applied {
+            old: Some(old),
+            new,
+        } => {
+            let (o, n) = (&old.metadata, &new.metadata);
+            let changed = o.generation != n.generation
+                || o.deletion_timestamp != n.deletion_timestamp
+                || o.labels != n.labels
+                || o.annotations != n.annotations
+                || o.finalizers != n.finalizers
+                || o.uid != n.uid;
+            changed.then(|| new.key())
+        }
+        Change::Deleted(old) => Some(old.key()),
+    }
+}
+
+/// The DataJobs a child change concerns: the controller before and after.
+/// A change the policy cannot see (only the resourceVersion, or status
+/// fields outside the projection) concerns none.
+fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
+    let owner_key = |record: &ChildRecord| {
+        let namespace = record.key.namespace().unwrap_or_default();
+        record
+            .owner
+            .as_ref()
+            .map(|owner| ObjectKey::namespaced(namespace, owner.name.as_str()))
+    };
+    match change {
+        Change::Applied { old: None, new } => owner_key(new).into_iter().collect(),
+        Change::Applied {
+            old: Some(old),
+            new,
+        } => {
+            if old.child == new.child
+                && old.owner == new.owner
+                && old.applied_hash == new.applied_hash
+            {
+                return Vec::new();
+            }
+            let mut keys: Vec<ObjectKey> =
+                owner_key(old).into_iter().chain(owner_key(new)).collect();
+            keys.dedup();
+            keys
+        }
+        Change::Deleted(old) => owner_key(old).into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::DataJobSpec;
+
+    fn job(generation: i64, phase: Option<&str>) -> Arc<DataJob> {
+        let mut job = DataJob::new("j", DataJobSpec::default());
+        job.metadata.namespace = Some("ns".into());
+        job.metadata.generation = Some(generation);
+        job.status = phase.map(|p| crate::crd::DataJobStatus {
+            phase: Some(p.into()),
+            ..Default::default()
+        });
+        Arc::new(job)
+    }
+
+    fn child(phase: &str, rv: &str) -> Arc<ChildRecord> {
+        let object = ChildObject::deserialize(&json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "w", "namespace": "ns", "resourceVersion": rv,
+                "ownerReferences": [{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
+                    "name": "j", "uid": "u", "controller": true}]},
+            "status": {"phase": phase}}))
+        .unwrap();
+        Arc::new(ChildRecord::from_object(&object))
+    }
+
+    #[test]
+    fn a_status_only_update_of_a_datajob_is_not_work() {
+        let change = Change::Applied {
+            old: Some(job(1, None)),
+            new: job(1, Some("Running")),
+        };
+        assert_eq!(data_job_work(&change), None);
+    }
+
+    #[test]
+    fn a_spec_change_of_a_datajob_is_work() {
+        let change = Change::Applied {
+            old: Some(job(1, None)),
+            new: job(2, None),
+        };
+        assert_eq!(
+            data_job_work(&change),
+            Some(ObjectKey::namespaced("ns", "j"))
+        );
+    }
+
+    #[test]
+    fn a_child_phase_change_queues_its_datajob() {
+        let change = Change::Applied {
+            old: Some(child("Pending", "1")),
+            new: child("Running", "2"),
+        };
+        assert_eq!(child_work(&change), [ObjectKey::namespaced("ns", "j")]);
+    }
+
+    #[test]
+    fn a_child_update_the_policy_cannot_see_is_not_work() {
+        let change = Change::Applied {
+            old: Some(child("Running", "1")),
+            new: child("Running", "2"),
+        };
+        assert!(child_work(&change).is_empty());
+    }
+
+    #[test]
+    fn a_deleted_child_queues_its_datajob() {
+        let change = Change::Deleted(child("Running", "1"));
+        assert_eq!(child_work(&change), [ObjectKey::namespaced("ns", "j")]);
+    }
+}
