@@ -16,6 +16,10 @@ use serde_json::json;
 
 use devcluster::{Config, DevCluster};
 
+/// The allocator the `devcluster` binary uses, so RSS is measured as it runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const WATCHERS: usize = 10;
 const FANOUT_WRITES: usize = 300;
 

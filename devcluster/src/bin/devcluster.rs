@@ -8,6 +8,10 @@ use anyhow::Context as _;
 use clap::Parser;
 use devcluster::{Config, DevCluster, PodSimulation};
 
+/// mimalloc returns freed memory to the system, which keeps RSS close to what is stored.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A Kubernetes-compatible API server for development and tests.
 #[derive(Debug, Parser)]
 #[command(name = "devcluster", version)]
