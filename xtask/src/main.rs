@@ -4,7 +4,8 @@
 //!   component in `<target>/wasm32-wasip2/guest/`.
 //! - `test`: installs what is missing, builds the guests and the binaries, then
 //!   runs the whole test suite. `.ci/run` runs exactly this.
-//! - `demo`: installs what is missing, builds the guests and runs the main job.
+//! - `demo`: installs what is missing, builds the guests and runs the main job:
+//!   the operator on an embedded devcluster reconciling a sample DataJob.
 //!
 //! It has no dependencies beyond `std`, so it builds in seconds on a fresh machine.
 
@@ -50,7 +51,9 @@ fn print_help() {
          guests        build every policy under policies/ to {GUEST_TARGET}\n\
          test [ARGS]   install prerequisites, build guests and binaries, run all tests\n\
          \x20             (ARGS are passed to `cargo test`)\n\
-         demo [ARGS]   install prerequisites, build guests, run the main job"
+         demo [ARGS]   install prerequisites, build guests, run the operator on an\n\
+         \x20             embedded devcluster until the sample DataJob finishes;\n\
+         \x20             --keep-running keeps it serving (ARGS go to `policyhost dev`)"
     );
 }
 
@@ -64,28 +67,33 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     cargo(&args)
 }
 
-/// Builds the guests and runs the main job: one `fanout` reconcile of the sample DataJob.
+/// Builds the guests and runs the main job: the operator on the embedded
+/// devcluster reconciling the sample DataJob until it finishes.
 fn run_demo(extra: &[String]) -> Result<(), String> {
     prepare_guests()?;
     let root = workspace_root();
-    let wasm = guest_dir().join("fanout.wasm");
-    let job = root.join("docs/examples/datajob.yaml");
-    let children = root.join("docs/examples/children.yaml");
     let mut args = vec![
         "run".to_owned(),
         "--quiet".to_owned(),
         "--package".to_owned(),
         "policyhost".to_owned(),
         "--".to_owned(),
-        "policy".to_owned(),
-        "run".to_owned(),
-        wasm.display().to_string(),
-        "--job".to_owned(),
-        job.display().to_string(),
-        "--children".to_owned(),
-        children.display().to_string(),
+        "dev".to_owned(),
+        "--policy-dir".to_owned(),
+        guest_dir().display().to_string(),
+        "--kubeconfig".to_owned(),
+        target_dir()
+            .join("devcluster.kubeconfig")
+            .display()
+            .to_string(),
+        "--apply".to_owned(),
+        root.join("docs/examples/dev.yaml").display().to_string(),
     ];
-    args.extend(extra.iter().cloned());
+    let keep_running = extra.iter().any(|arg| arg == "--keep-running");
+    if !keep_running {
+        args.push("--until-settled".to_owned());
+    }
+    args.extend(extra.iter().filter(|arg| *arg != "--keep-running").cloned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     cargo(&args)
 }
