@@ -2,7 +2,7 @@
 //!
 //! Params (camelCase): `replicas` (1..=1000, default 1), `image` (required),
 //! `command` (default: the image's entrypoint), `backoffLimit` (0..=1000,
-//! default 3).
+//! default 3), `podAnnotations` (annotations of every worker Pod, default none).
 //!
 //! # Children
 //!
@@ -153,7 +153,11 @@ fn worker(
         .command(params.command.iter().map(String::as_str))
         .env("FANOUT_INDEX", index_text.as_str())
         .env("FANOUT_REPLICAS", replicas);
-    Ok(Pod::new(workers::name(&job.name, index, retry))
+    let mut pod = Pod::new(workers::name(&job.name, index, retry));
+    for (key, value) in &params.pod_annotations {
+        pod = pod.annotation(key.as_str(), value.as_str());
+    }
+    Ok(pod
         .label("app.kubernetes.io/name", "fanout-worker")
         .label("fanout.policyhost.dev/job", job.name.as_str())
         .label("fanout.policyhost.dev/index", index_text.as_str())

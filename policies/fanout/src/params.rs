@@ -1,5 +1,7 @@
 //! `spec.params` of a fanout DataJob.
 
+use std::collections::BTreeMap;
+
 use policyhost_sdk::PolicyError;
 use serde::Deserialize;
 
@@ -25,6 +27,9 @@ pub struct Params {
     /// DataJob fails, 0..=1000; default 3.
     #[serde(default = "default_backoff_limit")]
     pub backoff_limit: u32,
+    /// Annotations of every worker Pod (e.g. for a scheduler or a mesh); default none.
+    #[serde(default)]
+    pub pod_annotations: BTreeMap<String, String>,
 }
 
 fn default_replicas() -> u32 {

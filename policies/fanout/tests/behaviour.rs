@@ -288,3 +288,20 @@ fn cleanup_is_done_once_workers_finished_and_stays_done_when_repeated() {
     let nothing_left = Call::new(job(params(2, 1)).deleting_since(1));
     assert_eq!(nothing_left.cleanup::<Fanout>().result, Ok(Cleanup::Done));
 }
+
+#[test]
+fn pod_annotations_are_set_on_every_worker() {
+    let mut with_annotations = params(2, 1);
+    with_annotations["podAnnotations"] = json!({"example.com/team": "data"});
+    let result = reconcile(&Call::new(job(with_annotations)));
+    for name in ["demo-worker-0", "demo-worker-1"] {
+        let pod = manifest(&result, name);
+        assert_eq!(pod["metadata"]["annotations"]["example.com/team"], "data");
+    }
+    let plain = reconcile(&Call::new(job(params(1, 1))));
+    assert!(
+        manifest(&plain, "demo-worker-0")["metadata"]
+            .get("annotations")
+            .is_none()
+    );
+}
