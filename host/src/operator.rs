@@ -250,8 +250,18 @@ impl Operator {
     }
 }
 
-/// The kube client with the write throttle under it.
-fn client(config: kube::Config, options: &Options) -> Result<Client, Error> {
+/// The kube client with the write throttle under it. Requests carry the
+/// User-Agent `policyhost/<version> (<instance>)`, so audit logs (and
+/// devcluster's request records) tell the operator's traffic apart.
+fn client(mut config: kube::Config, options: &Options) -> Result<Client, Error> {
+    let agent = format!(
+        "policyhost/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        options.instance
+    );
+    if let Ok(agent) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
     let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
     Ok(builder
         .with_layer(&BufferLayer::new(1024))

@@ -10,4 +10,5 @@ mod cli;
 mod golden;
 mod guests;
 mod loading;
+mod operator;
 mod runtime;

@@ -1,0 +1,356 @@
+//! A cluster and an operator for end-to-end tests.
+//!
+//! Each test gets its own in-process devcluster (fast simulated Pods) and its
+//! own operator, watching one namespace. With
+//! `POLICYHOST_TEST_KUBECONFIG=<file>` the tests run against that cluster
+//! instead — each in a fresh namespace, with its own operator instance — and
+//! the checks that need devcluster's request counters or fault injection are
+//! skipped.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use devcluster::{Config as ClusterConfig, DevCluster, PodSimulation};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use policyhost::controller::Shared;
+use policyhost::crd::{DataJob, DataJobSpec};
+use policyhost::metrics::Metrics;
+use policyhost::operator::{Operator, Options, StreamingLists};
+use policyhost::queue::Backoff;
+use policyhost::runtime::RuntimeConfig;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long a condition may take before a test fails.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `check` every 25 ms until it returns `Some`, or panics after
+/// [`PATIENCE`] naming what was awaited.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A unique suffix per environment in this test process.
+fn unique() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A cluster, a namespace, the DataJob CRD, and (usually) a running operator.
+pub struct Env {
+    /// The in-process cluster, unless the tests run against a real one.
+    pub cluster: Option<DevCluster>,
+    /// A client for the test's own requests.
+    pub client: Client,
+    /// The test's namespace.
+    pub namespace: String,
+    config: kube::Config,
+    operator: Option<RunningOperator>,
+}
+
+/// An operator running in this process.
+pub struct RunningOperator {
+    /// Its caches, queue and registry.
+    pub shared: Arc<Shared>,
+    /// Its metrics.
+    pub metrics: Arc<Metrics>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), policyhost::operator::Error>>,
+}
+
+/// Options of a test operator: the given policies, one namespace, quick retries.
+pub struct OperatorSetup {
+    /// Policy crates to serve (e.g. `fanout`, `panics`).
+    pub policies: Vec<String>,
+    /// Retry pacing.
+    pub backoff: Backoff,
+    /// Concurrent reconciles.
+    pub workers: usize,
+}
+
+impl OperatorSetup {
+    /// The named policies, backoff 50 ms .. 5 s, four workers.
+    pub fn with(policies: &[&str]) -> Self {
+        Self {
+            policies: policies.iter().map(|p| (*p).to_owned()).collect(),
+            backoff: Backoff {
+                base: Duration::from_millis(50),
+                max: Duration::from_secs(5),
+            },
+            workers: 4,
+        }
+    }
+}
+
+impl Env {
+    /// A cluster with the CRD and a fresh namespace, and an operator serving `policies`.
+    pub async fn start(policies: &[&str]) -> Self {
+        Self::start_with(OperatorSetup::with(policies)).await
+    }
+
+    /// Like [`start`](Self::start), with custom operator settings.
+    pub async fn start_with(setup: OperatorSetup) -> Self {
+        let mut env = Self::cluster_only().await;
+        env.start_operator(setup).await;
+        env
+    }
+
+    /// A cluster with the CRD and a fresh namespace, no operator yet.
+    pub async fn cluster_only() -> Self {
+        let (cluster, config) = match std::env::var_os("POLICYHOST_TEST_KUBECONFIG") {
+            Some(path) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(PathBuf::from(path))
+                    .expect("read POLICYHOST_TEST_KUBECONFIG");
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                    .await
+                    .expect("a usable kubeconfig context");
+                (None, config)
+            }
+            None => {
+                let cluster = DevCluster::start(ClusterConfig {
+                    pods: Some(PodSimulation {
+                        schedule_delay: Duration::from_millis(10),
+                        start_delay: Duration::from_millis(50),
+                        run_time: Some(Duration::from_millis(600)),
+                        stop_delay: Duration::from_millis(50),
+                    }),
+                    ..ClusterConfig::default()
+                })
+                .await
+                .expect("start devcluster");
+                let config = cluster.client_config().expect("devcluster client config");
+                (Some(cluster), config)
+            }
+        };
+        let client = Client::try_from(config.clone()).expect("client");
+        install_crd(&client).await;
+        let namespace = format!("e2e-{}-{}", std::process::id(), unique());
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        name: Some(namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    ..Namespace::default()
+                },
+            )
+            .await
+            .expect("create the test namespace");
+        Self {
+            cluster,
+            client,
+            namespace,
+            config,
+            operator: None,
+        }
+    }
+
+    /// Starts an operator for this namespace and waits until its caches are synced.
+    pub async fn start_operator(&mut self, setup: OperatorSetup) {
+        let options = Options {
+            namespaces: vec![self.namespace.clone()],
+            instance: format!("test-{}", self.namespace),
+            workers: setup.workers,
+            policy_dir: Some(policy_dir(&setup.policies)),
+            backoff: setup.backoff,
+            streaming_lists: StreamingLists::Auto,
+            runtime: RuntimeConfig {
+                threads: 2,
+                cache_dir: Some(super::target_dir().join("policyhost-test-cache")),
+                ..RuntimeConfig::default()
+            },
+            ..Options::default()
+        };
+        let operator = Operator::new(self.config.clone(), options)
+            .await
+            .expect("the operator starts");
+        let shared = operator.shared();
+        let metrics = operator.metrics();
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(operator.run(async {
+            let _ = stopped.await;
+        }));
+        let ready = Arc::clone(&shared);
+        eventually("the operator's caches to sync", || {
+            let ready = Arc::clone(&ready);
+            async move { (ready.jobs.is_ready() && ready.children.is_ready()).then_some(()) }
+        })
+        .await;
+        self.operator = Some(RunningOperator {
+            shared,
+            metrics,
+            stop,
+            task,
+        });
+    }
+
+    /// Stops the operator (gracefully) and waits for it.
+    pub async fn stop_operator(&mut self) {
+        if let Some(operator) = self.operator.take() {
+            let _ = operator.stop.send(());
+            operator
+                .task
+                .await
+                .expect("operator task")
+                .expect("operator stops cleanly");
+        }
+    }
+
+    /// The running operator.
+    pub fn operator(&self) -> &RunningOperator {
+        self.operator.as_ref().expect("an operator is running")
+    }
+
+    /// DataJobs of the test namespace.
+    pub fn jobs(&self) -> Api<DataJob> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Pods of the test namespace.
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Creates a DataJob run by `policy` with `params`.
+    pub async fn create_job(&self, name: &str, policy: &str, params: Value) -> DataJob {
+        let Value::Object(params) = params else {
+            panic!("params must be a JSON object");
+        };
+        let job = DataJob::new(
+            name,
+            DataJobSpec {
+                policy: policy.to_owned(),
+                params,
+                ..DataJobSpec::default()
+            },
+        );
+        self.jobs()
+            .create(&PostParams::default(), &job)
+            .await
+            .expect("create the DataJob")
+    }
+
+    /// Merge-patches a DataJob's spec.
+    pub async fn patch_spec(&self, name: &str, spec: Value) {
+        self.jobs()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": spec })),
+            )
+            .await
+            .expect("patch the DataJob");
+    }
+
+    /// Waits until the DataJob satisfies `ready`, and returns it.
+    pub async fn wait_job(
+        &self,
+        name: &str,
+        what: &str,
+        ready: impl Fn(&DataJob) -> bool,
+    ) -> DataJob {
+        let jobs = self.jobs();
+        eventually(&format!("DataJob {name}: {what}"), || {
+            let jobs = jobs.clone();
+            let ready = &ready;
+            async move {
+                jobs.get_opt(name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .filter(|job| ready(job))
+            }
+        })
+        .await
+    }
+
+    /// Waits until the Pods of DataJob `job` satisfy `ready`, and returns them.
+    pub async fn wait_pods(
+        &self,
+        job: &str,
+        what: &str,
+        ready: impl Fn(&[Pod]) -> bool,
+    ) -> Vec<Pod> {
+        let pods = self.pods();
+        let selector = format!("policyhost.dev/datajob={job}");
+        eventually(&format!("Pods of {job}: {what}"), || {
+            let pods = pods.clone();
+            let params = ListParams::default().labels(&selector);
+            let ready = &ready;
+            async move {
+                let mut list = pods.list(&params).await.ok()?.items;
+                list.sort_by_key(ResourceExt::name_any);
+                ready(&list).then_some(list)
+            }
+        })
+        .await
+    }
+}
+
+/// The DataJob's status phase, if any.
+pub fn phase(job: &DataJob) -> Option<&str> {
+    job.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+/// The DataJob's condition of type `kind`, if any.
+pub fn condition<'a>(
+    job: &'a DataJob,
+    kind: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == kind))
+}
+
+/// Installs (or updates) the DataJob CRD.
+pub async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = DataJob::crd();
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply("policyhost-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("install the DataJob CRD");
+}
+
+/// A directory holding just the named policies' components.
+fn policy_dir(policies: &[String]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "policyhost-e2e-{}-{}",
+        std::process::id(),
+        unique()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a policy directory");
+    for name in policies {
+        let source = super::guest(name);
+        let file = source.file_name().expect("a file name");
+        std::fs::copy(&source, dir.join(file)).expect("copy the policy");
+    }
+    dir
+}
