@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use policyhost::metrics::PolicyResult;
+use policyhost::operator::StreamingLists;
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
@@ -80,6 +81,16 @@ async fn a_datajob_gets_owned_labelled_children_and_reaches_succeeded() {
         (ready.status.as_str(), ready.reason.as_str()),
         ("True", "Reconciled")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_converges_with_paginated_lists_too() {
+    let mut setup = OperatorSetup::with(&["fanout"]);
+    setup.streaming_lists = StreamingLists::Never;
+    let env = Env::start_with(setup).await;
+    env.create_job("paged", "fanout", fanout(2, 1)).await;
+    env.wait_job("paged", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,8 @@ pub struct OperatorSetup {
     pub backoff: Backoff,
     /// Concurrent reconciles.
     pub workers: usize,
+    /// Streaming lists or paginated lists.
+    pub streaming_lists: StreamingLists,
 }
 
 impl OperatorSetup {
@@ -99,6 +101,7 @@ impl OperatorSetup {
                 max: Duration::from_secs(5),
             },
             workers: 4,
+            streaming_lists: StreamingLists::Auto,
         }
     }
 }
@@ -177,7 +180,7 @@ impl Env {
             workers: setup.workers,
             policy_dir: Some(policy_dir(&setup.policies)),
             backoff: setup.backoff,
-            streaming_lists: StreamingLists::Auto,
+            streaming_lists: setup.streaming_lists,
             runtime: RuntimeConfig {
                 threads: 2,
                 cache_dir: Some(super::target_dir().join("policyhost-test-cache")),

@@ -1,0 +1,168 @@
+//! The `policyhost` binary's operator commands: `run` against a cluster
+//! (probes, metrics, graceful stop), `dev` on the embedded devcluster, `crd`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::cluster::{Env, PATIENCE, eventually, phase};
+use crate::common::{guest, policyhost_bin, target_dir, workspace};
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `GET path` over HTTP/1.0; the status code and body, or `None` if nothing answers.
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((code, body))
+}
+
+/// Waits for a child process to exit, killing it after `PATIENCE`.
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the process") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the process did not exit within {PATIENCE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A directory with just the fanout component.
+fn fanout_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("policyhost-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("policy dir");
+    std::fs::copy(guest("fanout"), dir.join("fanout.wasm")).expect("copy fanout");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
+    let env = Env::cluster_only().await;
+    let Some(cluster) = env.cluster.as_ref() else {
+        eprintln!("skipped: needs devcluster's kubeconfig");
+        return;
+    };
+    let kubeconfig = std::env::temp_dir().join(format!("{}.kubeconfig", env.namespace));
+    cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut operator = Command::new(policyhost_bin())
+        .args(["run", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--namespace", &env.namespace, "--listen", &addr.to_string()])
+        .arg("--policy-dir")
+        .arg(fanout_dir())
+        .env("POLICYHOST_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start policyhost run");
+
+    eventually("/readyz to answer 200", || async {
+        http_get(addr, "/readyz").filter(|(code, _)| *code == 200)
+    })
+    .await;
+    assert_eq!(http_get(addr, "/healthz").map(|(code, _)| code), Some(200));
+
+    env.create_job(
+        "bin",
+        "fanout",
+        json!({"replicas": 2, "image": "busybox:1.36", "backoffLimit": 1}),
+    )
+    .await;
+    env.wait_job("bin", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    let (_, metrics) = http_get(addr, "/metrics").expect("/metrics answers");
+    assert!(
+        metrics.contains(r#"policyhost_reconcile_total{policy="fanout",result="success"}"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("policyhost_queue_depth"));
+
+    let pid = operator.id().to_string();
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("send SIGTERM");
+    assert!(sent.success());
+    let status = wait_exit(&mut operator);
+    let mut logs = String::new();
+    if let Some(mut stderr) = operator.stderr.take() {
+        let _ = stderr.read_to_string(&mut logs);
+    }
+    assert!(
+        status.success(),
+        "exit {status} after SIGTERM; logs:\n{logs}"
+    );
+    assert!(
+        logs.lines()
+            .filter(|l| !l.trim().is_empty())
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "POLICYHOST_LOG_FORMAT=json logs JSON lines:\n{logs}"
+    );
+    assert!(logs.contains("shutdown requested"));
+}
+
+#[test]
+fn dev_runs_the_sample_datajob_to_success_on_the_embedded_cluster() {
+    let kubeconfig = target_dir().join(format!("dev-test-{}.kubeconfig", std::process::id()));
+    let output = Command::new(policyhost_bin())
+        .arg("dev")
+        .arg("--policy-dir")
+        .arg(fanout_dir())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--apply")
+        .arg(workspace().join("docs/examples/dev.yaml"))
+        .args(["--until-settled", "--settle-timeout", "60"])
+        .output()
+        .expect("run policyhost dev");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "policyhost dev failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("data-team/etl-nightly"))
+        .unwrap_or_else(|| panic!("a summary line for the DataJob:\n{stdout}"));
+    assert!(summary.contains("Succeeded"), "{summary}");
+    assert!(summary.contains("5 total, 5 succeeded"), "{summary}");
+    assert!(kubeconfig.is_file(), "the kubeconfig was written");
+}
+
+#[test]
+fn the_crd_in_deploy_is_the_one_the_binary_prints() {
+    let output = Command::new(policyhost_bin())
+        .arg("crd")
+        .output()
+        .expect("run policyhost crd");
+    assert!(output.status.success());
+    let committed =
+        std::fs::read_to_string(workspace().join("deploy/crd.yaml")).expect("deploy/crd.yaml");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        committed,
+        "deploy/crd.yaml is stale: regenerate it with `policyhost crd > deploy/crd.yaml`"
+    );
+}
