@@ -17,6 +17,7 @@
 //! ```
 
 pub mod apply;
+pub mod cli;
 mod clock;
 mod cluster;
 mod convert;

@@ -166,3 +166,43 @@ fn the_crd_in_deploy_is_the_one_the_binary_prints() {
         "deploy/crd.yaml is stale: regenerate it with `policyhost crd > deploy/crd.yaml`"
     );
 }
+
+#[test]
+fn devcluster_subcommand_serves_a_cluster_kubectl_can_use() {
+    let kubeconfig =
+        std::env::temp_dir().join(format!("devcluster-sub-{}.kubeconfig", std::process::id()));
+    let _ = std::fs::remove_file(&kubeconfig);
+    let mut server = Command::new(policyhost_bin())
+        .args(["devcluster", "--port", "0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start policyhost devcluster");
+    let deadline = Instant::now() + PATIENCE;
+    let namespaces = loop {
+        assert!(
+            Instant::now() < deadline,
+            "kubectl never reached the cluster"
+        );
+        if kubeconfig.is_file() {
+            let output = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["get", "namespaces", "-o", "name"])
+                .output()
+                .expect("run kubectl");
+            if output.status.success() {
+                break String::from_utf8_lossy(&output.stdout).into_owned();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(namespaces.contains("namespace/default"), "{namespaces}");
+    let sent = Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status()
+        .expect("send SIGINT");
+    assert!(sent.success());
+    assert!(wait_exit(&mut server).success(), "stops cleanly on Ctrl-C");
+}

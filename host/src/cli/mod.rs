@@ -29,6 +29,8 @@ enum Command {
     Dev(dev::DevArgs),
     /// Print the DataJob CustomResourceDefinition (YAML).
     Crd,
+    /// Serve a Kubernetes-compatible API server for development and tests.
+    Devcluster(devcluster::cli::Args),
     /// Work with policy components without a cluster.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -90,7 +92,7 @@ const GUEST_FAULT: u8 = 2;
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Run(_) | Command::Dev(_) => "info",
+        Command::Run(_) | Command::Dev(_) | Command::Devcluster(_) => "info",
         _ => "warn",
     };
     init_tracing(default_level);
@@ -98,6 +100,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Run(args) => operate::run(&args),
         Command::Dev(args) => dev::run(&args),
         Command::Crd => print_crd(),
+        Command::Devcluster(args) => serve_devcluster(&args),
         Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
         Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
         Command::Policy(PolicyCommand::Bench(args)) => bench::run(&args),
@@ -141,6 +144,12 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutdown requested");
+}
+
+fn serve_devcluster(args: &devcluster::cli::Args) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(devcluster::cli::serve(args))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_crd() -> anyhow::Result<ExitCode> {
