@@ -43,10 +43,12 @@ pub struct DataJobSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CleanupSpec {
-    /// Failed `cleanup` calls before the DataJob is reported blocked.
+    /// Failed `cleanup` calls before the DataJob is reported blocked
+    /// (`CleanupBlocked`); the host keeps retrying at its longest backoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
-    /// Seconds after deletion was requested before it is reported blocked.
+    /// Seconds after deletion was requested before a DataJob whose cleanup
+    /// has not succeeded is reported blocked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
 }
@@ -113,14 +115,23 @@ pub struct ChildCounts {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CleanupStatus {
-    /// Calls of `cleanup` so far.
+    /// Calls of `cleanup` so far whose outcome was recorded; the next call
+    /// is told `attempts + 1`.
     pub attempts: u32,
+    /// How many of them failed (the budget `spec.cleanup.maxAttempts` counts these).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
     /// The last failure, if the last call failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// When `cleanup` was last called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_attempt_time: Option<Time>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

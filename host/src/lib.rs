@@ -6,6 +6,7 @@ pub mod cache;
 pub mod chain;
 pub mod controller;
 pub mod crd;
+pub mod finalizer;
 pub mod metrics;
 pub mod operator;
 pub mod policies;

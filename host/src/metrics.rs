@@ -37,6 +37,15 @@ pub struct PolicyLabel {
     pub policy: String,
 }
 
+/// Labels of DataJobs waiting for their finalizer's release.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PendingLabels {
+    /// The policy name.
+    pub policy: String,
+    /// `cleaning`, `failing`, `blocked` or `policy-unavailable`.
+    pub state: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds_histogram() -> Histogram {
@@ -66,6 +75,16 @@ pub struct Metrics {
     pub queue_delayed: Gauge,
     /// Time a worker spends on one key.
     pub work_duration: Histogram,
+    /// `cleanup` calls by policy and result (`done`, `retry`, or the failure's reason).
+    pub cleanup_total: Family<PolicyResult, Counter>,
+    /// Time of one `cleanup` call.
+    pub cleanup_duration: HistogramFamily<PolicyLabel>,
+    /// DataJobs Terminating whose finalizer is not released yet, by policy and state.
+    pub pending_finalizers: Family<PendingLabels, Gauge>,
+    /// Finalizers released without cleanup by the force-release annotation.
+    pub force_releases_total: Family<PolicyLabel, Counter>,
+    /// Finalizer patches refused for a conflict or a failed precondition (then retried).
+    pub finalizer_conflicts: Counter,
 }
 
 impl Default for Metrics {
@@ -114,6 +133,38 @@ impl Default for Metrics {
             "Time a worker spends on one DataJob",
             work_duration.clone(),
         );
+        let cleanup_total = Family::<PolicyResult, Counter>::default();
+        registry.register(
+            "cleanup",
+            "Cleanup calls of deleted DataJobs by policy and result (done, retry, or the failure's reason)",
+            cleanup_total.clone(),
+        );
+        let cleanup_duration: HistogramFamily<PolicyLabel> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register(
+            "cleanup_duration_seconds",
+            "Time of one cleanup call",
+            cleanup_duration.clone(),
+        );
+        let pending_finalizers = Family::<PendingLabels, Gauge>::default();
+        registry.register(
+            "pending_finalizers",
+            "DataJobs Terminating whose finalizer is not released yet, by policy and state \
+             (cleaning, failing, blocked, policy-unavailable)",
+            pending_finalizers.clone(),
+        );
+        let force_releases_total = Family::<PolicyLabel, Counter>::default();
+        registry.register(
+            "force_releases",
+            "Finalizers released without a successful cleanup by the force-release annotation",
+            force_releases_total.clone(),
+        );
+        let finalizer_conflicts = Counter::default();
+        registry.register(
+            "finalizer_conflicts",
+            "Finalizer patches refused for a conflict or a failed precondition, then retried",
+            finalizer_conflicts.clone(),
+        );
         Self {
             registry,
             reconcile_total,
@@ -123,6 +174,11 @@ impl Default for Metrics {
             queue_depth,
             queue_delayed,
             work_duration,
+            cleanup_total,
+            cleanup_duration,
+            pending_finalizers,
+            force_releases_total,
+            finalizer_conflicts,
         }
     }
 }
@@ -159,6 +215,40 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// Counts one `cleanup` call of `policy` ending in `result` after `duration`.
+    pub fn cleaned(&self, policy: &str, result: &str, duration: Duration) {
+        self.cleanup_total
+            .get_or_create(&PolicyResult {
+                policy: policy.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+        self.cleanup_duration
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Sets how many DataJobs of `policy` wait in `state` for their finalizer.
+    pub fn pending(&self, policy: &str, state: &str, count: i64) {
+        self.pending_finalizers
+            .get_or_create(&PendingLabels {
+                policy: policy.to_owned(),
+                state: state.to_owned(),
+            })
+            .set(count);
+    }
+
+    /// Counts one force release of a DataJob of `policy`.
+    pub fn force_released(&self, policy: &str) {
+        self.force_releases_total
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .inc();
     }
 
     /// The metrics in the Prometheus text format.
@@ -199,5 +289,26 @@ mod tests {
         assert!(text.contains("policyhost_reconcile_duration_seconds_count{policy=\"fanout\"} 1"));
         assert!(text.contains("policyhost_guest_fuel_consumed_count{policy=\"fanout\"} 1"));
         assert!(text.contains("policyhost_queue_depth 4"));
+    }
+
+    #[test]
+    fn finalizer_metrics_are_rendered_with_their_labels() {
+        let metrics = Metrics::default();
+        metrics.cleaned("fanout", "done", Duration::from_millis(1));
+        metrics.cleaned("fanout", "Trap", Duration::from_millis(1));
+        metrics.pending("fanout", "blocked", 2);
+        metrics.force_released("fanout");
+        metrics.finalizer_conflicts.inc();
+        let text = metrics.render();
+        for line in [
+            r#"policyhost_cleanup_total{policy="fanout",result="done"} 1"#,
+            r#"policyhost_cleanup_total{policy="fanout",result="Trap"} 1"#,
+            r#"policyhost_cleanup_duration_seconds_count{policy="fanout"} 2"#,
+            r#"policyhost_pending_finalizers{policy="fanout",state="blocked"} 2"#,
+            r#"policyhost_force_releases_total{policy="fanout"} 1"#,
+            "policyhost_finalizer_conflicts_total 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 }

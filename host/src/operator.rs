@@ -17,6 +17,7 @@ use tracing::{info, warn};
 
 use crate::cache::Scope;
 use crate::controller::{self, Controller, Shared};
+use crate::finalizer::Budget;
 use crate::metrics::Metrics;
 use crate::policies::{self, Registry};
 use crate::queue::Backoff;
@@ -62,6 +63,8 @@ pub struct Options {
     pub backoff: Backoff,
     /// The policy runtime.
     pub runtime: RuntimeConfig,
+    /// The cleanup budget where a DataJob's `spec.cleanup` sets none.
+    pub cleanup: Budget,
 }
 
 impl Default for Options {
@@ -78,6 +81,7 @@ impl Default for Options {
             streaming_lists: StreamingLists::Auto,
             backoff: Backoff::default(),
             runtime: RuntimeConfig::default(),
+            cleanup: Budget::default(),
         }
     }
 }
@@ -184,6 +188,7 @@ impl Operator {
                 workers: options.workers,
                 backoff: options.backoff,
                 child_kinds,
+                cleanup: options.cleanup,
             },
         );
         Ok(Self {

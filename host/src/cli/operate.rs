@@ -4,10 +4,12 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
 use policyhost::runtime::AllowedKind;
 use tracing::info;
@@ -53,6 +55,15 @@ pub(crate) struct OperatorArgs {
     /// Start watches with streaming lists (`sendInitialEvents`).
     #[arg(long, value_enum, default_value_t)]
     streaming_lists: StreamingListsArg,
+    /// Failed cleanup calls before a deleted DataJob is reported
+    /// `CleanupBlocked`, unless its `spec.cleanup.maxAttempts` says otherwise.
+    #[arg(long, value_name = "N", default_value_t = Budget::default().max_attempts)]
+    cleanup_max_attempts: u32,
+    /// Seconds after deletion before a DataJob whose cleanup has not succeeded
+    /// is reported `CleanupBlocked`, unless its `spec.cleanup.timeoutSeconds`
+    /// says otherwise.
+    #[arg(long, value_name = "SECONDS", default_value_t = Budget::default().timeout.as_secs())]
+    cleanup_timeout: u64,
 }
 
 /// `--streaming-lists` values.
@@ -88,6 +99,10 @@ impl OperatorArgs {
                 StreamingListsArg::Auto => StreamingLists::Auto,
                 StreamingListsArg::Always => StreamingLists::Always,
                 StreamingListsArg::Never => StreamingLists::Never,
+            },
+            cleanup: Budget {
+                max_attempts: self.cleanup_max_attempts,
+                timeout: Duration::from_secs(self.cleanup_timeout),
             },
             ..defaults
         }

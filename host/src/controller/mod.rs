@@ -19,6 +19,7 @@
 //!   children from the owner index.
 //! - One DataJob is never reconciled by two workers at once.
 
+pub mod finalizer;
 pub mod reconcile;
 
 use std::future::Future;
@@ -34,6 +35,7 @@ use tracing::{Instrument, debug, info, info_span};
 use crate::apply::Events;
 use crate::cache::{Cached, ChildCache, ChildCaches, Index, ObjectKey, Store};
 use crate::crd::DataJob;
+use crate::finalizer::Budget;
 use crate::metrics::Metrics;
 use crate::policies::Registry;
 use crate::queue::{Backoff, WorkQueue};
@@ -53,6 +55,8 @@ pub struct Config {
     pub backoff: Backoff,
     /// The kinds of children policies may create; each gets a watch and a cache.
     pub child_kinds: Vec<ApiResource>,
+    /// The cleanup budget where a DataJob's `spec.cleanup` sets none.
+    pub cleanup: Budget,
 }
 
 /// What the workers share.
@@ -77,6 +81,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The operator instance (the `managed-by` label value).
     pub instance: String,
+    /// The finalizer state machine's settings and memory.
+    pub finalizers: finalizer::Finalizers,
 }
 
 /// The DataJob controller.
@@ -98,6 +104,7 @@ impl Controller {
         let scopes = config.watch.scopes.clone();
         let mut jobs = Store::builder();
         let jobs_by_policy = jobs.index("policy", |job: &DataJob| vec![job.spec.policy.clone()]);
+        let pending = jobs.index("pending-finalizer", finalizer::pending_index);
         let jobs = jobs.scopes(scopes.clone()).build();
         let children = ChildCaches::new(
             config
@@ -118,6 +125,7 @@ impl Controller {
             queue: WorkQueue::new(config.backoff),
             metrics,
             instance,
+            finalizers: finalizer::Finalizers::new(config.cleanup, config.backoff, pending),
         });
         Self { shared, config }
     }
@@ -150,6 +158,7 @@ impl Controller {
         }
         background.spawn(requeue_on_policy_change(Arc::clone(&shared)));
         background.spawn(report_queue(Arc::clone(&shared)));
+        background.spawn(finalizer::report_pending(Arc::clone(&shared)));
 
         let work = async {
             shared.jobs.wait_until_ready().await;

@@ -76,9 +76,15 @@ impl Failure {
 /// Reconciles the DataJob `key`; `attempt` counts tries since it last succeeded.
 pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
     let Some(job) = shared.jobs.get(key) else {
-        // Deleted: its children go with it through garbage collection.
+        // Gone: its children go with it through garbage collection.
+        shared.finalizers.forget(key);
         return Next::AwaitChange;
     };
+    // The finalizer first: added before any side effect; a deleted DataJob
+    // is cleaned up, never reconciled.
+    if let Some(next) = super::finalizer::step(shared, key, &job).await {
+        return next;
+    }
     let started = Instant::now();
     let policy_name = job.spec.policy.clone();
     let children = job
