@@ -176,7 +176,7 @@ impl Env {
     pub async fn start_operator(&mut self, setup: OperatorSetup) {
         let options = Options {
             namespaces: vec![self.namespace.clone()],
-            instance: format!("test-{}", self.namespace),
+            instance: self.instance(),
             workers: setup.workers,
             policy_dir: Some(policy_dir(&setup.policies)),
             backoff: setup.backoff,
@@ -221,6 +221,30 @@ impl Env {
                 .expect("operator task")
                 .expect("operator stops cleanly");
         }
+    }
+
+    /// A kubeconfig file for this environment's cluster, for the binaries
+    /// (`policyhost run`, `policyhost status`) and kubectl.
+    pub fn kubeconfig_file(&self) -> PathBuf {
+        if let Some(path) = std::env::var_os("POLICYHOST_TEST_KUBECONFIG") {
+            return PathBuf::from(path);
+        }
+        let path = std::env::temp_dir().join(format!(
+            "policyhost-e2e-{}-{}.kubeconfig",
+            std::process::id(),
+            unique()
+        ));
+        self.cluster
+            .as_ref()
+            .expect("a devcluster")
+            .write_kubeconfig(&path)
+            .expect("write the kubeconfig");
+        path
+    }
+
+    /// The operator instance name the tests use for this namespace.
+    pub fn instance(&self) -> String {
+        format!("test-{}", self.namespace)
     }
 
     /// The running operator.
@@ -343,7 +367,7 @@ pub async fn install_crd(client: &Client) {
 }
 
 /// A directory holding just the named policies' components.
-fn policy_dir(policies: &[String]) -> PathBuf {
+pub fn policy_dir(policies: &[String]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "policyhost-e2e-{}-{}",
         std::process::id(),

@@ -6,6 +6,7 @@ mod dev;
 mod input;
 mod operate;
 mod run;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,10 @@ enum Command {
     Crd,
     /// Serve a Kubernetes-compatible API server for development and tests.
     Devcluster(devcluster::cli::Args),
+    /// Show where a DataJob stands: phase, finalizer, cleanup attempts, last
+    /// error, policy and digest, age of the deletion (`--all-terminating`:
+    /// every DataJob being deleted, as a table).
+    Status(status::StatusArgs),
     /// Work with policy components without a cluster.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -101,6 +106,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Dev(args) => dev::run(&args),
         Command::Crd => print_crd(),
         Command::Devcluster(args) => serve_devcluster(&args),
+        Command::Status(args) => status::run(&args),
         Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
         Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
         Command::Policy(PolicyCommand::Bench(args)) => bench::run(&args),

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -124,24 +124,30 @@ fn parse_kind(text: &str) -> Result<AllowedKind, String> {
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let config = match &args.kubeconfig {
-            Some(path) => {
-                let kubeconfig = Kubeconfig::read_from(path)
-                    .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                    .await
-                    .context("the kubeconfig has no usable context")?
-            }
-            None => kube::Config::infer()
-                .await
-                .context("no kubeconfig and not running in a cluster")?,
-        };
+        let config = client_config(args.kubeconfig.as_deref()).await?;
         let operator = Operator::new(config, args.operator.options(Some(args.listen))).await?;
         if let Some(addr) = operator.listen_addr() {
             info!(%addr, "serving /metrics, /healthz and /readyz");
         }
         operator.run(super::shutdown_signal()).await?;
         Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The client configuration from `kubeconfig`, or else `$KUBECONFIG`,
+/// `~/.kube/config` or the in-cluster configuration (as kubectl finds it).
+pub(crate) async fn client_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .context("the kubeconfig has no usable context")?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig and not running in a cluster")?,
     })
 }
 

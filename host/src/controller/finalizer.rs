@@ -3,9 +3,10 @@
 //! finalizer patches, status, Events, metrics and the audit log.
 //!
 //! The only state kept in memory is which DataJobs' `cleanup` returned `done`
-//! whose finalizer removal has not gone through yet (conflicts), so that the
-//! removal is retried without calling `cleanup` again. A restart forgets it,
-//! and `cleanup` runs again: policies must make it idempotent.
+//! (by uid) until the cache shows them released, so that a removal that
+//! conflicted is retried without calling `cleanup` again, and a reconcile
+//! that still sees the old version does not call it twice. A restart forgets
+//! it, and `cleanup` runs again: policies must make it idempotent.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,7 +22,9 @@ use crate::apply::status as job_status;
 use crate::cache::{Index, ObjectKey};
 use crate::chain::display_chain;
 use crate::crd::{DataJob, DataJobStatus, PolicyRef};
-use crate::finalizer::machine::{self, Action, After, Availability, Budget, Observed, Outcome};
+use crate::finalizer::machine::{
+    self, Action, After, Availability, Budget, Observed, Outcome, Recall,
+};
 use crate::finalizer::status::{self, Record};
 use crate::finalizer::{
     CLEANUP_BLOCKED, CLEANUP_FAILED, FORCE_RELEASE_ANNOTATION, POLICY_UNAVAILABLE, Pending, patch,
@@ -45,9 +48,10 @@ pub struct Finalizers {
     budget: Budget,
     backoff: Backoff,
     pending: Index<DataJob>,
-    /// DataJobs whose `cleanup` returned `done` (by uid) and whose finalizer
-    /// is not removed yet.
-    cleaned: Mutex<HashMap<ObjectKey, String>>,
+    /// What this process remembers of DataJobs (by uid): `cleanup`
+    /// returned `done`, or the removal went through; until the cache shows
+    /// them released or gone.
+    memory: Mutex<HashMap<ObjectKey, (String, Recall)>>,
 }
 
 impl Finalizers {
@@ -59,7 +63,7 @@ impl Finalizers {
             budget,
             backoff,
             pending,
-            cleaned: Mutex::new(HashMap::new()),
+            memory: Mutex::new(HashMap::new()),
         }
     }
 
@@ -69,12 +73,15 @@ impl Finalizers {
         self.budget
     }
 
-    fn is_cleaned(&self, key: &ObjectKey, uid: &str) -> bool {
-        self.memory().get(key).is_some_and(|u| u == uid)
+    fn recall(&self, key: &ObjectKey, uid: &str) -> Recall {
+        match self.memory().get(key) {
+            Some((known, recall)) if known == uid => *recall,
+            _ => Recall::Nothing,
+        }
     }
 
-    fn remember(&self, key: &ObjectKey, uid: &str) {
-        self.memory().insert(key.clone(), uid.to_owned());
+    fn remember(&self, key: &ObjectKey, uid: &str, recall: Recall) {
+        self.memory().insert(key.clone(), (uid.to_owned(), recall));
     }
 
     /// Forgets a DataJob (released, or gone).
@@ -82,8 +89,8 @@ impl Finalizers {
         self.memory().remove(key);
     }
 
-    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, String>> {
-        self.cleaned.lock().unwrap_or_else(PoisonError::into_inner)
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (String, Recall)>> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -102,19 +109,20 @@ pub fn pending_index(job: &DataJob) -> Vec<String> {
 pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -> Option<Next> {
     let finalizers = &shared.finalizers;
     let observed = Observed::of(job, finalizers.budget);
-    let cleaned = finalizers.is_cleaned(key, &observed.uid);
+    let recall = finalizers.recall(key, &observed.uid);
     let policy = shared.registry.get(&job.spec.policy);
     let availability = match &policy {
         Ok(_) => Availability::Available,
         Err(why) => Availability::Unavailable(why.to_string()),
     };
-    let next = match (machine::decide(&observed, cleaned, &availability), policy) {
+    let next = match (machine::decide(&observed, recall, &availability), policy) {
         (Action::Reconcile, _) => return None,
         (Action::AddFinalizer, _) => add_finalizer(shared, job).await,
         (Action::Nothing, _) => {
             finalizers.forget(key);
             Next::AwaitChange
         }
+        (Action::AwaitRelease, _) => Next::AwaitChange,
         (Action::ForceRelease, policy) => {
             force_release(shared, key, job, &observed, policy.ok()).await
         }
@@ -213,7 +221,7 @@ async fn clean(
     match machine::after_cleanup(observed, attempt, &outcome, now, &finalizers.backoff) {
         After::Release => {
             debug!(job = %key, attempt, "cleanup done");
-            finalizers.remember(key, &observed.uid);
+            finalizers.remember(key, &observed.uid, Recall::Cleaned);
             release(shared, key, &observed.uid).await
         }
         After::Keep(keep) => {
@@ -317,7 +325,9 @@ async fn release(shared: &Shared, key: &ObjectKey, uid: &str) -> Next {
             .await
         {
             Ok(_) => {
-                shared.finalizers.forget(key);
+                // Remembered until the cache shows the release: a reconcile
+                // meanwhile (a child's change) must not act on it again.
+                shared.finalizers.remember(key, uid, Recall::Released);
                 info!(job = %key, uid, "finalizer removed");
                 return Next::AwaitChange;
             }

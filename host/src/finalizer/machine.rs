@@ -152,6 +152,19 @@ pub fn has_finalizer(job: &DataJob) -> bool {
     job.finalizers().iter().any(|f| f == FINALIZER)
 }
 
+/// What this process remembers of a DataJob's finalizer (for its current
+/// uid); a restart forgets it, which is always safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recall {
+    /// Nothing.
+    #[default]
+    Nothing,
+    /// `cleanup` returned `done`; the removal has not gone through yet.
+    Cleaned,
+    /// The removal went through; the cache has not shown it yet.
+    Released,
+}
+
 /// Where a DataJob's finalizer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -163,6 +176,9 @@ pub enum State {
     /// Being deleted, and the finalizer is not on it (it was removed, or
     /// never added because the DataJob was deleted first): nothing to do.
     Released,
+    /// Being deleted, and this process removed the finalizer; the cache
+    /// still shows the version before.
+    Removed,
     /// Being deleted, and a person asked for release without cleanup.
     ForceRelease,
     /// Being deleted, and `cleanup` returned `done` for this uid in this
@@ -173,17 +189,19 @@ pub enum State {
 }
 
 impl State {
-    /// The state of `observed`; `cleaned` tells whether `cleanup` returned
-    /// `done` for its uid in this process.
+    /// The state of `observed`, given what this process remembers of it.
+    /// A `done` answer wins over the force-release annotation: a DataJob
+    /// whose cleanup succeeded is released as usual.
     #[must_use]
-    pub fn of(observed: &Observed, cleaned: bool) -> Self {
-        match (observed.deletion.is_some(), observed.finalizer) {
-            (false, false) => Self::Unfinalized,
-            (false, true) => Self::Active,
-            (true, false) => Self::Released,
-            (true, true) if observed.force_release => Self::ForceRelease,
-            (true, true) if cleaned => Self::Cleaned,
-            (true, true) => Self::Terminating,
+    pub fn of(observed: &Observed, recall: Recall) -> Self {
+        match (observed.deletion.is_some(), observed.finalizer, recall) {
+            (false, false, _) => Self::Unfinalized,
+            (false, true, _) => Self::Active,
+            (true, false, _) => Self::Released,
+            (true, true, Recall::Released) => Self::Removed,
+            (true, true, Recall::Cleaned) => Self::Cleaned,
+            (true, true, Recall::Nothing) if observed.force_release => Self::ForceRelease,
+            (true, true, Recall::Nothing) => Self::Terminating,
         }
     }
 }
@@ -204,8 +222,10 @@ pub enum Action {
     AddFinalizer,
     /// Reconcile through the policy as usual.
     Reconcile,
-    /// Nothing: the DataJob is not (or no longer) the host's to hold.
+    /// Nothing: the DataJob is not (or no longer) the host's to hold; forget it.
     Nothing,
+    /// Nothing until the watch shows the removal that went through.
+    AwaitRelease,
     /// Remove the finalizer without cleanup: warning Event and audit log first.
     ForceRelease,
     /// Remove the finalizer (with a precondition).
@@ -226,11 +246,12 @@ pub enum Action {
 
 /// The decision for a DataJob in `observed` state.
 #[must_use]
-pub fn decide(observed: &Observed, cleaned: bool, policy: &Availability) -> Action {
-    match State::of(observed, cleaned) {
+pub fn decide(observed: &Observed, recall: Recall, policy: &Availability) -> Action {
+    match State::of(observed, recall) {
         State::Unfinalized => Action::AddFinalizer,
         State::Active => Action::Reconcile,
         State::Released => Action::Nothing,
+        State::Removed => Action::AwaitRelease,
         State::ForceRelease => Action::ForceRelease,
         State::Cleaned => Action::RemoveFinalizer,
         State::Terminating => match policy {
@@ -530,7 +551,7 @@ mod tests {
     #[test]
     fn a_datajob_without_the_finalizer_gets_it_before_anything_else() {
         assert_eq!(
-            decide(&job().observed(), false, &AVAILABLE),
+            decide(&job().observed(), Recall::Nothing, &AVAILABLE),
             Action::AddFinalizer
         );
         // Even with someone else's finalizer, or with its policy missing.
@@ -539,7 +560,7 @@ mod tests {
         assert_eq!(
             decide(
                 &other.observed(),
-                false,
+                Recall::Nothing,
                 &Availability::Unavailable("gone".into())
             ),
             Action::AddFinalizer
@@ -549,7 +570,7 @@ mod tests {
     #[test]
     fn a_finalized_datajob_is_reconciled() {
         assert_eq!(
-            decide(&job().finalized().observed(), false, &AVAILABLE),
+            decide(&job().finalized().observed(), Recall::Nothing, &AVAILABLE),
             Action::Reconcile
         );
     }
@@ -557,12 +578,12 @@ mod tests {
     #[test]
     fn a_deleted_datajob_without_the_finalizer_is_left_alone() {
         assert_eq!(
-            decide(&job().deleted(5).observed(), false, &AVAILABLE),
+            decide(&job().deleted(5).observed(), Recall::Nothing, &AVAILABLE),
             Action::Nothing
         );
-        // Also when `cleanup` returned done before: the removal went through.
+        // Also once the removal this process made shows in the cache.
         assert_eq!(
-            decide(&job().deleted(5).observed(), true, &AVAILABLE),
+            decide(&job().deleted(5).observed(), Recall::Released, &AVAILABLE),
             Action::Nothing
         );
     }
@@ -571,12 +592,12 @@ mod tests {
     fn a_terminating_datajob_is_cleaned_up_with_the_next_attempt_number() {
         let observed = job().finalized().deleted(5).attempts(3, 2).observed();
         assert_eq!(
-            decide(&observed, false, &AVAILABLE),
+            decide(&observed, Recall::Nothing, &AVAILABLE),
             Action::CallCleanup { attempt: 4 }
         );
         let first = job().finalized().deleted(5).observed();
         assert_eq!(
-            decide(&first, false, &AVAILABLE),
+            decide(&first, Recall::Nothing, &AVAILABLE),
             Action::CallCleanup { attempt: 1 }
         );
     }
@@ -584,7 +605,38 @@ mod tests {
     #[test]
     fn a_cleaned_datajob_goes_straight_to_the_removal() {
         let observed = job().finalized().deleted(5).observed();
-        assert_eq!(decide(&observed, true, &AVAILABLE), Action::RemoveFinalizer);
+        assert_eq!(
+            decide(&observed, Recall::Cleaned, &AVAILABLE),
+            Action::RemoveFinalizer
+        );
+        // Even if a person annotated it meanwhile: cleanup did succeed.
+        let annotated = job()
+            .finalized()
+            .deleted(5)
+            .annotated(FORCE_RELEASE_ANNOTATION, "true")
+            .observed();
+        assert_eq!(
+            decide(&annotated, Recall::Cleaned, &AVAILABLE),
+            Action::RemoveFinalizer
+        );
+    }
+
+    #[test]
+    fn a_removal_that_went_through_waits_for_the_cache_instead_of_repeating() {
+        let stale = job()
+            .finalized()
+            .deleted(5)
+            .annotated(FORCE_RELEASE_ANNOTATION, "true")
+            .observed();
+        assert_eq!(
+            decide(&stale, Recall::Released, &AVAILABLE),
+            Action::AwaitRelease
+        );
+        let cleaned_before = job().finalized().deleted(5).observed();
+        assert_eq!(
+            decide(&cleaned_before, Recall::Released, &AVAILABLE),
+            Action::AwaitRelease
+        );
     }
 
     #[test]
@@ -594,9 +646,15 @@ mod tests {
             .deleted(5)
             .annotated(FORCE_RELEASE_ANNOTATION, "true")
             .observed();
-        assert_eq!(decide(&observed, false, &AVAILABLE), Action::ForceRelease);
+        assert_eq!(
+            decide(&observed, Recall::Nothing, &AVAILABLE),
+            Action::ForceRelease
+        );
         let unavailable = Availability::Unavailable("gone".into());
-        assert_eq!(decide(&observed, false, &unavailable), Action::ForceRelease);
+        assert_eq!(
+            decide(&observed, Recall::Nothing, &unavailable),
+            Action::ForceRelease
+        );
     }
 
     #[test]
@@ -608,7 +666,7 @@ mod tests {
                 .annotated(FORCE_RELEASE_ANNOTATION, value)
                 .observed();
             assert_eq!(
-                decide(&observed, false, &AVAILABLE),
+                decide(&observed, Recall::Nothing, &AVAILABLE),
                 Action::CallCleanup { attempt: 1 },
                 "{value:?}"
             );
@@ -617,7 +675,7 @@ mod tests {
             .finalized()
             .annotated(FORCE_RELEASE_ANNOTATION, "true");
         assert_eq!(
-            decide(&active.observed(), false, &AVAILABLE),
+            decide(&active.observed(), Recall::Nothing, &AVAILABLE),
             Action::Reconcile
         );
     }
@@ -627,7 +685,7 @@ mod tests {
         let unavailable = Availability::Unavailable("no policy of this name is loaded".into());
         let observed = job().finalized().deleted(5).observed();
         assert_eq!(
-            decide(&observed, false, &unavailable),
+            decide(&observed, Recall::Nothing, &unavailable),
             Action::ReportPolicyUnavailable {
                 message: "no policy of this name is loaded".into(),
                 newly: true
@@ -639,12 +697,12 @@ mod tests {
             .condition(POLICY_UNAVAILABLE, true)
             .observed();
         assert!(matches!(
-            decide(&reported, false, &unavailable),
+            decide(&reported, Recall::Nothing, &unavailable),
             Action::ReportPolicyUnavailable { newly: false, .. }
         ));
         // It returns: cleanup resumes.
         assert_eq!(
-            decide(&reported, false, &AVAILABLE),
+            decide(&reported, Recall::Nothing, &AVAILABLE),
             Action::CallCleanup { attempt: 1 }
         );
     }

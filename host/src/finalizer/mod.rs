@@ -32,6 +32,9 @@
 //! # Guarantees
 //! - The finalizer is removed only after `cleanup` returned `done` for this
 //!   uid in this process, or after a force-release annotation.
+//! - One `done` answer, one removal: until the watch shows the release, a
+//!   reconcile that still sees the old version neither calls `cleanup` nor
+//!   force-releases again.
 //! - Never someone else's finalizer: removal tests the entry it removes.
 //! - Nothing is kept in memory that a restart needs: the attempt count lives
 //!   in `status.cleanup`. A restart may call `cleanup` again, even after it
@@ -45,7 +48,7 @@ pub mod status;
 mod model;
 
 pub use machine::{
-    Action, After, Availability, Budget, Exhausted, Keep, Observed, Outcome, Pending, State,
+    Action, After, Availability, Budget, Exhausted, Keep, Observed, Outcome, Pending, Recall, State,
 };
 
 /// The finalizer the host puts on every DataJob it manages.

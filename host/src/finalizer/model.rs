@@ -28,7 +28,7 @@ use kube::ResourceExt;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::machine::{self, Action, After, Availability, Budget, Observed, Outcome};
+use super::machine::{self, Action, After, Availability, Budget, Observed, Outcome, Recall};
 use super::status::{self, Record};
 use super::{FINALIZER, FORCE_RELEASE_ANNOTATION, patch};
 use crate::crd::{DataJob, DataJobSpec};
@@ -258,10 +258,11 @@ impl Server {
     }
 }
 
-/// The host: a lagging cache and the memory of `done` answers.
+/// The host: a lagging cache and its memory (of `done` answers and of
+/// removals that went through), for one uid.
 struct Host {
     cache: Option<Value>,
-    cleaned: Option<String>,
+    recall: Option<(String, Recall)>,
     policy_available: bool,
     budget: Budget,
     backoff: Backoff,
@@ -278,22 +279,25 @@ impl Host {
         let mut faults = faults.iter().copied();
         let mut next_fault = move || faults.next().unwrap_or(Fault::None);
         let Some(job) = self.cached() else {
-            self.cleaned = None;
+            self.recall = None;
             return;
         };
         let observed = Observed::of(&job, self.budget);
-        let cleaned = self.cleaned.as_deref() == Some(observed.uid.as_str());
+        let recall = match &self.recall {
+            Some((uid, recall)) if *uid == observed.uid => *recall,
+            _ => Recall::Nothing,
+        };
         let policy = if self.policy_available {
             Availability::Available
         } else {
             Availability::Unavailable("no policy of this name is loaded".into())
         };
-        match machine::decide(&observed, cleaned, &policy) {
+        match machine::decide(&observed, recall, &policy) {
             Action::AddFinalizer => {
                 let _ = server.patch(next_fault(), &patch::add(&job));
             }
-            Action::Reconcile => {}
-            Action::Nothing => self.cleaned = None,
+            Action::Reconcile | Action::AwaitRelease => {}
+            Action::Nothing => self.recall = None,
             Action::ForceRelease | Action::RemoveFinalizer => {
                 self.release(server, &observed.uid, &mut next_fault, fresh_on_conflict);
             }
@@ -322,7 +326,7 @@ impl Host {
                     &self.backoff,
                 ) {
                     After::Release => {
-                        self.cleaned = Some(observed.uid.clone());
+                        self.recall = Some((observed.uid.clone(), Recall::Cleaned));
                         self.release(server, &observed.uid, &mut next_fault, fresh_on_conflict);
                     }
                     After::Keep(keep) => {
@@ -348,8 +352,9 @@ impl Host {
                 return;
             };
             match server.patch(next_fault(), &patch) {
+                // Remembered until the cache shows the release.
                 Ok(()) | Err(Refused::NotFound) => {
-                    self.cleaned = None;
+                    self.recall = Some((uid.to_owned(), Recall::Released));
                     return;
                 }
                 Err(Refused::Conflict | Refused::Invalid) => {
@@ -373,7 +378,7 @@ fn run(ops: &[Op]) {
     let mut server = Server::new();
     let mut host = Host {
         cache: server.object.clone(),
-        cleaned: None,
+        recall: None,
         policy_available: true,
         budget: Budget {
             max_attempts: 3,
@@ -393,7 +398,7 @@ fn run(ops: &[Op]) {
                 fresh_on_conflict,
             } => host.reconcile(&mut server, *answer, faults, *fresh_on_conflict),
             Op::Restart => {
-                host.cleaned = None;
+                host.recall = None;
                 host.cache.clone_from(&server.object);
             }
             Op::Delete => {
@@ -504,7 +509,7 @@ fn a_restart_between_done_and_the_removal_calls_cleanup_again() {
     let mut server = Server::new();
     let mut host = Host {
         cache: server.object.clone(),
-        cleaned: None,
+        recall: None,
         policy_available: true,
         budget: Budget::default(),
         backoff: Backoff::default(),
@@ -517,9 +522,12 @@ fn a_restart_between_done_and_the_removal_calls_cleanup_again() {
     // Done, then every removal attempt conflicts.
     host.reconcile(&mut server, Answer::Done, &[Fault::Conflict; 3], true);
     assert!(server.object.is_some(), "still held");
-    assert!(host.cleaned.is_some(), "the host remembers the done answer");
+    assert!(
+        matches!(host.recall, Some((_, Recall::Cleaned))),
+        "the host remembers the done answer"
+    );
     // A restart forgets it: the next step calls cleanup again, not the removal.
-    host.cleaned = None;
+    host.recall = None;
     server.done.clear();
     host.reconcile(&mut server, Answer::Fail, &[], true);
     assert!(
