@@ -1,8 +1,10 @@
 //! Request counters by verb, resource and client, so tests can assert what a client did
-//! (for example that a reconcile issued no LIST).
+//! (for example that a reconcile issued no LIST), and a log of requests in the order
+//! they arrived, with their arrival time (who wrote what, and when).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -29,6 +31,11 @@ pub struct Request {
     pub user_agent: String,
     /// The bearer token or basic-auth user the client presented, "" when none.
     pub identity: String,
+    /// Arrival order: 1 for the first request the server received, then 2, ...
+    /// (set when recorded).
+    pub seq: u64,
+    /// Arrival time, microseconds since the Unix epoch (set when recorded).
+    pub unix_micros: u64,
 }
 
 /// The counter key: a request without namespace and name.
@@ -53,6 +60,7 @@ pub struct CounterKey {
 struct Inner {
     counts: BTreeMap<CounterKey, u64>,
     log: VecDeque<Request>,
+    seq: u64,
 }
 
 /// Counters of API requests.
@@ -71,8 +79,15 @@ fn qualified(group: &str, resource: &str) -> String {
 }
 
 impl Counters {
-    pub(crate) fn record(&self, r: Request) {
+    /// Counts and logs `r`, stamping its arrival order and time.
+    pub(crate) fn record(&self, mut r: Request) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.seq += 1;
+        r.seq = inner.seq;
+        r.unix_micros = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
         let key = CounterKey {
             verb: r.verb.clone(),
             group: r.group.clone(),
@@ -137,6 +152,8 @@ mod tests {
             name: String::new(),
             user_agent: "test".into(),
             identity: String::new(),
+            seq: 0,
+            unix_micros: 0,
         }
     }
 
@@ -151,6 +168,18 @@ mod tests {
         assert_eq!(c.count("patch", "deployments.apps"), 0);
         assert_eq!(c.requests().len(), 3);
         c.reset();
+        assert!(c.requests().is_empty());
         assert_eq!(c.count("list", "pods"), 0);
+    }
+
+    #[test]
+    fn requests_are_stamped_in_arrival_order() {
+        let c = Counters::default();
+        c.record(req("get", "", "pods", ""));
+        c.record(req("patch", "", "pods", ""));
+        let log = c.requests();
+        assert_eq!(log.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
+        assert!(log[0].unix_micros > 1_600_000_000_000_000);
+        assert!(log[0].unix_micros <= log[1].unix_micros);
     }
 }

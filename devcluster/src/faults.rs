@@ -43,6 +43,11 @@ pub struct Faults {
     /// Cut every watch stream after this many seconds.
     #[serde(default)]
     pub watch_cut_seconds: Option<u64>,
+    /// Clients cut off from the server, by identity (the bearer token they
+    /// present): their requests get 503 and are neither served nor recorded,
+    /// as if the network between them and the server were down.
+    #[serde(default)]
+    pub partitioned: Vec<String>,
 }
 
 /// Runtime control of faults, shared by the handle, the admin endpoint and the server.
@@ -115,6 +120,12 @@ impl FaultControls {
     /// The added latency.
     pub(crate) fn latency(&self) -> Duration {
         Duration::from_millis(self.get().latency_ms)
+    }
+
+    /// True if requests from `identity` are cut off.
+    pub(crate) fn partitioned(&self, identity: &str) -> bool {
+        let faults = self.faults.read().unwrap_or_else(|e| e.into_inner());
+        faults.partitioned.iter().any(|p| p == identity)
     }
 
     /// The watch cut interval.

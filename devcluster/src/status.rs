@@ -260,6 +260,11 @@ impl ApiError {
         .with_details(json!({"causes": [{"message": message}]}))
     }
 
+    /// 503: the server cannot be reached.
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     /// 429 with `Retry-After`.
     pub(crate) fn too_many_requests(retry_after: u32) -> Self {
         let mut e = Self::new(

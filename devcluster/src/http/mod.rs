@@ -66,6 +66,10 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             admin::Route::Faults => admin::faults(&app, req).await,
         };
     }
+    if app.faults.partitioned(&resources::identity(&req)) {
+        return ApiError::unavailable("partitioned from the server (injected fault)")
+            .into_response();
+    }
     if req.method() == Method::GET
         && let Some(resp) = non_resource(&app, &path, req.headers())
     {

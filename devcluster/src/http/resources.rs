@@ -57,7 +57,8 @@ impl Verb {
     }
 }
 
-fn identity(req: &Request) -> String {
+/// The bearer token the client presented, "" when none.
+pub(super) fn identity(req: &Request) -> String {
     header(req.headers(), "authorization")
         .and_then(|a| a.strip_prefix("Bearer "))
         .map(str::to_owned)
@@ -114,6 +115,8 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
         name: target.name.clone().unwrap_or_default(),
         user_agent: user_agent.clone(),
         identity: identity(&req),
+        seq: 0,
+        unix_micros: 0,
     });
     let latency = app.faults.latency();
     if !latency.is_zero() {

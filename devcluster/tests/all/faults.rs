@@ -184,3 +184,36 @@ async fn added_latency_delays_api_requests() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_partitioned_client_is_neither_served_nor_recorded_while_others_are() {
+    let c = start().await;
+    c.cm("default", "a", json!({})).await;
+    // A second client presenting its own identity.
+    let mut config = c.dc.client_config().unwrap();
+    config.auth_info.token = Some("system:serviceaccount:ops:cut-off".to_owned().into());
+    config.default_retry = false;
+    let cut_off = kube::Client::try_from(config).unwrap();
+    let cut_off_cms: kube::Api<ConfigMap> = kube::Api::namespaced(cut_off, "default");
+    assert!(cut_off_cms.get("a").await.is_ok());
+    c.dc.faults().set(Faults {
+        partitioned: vec!["system:serviceaccount:ops:cut-off".into()],
+        ..Faults::default()
+    });
+    c.dc.counters().reset();
+    let e = crate::common::api_error(cut_off_cms.get("a").await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (503, "ServiceUnavailable"));
+    assert!(c.cms("default").get("a").await.is_ok(), "others are served");
+    let seen: Vec<String> =
+        c.dc.counters()
+            .requests()
+            .into_iter()
+            .map(|r| r.identity)
+            .collect();
+    assert_eq!(seen, [devcluster::kubeconfig::TOKEN.to_owned()]);
+    c.dc.faults().clear();
+    assert!(cut_off_cms.get("a").await.is_ok(), "healed");
+    let last = c.dc.counters().requests().pop().unwrap();
+    assert_eq!(last.identity, "system:serviceaccount:ops:cut-off");
+    assert!(last.seq > 1 && last.unix_micros > 0);
+}
