@@ -7,6 +7,7 @@ pub mod chain;
 pub mod controller;
 pub mod crd;
 pub mod finalizer;
+pub mod leader;
 pub mod metrics;
 pub mod operator;
 pub mod policies;

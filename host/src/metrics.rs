@@ -85,6 +85,10 @@ pub struct Metrics {
     pub force_releases_total: Family<PolicyLabel, Counter>,
     /// Finalizer patches refused for a conflict or a failed precondition (then retried).
     pub finalizer_conflicts: Counter,
+    /// 1 while this replica holds the leader Lease (always, without election).
+    pub leader: Gauge,
+    /// Writes the leader fence refused (sent while not leading).
+    pub fenced_writes: Counter,
 }
 
 impl Default for Metrics {
@@ -165,6 +169,18 @@ impl Default for Metrics {
             "Finalizer patches refused for a conflict or a failed precondition, then retried",
             finalizer_conflicts.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease and reconciles, 0 while it follows",
+            leader.clone(),
+        );
+        let fenced_writes = Counter::default();
+        registry.register(
+            "fenced_writes",
+            "API writes refused before sending because this replica did not hold the leader Lease",
+            fenced_writes.clone(),
+        );
         Self {
             registry,
             reconcile_total,
@@ -179,6 +195,8 @@ impl Default for Metrics {
             pending_finalizers,
             force_releases_total,
             finalizer_conflicts,
+            leader,
+            fenced_writes,
         }
     }
 }

@@ -9,15 +9,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kube::client::ClientBuilder;
+use kube::client::retry::RetryPolicy;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, discovery};
 use tokio::net::TcpListener;
 use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
 use tracing::{info, warn};
 
 use crate::cache::Scope;
 use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
+use crate::leader::{self, Elector, FenceLayer, Leadership};
 use crate::metrics::Metrics;
 use crate::policies::{self, Registry};
 use crate::queue::Backoff;
@@ -65,6 +68,8 @@ pub struct Options {
     pub runtime: RuntimeConfig,
     /// The cleanup budget where a DataJob's `spec.cleanup` sets none.
     pub cleanup: Budget,
+    /// Leader election; `None` leads at once, alone (one replica, `dev`).
+    pub leader: Option<leader::Config>,
 }
 
 impl Default for Options {
@@ -82,6 +87,7 @@ impl Default for Options {
             backoff: Backoff::default(),
             runtime: RuntimeConfig::default(),
             cleanup: Budget::default(),
+            leader: None,
         }
     }
 }
@@ -121,6 +127,9 @@ pub enum Error {
     /// The HTTP endpoints failed while serving.
     #[error("the HTTP endpoints failed")]
     Serve(#[source] std::io::Error),
+    /// The leader election settings are unusable.
+    #[error("invalid leader election settings")]
+    Leader(#[source] leader::Error),
 }
 
 /// An operator ready to run: client built, kinds discovered, policies loaded,
@@ -129,12 +138,35 @@ pub struct Operator {
     controller: Controller,
     metrics: Arc<Metrics>,
     listener: Option<TcpListener>,
+    elector: Option<Elector>,
+    leadership: Leadership,
 }
 
 impl Operator {
     /// Prepares the operator against the cluster of `config`.
     pub async fn new(config: kube::Config, options: Options) -> Result<Self, Error> {
-        let client = client(config, &options)?;
+        let metrics = Arc::new(Metrics::default());
+        let leadership = match &options.leader {
+            Some(election) => {
+                election.validate().map_err(Error::Leader)?;
+                Leadership::elected()
+            }
+            None => Leadership::unelected(),
+        };
+        // The Lease has its own client: renewals must go out although the
+        // fence is closed, and must not queue behind throttled writes.
+        let elector = match &options.leader {
+            Some(election) => {
+                let lease_client = plain_client(config.clone(), &options)?;
+                Some(
+                    Elector::new(lease_client, election.clone(), leadership.clone())
+                        .map_err(Error::Leader)?,
+                )
+            }
+            None => None,
+        };
+        let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
+        let client = client(config, &options, &fence)?;
         let child_kinds = discover(&client, &options.child_kinds).await?;
         let runtime = Runtime::new(options.runtime.clone()).map_err(Error::Runtime)?;
         let registry = Registry::new();
@@ -173,7 +205,6 @@ impl Operator {
             ),
             None => None,
         };
-        let metrics = Arc::new(Metrics::default());
         let controller = Controller::new(
             client,
             runtime,
@@ -189,12 +220,15 @@ impl Operator {
                 backoff: options.backoff,
                 child_kinds,
                 cleanup: options.cleanup,
+                leadership: leadership.clone(),
             },
         );
         Ok(Self {
             controller,
             metrics,
             listener,
+            elector,
+            leadership,
         })
     }
 
@@ -214,6 +248,12 @@ impl Operator {
     #[must_use]
     pub fn metrics(&self) -> Arc<Metrics> {
         Arc::clone(&self.metrics)
+    }
+
+    /// Whether this replica leads (always, without leader election).
+    #[must_use]
+    pub fn leadership(&self) -> Leadership {
+        self.leadership.clone()
     }
 
     /// Runs until `shutdown` completes, then stops gracefully.
@@ -236,14 +276,31 @@ impl Operator {
                 listener,
                 Arc::clone(&self.metrics),
                 ready,
+                self.leadership.clone(),
                 stopped(),
             ))
+        });
+        // The elector stops (and releases the Lease) only after the
+        // controller has stopped: until then the reconciles in flight may
+        // still write.
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+        let elector = self.elector.map(|elector| {
+            tokio::spawn(elector.run(async {
+                let _ = release_rx.await;
+            }))
         });
         let controller = tokio::spawn(self.controller.run(stopped()));
         shutdown.await;
         let _ = stop_tx.send(true);
         if let Err(error) = controller.await {
             warn!(%error, "the controller task ended abnormally");
+        }
+        let _ = release_tx.send(());
+        if let Some(Err(error)) = match elector {
+            Some(task) => Some(task.await),
+            None => None,
+        } {
+            warn!(%error, "the leader election task ended abnormally");
         }
         if let Some(endpoints) = endpoints {
             match endpoints.await {
@@ -258,7 +315,34 @@ impl Operator {
 /// The kube client with the write throttle under it. Requests carry the
 /// User-Agent `policyhost/<version> (<instance>)`, so audit logs (and
 /// devcluster's request records) tell the operator's traffic apart.
-fn client(mut config: kube::Config, options: &Options) -> Result<Client, Error> {
+///
+/// The leader fence is innermost, so every request is checked right before
+/// it is sent: after a wait for a throttle token, and on each retry. (kube's
+/// own retry layer sits under any added layer, where it would resend a
+/// fenced write later, so it is replaced by the same policy above the fence.)
+fn client(config: kube::Config, options: &Options, fence: &FenceLayer) -> Result<Client, Error> {
+    let mut config = with_user_agent(config, options);
+    config.default_retry = false;
+    let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
+    Ok(builder
+        .with_layer(fence)
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
+        .with_layer(&WriteThrottleLayer::new(options.api_qps, options.api_burst))
+        .build())
+}
+
+/// The client of the leader Lease: same User-Agent, no fence, no throttle,
+/// no retries (the elector retries at its own pace, each attempt bounded by
+/// its deadline).
+fn plain_client(config: kube::Config, options: &Options) -> Result<Client, Error> {
+    let mut config = with_user_agent(config, options);
+    config.default_retry = false;
+    Client::try_from(config).map_err(Error::Client)
+}
+
+/// `config` with the User-Agent `policyhost/<version> (<instance>)`.
+fn with_user_agent(mut config: kube::Config, options: &Options) -> kube::Config {
     let agent = format!(
         "policyhost/{} ({})",
         env!("CARGO_PKG_VERSION"),
@@ -267,11 +351,7 @@ fn client(mut config: kube::Config, options: &Options) -> Result<Client, Error> 
     if let Ok(agent) = http::HeaderValue::from_str(&agent) {
         config.headers.push((http::header::USER_AGENT, agent));
     }
-    let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
-    Ok(builder
-        .with_layer(&BufferLayer::new(1024))
-        .with_layer(&WriteThrottleLayer::new(options.api_qps, options.api_burst))
-        .build())
+    config
 }
 
 /// Finds the API resource (plural, scope) of every child kind.

@@ -594,6 +594,8 @@ impl OperatorProcess {
         let log = std::env::temp_dir().join(format!("policyhost-{}-run{run}.log", env.namespace));
         let child = Command::new(common::policyhost_bin())
             .args(["run", "--listen", "127.0.0.1:0", "--workers", "4"])
+            // One replica, restarted: no Lease to wait for.
+            .arg("--leader-elect=false")
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["--namespace", &env.namespace, "--instance", &env.instance()])

@@ -11,6 +11,7 @@ mod cli;
 mod finalizer;
 mod golden;
 mod guests;
+mod leader;
 mod loading;
 mod operator;
 mod runtime;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod process;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -23,6 +23,7 @@ use policyhost::operator::Operator;
 use policyhost::projection;
 use policyhost::runtime::ChildPhase;
 
+use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
 
 /// The field manager of objects `dev --apply` creates.
@@ -43,7 +44,9 @@ pub(crate) struct DevArgs {
     kubeconfig: PathBuf,
     #[command(flatten)]
     operator: OperatorArgs,
-    /// Where to serve /metrics, /healthz and /readyz.
+    #[command(flatten)]
+    leader: LeaderArgs,
+    /// Where to serve /metrics, /healthz, /readyz and /leaderz.
     #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
     listen: SocketAddr,
     /// Create or update the objects in FILE (YAML) once the operator runs (repeatable).
@@ -93,11 +96,12 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
     let client = cluster.client().context("cannot connect to devcluster")?;
     install_crd(&client).await?;
 
-    let operator = Operator::new(
-        cluster.client_config()?,
-        args.operator.options(Some(args.listen)),
-    )
-    .await?;
+    let config = cluster.client_config()?;
+    let mut options = args.operator.options(Some(args.listen));
+    options.leader = args
+        .leader
+        .config(false, args.operator.instance(), &config.default_namespace);
+    let operator = Operator::new(config, options).await?;
     if let Some(addr) = operator.listen_addr() {
         println!("operator metrics on http://{addr}/metrics");
     }

@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod dev;
 mod input;
+mod leader;
 mod operate;
 mod run;
 mod status;

@@ -14,6 +14,8 @@ use policyhost::operator::{Operator, Options, StreamingLists};
 use policyhost::runtime::AllowedKind;
 use tracing::info;
 
+use super::leader::LeaderArgs;
+
 /// Arguments of `run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -22,7 +24,9 @@ pub(crate) struct RunArgs {
     kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     operator: OperatorArgs,
-    /// Where to serve /metrics, /healthz and /readyz.
+    #[command(flatten)]
+    leader: LeaderArgs,
+    /// Where to serve /metrics, /healthz, /readyz and /leaderz.
     #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
     listen: SocketAddr,
 }
@@ -79,6 +83,11 @@ pub(crate) enum StreamingListsArg {
 }
 
 impl OperatorArgs {
+    /// The instance name.
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
+    }
+
     /// The operator options these arguments stand for.
     pub(crate) fn options(&self, listen: Option<SocketAddr>) -> Options {
         let defaults = Options::default();
@@ -125,7 +134,19 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let config = client_config(args.kubeconfig.as_deref()).await?;
-        let operator = Operator::new(config, args.operator.options(Some(args.listen))).await?;
+        let mut options = args.operator.options(Some(args.listen));
+        options.leader =
+            args.leader
+                .config(true, &args.operator.instance, &config.default_namespace);
+        if let Some(election) = &options.leader {
+            info!(
+                identity = %election.identity,
+                lease = %election.lease_name,
+                namespace = %election.namespace,
+                "leader election on"
+            );
+        }
+        let operator = Operator::new(config, options).await?;
         if let Some(addr) = operator.listen_addr() {
             info!(%addr, "serving /metrics, /healthz and /readyz");
         }

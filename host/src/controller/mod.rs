@@ -13,11 +13,16 @@
 //!    a change, a requeue after the policy's delay, or a retry with
 //!    exponential backoff.
 //! 4. A policy swap in the [`Registry`] queues every DataJob that uses it.
+//! 5. With leader election, only the leader reconciles: a follower's workers
+//!    take the keys its watches queue and drop them (its caches stay warm),
+//!    and a replica that becomes leader queues every cached DataJob.
 //!
 //! # Guarantees
 //! - No LIST on the reconcile path: DataJobs come from the cache by key and
 //!   children from the owner index.
 //! - One DataJob is never reconciled by two workers at once.
+//! - A follower reconciles nothing; its writes are fenced in the client
+//!   ([`crate::leader::FenceLayer`]).
 
 pub mod finalizer;
 pub mod reconcile;
@@ -36,6 +41,7 @@ use crate::apply::Events;
 use crate::cache::{Cached, ChildCache, ChildCaches, Index, ObjectKey, Store};
 use crate::crd::DataJob;
 use crate::finalizer::Budget;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::policies::Registry;
 use crate::queue::{Backoff, WorkQueue};
@@ -57,6 +63,8 @@ pub struct Config {
     pub child_kinds: Vec<ApiResource>,
     /// The cleanup budget where a DataJob's `spec.cleanup` sets none.
     pub cleanup: Budget,
+    /// Whether this replica leads (always, without leader election).
+    pub leadership: Leadership,
 }
 
 /// What the workers share.
@@ -83,6 +91,8 @@ pub struct Shared {
     pub instance: String,
     /// The finalizer state machine's settings and memory.
     pub finalizers: finalizer::Finalizers,
+    /// Whether this replica leads and may reconcile.
+    pub leadership: Leadership,
 }
 
 /// The DataJob controller.
@@ -126,6 +136,7 @@ impl Controller {
             metrics,
             instance,
             finalizers: finalizer::Finalizers::new(config.cleanup, config.backoff, pending),
+            leadership: config.leadership.clone(),
         });
         Self { shared, config }
     }
@@ -159,6 +170,7 @@ impl Controller {
         background.spawn(requeue_on_policy_change(Arc::clone(&shared)));
         background.spawn(report_queue(Arc::clone(&shared)));
         background.spawn(finalizer::report_pending(Arc::clone(&shared)));
+        background.spawn(resync_on_leadership(Arc::clone(&shared)));
 
         let work = async {
             shared.jobs.wait_until_ready().await;
@@ -194,6 +206,12 @@ async fn worker(shared: Arc<Shared>) {
     let queue = Arc::clone(&shared.queue);
     while let Some(lease) = queue.next().await {
         let key = lease.key().clone();
+        if !shared.leadership.permits_writes() {
+            // A follower: the leader does this work. Taking over queues
+            // every DataJob again, so nothing is lost by dropping the key.
+            queue.forget(&key);
+            continue;
+        }
         let attempt = queue.failures(&key).saturating_add(1);
         let started = Instant::now();
         let next = reconcile::reconcile(&shared, &key, attempt)
@@ -235,6 +253,28 @@ async fn requeue_on_policy_change(shared: Arc<Shared>) {
                 }
             }
             Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Queues every cached DataJob each time this replica becomes leader (what
+/// the old leader had queued, delayed or was retrying is not known here),
+/// and publishes the role as the `leader` gauge.
+async fn resync_on_leadership(shared: Arc<Shared>) {
+    let mut leading = shared.leadership.subscribe();
+    loop {
+        let now_leading = *leading.borrow_and_update();
+        shared.metrics.leader.set(i64::from(now_leading));
+        if now_leading {
+            shared.jobs.wait_until_ready().await;
+            let jobs = shared.jobs.all();
+            info!(datajobs = jobs.len(), "leading: queueing every DataJob");
+            for job in jobs {
+                shared.queue.add(job.key());
+            }
+        }
+        if leading.changed().await.is_err() {
+            return;
         }
     }
 }

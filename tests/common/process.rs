@@ -1,0 +1,131 @@
+//! The `policyhost` binary as a separate process: replicas of the operator
+//! with their own identity against one cluster, their HTTP endpoints, and
+//! signals.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{guest, policyhost_bin};
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `GET path` over HTTP/1.0; the status code and body, or `None` if nothing answers.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((code, body))
+}
+
+/// Writes a copy of `kubeconfig` that presents `token` as its bearer token
+/// (devcluster records it as the client's identity).
+pub fn kubeconfig_with_token(kubeconfig: &Path, token: &str, into: &Path) {
+    let text = std::fs::read_to_string(kubeconfig).expect("read the kubeconfig");
+    let from = format!("token: {}", devcluster::kubeconfig::TOKEN);
+    assert!(text.contains(&from), "a devcluster kubeconfig");
+    std::fs::write(into, text.replace(&from, &format!("token: {token}")))
+        .expect("write the kubeconfig");
+}
+
+/// A directory holding the named policies' components.
+pub fn policy_dir(policies: &[&str], tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("policyhost-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create a policy directory");
+    for name in policies {
+        let source = guest(name);
+        let file = source.file_name().expect("a file name");
+        std::fs::copy(&source, dir.join(file)).expect("copy the policy");
+    }
+    dir
+}
+
+/// A `policyhost run` process; killed when dropped.
+pub struct Replica {
+    /// Its `POD_NAME`, the identity on the Lease.
+    pub name: String,
+    /// Where its endpoints listen.
+    pub addr: SocketAddr,
+    /// Its log file.
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl Replica {
+    /// Starts `policyhost run` with `args`, `POD_NAME=name`, and its
+    /// endpoints on a free port; logs go to a file next to the kubeconfig.
+    pub fn start(name: &str, kubeconfig: &Path, args: &[&str]) -> Self {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log = kubeconfig.with_extension(format!("{name}.log"));
+        let stderr = std::fs::File::create(&log).expect("a log file");
+        let child = Command::new(policyhost_bin())
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--listen", &addr.to_string()])
+            .args(args)
+            .env("POD_NAME", name)
+            .env("POLICYHOST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start policyhost run");
+        Self {
+            name: name.to_owned(),
+            addr,
+            log,
+            child,
+        }
+    }
+
+    /// `GET path` on its endpoints.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(self.addr, path)
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`).
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal} {}", self.pid());
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("wait for the replica")
+    }
+
+    /// Its log so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
