@@ -89,6 +89,9 @@ pub struct OperatorSetup {
     pub workers: usize,
     /// Streaming lists or paginated lists.
     pub streaming_lists: StreamingLists,
+    /// The operator's API write limit (writes/s, bursts of twice that), if
+    /// not the default.
+    pub api_qps: Option<std::num::NonZeroU32>,
 }
 
 impl OperatorSetup {
@@ -102,6 +105,7 @@ impl OperatorSetup {
             },
             workers: 4,
             streaming_lists: StreamingLists::Auto,
+            api_qps: None,
         }
     }
 }
@@ -174,7 +178,12 @@ impl Env {
 
     /// Starts an operator for this namespace and waits until its caches are synced.
     pub async fn start_operator(&mut self, setup: OperatorSetup) {
+        let defaults = Options::default();
         let options = Options {
+            api_qps: setup.api_qps.unwrap_or(defaults.api_qps),
+            api_burst: setup.api_qps.map_or(defaults.api_burst, |qps| {
+                qps.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1))
+            }),
             namespaces: vec![self.namespace.clone()],
             instance: self.instance(),
             workers: setup.workers,
@@ -186,7 +195,7 @@ impl Env {
                 cache_dir: Some(super::target_dir().join("policyhost-test-cache")),
                 ..RuntimeConfig::default()
             },
-            ..Options::default()
+            ..defaults
         };
         let operator = Operator::new(self.config.clone(), options)
             .await
