@@ -11,7 +11,9 @@
 //! 3. A worker takes a key (never one another worker holds), reconciles it
 //!    ([`reconcile::reconcile`]), and tells the queue what next: nothing until
 //!    a change, a requeue after the policy's delay, or a retry with
-//!    exponential backoff.
+//!    exponential backoff. The finalizer comes first (`finalizer::step`):
+//!    it is added before any child is applied, and a deleted DataJob is
+//!    cleaned up and released instead of reconciled.
 //! 4. A policy swap in the [`Registry`] queues every DataJob that uses it.
 //! 5. With leader election, only the leader reconciles: a follower's workers
 //!    take the keys its watches queue and drop them (its caches stay warm),
