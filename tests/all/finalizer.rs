@@ -434,6 +434,48 @@ async fn a_cleanup_that_keeps_failing_holds_the_finalizer_until_blocked_and_only
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanup_that_traps_or_runs_out_of_fuel_keeps_the_finalizer_and_is_retried() {
+    let env = Env::start(&[FLAKY]).await;
+    let history = History::start(&env);
+    let cases = [
+        ("traps", "panic", &["Trap"][..]),
+        ("spins", "spin", &["OutOfFuel", "DeadlineExceeded"][..]),
+    ];
+    for (name, fault, _) in cases {
+        let params = json!({"failures": 1, "fault": fault});
+        create(&env, name, FLAKY, params, None, &[]).await;
+        env.wait_job(name, "reconciled", |j| phase(j) == Some("Running"))
+            .await;
+    }
+    for (name, _, _) in cases {
+        delete(&env, name).await;
+    }
+    for (name, _, reasons) in cases {
+        wait_gone(&env, name).await;
+        eventually(&format!("the deletion of {name} in the watch"), || async {
+            history.released(name)
+        })
+        .await;
+        // The last status written before the release records the fault.
+        let last = history.released(name).expect("released");
+        let record = cleanup(&last);
+        assert_eq!((record.attempts, record.failures), (1, 1), "{name}");
+        let failed = condition(&last, "CleanupFailed").expect("CleanupFailed");
+        assert!(
+            failed.status == "True" && reasons.contains(&failed.reason.as_str()),
+            "{name}: {failed:?}"
+        );
+        history.assert_held_while_terminating(name);
+    }
+    assert!(
+        metric(
+            &env,
+            r#"policyhost_guest_faults_total{policy="flaky-cleanup",kind="Trap"}"#
+        ) >= Some(1.0)
+    );
+}
+
 /// Runs `policyhost status ARGS --kubeconfig FILE` and returns its stdout.
 fn status_command(kubeconfig: &Path, args: &[&str]) -> String {
     let output = Command::new(common::policyhost_bin())
