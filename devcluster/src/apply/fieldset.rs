@@ -208,6 +208,19 @@ impl FieldSet {
         self.children.get(element)
     }
 
+    /// Drops the members under which `owned` holds paths: a field that holds
+    /// fields someone owns is not itself stale (structured-merge-diff keeps
+    /// such named fields as members of the owned set).
+    pub(crate) fn drop_owned_containers(&mut self, owned: &FieldSet) {
+        self.members.retain(|m| owned.child(m).is_none());
+        for (element, mine) in &mut self.children {
+            if let Some(theirs) = owned.child(element) {
+                mine.drop_owned_containers(theirs);
+            }
+        }
+        self.children.retain(|_, child| !child.is_empty());
+    }
+
     /// The set holding only what is under `element` (and `element` itself).
     #[must_use]
     pub fn restrict_to(&self, element: &PathElement) -> FieldSet {

@@ -387,11 +387,17 @@ pub fn apply(
         fields: applied,
     });
     if let Some(previous) = previous {
-        // Fields this manager applied before, omits now, and nobody else owns.
+        // Fields this manager applied before, omits now, and nobody owns,
+        // themselves or anything in them (an entry moved over from an Update,
+        // as kubectl does when switching to server-side apply, owns maps as
+        // `.` where an Apply entry owns only what is in them).
         let mut stale = previous.fields;
+        let mut owned = FieldSet::new();
         for entry in managers.entries() {
             stale.subtract(&entry.fields);
+            owned.extend(&entry.fields);
         }
+        stale.drop_owned_containers(&owned);
         merge::remove(&schema.root, &mut merged, &stale);
     }
 

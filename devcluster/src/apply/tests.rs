@@ -466,6 +466,34 @@ fn an_update_changing_nothing_records_nothing_and_reset_clears_managed_fields() 
 }
 
 #[test]
+fn an_apply_entry_moved_over_from_an_update_keeps_the_maps_still_applied() {
+    // `kubectl apply --server-side` after client-side applies: kubectl moves
+    // the client-side Update entry (maps owned as `.`) to its Apply manager,
+    // then applies the same config, which owns only the leaves.
+    let config = deploy(json!({"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}));
+    let mut live = config.clone();
+    live["metadata"]["labels"] = json!({"tier": "web"});
+    live["metadata"]["managedFields"] = json!([{
+        "manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1",
+        "fieldsType": "FieldsV1", "fieldsV1": {
+            "f:metadata": {"f:labels": {".": {}, "f:tier": {}}},
+            "f:spec": {".": {}, "f:replicas": {},
+                       "f:selector": {".": {}, "f:matchLabels": {".": {}, "f:app": {}}}}}}]);
+    let reapplied = applied(Some(&live), &config, "kubectl", T1, deployments());
+    assert_eq!(reapplied["spec"], config["spec"], "still applied, so kept");
+    assert_eq!(
+        reapplied["metadata"].get("labels"),
+        None,
+        "no longer applied and owned by nobody else, so removed"
+    );
+    assert_eq!(
+        fields_of(&reapplied, "kubectl"),
+        json!({"f:spec": {"f:replicas": {}, "f:selector": {}}}),
+        "a Deployment's selector is atomic"
+    );
+}
+
+#[test]
 fn removed_fields_leave_every_manager() {
     let first = applied(
         None,
