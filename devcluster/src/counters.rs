@@ -36,6 +36,9 @@ pub struct Request {
     pub seq: u64,
     /// Arrival time, microseconds since the Unix epoch (set when recorded).
     pub unix_micros: u64,
+    /// The response's status code (201 when a write created the object), 0
+    /// until answered; a watch is answered when its stream starts.
+    pub code: u16,
 }
 
 /// The counter key: a request without namespace and name.
@@ -79,8 +82,8 @@ fn qualified(group: &str, resource: &str) -> String {
 }
 
 impl Counters {
-    /// Counts and logs `r`, stamping its arrival order and time.
-    pub(crate) fn record(&self, mut r: Request) {
+    /// Counts and logs `r`, stamping its arrival order and time; returns its `seq`.
+    pub(crate) fn record(&self, mut r: Request) -> u64 {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.seq += 1;
         r.seq = inner.seq;
@@ -100,7 +103,20 @@ impl Counters {
         if inner.log.len() == LOG_CAP {
             inner.log.pop_front();
         }
+        let seq = r.seq;
         inner.log.push_back(r);
+        seq
+    }
+
+    /// Records the status code the request `seq` was answered with.
+    pub(crate) fn answered(&self, seq: u64, code: u16) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Recent requests are at the back, and the log is in `seq` order.
+        if let Some(r) = inner.log.iter_mut().rev().find(|r| r.seq <= seq)
+            && r.seq == seq
+        {
+            r.code = code;
+        }
     }
 
     /// Requests with this verb on this resource (`pods`, `datajobs.policyhost.dev`,
@@ -154,6 +170,7 @@ mod tests {
             identity: String::new(),
             seq: 0,
             unix_micros: 0,
+            code: 0,
         }
     }
 
@@ -181,5 +198,9 @@ mod tests {
         assert_eq!(log.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
         assert!(log[0].unix_micros > 1_600_000_000_000_000);
         assert!(log[0].unix_micros <= log[1].unix_micros);
+        c.answered(2, 201);
+        c.answered(7, 500);
+        let codes: Vec<u16> = c.requests().iter().map(|r| r.code).collect();
+        assert_eq!(codes, [0, 201], "unanswered is 0; unknown seq is ignored");
     }
 }

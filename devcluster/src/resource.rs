@@ -277,6 +277,61 @@ const BUILTINS: &[Builtin] = &[
         all: false,
     },
     Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "roles",
+        kind: "Role",
+        namespaced: true,
+        short: &[],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "rolebindings",
+        kind: "RoleBinding",
+        namespaced: true,
+        short: &[],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "clusterroles",
+        kind: "ClusterRole",
+        namespaced: false,
+        short: &[],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "clusterrolebindings",
+        kind: "ClusterRoleBinding",
+        namespaced: false,
+        short: &[],
+        status: false,
+        generation: false,
+        all: false,
+    },
+    Builtin {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        short: &["pdb"],
+        status: true,
+        generation: true,
+        all: false,
+    },
+    Builtin {
         group: "apiextensions.k8s.io",
         version: "v1",
         plural: "customresourcedefinitions",
@@ -623,5 +678,11 @@ mod tests {
         assert!(r.lookup("apps", "v1", "deployments").is_some());
         assert!(r.lookup("apps", "v2", "deployments").is_none());
         assert!(r.groups().iter().any(|(g, _)| g == "batch"));
+        let role = r
+            .lookup("rbac.authorization.k8s.io", "v1", "clusterroles")
+            .unwrap();
+        assert!(!role.namespaced && !role.has_status());
+        let pdb = r.lookup("policy", "v1", "poddisruptionbudgets").unwrap();
+        assert!(pdb.namespaced && pdb.has_status() && pdb.generation);
     }
 }

@@ -106,7 +106,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
     let user_agent = header(req.headers(), "user-agent")
         .unwrap_or_default()
         .to_owned();
-    app.counters.record(counters::Request {
+    let seq = app.counters.record(counters::Request {
         verb: verb.as_str().to_owned(),
         group: target.group.clone(),
         resource: target.resource.clone(),
@@ -117,77 +117,87 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
         identity: identity(&req),
         seq: 0,
         unix_micros: 0,
+        code: 0,
     });
-    let latency = app.faults.latency();
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    if let Some(e) = app
-        .faults
-        .error_for(verb.as_str(), &target.group, &target.resource)
-    {
-        return Err(e);
-    }
-    let output = request::negotiate(header(req.headers(), "accept"))?;
-    let view = View::new(
-        rt.clone(),
-        &target.version,
-        output,
-        Include::parse(query.include_object.as_deref()),
-    );
-    let content_type = header(req.headers(), "content-type")
-        .unwrap_or_default()
-        .to_owned();
-    let body = if matches!(
-        verb,
-        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
-    ) {
-        axum::body::to_bytes(req.into_body(), MAX_BODY)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?
-    } else {
-        Bytes::new()
-    };
-    // Writes are recorded in managedFields under `fieldManager`, or the User-Agent.
-    let manager = query
-        .field_manager
-        .clone()
-        .unwrap_or_else(|| apply::manager_from_user_agent(&user_agent));
-    // A resource stored as another one (events.k8s.io Events) is written and read in
-    // the storage form and converted at the edges.
-    let (store_rt, store_version) = match &rt.stored_as {
-        Some(gr) => {
-            let srt = app.registry.get(gr).ok_or_else(ApiError::path_not_found)?;
-            let v = srt
-                .versions
-                .first()
-                .map(|v| v.name.clone())
-                .unwrap_or_default();
-            (srt, v)
+    let result: Result<Response> = async {
+        let latency = app.faults.latency();
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
         }
-        None => (rt.clone(), target.version.clone()),
-    };
-    let ctx = Ctx {
-        app: &app,
-        rt: &rt,
-        store_rt: &store_rt,
-        store_version: &store_version,
-        target: &target,
-        query: &query,
-        view: &view,
-        part,
-        manager,
-    };
-    match verb {
-        Verb::Get => ctx.get(),
-        Verb::List => ctx.list(),
-        Verb::Watch => ctx.watch(),
-        Verb::Create => ctx.create(&body, &content_type),
-        Verb::Update => ctx.update(&body, &content_type),
-        Verb::Patch => ctx.patch(&body, &content_type),
-        Verb::Delete => ctx.delete(&body),
-        Verb::DeleteCollection => ctx.delete_collection(&body),
+        if let Some(e) = app
+            .faults
+            .error_for(verb.as_str(), &target.group, &target.resource)
+        {
+            return Err(e);
+        }
+        let output = request::negotiate(header(req.headers(), "accept"))?;
+        let view = View::new(
+            rt.clone(),
+            &target.version,
+            output,
+            Include::parse(query.include_object.as_deref()),
+        );
+        let content_type = header(req.headers(), "content-type")
+            .unwrap_or_default()
+            .to_owned();
+        let body = if matches!(
+            verb,
+            Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
+        ) {
+            axum::body::to_bytes(req.into_body(), MAX_BODY)
+                .await
+                .map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?
+        } else {
+            Bytes::new()
+        };
+        // Writes are recorded in managedFields under `fieldManager`, or the User-Agent.
+        let manager = query
+            .field_manager
+            .clone()
+            .unwrap_or_else(|| apply::manager_from_user_agent(&user_agent));
+        // A resource stored as another one (events.k8s.io Events) is written and read in
+        // the storage form and converted at the edges.
+        let (store_rt, store_version) = match &rt.stored_as {
+            Some(gr) => {
+                let srt = app.registry.get(gr).ok_or_else(ApiError::path_not_found)?;
+                let v = srt
+                    .versions
+                    .first()
+                    .map(|v| v.name.clone())
+                    .unwrap_or_default();
+                (srt, v)
+            }
+            None => (rt.clone(), target.version.clone()),
+        };
+        let ctx = Ctx {
+            app: &app,
+            rt: &rt,
+            store_rt: &store_rt,
+            store_version: &store_version,
+            target: &target,
+            query: &query,
+            view: &view,
+            part,
+            manager,
+        };
+        match verb {
+            Verb::Get => ctx.get(),
+            Verb::List => ctx.list(),
+            Verb::Watch => ctx.watch(),
+            Verb::Create => ctx.create(&body, &content_type),
+            Verb::Update => ctx.update(&body, &content_type),
+            Verb::Patch => ctx.patch(&body, &content_type),
+            Verb::Delete => ctx.delete(&body),
+            Verb::DeleteCollection => ctx.delete_collection(&body),
+        }
     }
+    .await;
+    let code = match &result {
+        Ok(response) => response.status().as_u16(),
+        Err(e) => e.code,
+    };
+    app.counters.answered(seq, code);
+    result
 }
 
 struct Ctx<'a> {

@@ -281,3 +281,59 @@ async fn kubectl_generators_create_namespaces_configmaps_and_secrets() {
         b"hunter2"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_rbac_and_disruption_budgets_then_switches_to_server_side_apply() {
+    let c = start().await;
+    let k = Kubectl::new(&c);
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "reader", "labels": {"team": "a"}},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "reader", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": "default"}]});
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+    let files: Vec<String> = [
+        ("role.yaml", &role),
+        ("binding.yaml", &binding),
+        ("pdb.yaml", &pdb),
+    ]
+    .into_iter()
+    .map(|(name, value)| k.file(name, value))
+    .collect();
+    for file in &files {
+        k.ok(&["apply", "-f", file]).await;
+    }
+    let rules = k
+        .ok(&[
+            "get",
+            "clusterrole",
+            "reader",
+            "-o",
+            "jsonpath={.rules[0].verbs}",
+        ])
+        .await;
+    assert_eq!(rules, r#"["get","list"]"#);
+    let pdbs = k.ok(&["get", "pdb", "-n", "default", "-o", "name"]).await;
+    assert_eq!(pdbs.trim(), "poddisruptionbudget.policy/web");
+    // kubectl moves the client-side apply ownership to its server-side manager,
+    // then applies: nothing that is still applied may be lost.
+    for file in &files {
+        k.ok(&["apply", "--server-side", "-f", file]).await;
+        let (same, diff) = k.run(&["diff", "-f", file]).await;
+        assert!(same && diff.is_empty(), "{file} changed:\n{diff}");
+    }
+    let labels = k
+        .ok(&[
+            "get",
+            "clusterrole",
+            "reader",
+            "-o",
+            "jsonpath={.metadata.labels.team}",
+        ])
+        .await;
+    assert_eq!(labels, "a");
+}
