@@ -8,6 +8,7 @@ mod common;
 
 mod binary;
 mod cli;
+mod deploy;
 mod finalizer;
 mod golden;
 mod guests;

@@ -129,3 +129,49 @@ impl Drop for Replica {
         }
     }
 }
+
+/// Runs `kubectl` with `args` (and `--kubeconfig` when given); its exit
+/// status and stdout + stderr.
+pub fn kubectl(kubeconfig: Option<&Path>, args: &[&str]) -> (bool, String) {
+    let mut command = Command::new("kubectl");
+    if let Some(kubeconfig) = kubeconfig {
+        command.arg("--kubeconfig").arg(kubeconfig);
+        // A cache next to the kubeconfig: tests do not share discovery caches.
+        command
+            .arg("--cache-dir")
+            .arg(kubeconfig.with_extension("kube-cache"));
+    }
+    let output = command.args(args).output().expect("run kubectl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+/// The objects `kubectl kustomize <dir>` renders, as JSON.
+pub fn kustomize(dir: &Path) -> Vec<serde_json::Value> {
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    yaml_documents(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Every document of a multi-document YAML text, as JSON.
+pub fn yaml_documents(text: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize as _;
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| serde_yaml::Value::deserialize(doc).expect("a YAML document"))
+        .filter(|doc| !doc.is_null())
+        .map(|doc| serde_json::to_value(doc).expect("JSON-compatible YAML"))
+        .collect()
+}
