@@ -46,6 +46,24 @@ pub struct PendingLabels {
     pub state: String,
 }
 
+/// Labels of the policy version in service.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyDigest {
+    /// The policy name.
+    pub policy: String,
+    /// The SHA-256 digest of its component.
+    pub digest: String,
+}
+
+/// Labels of a rejected policy version.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyReason {
+    /// The policy name.
+    pub policy: String,
+    /// Why it was rejected, e.g. `DigestMismatch`, `UnsupportedImport`.
+    pub reason: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds_histogram() -> Histogram {
@@ -89,6 +107,12 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Writes the leader fence refused (sent while not leading).
     pub fenced_writes: Counter,
+    /// 1 for the version of each policy in service.
+    pub policy_info: Family<PolicyDigest, Gauge>,
+    /// Rejected policy versions by policy and reason.
+    pub policy_load_errors_total: Family<PolicyReason, Counter>,
+    /// Time from a policy ConfigMap's change to its version in service.
+    pub policy_load_duration: HistogramFamily<PolicyLabel>,
 }
 
 impl Default for Metrics {
@@ -181,6 +205,25 @@ impl Default for Metrics {
             "API writes refused before sending because this replica did not hold the leader Lease",
             fenced_writes.clone(),
         );
+        let policy_info = Family::<PolicyDigest, Gauge>::default();
+        registry.register(
+            "policy_info",
+            "1 for the version (component digest) of each policy in service",
+            policy_info.clone(),
+        );
+        let policy_load_errors_total = Family::<PolicyReason, Counter>::default();
+        registry.register(
+            "policy_load_errors",
+            "Policy versions rejected, by policy and reason",
+            policy_load_errors_total.clone(),
+        );
+        let policy_load_duration: HistogramFamily<PolicyLabel> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register(
+            "policy_load_duration_seconds",
+            "Time to load a policy version: decode, compile or cache hit, validate, trial instance",
+            policy_load_duration.clone(),
+        );
         Self {
             registry,
             reconcile_total,
@@ -197,6 +240,9 @@ impl Default for Metrics {
             finalizer_conflicts,
             leader,
             fenced_writes,
+            policy_info,
+            policy_load_errors_total,
+            policy_load_duration,
         }
     }
 }
@@ -269,6 +315,31 @@ impl Metrics {
             .inc();
     }
 
+    /// Records that `policy` now serves the component `serving` (none: it
+    /// is out of service) instead of `replaced`.
+    pub fn policy_swapped(&self, policy: &str, replaced: Option<&str>, serving: Option<&str>) {
+        let labels = |digest: &str| PolicyDigest {
+            policy: policy.to_owned(),
+            digest: digest.to_owned(),
+        };
+        if let Some(old) = replaced.filter(|old| Some(*old) != serving) {
+            self.policy_info.remove(&labels(old));
+        }
+        if let Some(new) = serving {
+            self.policy_info.get_or_create(&labels(new)).set(1);
+        }
+    }
+
+    /// Counts a rejected version of `policy`.
+    pub fn policy_rejected(&self, policy: &str, reason: &str) {
+        self.policy_load_errors_total
+            .get_or_create(&PolicyReason {
+                policy: policy.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
     /// The metrics in the Prometheus text format.
     #[must_use]
     pub fn render(&self) -> String {
@@ -328,5 +399,24 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn the_policy_info_series_follows_the_version_in_service() {
+        let metrics = Metrics::default();
+        metrics.policy_swapped("fanout", None, Some("aaa"));
+        metrics.policy_swapped("fanout", Some("aaa"), Some("bbb"));
+        metrics.policy_rejected("fanout", "DigestMismatch");
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"policyhost_policy_info{policy="fanout",digest="bbb"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"digest="aaa""#), "{text}");
+        assert!(text.contains(
+            r#"policyhost_policy_load_errors_total{policy="fanout",reason="DigestMismatch"} 1"#
+        ));
+        metrics.policy_swapped("fanout", Some("bbb"), None);
+        assert!(!metrics.render().contains("digest=\"bbb\""));
     }
 }

@@ -17,12 +17,13 @@ use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 use tracing::{info, warn};
 
+use crate::apply::Events;
 use crate::cache::Scope;
 use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
 use crate::leader::{self, Elector, FenceLayer, Leadership};
 use crate::metrics::Metrics;
-use crate::policies::{self, Registry};
+use crate::policies::{self, ConfigMapSource, Registry};
 use crate::queue::Backoff;
 use crate::runtime::{self, AllowedKind, Runtime, RuntimeConfig};
 use crate::server::{self, Readiness};
@@ -52,6 +53,11 @@ pub struct Options {
     pub workers: usize,
     /// A directory of `<name>.wasm` policies to load at start-up.
     pub policy_dir: Option<PathBuf>,
+    /// Watch policy ConfigMaps (label `policyhost.dev/policy`) in this
+    /// namespace and hot-swap them in; `None` watches none.
+    pub policy_namespace: Option<String>,
+    /// Largest policy component a ConfigMap may carry, after decompression.
+    pub max_policy_bytes: u64,
     /// Kinds of children policies may create: each is watched and cached.
     pub child_kinds: Vec<AllowedKind>,
     /// Average API writes per second.
@@ -79,6 +85,8 @@ impl Default for Options {
             instance: "policyhost".into(),
             workers: 8,
             policy_dir: None,
+            policy_namespace: None,
+            max_policy_bytes: policies::load::Config::default().max_module_bytes,
             child_kinds: AllowedKind::defaults(),
             api_qps: NonZeroU32::new(200).unwrap_or(NonZeroU32::MIN),
             api_burst: NonZeroU32::new(400).unwrap_or(NonZeroU32::MIN),
@@ -136,6 +144,7 @@ pub enum Error {
 /// endpoints bound.
 pub struct Operator {
     controller: Controller,
+    policies: Option<ConfigMapSource>,
     metrics: Arc<Metrics>,
     listener: Option<TcpListener>,
     elector: Option<Elector>,
@@ -205,6 +214,29 @@ impl Operator {
             ),
             None => None,
         };
+        for (name, entry) in registry.entries() {
+            if let Some(policy) = entry.serving {
+                metrics.policy_swapped(&name, None, Some(&policy.digest().to_hex()));
+            }
+        }
+        let policies = options.policy_namespace.as_ref().map(|namespace| {
+            ConfigMapSource::new(
+                client.clone(),
+                runtime.clone(),
+                Arc::clone(&registry),
+                Arc::clone(&metrics),
+                Events::new(client.clone(), &options.instance),
+                policies::source::Config {
+                    namespace: namespace.clone(),
+                    streaming_lists,
+                    load: policies::load::Config {
+                        max_module_bytes: options.max_policy_bytes,
+                        child_kinds: options.child_kinds.clone(),
+                    },
+                    workers: 2,
+                },
+            )
+        });
         let controller = Controller::new(
             client,
             runtime,
@@ -225,6 +257,7 @@ impl Operator {
         );
         Ok(Self {
             controller,
+            policies,
             metrics,
             listener,
             elector,
@@ -289,8 +322,27 @@ impl Operator {
                 let _ = release_rx.await;
             }))
         });
+        tokio::pin!(shutdown);
+        // Policies from ConfigMaps first: reconciling before the first list
+        // is loaded would report every DataJob's policy as unavailable
+        // during a restart.
+        let mut stopping = false;
+        let policies = match self.policies {
+            Some(source) => {
+                let ready = source.ready();
+                let task = tokio::spawn(source.run(stopped()));
+                tokio::select! {
+                    () = ready => info!("policy ConfigMaps loaded"),
+                    () = &mut shutdown => stopping = true,
+                }
+                Some(task)
+            }
+            None => None,
+        };
         let controller = tokio::spawn(self.controller.run(stopped()));
-        shutdown.await;
+        if !stopping {
+            shutdown.await;
+        }
         let _ = stop_tx.send(true);
         if let Err(error) = controller.await {
             warn!(%error, "the controller task ended abnormally");
@@ -301,6 +353,12 @@ impl Operator {
             None => None,
         } {
             warn!(%error, "the leader election task ended abnormally");
+        }
+        if let Some(Err(error)) = match policies {
+            Some(task) => Some(task.await),
+            None => None,
+        } {
+            warn!(%error, "the policy ConfigMap task ended abnormally");
         }
         if let Some(endpoints) = endpoints {
             match endpoints.await {

@@ -1,10 +1,13 @@
-//! `policyhost policy check`: is this component a loadable policy?
+//! `policyhost policy check`: is this component a loadable policy? The
+//! checks a host runs before putting a version in service: compile,
+//! world and imports, a trial instantiation.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
+use policyhost::policies::load;
 use policyhost::runtime::PolicySpec;
 
 /// Arguments of `policy check`.
@@ -22,7 +25,7 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         .file
         .file_stem()
         .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
-    match runtime.load(PolicySpec::new(name), &bytes) {
+    match load::check(&runtime, PolicySpec::new(name), &bytes) {
         Ok(policy) => {
             let elapsed = started.elapsed();
             println!("policy:   {}", args.file.display());
@@ -44,8 +47,18 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
-            super::report_error(&error);
+            report(&error);
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// Prints why a component cannot serve, with its reason and causes.
+pub(crate) fn report(error: &load::Error) {
+    eprintln!("error[{}]: {error}", error.reason());
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        eprintln!("  caused by: {cause}");
+        source = cause.source();
     }
 }

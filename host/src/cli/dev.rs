@@ -1,6 +1,8 @@
 //! `policyhost dev`: the whole system on the embedded devcluster, no cluster
 //! needed: an API server, the DataJob CRD, the operator with the local
-//! policies, and optionally some objects to start with.
+//! policies (published as ConfigMaps and republished whenever a `.wasm`
+//! is rebuilt, so the operator hot-swaps them), and optionally some objects
+//! to start with.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,8 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use devcluster::{Config, DevCluster};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::{Client, CustomResourceExt, ResourceExt, discovery};
@@ -25,6 +28,7 @@ use policyhost::runtime::ChildPhase;
 
 use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
+use super::reload;
 
 /// The field manager of objects `dev --apply` creates.
 const DEV_MANAGER: &str = "policyhost-dev";
@@ -96,32 +100,41 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
     let client = cluster.client().context("cannot connect to devcluster")?;
     install_crd(&client).await?;
 
+    // Policies take the production path: each `.wasm` of the directory is
+    // published as a policy ConfigMap, and republished when it changes.
+    let namespace = args
+        .operator
+        .policy_namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    ensure_namespace(&client, &namespace).await?;
+    let dir = args.operator.policy_dir.clone().unwrap_or_default();
+    let mut watcher = reload::DirWatcher::new(dir.clone(), client.clone(), namespace.clone());
+    let published = watcher.publish_all().await?;
     let config = cluster.client_config()?;
     let mut options = args.operator.options(Some(args.listen));
     options.leader = args
         .leader
         .config(false, args.operator.instance(), &config.default_namespace);
+    options.policy_dir = None;
+    options.policy_namespace = Some(namespace.clone());
     let operator = Operator::new(config, options).await?;
     if let Some(addr) = operator.listen_addr() {
         println!("operator metrics on http://{addr}/metrics");
     }
     let shared = operator.shared();
-    for (name, entry) in shared.registry.entries() {
-        match (&entry.serving, &entry.rejected) {
-            (Some(policy), _) => println!("policy {name}: serving {}", policy.digest()),
-            (None, Some(rejection)) => {
-                println!(
-                    "policy {name}: rejected ({}): {}",
-                    rejection.reason, rejection.message
-                );
-            }
-            (None, None) => {}
-        }
-    }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(operator.run(async {
         let _ = stopped.await;
     }));
+    for map in &published {
+        reload::print_verdict(&client, map).await;
+    }
+    println!(
+        "watching {} for rebuilt policies (published as ConfigMaps in {namespace})",
+        dir.display()
+    );
+    let watching = tokio::spawn(watcher.run());
 
     let mut jobs = Vec::new();
     for file in &args.apply {
@@ -140,6 +153,7 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         super::shutdown_signal().await;
         ExitCode::SUCCESS
     };
+    watching.abort();
     let _ = stop.send(());
     running.await.context("the operator task failed")??;
     cluster.shutdown().await;
@@ -157,6 +171,27 @@ async fn install_crd(client: &Client) -> anyhow::Result<()> {
     )
     .await
     .context("cannot install the DataJob CRD")?;
+    Ok(())
+}
+
+/// Creates the namespace unless it exists.
+async fn ensure_namespace(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let object = Namespace {
+        metadata: ObjectMeta {
+            name: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces
+        .patch(
+            namespace,
+            &PatchParams::apply(DEV_MANAGER),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("cannot create namespace {namespace}"))?;
     Ok(())
 }
 

@@ -5,7 +5,10 @@ mod check;
 mod dev;
 mod input;
 mod leader;
+mod list;
 mod operate;
+mod push;
+mod reload;
 mod run;
 mod status;
 
@@ -37,7 +40,8 @@ enum Command {
     /// error, policy and digest, age of the deletion (`--all-terminating`:
     /// every DataJob being deleted, as a table).
     Status(status::StatusArgs),
-    /// Work with policy components without a cluster.
+    /// Work with policy components: check, run and measure them locally,
+    /// publish them to a cluster and list what it serves.
     #[command(subcommand)]
     Policy(PolicyCommand),
 }
@@ -55,6 +59,11 @@ enum PolicyCommand {
     Run(run::RunArgs),
     /// Measure calls per second and latency of a policy.
     Bench(bench::BenchArgs),
+    /// Check a policy, then create or update its ConfigMap (server-side
+    /// apply); the host hot-swaps it in.
+    Push(push::PushArgs),
+    /// List the policy ConfigMaps and what the host reports on each.
+    List(list::ListArgs),
 }
 
 /// Limits given on the command line (clamped to the host maxima).
@@ -111,6 +120,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
         Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
         Command::Policy(PolicyCommand::Bench(args)) => bench::run(&args),
+        Command::Policy(PolicyCommand::Push(args)) => push::run(&args),
+        Command::Policy(PolicyCommand::List(args)) => list::run(&args),
     };
     match outcome {
         Ok(code) => code,

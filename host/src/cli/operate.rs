@@ -46,6 +46,14 @@ pub(crate) struct OperatorArgs {
     /// Load `<name>.wasm` policies from this directory.
     #[arg(long, value_name = "DIR")]
     pub(crate) policy_dir: Option<PathBuf>,
+    /// Namespace of the policy ConfigMaps (label `policyhost.dev/policy`);
+    /// default: `$POD_NAMESPACE` (downward API), else the service account's
+    /// or the kubeconfig context's namespace, else `default`.
+    #[arg(long, value_name = "NS")]
+    pub(crate) policy_namespace: Option<String>,
+    /// Largest policy component a ConfigMap may carry, after decompression.
+    #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
+    max_policy_bytes: u64,
     /// A kind of child policies may create, as `APIVERSION/KIND` (repeatable);
     /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret, batch/v1/Job.
     #[arg(long = "child-kind", value_name = "APIVERSION/KIND", value_parser = parse_kind)]
@@ -96,6 +104,8 @@ impl OperatorArgs {
             instance: self.instance.clone(),
             workers: self.workers,
             policy_dir: self.policy_dir.clone(),
+            policy_namespace: self.policy_namespace.clone(),
+            max_policy_bytes: self.max_policy_bytes,
             child_kinds: if self.child_kinds.is_empty() {
                 defaults.child_kinds.clone()
             } else {
@@ -146,6 +156,17 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 "leader election on"
             );
         }
+        let namespace = options
+            .policy_namespace
+            .take()
+            .or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|ns| !ns.is_empty())
+            })
+            .unwrap_or_else(|| config.default_namespace.clone());
+        info!(%namespace, "watching policy ConfigMaps");
+        options.policy_namespace = Some(namespace);
         let operator = Operator::new(config, options).await?;
         if let Some(addr) = operator.listen_addr() {
             info!(%addr, "serving /metrics, /healthz and /readyz");

@@ -1,6 +1,14 @@
-//! Where policies come from and which version of each is in service.
+//! Where policies come from and which version of each is in service:
+//! ConfigMaps in the operator's namespace (hot-swapped, see [`source`]) and,
+//! for development, a local directory ([`dir`]).
 
+pub mod configmap;
 pub mod dir;
+pub mod load;
+pub mod publish;
 mod registry;
+pub mod report;
+pub mod source;
 
 pub use registry::{Entry, Registry, Rejection, Unavailable};
+pub use source::ConfigMapSource;

@@ -11,10 +11,12 @@ use crate::runtime::Policy;
 /// Why a policy name has no version to call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unavailable {
-    /// No version of it was ever loaded (or it was removed).
+    /// No version of it was ever loaded.
     Unknown,
     /// Every version offered was rejected; the last rejection.
     Rejected(Rejection),
+    /// It was taken out of service (its ConfigMap was deleted) at this time.
+    Removed(SystemTime),
 }
 
 impl std::fmt::Display for Unavailable {
@@ -26,6 +28,9 @@ impl std::fmt::Display for Unavailable {
                 "the policy was rejected ({}): {}",
                 rejection.reason, rejection.message
             ),
+            Self::Removed(_) => {
+                f.write_str("the policy was taken out of service: its source was removed")
+            }
         }
     }
 }
@@ -50,6 +55,8 @@ pub struct Entry {
     pub loaded_at: Option<SystemTime>,
     /// The last rejected version, if it came after the one in service.
     pub rejected: Option<Rejection>,
+    /// When it was taken out of service, if it was and nothing came since.
+    pub removed_at: Option<SystemTime>,
 }
 
 /// The policies in service, hot-swappable without a restart.
@@ -93,6 +100,10 @@ impl Registry {
                 rejected: Some(rejection),
                 ..
             }) => Err(Unavailable::Rejected(rejection.clone())),
+            Some(Entry {
+                removed_at: Some(at),
+                ..
+            }) => Err(Unavailable::Removed(*at)),
             _ => Err(Unavailable::Unknown),
         }
     }
@@ -105,6 +116,7 @@ impl Registry {
             let mut entries = self.write();
             let entry = entries.entry(name.clone()).or_default();
             entry.rejected = None;
+            entry.removed_at = None;
             entry.loaded_at = Some(SystemTime::now());
             entry.serving.replace(policy)
         };
@@ -113,18 +125,40 @@ impl Registry {
     }
 
     /// Records a rejected version of `name`; the version in service, if any, stays.
+    ///
+    /// The change is announced only when no version serves: then the
+    /// DataJobs of the policy should say why; otherwise nothing changed for them.
     pub fn reject(&self, name: &str, reason: &'static str, message: String) {
-        self.write().entry(name.to_owned()).or_default().rejected = Some(Rejection {
-            reason,
-            message,
-            at: SystemTime::now(),
-        });
-        self.announce(name.to_owned());
+        let serving = {
+            let mut entries = self.write();
+            let entry = entries.entry(name.to_owned()).or_default();
+            entry.rejected = Some(Rejection {
+                reason,
+                message,
+                at: SystemTime::now(),
+            });
+            entry.serving.is_some()
+        };
+        if !serving {
+            self.announce(name.to_owned());
+        }
     }
 
-    /// Takes `name` out of service.
+    /// Takes `name` out of service; [`get`](Self::get) then answers
+    /// [`Unavailable::Removed`] until another version comes.
     pub fn remove(&self, name: &str) -> Option<Arc<Policy>> {
-        let removed = self.write().remove(name).and_then(|entry| entry.serving);
+        let removed = {
+            let mut entries = self.write();
+            let entry = entries.entry(name.to_owned()).or_default();
+            std::mem::replace(
+                entry,
+                Entry {
+                    removed_at: Some(SystemTime::now()),
+                    ..Entry::default()
+                },
+            )
+            .serving
+        };
         self.announce(name.to_owned());
         removed
     }
@@ -158,5 +192,43 @@ impl Registry {
 
     fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, Entry>> {
         self.entries.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rejection_with_nothing_in_service_is_announced_and_reported() {
+        let registry = Registry::new();
+        let mut changes = registry.subscribe();
+        registry.reject("p", "Corrupt", "bad bytes".into());
+        assert_eq!(changes.try_recv().ok().as_deref(), Some("p"));
+        let why = registry.get("p").unwrap_err();
+        assert_eq!(
+            why.to_string(),
+            "the policy was rejected (Corrupt): bad bytes"
+        );
+    }
+
+    #[test]
+    fn a_removed_policy_says_so_until_another_version_comes() {
+        let registry = Registry::new();
+        assert_eq!(registry.get("p").unwrap_err(), Unavailable::Unknown);
+        let mut changes = registry.subscribe();
+        assert!(registry.remove("p").is_none());
+        assert_eq!(changes.try_recv().ok().as_deref(), Some("p"));
+        let why = registry.get("p").unwrap_err();
+        assert!(matches!(why, Unavailable::Removed(_)), "{why:?}");
+        assert_eq!(
+            why.to_string(),
+            "the policy was taken out of service: its source was removed"
+        );
+        registry.reject("p", "Corrupt", "x".into());
+        assert!(matches!(
+            registry.get("p").unwrap_err(),
+            Unavailable::Rejected(_)
+        ));
     }
 }

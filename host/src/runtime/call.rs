@@ -94,6 +94,40 @@ pub(crate) fn cleanup(engine: &Engine, policy: &Policy, input: &Input) -> Outcom
     )
 }
 
+/// Instantiates the policy once, under its limits, without calling it: a
+/// trial a loader runs before putting a version in service, so a component
+/// whose start function traps or whose initial memory is above its cap is
+/// rejected at load time instead of failing every call.
+pub(crate) fn instantiate(engine: &Engine, policy: &Policy) -> Outcome<()> {
+    let input = Input {
+        job: DataJob {
+            name: "policyhost-trial".into(),
+            namespace: "policyhost-trial".into(),
+            uid: String::new(),
+            generation: 0,
+            labels: Vec::new(),
+            annotations: Vec::new(),
+            params: "{}".into(),
+            status: None,
+            deletion_unix_ms: None,
+        },
+        children: Vec::new(),
+        ctx: Context {
+            now_unix_ms: 0,
+            attempt: 0,
+            policy_digest: String::new(),
+        },
+    };
+    run(
+        engine,
+        policy,
+        &input,
+        "instantiate",
+        |_, _, _| Ok(Ok(())),
+        Ok,
+    )
+}
+
 type Answer<T> = wasmtime::Result<std::result::Result<T, WitPolicyError>>;
 
 /// Runs one call on the current thread (a pool thread, or a CLI).

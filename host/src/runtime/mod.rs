@@ -209,6 +209,13 @@ impl Runtime {
             .unwrap_or_else(closed_outcome)
     }
 
+    /// Instantiates `policy` once without calling it (see [`Runtime::load`]
+    /// for what loading checks before): the last check before a version is
+    /// put in service. Runs on the current thread.
+    pub fn instantiate_blocking(&self, policy: &Policy) -> Result<()> {
+        call::instantiate(&self.inner.engine, policy).result
+    }
+
     /// How the compile cache has been used.
     #[must_use]
     pub fn cache_stats(&self) -> CacheStats {

@@ -1,0 +1,191 @@
+//! `policyhost policy push`: check a component, then create or update its
+//! policy ConfigMap by server-side apply (gzip'd when it would not fit).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use kube::Client;
+use policyhost::policies::configmap::{self, Compression, Settings, keys};
+use policyhost::policies::{load, publish};
+use policyhost::runtime::{AllowedKind, PolicySpec};
+
+/// Arguments of `policy push`.
+#[derive(Debug, Args)]
+pub(crate) struct PushArgs {
+    /// The policy component (`.wasm`).
+    file: PathBuf,
+    /// The policy's name, as DataJobs name it in `spec.policy`.
+    #[arg(long)]
+    name: String,
+    /// The host's policy namespace; default: the kubeconfig context's namespace.
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// Kubeconfig file; default: `$KUBECONFIG`, `~/.kube/config`, or in-cluster.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Linear memory cap per call, e.g. `64Mi`.
+    #[arg(long, value_name = "QUANTITY")]
+    memory: Option<String>,
+    /// Fuel per call.
+    #[arg(long, value_name = "N")]
+    fuel: Option<String>,
+    /// Deadline per call, e.g. `2s` or `500ms` (a bare number is milliseconds).
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Most desired children per result.
+    #[arg(long, value_name = "N")]
+    max_children: Option<String>,
+    /// Most bytes of strings per result, e.g. `4Mi`.
+    #[arg(long, value_name = "QUANTITY")]
+    max_output_bytes: Option<String>,
+    /// Kinds the policy may create, e.g. `v1/Pod,batch/v1/Job`; default:
+    /// every kind the host manages.
+    #[arg(long, value_name = "KINDS")]
+    allowed_kinds: Option<String>,
+    /// A line for people, kept in the ConfigMap.
+    #[arg(long)]
+    description: Option<String>,
+    /// When to gzip the component.
+    #[arg(long, value_enum, default_value_t)]
+    gzip: GzipArg,
+    /// Wait for the host's verdict; exit 3 if it rejects the version.
+    #[arg(long)]
+    wait: bool,
+    /// How long `--wait` waits, in seconds.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    wait_timeout: u64,
+}
+
+/// `--gzip` values.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub(crate) enum GzipArg {
+    /// Only when it would not fit in a ConfigMap uncompressed.
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Exit code of `--wait` when the host rejects the version.
+const REJECTED: u8 = 3;
+
+impl PushArgs {
+    /// The ConfigMap `data` these flags ask for, in the ConfigMap's syntax.
+    fn data(&self) -> BTreeMap<String, String> {
+        let timeout = self.timeout.as_ref().map(|t| {
+            if t.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{t}ms")
+            } else {
+                t.clone()
+            }
+        });
+        [
+            (keys::MEMORY, self.memory.clone()),
+            (keys::FUEL, self.fuel.clone()),
+            (keys::TIMEOUT, timeout),
+            (keys::MAX_CHILDREN, self.max_children.clone()),
+            (keys::MAX_OUTPUT_BYTES, self.max_output_bytes.clone()),
+            (keys::ALLOWED_KINDS, self.allowed_kinds.clone()),
+            (keys::DESCRIPTION, self.description.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_owned(), value?)))
+        .collect()
+    }
+}
+
+pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
+    configmap::check_name(&args.name)?;
+    let settings = Settings::parse(&args.data())?;
+    let bytes = super::read(&args.file)?;
+    let runtime = super::runtime(1)?;
+    let spec = PolicySpec::new(&args.name)
+        .limits(settings.limits)
+        .allowed_kinds(
+            settings
+                .allowed_kinds
+                .clone()
+                .unwrap_or_else(AllowedKind::defaults),
+        );
+    let policy = match load::check(&runtime, spec, &bytes) {
+        Ok(policy) => policy,
+        Err(error) => {
+            super::check::report(&error);
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for clamped in policy.clamped() {
+        eprintln!("warning: {clamped} (this binary's default maxima; the host applies its own)");
+    }
+    let compression = match args.gzip {
+        GzipArg::Auto => Compression::Auto,
+        GzipArg::Always => Compression::Always,
+        GzipArg::Never => Compression::Never,
+    };
+    let async_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    async_runtime.block_on(async {
+        let config = super::operate::client_config(args.kubeconfig.as_deref()).await?;
+        let namespace = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let map = configmap::build(&args.name, &namespace, &bytes, &settings, compression)?;
+        let client = Client::try_from(config).context("cannot build the Kubernetes client")?;
+        publish::apply(&client, &map).await?;
+        let payload = map
+            .binary_data
+            .as_ref()
+            .and_then(|b| b.values().next())
+            .map_or(0, |p| p.0.len());
+        let gzip = map
+            .binary_data
+            .as_ref()
+            .is_some_and(|b| b.contains_key(configmap::MODULE_GZ_KEY));
+        println!(
+            "configmap/{} applied in namespace {namespace}: policy {} sha256:{} ({} bytes{})",
+            configmap::configmap_name(&args.name),
+            args.name,
+            policy.digest(),
+            bytes.len(),
+            if gzip {
+                format!(", {payload} gzip'd")
+            } else {
+                String::new()
+            }
+        );
+        if !args.wait {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let verdict =
+            publish::wait_observed(&client, &map, Duration::from_secs(args.wait_timeout)).await?;
+        match verdict.error {
+            Some(error) => {
+                println!("rejected: {error}");
+                if let Some(serving) = verdict.loaded_digest {
+                    println!("still serving sha256:{serving}");
+                }
+                Ok(ExitCode::from(REJECTED))
+            }
+            None => {
+                println!(
+                    "serving sha256:{} since {}",
+                    verdict.loaded_digest.unwrap_or_default(),
+                    verdict.loaded_at.unwrap_or_default()
+                );
+                if let Some(clamped) = verdict.clamped {
+                    println!("clamped by the host: {clamped}");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}

@@ -1,0 +1,919 @@
+//! The policy ConfigMap: how a policy version is shipped to the host, and
+//! what the host writes back on it.
+//!
+//! ```yaml
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata:
+//!   name: policy-fanout                     # `policy push` names it policy-<name>
+//!   namespace: policyhost-system            # the host's --policy-namespace
+//!   labels:
+//!     policyhost.dev/policy: fanout         # the policy's name (DataJob spec.policy)
+//! binaryData:
+//!   policy.wasm: AGFzbQ0AAQA…               # the component, or
+//!   # policy.wasm.gz: H4sIAAAA…             # gzip of it (for components over ~1 MiB)
+//! data:                                     # every key is optional
+//!   sha256: 3f5a…                           # pin: digest of the (uncompressed) component
+//!   memory: 64Mi                            # linear memory cap per call
+//!   fuel: "500000000"                       # fuel per call
+//!   timeout: 2s                             # wall-clock deadline per call
+//!   maxChildren: "1000"                     # desired children per result
+//!   maxOutputBytes: 4Mi                     # bytes of strings per result
+//!   allowedKinds: v1/Pod,batch/v1/Job       # kinds the policy may create
+//!   description: one line for people        # free text, ignored by the host
+//! ```
+//!
+//! Limits are clamped to the host's maxima (the host says so in the
+//! `PolicyLoaded` Event and the [`CLAMPED_ANNOTATION`]); an unknown key or a
+//! bad value rejects the version with an error naming the key, so a typo
+//! never goes unnoticed.
+//!
+//! The host reports what it did with annotations on the ConfigMap (read by
+//! `policyhost policy list`) and with Events (`PolicyLoaded`,
+//! `PolicyRejected`).
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
+use sha2::{Digest as _, Sha256};
+
+use crate::runtime::{AllowedKind, Digest, PolicyLimits};
+
+/// The label that marks a policy ConfigMap; its value is the policy's name.
+pub const POLICY_LABEL: &str = "policyhost.dev/policy";
+/// `binaryData` key of the component.
+pub const MODULE_KEY: &str = "policy.wasm";
+/// `binaryData` key of the gzip'd component.
+pub const MODULE_GZ_KEY: &str = "policy.wasm.gz";
+
+/// Host-written: the content fingerprint (see [`fingerprint`]) of the
+/// version the host last processed, loaded or not.
+pub const OBSERVED_ANNOTATION: &str = "policyhost.dev/observed";
+/// Host-written: the digest of the component this ConfigMap has in service.
+pub const LOADED_DIGEST_ANNOTATION: &str = "policyhost.dev/loaded-digest";
+/// Host-written: when that component was put in service (RFC 3339).
+pub const LOADED_AT_ANNOTATION: &str = "policyhost.dev/loaded-at";
+/// Host-written: why the last processed version was rejected
+/// (`<Reason>: <message>`); absent when it loaded.
+pub const ERROR_ANNOTATION: &str = "policyhost.dev/error";
+/// Host-written: the limits lowered to the host's maxima; absent when none.
+pub const CLAMPED_ANNOTATION: &str = "policyhost.dev/clamped";
+
+/// The largest ConfigMap payload (keys and values of `data` and
+/// `binaryData`) the Kubernetes API server accepts.
+pub const CONFIGMAP_LIMIT: usize = 1 << 20;
+
+/// `data` keys.
+pub mod keys {
+    /// Digest pin of the uncompressed component (64 hex digits, optional `sha256:` prefix).
+    pub const SHA256: &str = "sha256";
+    /// Linear memory cap: a byte quantity (`64Mi`, `67108864`).
+    pub const MEMORY: &str = "memory";
+    /// Fuel per call: an integer (`_` separators allowed).
+    pub const FUEL: &str = "fuel";
+    /// Deadline per call: `500ms`, `2s`, `1m`.
+    pub const TIMEOUT: &str = "timeout";
+    /// Most desired children per result: an integer.
+    pub const MAX_CHILDREN: &str = "maxChildren";
+    /// Most bytes of strings per result: a byte quantity.
+    pub const MAX_OUTPUT_BYTES: &str = "maxOutputBytes";
+    /// Kinds the policy may create: `APIVERSION/KIND`, comma or newline separated.
+    pub const ALLOWED_KINDS: &str = "allowedKinds";
+    /// Free text for people.
+    pub const DESCRIPTION: &str = "description";
+
+    /// Every key the host reads.
+    pub const ALL: &[&str] = &[
+        SHA256,
+        MEMORY,
+        FUEL,
+        TIMEOUT,
+        MAX_CHILDREN,
+        MAX_OUTPUT_BYTES,
+        ALLOWED_KINDS,
+        DESCRIPTION,
+    ];
+}
+
+/// The result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What is wrong with a policy ConfigMap.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `binaryData` carries no component.
+    #[error("binaryData has no `{MODULE_KEY}` or `{MODULE_GZ_KEY}`")]
+    NoModule,
+    /// `binaryData` carries both forms: which one is meant is unclear.
+    #[error("binaryData has both `{MODULE_KEY}` and `{MODULE_GZ_KEY}`: keep one")]
+    TwoModules,
+    /// `policy.wasm.gz` does not decompress.
+    #[error("`binaryData.{MODULE_GZ_KEY}` is not a valid gzip stream")]
+    Gzip(#[source] std::io::Error),
+    /// The component is larger than the host accepts.
+    #[error(
+        "the component is {}{size} bytes, more than the {limit} bytes this host accepts",
+        if *.at_least { "over " } else { "" }
+    )]
+    TooLarge {
+        /// Its size, or (for a gzip stream, which is not inflated past the
+        /// limit) the size it is known to exceed.
+        size: u64,
+        /// True when `size` is a lower bound.
+        at_least: bool,
+        /// The host's limit.
+        limit: u64,
+    },
+    /// A `data` value does not parse or is out of range.
+    #[error("`data.{key}` is `{value}`; expected {expected}")]
+    Invalid {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: String,
+        /// What it should look like.
+        expected: &'static str,
+    },
+    /// A `data` key the host does not know (a typo would otherwise be ignored).
+    #[error("unknown key `data.{key}`; the keys are {}", keys::ALL.join(", "))]
+    UnknownKey {
+        /// The key.
+        key: String,
+    },
+    /// `allowedKinds` names a kind the host does not watch, so it could
+    /// neither find nor prune such children.
+    #[error(
+        "`data.{}` names {kind}, which this host does not manage (its child kinds: {managed})",
+        keys::ALLOWED_KINDS
+    )]
+    KindNotManaged {
+        /// The kind, as `APIVERSION/KIND`.
+        kind: String,
+        /// The host's child kinds.
+        managed: String,
+    },
+    /// The component is not the one `data.sha256` pins.
+    #[error(
+        "the component's digest sha256:{actual} is not the pinned `data.sha256` sha256:{pinned}"
+    )]
+    DigestMismatch {
+        /// The pin.
+        pinned: Digest,
+        /// The component's digest.
+        actual: Digest,
+    },
+    /// The policy name cannot be a label value and part of a ConfigMap name.
+    #[error(
+        "`{0}` is not a valid policy name (lowercase letters, digits and `-`, at most 63, starting and ending with a letter or digit)"
+    )]
+    InvalidName(String),
+    /// Even compressed, the component does not fit in a ConfigMap.
+    #[error(
+        "the component does not fit in a ConfigMap: {size} bytes{}, the limit is {CONFIGMAP_LIMIT}",
+        if *.compressed { " compressed" } else { "" }
+    )]
+    DoesNotFit {
+        /// The payload size.
+        size: usize,
+        /// Whether that is the gzip'd size.
+        compressed: bool,
+    },
+    /// Compressing failed (an I/O error of the in-memory encoder).
+    #[error("cannot compress the component")]
+    Compress(#[source] std::io::Error),
+}
+
+impl Error {
+    /// A short UpperCamelCase name for Events, annotations and metric labels.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NoModule | Self::TwoModules => "NoModule",
+            Self::Gzip(_) => "Corrupt",
+            Self::TooLarge { .. } | Self::DoesNotFit { .. } => "TooLarge",
+            Self::Invalid { .. } | Self::UnknownKey { .. } | Self::KindNotManaged { .. } => {
+                "InvalidConfig"
+            }
+            Self::DigestMismatch { .. } => "DigestMismatch",
+            Self::InvalidName(_) => "InvalidName",
+            Self::Compress(_) => "CompressFailed",
+        }
+    }
+}
+
+/// What a policy ConfigMap asks for besides its component.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// The limits asked for (unset: the host's defaults).
+    pub limits: PolicyLimits,
+    /// The kinds it may create (unset: every kind the host manages).
+    pub allowed_kinds: Option<Vec<AllowedKind>>,
+    /// The digest the component must have.
+    pub sha256: Option<Digest>,
+    /// Free text.
+    pub description: Option<String>,
+}
+
+impl Settings {
+    /// Reads `data`, naming the key of the first bad value.
+    pub fn parse(data: &BTreeMap<String, String>) -> Result<Self> {
+        let mut settings = Self::default();
+        for (key, value) in data {
+            let text = value.trim();
+            let invalid = |expected| Error::Invalid {
+                key: key.clone(),
+                value: value.clone(),
+                expected,
+            };
+            match key.as_str() {
+                keys::SHA256 => {
+                    settings.sha256 =
+                        Some(parse_digest(text).ok_or_else(|| invalid(DIGEST_EXPECTED))?);
+                }
+                keys::MEMORY => {
+                    let bytes = parse_bytes(text).ok_or_else(|| invalid(MEMORY_EXPECTED))?;
+                    if bytes < WASM_PAGE {
+                        return Err(invalid(MEMORY_EXPECTED));
+                    }
+                    settings.limits.memory_bytes = Some(bytes);
+                }
+                keys::FUEL => {
+                    let fuel = parse_integer(text)
+                        .filter(|fuel| *fuel > 0)
+                        .ok_or_else(|| invalid(FUEL_EXPECTED))?;
+                    settings.limits.fuel = Some(fuel);
+                }
+                keys::TIMEOUT => {
+                    let timeout = parse_duration(text)
+                        .filter(|t| !t.is_zero())
+                        .ok_or_else(|| invalid(TIMEOUT_EXPECTED))?;
+                    settings.limits.timeout_ms =
+                        Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+                }
+                keys::MAX_CHILDREN => {
+                    let children = parse_integer(text)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| invalid(CHILDREN_EXPECTED))?;
+                    settings.limits.children = Some(children);
+                }
+                keys::MAX_OUTPUT_BYTES => {
+                    let bytes = parse_bytes(text)
+                        .filter(|b| *b > 0)
+                        .ok_or_else(|| invalid(OUTPUT_EXPECTED))?;
+                    settings.limits.output_bytes = Some(bytes);
+                }
+                keys::ALLOWED_KINDS => {
+                    settings.allowed_kinds =
+                        Some(parse_kinds(text).ok_or_else(|| invalid(KINDS_EXPECTED))?);
+                }
+                keys::DESCRIPTION => settings.description = Some(value.clone()),
+                _ => return Err(Error::UnknownKey { key: key.clone() }),
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Checks that every allowed kind is one the host manages.
+    pub fn check_kinds(&self, managed: &[AllowedKind]) -> Result<()> {
+        let Some(kinds) = &self.allowed_kinds else {
+            return Ok(());
+        };
+        match kinds.iter().find(|kind| !managed.contains(kind)) {
+            None => Ok(()),
+            Some(kind) => Err(Error::KindNotManaged {
+                kind: kind_text(kind),
+                managed: managed.iter().map(kind_text).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+
+    /// The `data` these settings are written as (what [`Settings::parse`] reads back).
+    #[must_use]
+    pub fn to_data(&self) -> BTreeMap<String, String> {
+        let mut data = BTreeMap::new();
+        let mut put = |key: &str, value: String| {
+            data.insert(key.to_owned(), value);
+        };
+        let limits = &self.limits;
+        if let Some(digest) = self.sha256 {
+            put(keys::SHA256, digest.to_hex());
+        }
+        if let Some(bytes) = limits.memory_bytes {
+            put(keys::MEMORY, format_bytes(bytes));
+        }
+        if let Some(fuel) = limits.fuel {
+            put(keys::FUEL, fuel.to_string());
+        }
+        if let Some(ms) = limits.timeout_ms {
+            put(keys::TIMEOUT, format_millis(ms));
+        }
+        if let Some(children) = limits.children {
+            put(keys::MAX_CHILDREN, children.to_string());
+        }
+        if let Some(bytes) = limits.output_bytes {
+            put(keys::MAX_OUTPUT_BYTES, format_bytes(bytes));
+        }
+        if let Some(kinds) = &self.allowed_kinds {
+            put(
+                keys::ALLOWED_KINDS,
+                kinds.iter().map(kind_text).collect::<Vec<_>>().join(","),
+            );
+        }
+        if let Some(description) = &self.description {
+            put(keys::DESCRIPTION, description.clone());
+        }
+        data
+    }
+}
+
+/// The component as a ConfigMap carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Module<'a> {
+    /// `binaryData.policy.wasm`.
+    Plain(&'a [u8]),
+    /// `binaryData.policy.wasm.gz`.
+    Gzip(&'a [u8]),
+}
+
+impl<'a> Module<'a> {
+    /// Finds the component in `binaryData`.
+    pub fn find(binary_data: &'a BTreeMap<String, ByteString>) -> Result<Self> {
+        match (binary_data.get(MODULE_KEY), binary_data.get(MODULE_GZ_KEY)) {
+            (Some(plain), None) => Ok(Self::Plain(&plain.0)),
+            (None, Some(gzip)) => Ok(Self::Gzip(&gzip.0)),
+            (Some(_), Some(_)) => Err(Error::TwoModules),
+            (None, None) => Err(Error::NoModule),
+        }
+    }
+
+    /// The component's bytes, at most `limit` of them: a gzip stream is
+    /// never inflated past the limit (a small ConfigMap must not be able
+    /// to make the host allocate gigabytes).
+    pub fn decode(self, limit: u64) -> Result<Vec<u8>> {
+        match self {
+            Self::Plain(bytes) => {
+                let size = bytes.len() as u64;
+                if size > limit {
+                    return Err(Error::TooLarge {
+                        size,
+                        at_least: false,
+                        limit,
+                    });
+                }
+                Ok(bytes.to_vec())
+            }
+            Self::Gzip(bytes) => {
+                let mut out = Vec::with_capacity(bytes.len().saturating_mul(3));
+                flate2::read::GzDecoder::new(bytes)
+                    .take(limit.saturating_add(1))
+                    .read_to_end(&mut out)
+                    .map_err(Error::Gzip)?;
+                if out.len() as u64 > limit {
+                    return Err(Error::TooLarge {
+                        size: limit,
+                        at_least: true,
+                        limit,
+                    });
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// A fingerprint of a ConfigMap's content (`data` and `binaryData`, not its
+/// metadata): equal fingerprints are the same policy version. The host
+/// writes the fingerprint it processed in [`OBSERVED_ANNOTATION`], so a
+/// client can tell whether the host has seen what it pushed.
+#[must_use]
+pub fn fingerprint(
+    data: &BTreeMap<String, String>,
+    binary_data: &BTreeMap<String, ByteString>,
+) -> String {
+    let mut hash = Sha256::new();
+    let mut field = |tag: u8, key: &str, value: &[u8]| {
+        hash.update([tag]);
+        hash.update((key.len() as u64).to_le_bytes());
+        hash.update(key.as_bytes());
+        hash.update((value.len() as u64).to_le_bytes());
+        hash.update(value);
+    };
+    for (key, value) in data {
+        field(b'd', key, value.as_bytes());
+    }
+    for (key, value) in binary_data {
+        field(b'b', key, &value.0);
+    }
+    hex::encode(hash.finalize())
+}
+
+/// Whether `policy push` compresses the component.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Compression {
+    /// Only when it would not fit uncompressed.
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never (fails when it does not fit).
+    Never,
+}
+
+/// The name of the ConfigMap `policy push` writes for policy `name`.
+#[must_use]
+pub fn configmap_name(policy: &str) -> String {
+    format!("policy-{policy}")
+}
+
+/// Checks that `name` can be a policy name: a DNS-1123 label.
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidName(name.to_owned()))
+    }
+}
+
+/// The ConfigMap that ships `component` as policy `name`: labelled, pinned
+/// to the component's digest, compressed as `compression` says.
+pub fn build(
+    name: &str,
+    namespace: &str,
+    component: &[u8],
+    settings: &Settings,
+    compression: Compression,
+) -> Result<ConfigMap> {
+    check_name(name)?;
+    let settings = Settings {
+        sha256: Some(Digest::of(component)),
+        ..settings.clone()
+    };
+    let data = settings.to_data();
+    let data_size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let fits = |key: &str, size: usize| data_size + key.len() + size <= CONFIGMAP_LIMIT;
+    let compress = match compression {
+        Compression::Always => true,
+        Compression::Never => false,
+        Compression::Auto => !fits(MODULE_KEY, component.len()),
+    };
+    let (key, payload) = if compress {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(component).map_err(Error::Compress)?;
+        (MODULE_GZ_KEY, encoder.finish().map_err(Error::Compress)?)
+    } else {
+        (MODULE_KEY, component.to_vec())
+    };
+    if !fits(key, payload.len()) {
+        return Err(Error::DoesNotFit {
+            size: payload.len(),
+            compressed: compress,
+        });
+    }
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(configmap_name(name)),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(BTreeMap::from([(POLICY_LABEL.to_owned(), name.to_owned())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        binary_data: Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
+        ..ConfigMap::default()
+    })
+}
+
+const WASM_PAGE: u64 = 64 << 10;
+const DIGEST_EXPECTED: &str = "64 hexadecimal digits, optionally prefixed `sha256:`";
+const MEMORY_EXPECTED: &str = "a byte quantity of at least 64Ki, such as 64Mi or 67108864";
+const FUEL_EXPECTED: &str = "a positive integer, such as 500000000";
+const TIMEOUT_EXPECTED: &str = "a positive duration such as 500ms, 2s or 1m";
+const CHILDREN_EXPECTED: &str = "an integer from 0 to 4294967295";
+const OUTPUT_EXPECTED: &str = "a positive byte quantity, such as 4Mi";
+const KINDS_EXPECTED: &str = "a list of APIVERSION/KIND such as v1/Pod,batch/v1/Job";
+
+fn parse_digest(text: &str) -> Option<Digest> {
+    let hex = text.strip_prefix("sha256:").unwrap_or(text);
+    let bytes = hex::decode(hex.to_ascii_lowercase()).ok()?;
+    Some(Digest(bytes.try_into().ok()?))
+}
+
+/// A non-negative integer; `_` may separate digit groups.
+fn parse_integer(text: &str) -> Option<u64> {
+    let digits: String = text.chars().filter(|c| *c != '_').collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || text.starts_with('_') {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// A Kubernetes-style byte quantity: an integer with an optional binary
+/// (`Ki`, `Mi`, `Gi`, `Ti`) or decimal (`k`, `M`, `G`, `T`) suffix.
+fn parse_bytes(text: &str) -> Option<u64> {
+    const SUFFIXES: &[(&str, u64)] = &[
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+    ];
+    let (number, factor) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, factor)| Some((text.strip_suffix(suffix)?, *factor)))
+        .unwrap_or((text, 1));
+    parse_integer(number)?.checked_mul(factor)
+}
+
+/// `500ms`, `2s`, `1m`: an integer and a unit.
+fn parse_duration(text: &str) -> Option<Duration> {
+    if let Some(ms) = text.strip_suffix("ms") {
+        return parse_integer(ms).map(Duration::from_millis);
+    }
+    if let Some(s) = text.strip_suffix('s') {
+        return parse_integer(s).map(Duration::from_secs);
+    }
+    if let Some(m) = text.strip_suffix('m') {
+        return parse_integer(m)?.checked_mul(60).map(Duration::from_secs);
+    }
+    None
+}
+
+/// `v1/Pod,batch/v1/Job` (commas, spaces or newlines between kinds).
+fn parse_kinds(text: &str) -> Option<Vec<AllowedKind>> {
+    let kinds: Option<Vec<AllowedKind>> = text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let (api_version, kind) = item.rsplit_once('/')?;
+            let valid = !api_version.is_empty()
+                && !kind.is_empty()
+                && kind.starts_with(|c: char| c.is_ascii_uppercase());
+            valid.then(|| AllowedKind::new(api_version, kind))
+        })
+        .collect();
+    kinds.filter(|kinds| !kinds.is_empty())
+}
+
+fn kind_text(kind: &AllowedKind) -> String {
+    format!("{}/{}", kind.api_version, kind.kind)
+}
+
+/// `64Mi` for 67108864: the largest binary suffix that divides it.
+pub(crate) fn format_bytes(bytes: u64) -> String {
+    for (suffix, shift) in [("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+fn format_millis(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn error_of(pairs: &[(&str, &str)]) -> String {
+        Settings::parse(&data(pairs))
+            .expect_err("a bad value")
+            .to_string()
+    }
+
+    #[test]
+    fn every_documented_key_parses() {
+        let digest = Digest::of(b"component");
+        let settings = Settings::parse(&data(&[
+            (
+                "sha256",
+                &format!("sha256:{}", digest.to_hex().to_uppercase()),
+            ),
+            ("memory", "64Mi"),
+            ("fuel", "500_000_000"),
+            ("timeout", "2s"),
+            ("maxChildren", "20"),
+            ("maxOutputBytes", "1M"),
+            ("allowedKinds", "v1/Pod, batch/v1/Job\nv1/ConfigMap"),
+            ("description", "fan out"),
+        ]))
+        .expect("valid settings");
+        assert_eq!(settings.sha256, Some(digest));
+        assert_eq!(
+            settings.limits,
+            PolicyLimits {
+                memory_bytes: Some(64 << 20),
+                fuel: Some(500_000_000),
+                timeout_ms: Some(2000),
+                output_bytes: Some(1_000_000),
+                children: Some(20),
+            }
+        );
+        assert_eq!(
+            settings.allowed_kinds,
+            Some(vec![
+                AllowedKind::new("v1", "Pod"),
+                AllowedKind::new("batch/v1", "Job"),
+                AllowedKind::new("v1", "ConfigMap"),
+            ])
+        );
+        assert_eq!(settings.description.as_deref(), Some("fan out"));
+    }
+
+    #[test]
+    fn empty_data_asks_for_nothing() {
+        assert_eq!(
+            Settings::parse(&BTreeMap::new()).unwrap(),
+            Settings::default()
+        );
+    }
+
+    #[test]
+    fn quantities_and_durations_take_kubernetes_suffixes() {
+        assert_eq!(parse_bytes("67108864"), Some(64 << 20));
+        assert_eq!(parse_bytes("64Mi"), Some(64 << 20));
+        assert_eq!(parse_bytes("2Gi"), Some(2 << 30));
+        assert_eq!(parse_bytes("512Ki"), Some(512 << 10));
+        assert_eq!(parse_bytes("5k"), Some(5000));
+        assert_eq!(parse_bytes("64MB"), None);
+        assert_eq!(parse_bytes("-1"), None);
+        assert_eq!(parse_bytes("1.5Gi"), None);
+        assert_eq!(parse_bytes("99999999999999999Ti"), None, "overflow");
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("2"), None, "a unit is required");
+        assert_eq!(parse_duration("2h"), None);
+        assert_eq!(parse_integer("1_000"), Some(1000));
+        assert_eq!(parse_integer("_1"), None);
+        assert_eq!(parse_integer(""), None);
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_naming_the_key_and_what_was_expected() {
+        assert_eq!(
+            error_of(&[("memory", "64MB")]),
+            "`data.memory` is `64MB`; expected a byte quantity of at least 64Ki, such as 64Mi or 67108864"
+        );
+        assert_eq!(
+            error_of(&[("memory", "1Ki")]),
+            "`data.memory` is `1Ki`; expected a byte quantity of at least 64Ki, such as 64Mi or 67108864"
+        );
+        assert_eq!(
+            error_of(&[("fuel", "0")]),
+            "`data.fuel` is `0`; expected a positive integer, such as 500000000"
+        );
+        assert_eq!(
+            error_of(&[("timeout", "2")]),
+            "`data.timeout` is `2`; expected a positive duration such as 500ms, 2s or 1m"
+        );
+        assert_eq!(
+            error_of(&[("maxChildren", "5000000000")]),
+            "`data.maxChildren` is `5000000000`; expected an integer from 0 to 4294967295"
+        );
+        assert_eq!(
+            error_of(&[("maxOutputBytes", "0")]),
+            "`data.maxOutputBytes` is `0`; expected a positive byte quantity, such as 4Mi"
+        );
+        assert_eq!(
+            error_of(&[("allowedKinds", "Pod")]),
+            "`data.allowedKinds` is `Pod`; expected a list of APIVERSION/KIND such as v1/Pod,batch/v1/Job"
+        );
+        assert_eq!(
+            error_of(&[("sha256", "abc")]),
+            "`data.sha256` is `abc`; expected 64 hexadecimal digits, optionally prefixed `sha256:`"
+        );
+        assert_eq!(
+            error_of(&[("memroy", "64Mi")]),
+            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, description"
+        );
+        let error = Settings::parse(&data(&[("fuel", "x")])).unwrap_err();
+        assert_eq!(error.reason(), "InvalidConfig");
+    }
+
+    #[test]
+    fn allowed_kinds_must_be_kinds_the_host_manages() {
+        let settings = Settings::parse(&data(&[("allowedKinds", "v1/Pod,apps/v1/Deployment")]))
+            .expect("parses");
+        let error = settings
+            .check_kinds(&[
+                AllowedKind::new("v1", "Pod"),
+                AllowedKind::new("batch/v1", "Job"),
+            ])
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`data.allowedKinds` names apps/v1/Deployment, which this host does not manage (its child kinds: v1/Pod, batch/v1/Job)"
+        );
+        assert!(Settings::default().check_kinds(&[]).is_ok());
+    }
+
+    #[test]
+    fn settings_written_as_data_read_back_the_same() {
+        let settings = Settings {
+            limits: PolicyLimits {
+                memory_bytes: Some(96 << 20),
+                fuel: Some(123),
+                timeout_ms: Some(1500),
+                output_bytes: Some(1000),
+                children: Some(0),
+            },
+            allowed_kinds: Some(vec![AllowedKind::new("batch/v1", "Job")]),
+            sha256: Some(Digest::of(b"x")),
+            description: Some("d".into()),
+        };
+        let data = settings.to_data();
+        assert_eq!(data["memory"], "96Mi");
+        assert_eq!(data["timeout"], "1500ms");
+        assert_eq!(Settings::parse(&data).unwrap(), settings);
+    }
+
+    #[test]
+    fn the_module_is_found_in_one_of_two_keys() {
+        let plain = BTreeMap::from([(MODULE_KEY.to_owned(), ByteString(b"wasm".to_vec()))]);
+        assert_eq!(Module::find(&plain).unwrap(), Module::Plain(b"wasm"));
+        let mut both = plain.clone();
+        both.insert(MODULE_GZ_KEY.to_owned(), ByteString(vec![]));
+        assert!(matches!(Module::find(&both), Err(Error::TwoModules)));
+        assert!(matches!(
+            Module::find(&BTreeMap::new()),
+            Err(Error::NoModule)
+        ));
+    }
+
+    #[test]
+    fn a_gzip_module_is_inflated_but_never_past_the_limit() {
+        let component = vec![7u8; 100_000];
+        let map = build(
+            "big",
+            "ns",
+            &component,
+            &Settings::default(),
+            Compression::Always,
+        )
+        .unwrap()
+        .binary_data
+        .unwrap();
+        let module = Module::find(&map).unwrap();
+        assert!(matches!(module, Module::Gzip(bytes) if bytes.len() < 10_000));
+        assert_eq!(module.decode(100_000).unwrap(), component);
+        let error = module.decode(50_000).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the component is over 50000 bytes, more than the 50000 bytes this host accepts"
+        );
+        assert_eq!(error.reason(), "TooLarge");
+        assert!(matches!(
+            Module::Gzip(b"not gzip at all").decode(1000),
+            Err(Error::Gzip(_))
+        ));
+        assert!(matches!(
+            Module::Plain(&component).decode(10),
+            Err(Error::TooLarge {
+                at_least: false,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn build_compresses_only_what_does_not_fit_and_pins_the_digest() {
+        let small = vec![1u8; 1000];
+        let map = build(
+            "fanout",
+            "ops",
+            &small,
+            &Settings::default(),
+            Compression::Auto,
+        )
+        .unwrap();
+        assert_eq!(map.metadata.name.as_deref(), Some("policy-fanout"));
+        assert_eq!(map.metadata.namespace.as_deref(), Some("ops"));
+        assert_eq!(
+            map.metadata.labels.as_ref().unwrap()[POLICY_LABEL],
+            "fanout"
+        );
+        assert!(map.binary_data.as_ref().unwrap().contains_key(MODULE_KEY));
+        assert_eq!(
+            map.data.as_ref().unwrap()["sha256"],
+            Digest::of(&small).to_hex()
+        );
+
+        let large = vec![2u8; CONFIGMAP_LIMIT + 10];
+        let map = build(
+            "fanout",
+            "ops",
+            &large,
+            &Settings::default(),
+            Compression::Auto,
+        )
+        .unwrap();
+        assert!(
+            map.binary_data
+                .as_ref()
+                .unwrap()
+                .contains_key(MODULE_GZ_KEY)
+        );
+        let error = build(
+            "fanout",
+            "ops",
+            &large,
+            &Settings::default(),
+            Compression::Never,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::DoesNotFit {
+                    compressed: false,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(matches!(
+            build(
+                "Fan_out",
+                "ops",
+                &small,
+                &Settings::default(),
+                Compression::Auto
+            ),
+            Err(Error::InvalidName(_))
+        ));
+    }
+
+    #[test]
+    fn the_fingerprint_covers_data_and_binary_data_and_nothing_else() {
+        let data_a = data(&[("fuel", "1")]);
+        let data_b = data(&[("fuel", "2")]);
+        let bin = BTreeMap::from([(MODULE_KEY.to_owned(), ByteString(b"x".to_vec()))]);
+        let other = BTreeMap::from([(MODULE_KEY.to_owned(), ByteString(b"y".to_vec()))]);
+        assert_eq!(fingerprint(&data_a, &bin), fingerprint(&data_a, &bin));
+        assert_ne!(fingerprint(&data_a, &bin), fingerprint(&data_b, &bin));
+        assert_ne!(fingerprint(&data_a, &bin), fingerprint(&data_a, &other));
+        // A key moved from one map to the other is another version.
+        let moved = BTreeMap::from([("fuel".to_owned(), ByteString(b"1".to_vec()))]);
+        assert_ne!(
+            fingerprint(&data_a, &BTreeMap::new()),
+            fingerprint(&BTreeMap::new(), &moved)
+        );
+    }
+
+    #[test]
+    fn every_error_has_a_reason() {
+        let cases: Vec<(Error, &str)> = vec![
+            (Error::NoModule, "NoModule"),
+            (Error::Gzip(std::io::Error::other("x")), "Corrupt"),
+            (
+                Error::DigestMismatch {
+                    pinned: Digest([0; 32]),
+                    actual: Digest([1; 32]),
+                },
+                "DigestMismatch",
+            ),
+            (Error::UnknownKey { key: "x".into() }, "InvalidConfig"),
+        ];
+        for (error, reason) in cases {
+            assert_eq!(error.reason(), reason, "{error}");
+        }
+        assert_eq!(
+            Error::DigestMismatch {
+                pinned: Digest([0; 32]),
+                actual: Digest([1; 32]),
+            }
+            .to_string(),
+            format!(
+                "the component's digest sha256:{} is not the pinned `data.sha256` sha256:{}",
+                "01".repeat(32),
+                "00".repeat(32)
+            )
+        );
+    }
+}

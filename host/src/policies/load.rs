@@ -1,0 +1,141 @@
+//! Loading one policy version from a ConfigMap's content: decode → digest
+//! (and pin check) → compile (cached by digest and engine) → validate world
+//! and imports → trial instantiation.
+//!
+//! Every step runs off the async runtime; nothing here touches the registry:
+//! the caller swaps a loaded version in, or records the rejection.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+
+use super::configmap::{self, Module, Settings};
+use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Runtime};
+
+/// The result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a policy version was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The ConfigMap is malformed: no component, bad gzip, bad settings,
+    /// digest mismatch, too large.
+    #[error(transparent)]
+    Config(#[from] configmap::Error),
+    /// The component is not a loadable policy: corrupt, a core module, the
+    /// wrong world, an import the sandbox does not provide.
+    #[error(transparent)]
+    Component(runtime::Error),
+    /// The component loaded but could not be instantiated under its limits
+    /// (e.g. its start function traps, or its initial memory is above the cap).
+    #[error("the policy cannot be instantiated under its limits")]
+    Instantiate(#[source] runtime::Error),
+    /// The load task was lost (the host is shutting down).
+    #[error("the load was interrupted")]
+    Interrupted(#[source] tokio::task::JoinError),
+}
+
+impl Error {
+    /// A short UpperCamelCase name for Events, annotations and metric labels.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Config(error) => error.reason(),
+            Self::Component(error) => error.reason(),
+            Self::Instantiate(_) => "InstantiationFailed",
+            Self::Interrupted(_) => "Interrupted",
+        }
+    }
+}
+
+/// What the host allows a policy ConfigMap.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Largest component, after decompression.
+    pub max_module_bytes: u64,
+    /// The kinds of children the host manages: the default allow-list, and
+    /// the kinds an allow-list may name.
+    pub child_kinds: Vec<AllowedKind>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_module_bytes: 16 << 20,
+            child_kinds: AllowedKind::defaults(),
+        }
+    }
+}
+
+/// A policy version ready to be put in service.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The compiled, validated, pre-linked policy.
+    pub policy: Arc<Policy>,
+    /// Whether it came gzip'd.
+    pub compressed: bool,
+    /// Time from the start of the load to a version ready to serve.
+    pub took: Duration,
+}
+
+/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`.
+pub async fn load(
+    runtime: &Runtime,
+    config: &Config,
+    name: &str,
+    data: BTreeMap<String, String>,
+    binary_data: BTreeMap<String, ByteString>,
+) -> Result<Loaded> {
+    let (runtime, config, name) = (runtime.clone(), config.clone(), name.to_owned());
+    tokio::task::spawn_blocking(move || {
+        load_blocking(&runtime, &config, &name, &data, &binary_data)
+    })
+    .await
+    .map_err(Error::Interrupted)?
+}
+
+/// [`load`] on the current thread.
+pub fn load_blocking(
+    runtime: &Runtime,
+    config: &Config,
+    name: &str,
+    data: &BTreeMap<String, String>,
+    binary_data: &BTreeMap<String, ByteString>,
+) -> Result<Loaded> {
+    let started = Instant::now();
+    let settings = Settings::parse(data)?;
+    settings.check_kinds(&config.child_kinds)?;
+    let module = Module::find(binary_data)?;
+    let compressed = matches!(module, Module::Gzip(_));
+    let bytes = module.decode(config.max_module_bytes)?;
+    if let Some(pinned) = settings.sha256 {
+        let actual = Digest::of(&bytes);
+        if actual != pinned {
+            return Err(configmap::Error::DigestMismatch { pinned, actual }.into());
+        }
+    }
+    let spec = PolicySpec::new(name).limits(settings.limits).allowed_kinds(
+        settings
+            .allowed_kinds
+            .unwrap_or_else(|| config.child_kinds.clone()),
+    );
+    let policy = check(runtime, spec, &bytes)?;
+    Ok(Loaded {
+        policy,
+        compressed,
+        took: started.elapsed(),
+    })
+}
+
+/// Every check a version passes before it may serve, on the current
+/// thread: compile (or find in the cache), validate world and imports,
+/// instantiate once. `policy check` and `policy push` run the same.
+pub fn check(runtime: &Runtime, spec: PolicySpec, bytes: &[u8]) -> Result<Arc<Policy>> {
+    let policy = runtime.load(spec, bytes).map_err(Error::Component)?;
+    runtime
+        .instantiate_blocking(&policy)
+        .map_err(Error::Instantiate)?;
+    Ok(policy)
+}

@@ -1,0 +1,645 @@
+//! Policies from ConfigMaps: a label-selected watch in one namespace feeds a
+//! slim cache and a work queue keyed by ConfigMap; workers load each new
+//! version and swap it into the registry.
+//!
+//! # Expected flow
+//!
+//! 1. The watch (`policyhost.dev/policy` label, one namespace) projects each
+//!    ConfigMap to a [`Record`]: its identity, policy name and a fingerprint
+//!    of its content. The bytes are not cached: they are held only from
+//!    the event to the load, then dropped (the compiled code lives in the
+//!    runtime's cache, keyed by digest).
+//! 2. A change of content queues the ConfigMap; the queue coalesces bursts
+//!    (the newest content wins) and never loads one ConfigMap twice at once.
+//!    Updates that leave the content alone (e.g. the host's own annotations)
+//!    are not work.
+//! 3. A worker loads the version ([`super::load`]); a good one is swapped
+//!    into the [`Registry`] (which re-queues every DataJob of the policy), a
+//!    bad one is recorded as rejected and the version in service keeps
+//!    serving. Either way the ConfigMap gets an Event and annotations, and
+//!    the metrics say so.
+//! 4. Deleting the ConfigMap takes the policy out of service.
+//!
+//! # Guarantees
+//! - One bad ConfigMap never stops the others: every failure is a rejection
+//!   of that version, reported on its ConfigMap.
+//! - Two ConfigMaps naming the same policy: the first one serves, the other
+//!   is rejected (`Conflict`) until the first is deleted, then takes over.
+//! - [`ConfigMapSource::ready`] completes once the first list is loaded, so
+//!   the controller can start without reporting every DataJob's policy as
+//!   unavailable during a restart.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use super::configmap::{self, POLICY_LABEL};
+use super::load;
+use super::registry::Registry;
+use super::report::{self, Annotations};
+use crate::apply::Events;
+use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store};
+use crate::chain::display_chain;
+use crate::metrics::Metrics;
+use crate::queue::{Backoff, WorkQueue};
+use crate::runtime::Runtime;
+
+/// How the ConfigMap source runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The namespace of the policy ConfigMaps (the operator's own).
+    pub namespace: String,
+    /// Start the watch with a streaming list.
+    pub streaming_lists: bool,
+    /// What a ConfigMap may ask for.
+    pub load: load::Config,
+    /// Versions loaded at once.
+    pub workers: usize,
+}
+
+/// A policy ConfigMap as the cache keeps it: identity, policy name and a
+/// fingerprint of its content, never its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Namespace and name.
+    pub key: ObjectKey,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// The policy's name: the value of the `policyhost.dev/policy` label.
+    pub policy: String,
+    /// [`configmap::fingerprint`] of its `data` and `binaryData`.
+    pub fingerprint: String,
+}
+
+impl Cached for Record {
+    fn key(&self) -> ObjectKey {
+        self.key.clone()
+    }
+
+    fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+}
+
+/// A ConfigMap's content, from its watch event until its load.
+struct Content {
+    data: BTreeMap<String, String>,
+    binary_data: BTreeMap<String, ByteString>,
+}
+
+/// What a worker has to do for one ConfigMap.
+enum Pending {
+    /// Load this content.
+    Present(Arc<Record>, Content),
+    /// The ConfigMap is gone.
+    Gone(Arc<Record>),
+    /// Read the ConfigMap again (its content was dropped): it may take over
+    /// a policy another ConfigMap served.
+    Refetch,
+}
+
+/// What each ConfigMap provides.
+#[derive(Default)]
+struct State {
+    /// Policy name → the ConfigMap serving it.
+    owners: HashMap<String, ObjectKey>,
+    /// ConfigMap → what it last reported.
+    reported: HashMap<ObjectKey, Reported>,
+}
+
+struct Reported {
+    policy: String,
+    annotations: Annotations,
+}
+
+/// Watches policy ConfigMaps and keeps the registry in step with them.
+pub struct ConfigMapSource {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    runtime: Runtime,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    events: Events,
+    config: Config,
+    store: Store<Record>,
+    by_policy: Index<Record>,
+    queue: Arc<WorkQueue<ObjectKey>>,
+    pending: Mutex<HashMap<ObjectKey, Pending>>,
+    state: Mutex<State>,
+    /// Keys of the first list not yet processed; `None` before it completed.
+    first: Mutex<Option<HashSet<ObjectKey>>>,
+    ready: watch::Sender<bool>,
+}
+
+impl ConfigMapSource {
+    /// Prepares the source; nothing runs until [`run`](Self::run).
+    #[must_use]
+    pub fn new(
+        client: Client,
+        runtime: Runtime,
+        registry: Arc<Registry>,
+        metrics: Arc<Metrics>,
+        events: Events,
+        config: Config,
+    ) -> Self {
+        let mut store = Store::builder();
+        let by_policy = store.index("policy", |record: &Record| vec![record.policy.clone()]);
+        let store = store
+            .scopes(vec![Scope::Namespace(config.namespace.as_str().into())])
+            .build();
+        let queue = WorkQueue::new(Backoff {
+            base: Duration::from_millis(200),
+            max: Duration::from_secs(30),
+        });
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                runtime,
+                registry,
+                metrics,
+                events,
+                config,
+                store,
+                by_policy,
+                queue,
+                pending: Mutex::new(HashMap::new()),
+                state: Mutex::new(State::default()),
+                first: Mutex::new(None),
+                ready: watch::channel(false).0,
+            }),
+        }
+    }
+
+    /// Completes once every ConfigMap of the first list has been loaded or
+    /// rejected.
+    pub fn ready(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut ready = self.inner.ready.subscribe();
+        async move {
+            let _ = ready.wait_for(|ready| *ready).await;
+        }
+    }
+
+    /// True once [`ready`](Self::ready) has completed.
+    #[must_use]
+    pub fn is_ready(&self) -> bool {
+        *self.inner.ready.borrow()
+    }
+
+    /// The cached policy ConfigMaps.
+    #[must_use]
+    pub fn records(&self) -> Vec<Arc<Record>> {
+        self.inner.store.all()
+    }
+
+    /// Watches and loads until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let inner = self.inner;
+        let mut tasks = JoinSet::new();
+        tasks.spawn(watch_configmaps(Arc::clone(&inner)));
+        for _ in 0..inner.config.workers.max(1) {
+            tasks.spawn(work(Arc::clone(&inner)));
+        }
+        shutdown.await;
+        inner.queue.shut_down();
+        tasks.shutdown().await;
+    }
+}
+
+/// Feeds the watch into the store and queues every change of content.
+async fn watch_configmaps(inner: Arc<Inner>) {
+    let namespace = inner.config.namespace.clone();
+    let api: Api<ConfigMap> = Api::namespaced(inner.client.clone(), &namespace);
+    let mut config = watcher::Config::default().labels(POLICY_LABEL);
+    if inner.config.streaming_lists {
+        config = config.streaming_lists();
+    }
+    let scope = Scope::Namespace(namespace.as_str().into());
+    let events = watcher::watcher(api, config).default_backoff();
+    futures::pin_mut!(events);
+    // Contents of the current event (or re-list), by key: what a change
+    // reported by the store is loaded from. Dropped after each event.
+    let mut contents: HashMap<ObjectKey, Content> = HashMap::new();
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                warn!(%namespace, %error, "policy ConfigMap watch failed; retrying");
+                continue;
+            }
+        };
+        let relisting = matches!(event, watcher::Event::Init | watcher::Event::InitApply(_));
+        let event = match event {
+            watcher::Event::Apply(map) => cache::Event::Apply(split(map, &mut contents)),
+            watcher::Event::Delete(map) => cache::Event::Delete(record(&map, String::new())),
+            watcher::Event::Init => cache::Event::Init,
+            watcher::Event::InitApply(map) => cache::Event::InitApply(split(map, &mut contents)),
+            watcher::Event::InitDone => cache::Event::InitDone,
+        };
+        let changes = inner.store.apply_in(&scope, event);
+        if !relisting {
+            // Before queueing: a worker may finish a key of the first list
+            // before this loop comes round again.
+            inner.first_list_done();
+        }
+        for change in changes {
+            inner.changed(change, &mut contents);
+        }
+        if !relisting {
+            contents.clear();
+        }
+    }
+}
+
+/// Splits a ConfigMap into its record and its content.
+fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Record {
+    let data = map.data.clone().unwrap_or_default();
+    let binary_data = map.binary_data.clone().unwrap_or_default();
+    let record = record(&map, configmap::fingerprint(&data, &binary_data));
+    contents.insert(record.key.clone(), Content { data, binary_data });
+    record
+}
+
+fn record(map: &ConfigMap, fingerprint: String) -> Record {
+    let meta = &map.metadata;
+    Record {
+        key: ObjectKey::namespaced(
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        ),
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone().unwrap_or_default(),
+        policy: meta
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(POLICY_LABEL))
+            .cloned()
+            .unwrap_or_default(),
+        fingerprint,
+    }
+}
+
+/// Takes keys from the queue until it shuts down.
+async fn work(inner: Arc<Inner>) {
+    while let Some(lease) = inner.queue.next().await {
+        let key = lease.key().clone();
+        let pending = inner.pending().remove(&key);
+        let retry = match pending {
+            None => false,
+            Some(Pending::Present(record, content)) => {
+                inner.present(&record, content).await;
+                false
+            }
+            Some(Pending::Gone(record)) => {
+                inner.gone(&record);
+                false
+            }
+            Some(Pending::Refetch) => inner.refetch(&key).await.is_err(),
+        };
+        if retry {
+            inner
+                .pending()
+                .entry(key.clone())
+                .or_insert(Pending::Refetch);
+            inner.queue.add_rate_limited(key.clone());
+        } else {
+            inner.queue.forget(&key);
+        }
+        drop(lease);
+        if !retry {
+            inner.processed(&key);
+        }
+    }
+}
+
+/// Why a version was not put in service.
+struct Rejection {
+    reason: &'static str,
+    message: String,
+}
+
+impl Inner {
+    fn pending(&self) -> MutexGuard<'_, HashMap<ObjectKey, Pending>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues a change of content; ignores updates that leave it alone.
+    fn changed(&self, change: Change<Record>, contents: &mut HashMap<ObjectKey, Content>) {
+        match change {
+            Change::Applied { old, new } => {
+                let same = old.is_some_and(|old| {
+                    old.fingerprint == new.fingerprint
+                        && old.policy == new.policy
+                        && old.uid == new.uid
+                });
+                if same {
+                    return;
+                }
+                let key = new.key.clone();
+                let pending = match contents.remove(&key) {
+                    Some(content) => Pending::Present(new, content),
+                    None => Pending::Refetch,
+                };
+                self.pending().insert(key.clone(), pending);
+                self.queue.add(key);
+            }
+            Change::Deleted(old) => {
+                let key = old.key.clone();
+                self.pending().insert(key.clone(), Pending::Gone(old));
+                self.queue.add(key);
+            }
+        }
+    }
+
+    /// Loads one version and swaps it in, or records its rejection.
+    async fn present(&self, record: &Record, content: Content) {
+        let policy = record.policy.as_str();
+        let previous = self
+            .state()
+            .reported
+            .get(&record.key)
+            .map(|r| r.policy.clone());
+        if let Some(previous) = previous.filter(|p| p != policy) {
+            // The label now names another policy: this ConfigMap no longer
+            // provides the old one.
+            self.release(&record.key, &previous);
+        }
+        if policy.is_empty() {
+            let rejection = Rejection {
+                reason: "InvalidName",
+                message: format!("the `{POLICY_LABEL}` label is empty: it names the policy"),
+            };
+            self.rejected(record, rejection, false).await;
+            return;
+        }
+        if let Err(owner) = self.claim(&record.key, policy) {
+            let rejection = Rejection {
+                reason: "Conflict",
+                message: format!(
+                    "policy `{policy}` is already provided by ConfigMap {owner}; delete one of them"
+                ),
+            };
+            self.rejected(record, rejection, false).await;
+            return;
+        }
+        let result = load::load(
+            &self.runtime,
+            &self.config.load,
+            policy,
+            content.data,
+            content.binary_data,
+        )
+        .await;
+        match result {
+            Ok(loaded) => self.serve(record, loaded).await,
+            Err(error) => {
+                let rejection = Rejection {
+                    reason: error.reason(),
+                    message: display_chain(&error),
+                };
+                self.rejected(record, rejection, true).await;
+            }
+        }
+    }
+
+    /// Puts a loaded version in service and reports it.
+    async fn serve(&self, record: &Record, loaded: load::Loaded) {
+        let policy = Arc::clone(&loaded.policy);
+        let digest = policy.digest().to_hex();
+        let replaced = self.registry.install(Arc::clone(&policy));
+        let replaced_digest = replaced.map(|p| p.digest().to_hex());
+        self.metrics
+            .policy_swapped(&record.policy, replaced_digest.as_deref(), Some(&digest));
+        self.metrics
+            .policy_load_duration
+            .get_or_create(&crate::metrics::PolicyLabel {
+                policy: record.policy.clone(),
+            })
+            .observe(loaded.took.as_secs_f64());
+        info!(
+            policy = %record.policy,
+            configmap = %record.key,
+            %digest,
+            replaced = ?replaced_digest,
+            source = ?policy.source(),
+            took_ms = loaded.took.as_millis(),
+            "policy version in service"
+        );
+        let annotations = Annotations {
+            observed: record.fingerprint.clone(),
+            loaded_digest: Some(digest),
+            loaded_at: Some(format!("{:.0}", Timestamp::now())),
+            error: None,
+            clamped: report::clamped_text(policy.clamped()),
+        };
+        let note = report::loaded_note(&policy, loaded.compressed, loaded.took.as_millis());
+        self.report(record, annotations, false, "PolicyLoaded", &note)
+            .await;
+    }
+
+    /// Records a rejected version (in the registry when this ConfigMap
+    /// provides the policy) and reports it.
+    async fn rejected(&self, record: &Record, rejection: Rejection, owner: bool) {
+        let Rejection { reason, message } = rejection;
+        if owner {
+            self.registry
+                .reject(&record.policy, reason, message.clone());
+        }
+        self.metrics.policy_rejected(&record.policy, reason);
+        let serving = if owner {
+            self.registry
+                .get(&record.policy)
+                .ok()
+                .map(|p| p.digest().to_hex())
+        } else {
+            None
+        };
+        warn!(
+            policy = %record.policy,
+            configmap = %record.key,
+            reason,
+            %message,
+            serving = ?serving,
+            "policy version rejected"
+        );
+        // What this ConfigMap has in service stays in its annotations.
+        let previous = self
+            .state()
+            .reported
+            .get(&record.key)
+            .filter(|r| r.policy == record.policy && owner)
+            .map(|r| r.annotations.clone())
+            .unwrap_or_default();
+        let annotations = Annotations {
+            observed: record.fingerprint.clone(),
+            error: Some(format!("{reason}: {message}")),
+            ..previous
+        };
+        let note = report::rejected_note(reason, &message, serving.as_deref());
+        self.report(record, annotations, true, "PolicyRejected", &note)
+            .await;
+    }
+
+    /// Writes the annotations and the Event on the ConfigMap.
+    async fn report(
+        &self,
+        record: &Record,
+        annotations: Annotations,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) {
+        let api: Api<ConfigMap> = Api::namespaced(
+            self.client.clone(),
+            record.key.namespace().unwrap_or_default(),
+        );
+        if let Err(error) = annotations.write(&api, record.key.name()).await {
+            warn!(configmap = %record.key, %error, "cannot annotate the policy ConfigMap");
+        }
+        self.state().reported.insert(
+            record.key.clone(),
+            Reported {
+                policy: record.policy.clone(),
+                annotations,
+            },
+        );
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: Some(record.key.name().to_owned()),
+            namespace: record.key.namespace().map(str::to_owned),
+            uid: Some(record.uid.clone()),
+            ..ObjectReference::default()
+        };
+        self.events
+            .publish_on(&reference, warning, "Load", reason, note)
+            .await;
+    }
+
+    /// The ConfigMap is gone: if it provided its policy, the policy is out
+    /// of service (DataJobs keep their children and report
+    /// `PolicyUnavailable`), and another ConfigMap naming it may take over.
+    fn gone(&self, record: &Record) {
+        let reported = self.state().reported.remove(&record.key);
+        let policy = reported.map_or_else(|| record.policy.clone(), |r| r.policy);
+        self.release(&record.key, &policy);
+    }
+
+    /// `key` no longer provides `policy`.
+    fn release(&self, key: &ObjectKey, policy: &str) {
+        {
+            let mut state = self.state();
+            if state.owners.get(policy) != Some(key) {
+                return;
+            }
+            state.owners.remove(policy);
+        }
+        let removed = self.registry.remove(policy);
+        self.metrics.policy_swapped(
+            policy,
+            removed.as_ref().map(|p| p.digest().to_hex()).as_deref(),
+            None,
+        );
+        info!(%policy, configmap = %key, "policy out of service: its ConfigMap is gone");
+        for other in self.store.lookup_keys(self.by_policy, policy) {
+            if &other != key {
+                debug!(%policy, configmap = %other, "another ConfigMap may take over the policy");
+                self.pending()
+                    .entry(other.clone())
+                    .or_insert(Pending::Refetch);
+                self.queue.add(other);
+            }
+        }
+    }
+
+    /// Makes `key` the provider of `policy`, unless another ConfigMap that
+    /// still exists provides it.
+    fn claim(&self, key: &ObjectKey, policy: &str) -> Result<(), ObjectKey> {
+        let mut state = self.state();
+        match state.owners.get(policy) {
+            Some(owner) if owner != key && self.store.get(owner).is_some() => Err(owner.clone()),
+            _ => {
+                state.owners.insert(policy.to_owned(), key.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads a ConfigMap again and loads it.
+    async fn refetch(&self, key: &ObjectKey) -> kube::Result<()> {
+        let api: Api<ConfigMap> =
+            Api::namespaced(self.client.clone(), key.namespace().unwrap_or_default());
+        let Some(map) = api.get_opt(key.name()).await? else {
+            return Ok(());
+        };
+        let mut contents = HashMap::new();
+        let record = split(map, &mut contents);
+        if record.policy.is_empty() {
+            return Ok(());
+        }
+        if let Some(content) = contents.remove(key) {
+            self.present(&record, content).await;
+        }
+        Ok(())
+    }
+
+    /// Once the first list is complete, remembers which ConfigMaps it held.
+    fn first_list_done(&self) {
+        if !self.store.is_ready() {
+            return;
+        }
+        let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
+        if first.is_none() {
+            let keys: HashSet<ObjectKey> = self.store.all().iter().map(|r| r.key()).collect();
+            info!(
+                configmaps = keys.len(),
+                namespace = %self.config.namespace,
+                "policy ConfigMaps listed"
+            );
+            let empty = keys.is_empty();
+            *first = Some(keys);
+            if empty {
+                self.ready.send_replace(true);
+            }
+        }
+    }
+
+    /// Counts a ConfigMap of the first list as done.
+    fn processed(&self, key: &ObjectKey) {
+        let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(keys) = first.as_mut()
+            && keys.remove(key)
+            && keys.is_empty()
+        {
+            self.ready.send_replace(true);
+        }
+    }
+}
+
+/// Compile-time check: the source's future can run on a multi-threaded runtime.
+#[allow(dead_code)]
+fn source_future_should_be_send(source: ConfigMapSource) {
+    fn assert_send<T: Send>(_: T) {}
+    assert_send(source.run(std::future::pending()));
+}
