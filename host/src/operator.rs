@@ -17,7 +17,6 @@ use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 use tracing::{info, warn};
 
-use crate::apply::Events;
 use crate::cache::Scope;
 use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
@@ -225,7 +224,6 @@ impl Operator {
                 runtime.clone(),
                 Arc::clone(&registry),
                 Arc::clone(&metrics),
-                Events::new(client.clone(), &options.instance),
                 policies::source::Config {
                     namespace: namespace.clone(),
                     streaming_lists,
@@ -234,6 +232,7 @@ impl Operator {
                         child_kinds: options.child_kinds.clone(),
                     },
                     workers: 2,
+                    instance: options.instance.clone(),
                 },
             )
         });

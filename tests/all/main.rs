@@ -8,6 +8,7 @@ mod common;
 
 mod binary;
 mod cli;
+mod delivery;
 mod deploy;
 mod finalizer;
 mod golden;

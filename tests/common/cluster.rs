@@ -92,6 +92,8 @@ pub struct OperatorSetup {
     /// The operator's API write limit (writes/s, bursts of twice that), if
     /// not the default.
     pub api_qps: Option<std::num::NonZeroU32>,
+    /// Also serve the policy ConfigMaps of the test namespace (hot swap).
+    pub policy_configmaps: bool,
 }
 
 impl OperatorSetup {
@@ -106,6 +108,15 @@ impl OperatorSetup {
             workers: 4,
             streaming_lists: StreamingLists::Auto,
             api_qps: None,
+            policy_configmaps: false,
+        }
+    }
+
+    /// An operator serving only the policy ConfigMaps of the test namespace.
+    pub fn configmaps() -> Self {
+        Self {
+            policy_configmaps: true,
+            ..Self::with(&[])
         }
     }
 }
@@ -190,6 +201,7 @@ impl Env {
             policy_dir: Some(policy_dir(&setup.policies)),
             backoff: setup.backoff,
             streaming_lists: setup.streaming_lists,
+            policy_namespace: setup.policy_configmaps.then(|| self.namespace.clone()),
             runtime: RuntimeConfig {
                 threads: 2,
                 cache_dir: Some(super::target_dir().join("policyhost-test-cache")),

@@ -1,7 +1,5 @@
-//! Kubernetes Events (`events.k8s.io/v1`) on DataJobs, from the policy and
-//! the host, and on policy ConfigMaps.
+//! Kubernetes Events on DataJobs (`events.k8s.io/v1`), from the policy and the host.
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 use tracing::warn;
@@ -42,19 +40,6 @@ impl Events {
         reason: &str,
         message: &str,
     ) {
-        self.publish_on(&job.object_ref(&()), warning, action, reason, message)
-            .await;
-    }
-
-    /// Records an Event on any object (e.g. a policy ConfigMap).
-    pub async fn publish_on(
-        &self,
-        object: &ObjectReference,
-        warning: bool,
-        action: &str,
-        reason: &str,
-        message: &str,
-    ) {
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -66,7 +51,7 @@ impl Events {
             action: action.to_owned(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, object).await {
+        if let Err(error) = self.recorder.publish(&event, &job.object_ref(&())).await {
             warn!(%error, reason, "cannot record event");
         }
     }

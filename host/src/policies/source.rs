@@ -50,7 +50,6 @@ use super::configmap::{self, POLICY_LABEL};
 use super::load;
 use super::registry::Registry;
 use super::report::{self, Annotations};
-use crate::apply::Events;
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store};
 use crate::chain::display_chain;
 use crate::metrics::Metrics;
@@ -68,6 +67,8 @@ pub struct Config {
     pub load: load::Config,
     /// Versions loaded at once.
     pub workers: usize,
+    /// The operator instance, reported in the Events it records.
+    pub instance: String,
 }
 
 /// A policy ConfigMap as the cache keeps it: identity, policy name and a
@@ -137,7 +138,6 @@ struct Inner {
     runtime: Runtime,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
-    events: Events,
     config: Config,
     store: Store<Record>,
     by_policy: Index<Record>,
@@ -157,7 +157,6 @@ impl ConfigMapSource {
         runtime: Runtime,
         registry: Arc<Registry>,
         metrics: Arc<Metrics>,
-        events: Events,
         config: Config,
     ) -> Self {
         let mut store = Store::builder();
@@ -175,7 +174,6 @@ impl ConfigMapSource {
                 runtime,
                 registry,
                 metrics,
-                events,
                 config,
                 store,
                 by_policy,
@@ -532,9 +530,15 @@ impl Inner {
             uid: Some(record.uid.clone()),
             ..ObjectReference::default()
         };
-        self.events
-            .publish_on(&reference, warning, "Load", reason, note)
-            .await;
+        report::event(
+            &self.client,
+            &self.config.instance,
+            reference,
+            warning,
+            reason,
+            note,
+        )
+        .await;
     }
 
     /// The ConfigMap is gone: if it provided its policy, the policy is out

@@ -1,0 +1,1002 @@
+//! Policy delivery end to end: versions pushed as ConfigMaps are hot-swapped
+//! without a restart, bad versions are rejected with their reason while the
+//! last good one serves, swaps under load never fail a reconcile, large
+//! components travel gzip'd; `policy push`, `policy list` and `dev`'s
+//! directory watch through the built binary.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use policyhost::crd::DataJob;
+use policyhost::policies::configmap::{self, Compression, MODULE_GZ_KEY, MODULE_KEY, Settings};
+use policyhost::policies::publish;
+use policyhost::policies::report::Annotations;
+use policyhost::runtime::Digest;
+use serde_json::{Value, json};
+
+use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
+use crate::common::{guest, guest_bytes, policyhost_bin, target_dir};
+
+/// `component` with a custom section appended: the same behaviour under
+/// another digest, i.e. another version of the policy.
+fn version(component: &[u8], label: &str) -> Vec<u8> {
+    custom_section(component, "policyhost-test-version", label.as_bytes())
+}
+
+fn custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    let mut out = component.to_vec();
+    out.push(0);
+    leb128(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+fn digest(bytes: &[u8]) -> String {
+    Digest::of(bytes).to_hex()
+}
+
+fn fanout(replicas: u32) -> Value {
+    json!({"replicas": replicas, "image": "busybox:1.36", "command": ["true"]})
+}
+
+fn fanout_forever(replicas: u32) -> Value {
+    json!({"replicas": replicas, "image": "busybox:1.36",
+        "podAnnotations": {"devcluster.policyhost.dev/run-seconds": "-1"}})
+}
+
+/// The ConfigMap that ships `component` as policy `name` in the test namespace.
+fn policy_map(env: &Env, name: &str, component: &[u8], settings: &Settings) -> ConfigMap {
+    configmap::build(name, &env.namespace, component, settings, Compression::Auto)
+        .expect("a policy ConfigMap")
+}
+
+/// Applies `map` and waits for the host's verdict on it.
+async fn push_map(env: &Env, map: &ConfigMap) -> Annotations {
+    publish::apply(&env.client, map)
+        .await
+        .expect("apply the policy ConfigMap");
+    publish::wait_observed(&env.client, map, Duration::from_secs(60))
+        .await
+        .expect("the host reports on the ConfigMap")
+}
+
+/// Pushes `component` as policy `name` with default settings; returns the verdict.
+async fn push(env: &Env, name: &str, component: &[u8]) -> Annotations {
+    push_map(env, &policy_map(env, name, component, &Settings::default())).await
+}
+
+/// The digest the operator's registry serves for `name`.
+fn serving(env: &Env, name: &str) -> Option<String> {
+    env.operator()
+        .shared
+        .registry
+        .get(name)
+        .ok()
+        .map(|p| p.digest().to_hex())
+}
+
+fn status_digest(job: &DataJob) -> Option<&str> {
+    job.status
+        .as_ref()
+        .and_then(|s| s.policy.as_ref())
+        .map(|p| p.digest.as_str())
+}
+
+/// Events on the ConfigMap `name` with reason `reason`.
+async fn events_on(env: &Env, name: &str, reason: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("ConfigMap")
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
+
+/// Waits for an Event on ConfigMap `name` with `reason` whose note contains `text`.
+async fn wait_event(env: &Env, name: &str, reason: &str, text: &str) -> Event {
+    eventually(
+        &format!("a {reason} Event on {name} saying `{text}`"),
+        || async {
+            events_on(env, name, reason)
+                .await
+                .into_iter()
+                .find(|e| e.message.as_deref().is_some_and(|m| m.contains(text)))
+        },
+    )
+    .await
+}
+
+/// Reconciles of `policy` by result other than `success`, from /metrics.
+fn failed_reconciles(env: &Env, policy: &str) -> BTreeMap<String, u64> {
+    let prefix = format!("policyhost_reconcile_total{{policy=\"{policy}\",result=\"");
+    env.operator()
+        .metrics
+        .render()
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (result, value) = rest.split_once("\"} ")?;
+            (result != "success").then(|| (result.to_owned(), value.trim().parse().unwrap_or(0)))
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_version_takes_over_from_the_last_without_a_restart() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let v1 = version(&guest_bytes("fanout"), "v1");
+    let v2 = version(&guest_bytes("fanout"), "v2");
+    let (d1, d2) = (digest(&v1), digest(&v2));
+
+    let verdict = push(&env, "fanout", &v1).await;
+    assert_eq!(verdict.error, None);
+    assert_eq!(verdict.loaded_digest.as_deref(), Some(d1.as_str()));
+    assert!(verdict.loaded_at.is_some());
+    assert_eq!(serving(&env, "fanout").as_deref(), Some(d1.as_str()));
+    wait_event(
+        &env,
+        "policy-fanout",
+        "PolicyLoaded",
+        &format!("sha256:{d1} in service"),
+    )
+    .await;
+
+    for name in ["a", "b", "c"] {
+        env.create_job(name, "fanout", fanout_forever(1)).await;
+    }
+    let mut pods_before = BTreeSet::new();
+    for name in ["a", "b", "c"] {
+        env.wait_job(name, "reconciled by v1", |j| status_digest(j) == Some(&d1))
+            .await;
+        for pod in env.wait_pods(name, "a worker", |p| p.len() == 1).await {
+            pods_before.insert(pod.uid().expect("uid"));
+        }
+    }
+
+    let verdict = push(&env, "fanout", &v2).await;
+    assert_eq!(verdict.error, None);
+    assert_eq!(verdict.loaded_digest.as_deref(), Some(d2.as_str()));
+    for name in ["a", "b", "c"] {
+        let job = env
+            .wait_job(name, "reconciled by v2", |j| status_digest(j) == Some(&d2))
+            .await;
+        let ready = condition(&job, "Ready").expect("Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Reconciled")
+        );
+    }
+    wait_event(
+        &env,
+        "policy-fanout",
+        "PolicyLoaded",
+        &format!("sha256:{d2} in service"),
+    )
+    .await;
+
+    // The swap re-ran the policy; it did not restart the workers.
+    let mut pods_after = BTreeSet::new();
+    for name in ["a", "b", "c"] {
+        for pod in env.wait_pods(name, "a worker", |p| p.len() == 1).await {
+            pods_after.insert(pod.uid().expect("uid"));
+        }
+    }
+    assert_eq!(pods_before, pods_after);
+
+    let metrics = env.operator().metrics.render();
+    assert!(
+        metrics.contains(&format!(
+            "policyhost_policy_info{{policy=\"fanout\",digest=\"{d2}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains(&d1),
+        "the replaced version has no series left"
+    );
+}
+
+/// A bad version of a policy: how it is made, the reason it must be
+/// rejected with, and a piece of the message.
+struct BadVersion {
+    what: &'static str,
+    map: ConfigMap,
+    reason: &'static str,
+    says: &'static str,
+}
+
+fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
+    let with_binary = |key: &str, bytes: Vec<u8>| {
+        let mut map = policy_map(env, "fanout", good, &Settings::default());
+        map.binary_data = Some(BTreeMap::from([(key.to_owned(), ByteString(bytes))]));
+        map.data = None;
+        map
+    };
+    let with_data = |pairs: &[(&str, &str)]| {
+        let mut map = policy_map(env, "fanout", good, &Settings::default());
+        let data = map.data.get_or_insert_default();
+        for (key, value) in pairs {
+            data.insert((*key).to_owned(), (*value).to_owned());
+        }
+        map
+    };
+    let mut pinned_elsewhere = policy_map(env, "fanout", good, &Settings::default());
+    pinned_elsewhere
+        .data
+        .get_or_insert_default()
+        .insert("sha256".into(), digest(b"another component"));
+    // 20 MiB of zeros: a few KiB gzip'd, above the host's 16 MiB maximum.
+    let bomb = custom_section(good, "padding", &vec![0; 20 << 20]);
+    let oversize = configmap::build(
+        "fanout",
+        &env.namespace,
+        &bomb,
+        &Settings::default(),
+        Compression::Always,
+    )
+    .expect("it fits gzip'd");
+    vec![
+        BadVersion {
+            what: "corrupt bytes",
+            map: with_binary(MODULE_KEY, b"this is not WebAssembly".to_vec()),
+            reason: "Corrupt",
+            says: "magic bytes",
+        },
+        BadVersion {
+            what: "corrupt gzip",
+            map: with_binary(MODULE_GZ_KEY, b"not gzip either".to_vec()),
+            reason: "Corrupt",
+            says: "gzip",
+        },
+        BadVersion {
+            what: "a core module",
+            map: with_binary(MODULE_KEY, wat::parse_str("(module)").expect("wat")),
+            reason: "CoreModule",
+            says: "wasm32-wasip2",
+        },
+        BadVersion {
+            what: "the wrong world",
+            map: with_binary(MODULE_KEY, wat::parse_str("(component)").expect("wat")),
+            reason: "IncompatibleWorld",
+            says: "missing export `reconcile`",
+        },
+        BadVersion {
+            what: "a disallowed import",
+            map: with_binary(MODULE_KEY, guest_bytes("socket-import")),
+            reason: "UnsupportedImport",
+            says: "wasi:sockets",
+        },
+        BadVersion {
+            what: "a digest mismatch",
+            map: pinned_elsewhere,
+            reason: "DigestMismatch",
+            says: "is not the pinned `data.sha256`",
+        },
+        BadVersion {
+            what: "an over-size component",
+            map: oversize,
+            reason: "TooLarge",
+            says: "more than the 16777216 bytes",
+        },
+        BadVersion {
+            what: "a bad limit",
+            map: with_data(&[("memory", "64MB")]),
+            reason: "InvalidConfig",
+            says: "`data.memory` is `64MB`",
+        },
+        BadVersion {
+            what: "an unknown key",
+            map: with_data(&[("timout", "2s")]),
+            reason: "InvalidConfig",
+            says: "unknown key `data.timout`",
+        },
+        BadVersion {
+            what: "a kind the host does not manage",
+            map: with_data(&[("allowedKinds", "v1/Pod,apps/v1/Deployment")]),
+            reason: "InvalidConfig",
+            says: "apps/v1/Deployment",
+        },
+        BadVersion {
+            what: "a memory cap below the initial memory",
+            map: with_data(&[("memory", "64Ki")]),
+            reason: "InstantiationFailed",
+            says: "cannot be instantiated",
+        },
+        BadVersion {
+            what: "no component",
+            map: with_binary("other.bin", vec![1, 2, 3]),
+            reason: "NoModule",
+            says: "policy.wasm",
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_kind_of_bad_version_is_rejected_with_its_reason_while_the_last_good_one_serves() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let good = version(&guest_bytes("fanout"), "good");
+    let good_digest = digest(&good);
+    push(&env, "fanout", &good).await;
+    env.create_job("steady", "fanout", fanout_forever(1)).await;
+    env.wait_job("steady", "reconciled", |j| {
+        status_digest(j) == Some(&good_digest)
+    })
+    .await;
+
+    for bad in bad_versions(&env, &good) {
+        println!("pushing {}", bad.what);
+        let verdict = push_map(&env, &bad.map).await;
+        let error = verdict.error.unwrap_or_default();
+        assert!(
+            error.starts_with(&format!("{}: ", bad.reason)) && error.contains(bad.says),
+            "{}: expected {} saying `{}`, got `{error}`",
+            bad.what,
+            bad.reason,
+            bad.says
+        );
+        assert_eq!(
+            verdict.loaded_digest.as_deref(),
+            Some(good_digest.as_str()),
+            "{}: the annotations still name the version in service",
+            bad.what
+        );
+        assert_eq!(
+            serving(&env, "fanout").as_deref(),
+            Some(good_digest.as_str()),
+            "{}: the last good version keeps serving",
+            bad.what
+        );
+        let event = wait_event(&env, "policy-fanout", "PolicyRejected", bad.says).await;
+        assert_eq!(event.type_.as_deref(), Some("Warning"));
+        assert!(
+            event
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains(&format!("sha256:{good_digest}) keeps serving"))),
+            "{}: {event:?}",
+            bad.what
+        );
+    }
+
+    let metrics = env.operator().metrics.render();
+    for reason in [
+        "Corrupt",
+        "CoreModule",
+        "IncompatibleWorld",
+        "UnsupportedImport",
+        "DigestMismatch",
+        "TooLarge",
+        "InvalidConfig",
+        "InstantiationFailed",
+        "NoModule",
+    ] {
+        assert!(
+            metrics.contains(&format!(
+                "policyhost_policy_load_errors_total{{policy=\"fanout\",reason=\"{reason}\"}}"
+            )),
+            "{reason}: {metrics}"
+        );
+    }
+
+    // The DataJob never noticed, and still reconciles on the good version.
+    env.patch_spec("steady", json!({"params": fanout_forever(2)}))
+        .await;
+    env.wait_pods("steady", "two workers", |p| p.len() == 2)
+        .await;
+    let job = env
+        .wait_job("steady", "reconciled again", |j| {
+            j.status.as_ref().and_then(|s| s.observed_generation) == j.metadata.generation
+                && condition(j, "Ready").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    assert_eq!(status_digest(&job), Some(good_digest.as_str()));
+    assert!(failed_reconciles(&env, "fanout").is_empty());
+
+    // A good version again clears the error.
+    let verdict = push(&env, "fanout", &good).await;
+    assert_eq!(verdict.error, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datajobs_of_a_policy_with_no_good_version_report_policy_unavailable_naming_the_rejection()
+{
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    env.create_job("early", "late-policy", fanout(1)).await;
+    let job = env
+        .wait_job("early", "PolicyUnavailable", |j| {
+            condition(j, "Ready").is_some_and(|c| c.reason == "PolicyUnavailable")
+        })
+        .await;
+    assert!(
+        condition(&job, "Ready").is_some_and(|c| c.message.contains("no policy of this name")),
+        "{:?}",
+        job.status
+    );
+
+    let good = guest_bytes("fanout");
+    let mut bad = policy_map(&env, "late-policy", &good, &Settings::default());
+    bad.data
+        .get_or_insert_default()
+        .insert("sha256".into(), digest(b"something else"));
+    let verdict = push_map(&env, &bad).await;
+    assert!(
+        verdict
+            .error
+            .is_some_and(|e| e.starts_with("DigestMismatch"))
+    );
+    env.wait_job("early", "the rejection named", |j| {
+        condition(j, "Ready").is_some_and(|c| {
+            c.reason == "PolicyUnavailable"
+                && c.message.contains("rejected (DigestMismatch)")
+                && c.message.contains("data.sha256")
+        })
+    })
+    .await;
+    assert!(
+        env.pods()
+            .list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .is_empty()
+    );
+
+    push(&env, "late-policy", &good).await;
+    let job = env
+        .wait_job("early", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    assert_eq!(status_digest(&job), Some(digest(&good).as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_configmap_takes_the_policy_out_of_service_and_datajobs_keep_their_children() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let component = guest_bytes("fanout");
+    push(&env, "fanout", &component).await;
+    env.create_job("keep", "fanout", fanout_forever(2)).await;
+    let pods = env
+        .wait_pods("keep", "two running workers", |p| {
+            p.len() == 2
+                && p.iter()
+                    .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        })
+        .await;
+    let before = env
+        .wait_job("keep", "Running", |j| phase(j) == Some("Running"))
+        .await;
+
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    maps.delete("policy-fanout", &DeleteParams::default())
+        .await
+        .expect("delete the policy ConfigMap");
+    let after = env
+        .wait_job("keep", "PolicyUnavailable", |j| {
+            condition(j, "Ready").is_some_and(|c| {
+                c.reason == "PolicyUnavailable" && c.message.contains("taken out of service")
+            })
+        })
+        .await;
+    assert_eq!(serving(&env, "fanout"), None);
+    assert_eq!(
+        after.finalizers(),
+        before.finalizers(),
+        "finalizers are kept"
+    );
+    let uids = |pods: &[k8s_openapi::api::core::v1::Pod]| -> BTreeSet<String> {
+        pods.iter().filter_map(ResourceExt::uid).collect()
+    };
+    let still = env
+        .wait_pods("keep", "the same workers", |p| p.len() == 2)
+        .await;
+    assert_eq!(uids(&still), uids(&pods), "children are kept");
+    assert!(
+        !env.operator()
+            .metrics
+            .render()
+            .contains("policyhost_policy_info{policy=\"fanout\""),
+        "no version in service"
+    );
+
+    push(&env, "fanout", &component).await;
+    env.wait_job("keep", "Ready again", |j| {
+        condition(j, "Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let again = env
+        .wait_pods("keep", "the same workers", |p| p.len() == 2)
+        .await;
+    assert_eq!(uids(&again), uids(&pods));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_configmap_naming_the_same_policy_is_rejected_until_the_first_goes() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let first = version(&guest_bytes("fanout"), "first");
+    let second = version(&guest_bytes("fanout"), "second");
+    push(&env, "fanout", &first).await;
+    let mut other = policy_map(&env, "fanout", &second, &Settings::default());
+    other.metadata.name = Some("fanout-copy".into());
+    let verdict = push_map(&env, &other).await;
+    assert!(
+        verdict
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("Conflict: ") && e.contains("policy-fanout")),
+        "{verdict:?}"
+    );
+    assert_eq!(serving(&env, "fanout"), Some(digest(&first)));
+
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    maps.delete("policy-fanout", &DeleteParams::default())
+        .await
+        .expect("delete the first");
+    let expected = digest(&second);
+    eventually("the second ConfigMap to take over", || async {
+        (serving(&env, "fanout").as_deref() == Some(expected.as_str())).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_too_large_for_a_plain_configmap_travels_gzipped() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    // fanout plus 1.5 MiB of data that compresses: over the 1 MiB limit as is.
+    let padding: Vec<u8> = (0..3 << 19).map(|i: u32| (i % 251) as u8).collect();
+    let large = custom_section(&guest_bytes("fanout"), "padding", &padding);
+    assert!(large.len() > configmap::CONFIGMAP_LIMIT);
+    assert!(matches!(
+        configmap::build(
+            "big",
+            &env.namespace,
+            &large,
+            &Settings::default(),
+            Compression::Never
+        ),
+        Err(configmap::Error::DoesNotFit { .. })
+    ));
+    let map = policy_map(&env, "big", &large, &Settings::default());
+    let binary = map.binary_data.as_ref().expect("binaryData");
+    assert!(binary.contains_key(MODULE_GZ_KEY) && !binary.contains_key(MODULE_KEY));
+    assert!(binary[MODULE_GZ_KEY].0.len() < configmap::CONFIGMAP_LIMIT);
+
+    let verdict = push_map(&env, &map).await;
+    assert_eq!(verdict.error, None);
+    assert_eq!(verdict.loaded_digest, Some(digest(&large)));
+    wait_event(&env, "policy-big", "PolicyLoaded", "from gzip").await;
+    env.create_job("big-job", "big", fanout(1)).await;
+    let job = env
+        .wait_job("big-job", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    assert_eq!(status_digest(&job), Some(digest(&large).as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swaps_under_load_never_fail_a_reconcile_and_every_status_names_a_good_version() {
+    const JOBS: usize = 500;
+    const SWAPS: usize = 100;
+    let mut setup = OperatorSetup::configmaps();
+    setup.workers = 8;
+    setup.api_qps = std::num::NonZeroU32::new(5000);
+    let env = Env::start_with(setup).await;
+    let v1 = version(&guest_bytes("fanout"), "load-1");
+    let v2 = version(&guest_bytes("fanout"), "load-2");
+    let (d1, d2) = (digest(&v1), digest(&v2));
+    push(&env, "fanout", &v1).await;
+
+    // Every digest any DataJob status ever names, seen through a watch.
+    let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let watching = {
+        let seen = Arc::clone(&seen);
+        let jobs = env.jobs();
+        tokio::spawn(async move {
+            let events = watcher(jobs, watcher::Config::default()).applied_objects();
+            futures::pin_mut!(events);
+            while let Some(Ok(job)) = events.next().await {
+                if let Some(digest) = status_digest(&job) {
+                    seen.lock().expect("lock").insert(digest.to_owned());
+                }
+            }
+        })
+    };
+
+    let creator = &env;
+    for chunk in (0..JOBS).collect::<Vec<_>>().chunks(50) {
+        futures::future::join_all(chunk.iter().map(|i| async move {
+            creator
+                .create_job(&format!("load-{i}"), "fanout", fanout(1))
+                .await
+        }))
+        .await;
+    }
+    let bad = {
+        let mut map = policy_map(&env, "fanout", &v1, &Settings::default());
+        map.data
+            .get_or_insert_default()
+            .insert("sha256".into(), digest(b"not this one"));
+        map
+    };
+    for swap in 1..=SWAPS {
+        let (component, expected) = if swap % 2 == 1 {
+            (&v2, &d2)
+        } else {
+            (&v1, &d1)
+        };
+        let verdict = push(&env, "fanout", component).await;
+        assert_eq!(
+            verdict.loaded_digest.as_ref(),
+            Some(expected),
+            "swap {swap}"
+        );
+        if swap % 10 == 5 {
+            let verdict = push_map(&env, &bad).await;
+            assert!(verdict.error.is_some(), "the bad version is rejected");
+            assert_eq!(serving(&env, "fanout").as_ref(), Some(expected));
+        }
+    }
+    // The last swap put v1 back: every DataJob converges to it.
+    let jobs = env.jobs();
+    eventually("every DataJob reconciled by the last version", || {
+        let jobs = jobs.clone();
+        let d1 = d1.clone();
+        async move {
+            let list = jobs.list(&ListParams::default()).await.ok()?.items;
+            (list.len() == JOBS && list.iter().all(|j| status_digest(j) == Some(d1.as_str())))
+                .then_some(())
+        }
+    })
+    .await;
+    watching.abort();
+
+    assert_eq!(
+        failed_reconciles(&env, "fanout"),
+        BTreeMap::new(),
+        "no reconcile failed"
+    );
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(
+        seen,
+        HashSet::from([d1.clone(), d2.clone()]),
+        "every status names one of the two good versions, and both acted"
+    );
+    let total: f64 = env
+        .operator()
+        .metrics
+        .render()
+        .lines()
+        .filter(|l| {
+            l.starts_with("policyhost_reconcile_total{policy=\"fanout\",result=\"success\"}")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    println!("{total} successful reconciles");
+    assert!(total >= JOBS as f64, "{total} reconciles");
+}
+
+// --- The CLI against devcluster -------------------------------------------
+
+/// A kubeconfig file for the test's cluster.
+fn kubeconfig(env: &Env) -> PathBuf {
+    if let Some(path) = std::env::var_os("POLICYHOST_TEST_KUBECONFIG") {
+        return PathBuf::from(path);
+    }
+    let path = target_dir().join(format!("{}.kubeconfig", env.namespace));
+    env.cluster
+        .as_ref()
+        .expect("devcluster")
+        .write_kubeconfig(&path)
+        .expect("write the kubeconfig");
+    path
+}
+
+fn policyhost(args: &[&str]) -> Output {
+    Command::new(policyhost_bin())
+        .args(args)
+        .env("POLICYHOST_LOG", "warn")
+        .output()
+        .expect("run policyhost")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = target_dir().join(format!("delivery-scratch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let file = dir.join(name);
+    std::fs::write(&file, bytes).expect("write scratch file");
+    file
+}
+
+/// `policy list -o json` for the test namespace.
+fn list(env: &Env, config: &Path) -> Vec<Value> {
+    let out = policyhost(&[
+        "policy",
+        "list",
+        "--namespace",
+        &env.namespace,
+        "--kubeconfig",
+        path(config),
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("a JSON array")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serves() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let config = kubeconfig(&env);
+    let fanout = guest("fanout");
+    let fanout_digest = digest(&guest_bytes("fanout"));
+
+    let out = policyhost(&[
+        "policy",
+        "push",
+        path(&fanout),
+        "--name",
+        "fanout",
+        "--namespace",
+        &env.namespace,
+        "--kubeconfig",
+        path(&config),
+        "--memory",
+        "32Mi",
+        "--timeout",
+        "2s",
+        "--fuel",
+        "100000000",
+        "--wait",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!(
+            "configmap/policy-fanout applied in namespace {}",
+            env.namespace
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("serving sha256:{fanout_digest}")),
+        "{stdout}"
+    );
+    let limits = *env
+        .operator()
+        .shared
+        .registry
+        .get("fanout")
+        .expect("serving")
+        .limits();
+    assert_eq!(
+        (limits.memory_bytes, limits.timeout, limits.fuel),
+        (32 << 20, Duration::from_secs(2), 100_000_000)
+    );
+    let map: ConfigMap = Api::namespaced(env.client.clone(), &env.namespace)
+        .get("policy-fanout")
+        .await
+        .expect("the ConfigMap");
+    assert_eq!(
+        map.data.as_ref().expect("data")["sha256"],
+        fanout_digest,
+        "pinned"
+    );
+
+    let rows = list(&env, &config);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["policy"], "fanout");
+    assert_eq!(rows[0]["status"], "Serving");
+    assert_eq!(rows[0]["digest"], fanout_digest.as_str());
+    assert_eq!(rows[0]["servingDigest"], fanout_digest.as_str());
+    assert!(rows[0]["loadedAt"].is_string());
+
+    // Refused before anything is written: the same checks as `policy check`.
+    let out = policyhost(&[
+        "policy",
+        "push",
+        path(&guest("socket-import")),
+        "--name",
+        "fanout",
+        "--namespace",
+        &env.namespace,
+        "--kubeconfig",
+        path(&config),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("error[UnsupportedImport]"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = policyhost(&[
+        "policy",
+        "push",
+        path(&fanout),
+        "--name",
+        "fanout",
+        "--namespace",
+        &env.namespace,
+        "--kubeconfig",
+        path(&config),
+        "--fuel",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("`data.fuel` is `0`"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        list(&env, &config)[0]["status"],
+        "Serving",
+        "nothing was pushed"
+    );
+
+    // Accepted by the CLI, rejected by the host: `--wait` says so, exit 3.
+    let other = scratch("fanout-v2.wasm", &version(&guest_bytes("fanout"), "cli"));
+    let out = policyhost(&[
+        "policy",
+        "push",
+        path(&other),
+        "--name",
+        "fanout",
+        "--namespace",
+        &env.namespace,
+        "--kubeconfig",
+        path(&config),
+        "--allowed-kinds",
+        "apps/v1/Deployment",
+        "--wait",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("rejected: InvalidConfig:"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("still serving sha256:{fanout_digest}")),
+        "{stdout}"
+    );
+    let rows = list(&env, &config);
+    assert_eq!(rows[0]["status"], "Rejected");
+    assert_eq!(rows[0]["servingDigest"], fanout_digest.as_str());
+    assert!(
+        rows[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("apps/v1/Deployment"))
+    );
+
+    let table = policyhost(&[
+        "policy",
+        "list",
+        "--namespace",
+        &env.namespace,
+        "--kubeconfig",
+        path(&config),
+    ]);
+    let table = text(&table.stdout);
+    assert!(table.starts_with("POLICY"), "{table}");
+    assert!(
+        table.contains("Rejected") && table.contains(&fanout_digest[..12]),
+        "{table}"
+    );
+}
+
+/// Stops a child process when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
+    let dir = target_dir().join(format!("dev-policies-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("policy dir");
+    std::fs::copy(guest("fanout"), dir.join("fanout.wasm")).expect("copy fanout");
+    let config = dir.join("dev.kubeconfig");
+    let job = dir.join("job.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: policyhost.dev/v1alpha1\nkind: DataJob\nmetadata: {name: live, namespace: default}\n\
+         spec: {policy: fanout, params: {replicas: 1, image: busybox, podAnnotations: {devcluster.policyhost.dev/run-seconds: \"-1\"}}}\n",
+    )
+    .expect("write the DataJob");
+    let _dev = Running(
+        Command::new(policyhost_bin())
+            .args([
+                "dev",
+                "--policy-dir",
+                path(&dir),
+                "--kubeconfig",
+                path(&config),
+            ])
+            .args(["--apply", path(&job)])
+            .env("POLICYHOST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start policyhost dev"),
+    );
+    let client = eventually("policyhost dev to serve its cluster", || async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&config).ok()?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .ok()?;
+        let client = Client::try_from(config).ok()?;
+        Api::<DataJob>::namespaced(client.clone(), "default")
+            .get_opt("live")
+            .await
+            .ok()
+            .flatten()
+            .map(|_| client)
+    })
+    .await;
+    let jobs: Api<DataJob> = Api::namespaced(client.clone(), "default");
+    let first = digest(&guest_bytes("fanout"));
+    eventually("the DataJob reconciled by the published fanout", || async {
+        let job = jobs.get("live").await.ok()?;
+        (status_digest(&job) == Some(first.as_str())).then_some(())
+    })
+    .await;
+
+    // "Rebuild" the policy: the file is replaced in place.
+    let rebuilt = version(&guest_bytes("fanout"), "rebuilt");
+    let tmp = dir.join("fanout.wasm.tmp");
+    std::fs::write(&tmp, &rebuilt).expect("write the rebuilt policy");
+    std::fs::rename(&tmp, dir.join("fanout.wasm")).expect("replace the policy");
+    let second = digest(&rebuilt);
+    eventually("the DataJob reconciled by the rebuilt fanout", || async {
+        let job = jobs.get("live").await.ok()?;
+        (status_digest(&job) == Some(second.as_str())).then_some(())
+    })
+    .await;
+    let map: ConfigMap = Api::namespaced(client, "default")
+        .get("policy-fanout")
+        .await
+        .expect("the policy ConfigMap");
+    assert_eq!(
+        map.annotations().get(configmap::LOADED_DIGEST_ANNOTATION),
+        Some(&second)
+    );
+}
