@@ -233,6 +233,7 @@ impl Operator {
                     },
                     workers: 2,
                     instance: options.instance.clone(),
+                    leadership: leadership.clone(),
                 },
             )
         });

@@ -52,6 +52,7 @@ use super::registry::Registry;
 use super::report::{self, Annotations};
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store};
 use crate::chain::display_chain;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
@@ -69,6 +70,9 @@ pub struct Config {
     pub workers: usize,
     /// The operator instance, reported in the Events it records.
     pub instance: String,
+    /// Whether this replica leads: every replica loads the policies (a
+    /// follower stays ready to take over), only the leader reports them.
+    pub leadership: Leadership,
 }
 
 /// A policy ConfigMap as the cache keeps it: identity, policy name and a
@@ -508,12 +512,15 @@ impl Inner {
         reason: &str,
         note: &str,
     ) {
-        let api: Api<ConfigMap> = Api::namespaced(
-            self.client.clone(),
-            record.key.namespace().unwrap_or_default(),
-        );
-        if let Err(error) = annotations.write(&api, record.key.name()).await {
-            warn!(configmap = %record.key, %error, "cannot annotate the policy ConfigMap");
+        let leading = self.config.leadership.permits_writes();
+        if leading {
+            let api: Api<ConfigMap> = Api::namespaced(
+                self.client.clone(),
+                record.key.namespace().unwrap_or_default(),
+            );
+            if let Err(error) = annotations.write(&api, record.key.name()).await {
+                warn!(configmap = %record.key, %error, "cannot annotate the policy ConfigMap");
+            }
         }
         self.state().reported.insert(
             record.key.clone(),
@@ -522,6 +529,10 @@ impl Inner {
                 annotations,
             },
         );
+        if !leading {
+            debug!(configmap = %record.key, reason, "not leading: the leader reports the load");
+            return;
+        }
         let reference = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("ConfigMap".into()),
