@@ -1,5 +1,6 @@
 //! A deduplicating work queue with delayed and rate-limited adds.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -19,6 +20,9 @@ use super::backoff::Backoff;
 /// - **Delays**: [`add_after`](Self::add_after) keeps the earliest pending time
 ///   per key; [`add_rate_limited`](Self::add_rate_limited) delays by the key's
 ///   exponential [`Backoff`] until [`forget`](Self::forget) resets it.
+/// - **Queue time**: a [`Lease`] tells when its key was first queued since it
+///   was last handed out ([`Lease::queued_at`]; for a delayed add, when the
+///   delay ended), so a worker can measure enqueue-to-done latency.
 ///
 /// Concurrency is bounded by the number of workers calling `next`.
 pub struct WorkQueue<K> {
@@ -30,8 +34,9 @@ pub struct WorkQueue<K> {
 struct State<K> {
     /// Keys ready to be handed out, in order.
     ready: VecDeque<K>,
-    /// Keys that need work: queued, or changed while being worked on.
-    dirty: HashSet<K>,
+    /// Keys that need work (queued, or changed while being worked on), with
+    /// the time each was first queued since it was last handed out.
+    dirty: HashMap<K, Instant>,
     /// Keys handed out and not yet done.
     processing: HashSet<K>,
     /// Delayed adds, earliest first; `seq` breaks ties.
@@ -47,6 +52,7 @@ struct State<K> {
 /// A key handed out by [`WorkQueue::next`]; dropping it marks the work done.
 pub struct Lease<K: Clone + Eq + Hash + Ord> {
     key: K,
+    queued_at: Instant,
     queue: Arc<WorkQueue<K>>,
 }
 
@@ -55,6 +61,14 @@ impl<K: Clone + Eq + Hash + Ord> Lease<K> {
     #[must_use]
     pub fn key(&self) -> &K {
         &self.key
+    }
+
+    /// When the key was first queued since it was last handed out: adds
+    /// while it waited (or while an earlier lease was held) do not move it,
+    /// and a delayed add counts from the end of its delay.
+    #[must_use]
+    pub fn queued_at(&self) -> Instant {
+        self.queued_at
     }
 }
 
@@ -71,7 +85,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         Arc::new(Self {
             state: Mutex::new(State {
                 ready: VecDeque::new(),
-                dirty: HashSet::new(),
+                dirty: HashMap::new(),
                 processing: HashSet::new(),
                 waiting: BTreeSet::new(),
                 waiting_until: HashMap::new(),
@@ -87,7 +101,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Queues `key` now (unless it is already queued).
     pub fn add(&self, key: K) {
         let mut state = self.lock();
-        if state.enqueue(key) {
+        if state.enqueue(key, Instant::now()) {
             drop(state);
             self.wake.notify_one();
         }
@@ -186,7 +200,8 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 }
                 state.promote_due(Instant::now());
                 if let Some(key) = state.ready.pop_front() {
-                    state.dirty.remove(&key);
+                    // A ready key is always dirty; `now` is only a fallback.
+                    let queued_at = state.dirty.remove(&key).unwrap_or_else(Instant::now);
                     state.processing.insert(key.clone());
                     let more = !state.ready.is_empty();
                     drop(state);
@@ -195,6 +210,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                     }
                     return Some(Lease {
                         key,
+                        queued_at,
                         queue: Arc::clone(self),
                     });
                 }
@@ -216,7 +232,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     fn done(&self, key: &K) {
         let mut state = self.lock();
         state.processing.remove(key);
-        if state.dirty.contains(key) && !state.shut_down {
+        if state.dirty.contains_key(key) && !state.shut_down {
             state.ready.push_back(key.clone());
             drop(state);
             self.wake.notify_one();
@@ -230,11 +246,20 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 }
 
 impl<K: Clone + Eq + Hash + Ord> State<K> {
-    /// Marks `key` dirty and queues it unless it is queued or in flight; true if queued now.
-    fn enqueue(&mut self, key: K) -> bool {
-        if self.shut_down || !self.dirty.insert(key.clone()) {
+    /// Marks `key` dirty (queued at `at`, unless it is dirty already) and
+    /// queues it unless it is queued or in flight; true if queued now.
+    fn enqueue(&mut self, key: K, at: Instant) -> bool {
+        if self.shut_down {
             return false;
         }
+        let key = match self.dirty.entry(key) {
+            Entry::Occupied(_) => return false,
+            Entry::Vacant(entry) => {
+                let key = entry.key().clone();
+                entry.insert(at);
+                key
+            }
+        };
         if self.processing.contains(&key) {
             return false;
         }
@@ -248,11 +273,11 @@ impl<K: Clone + Eq + Hash + Ord> State<K> {
             if *at > now {
                 break;
             }
-            let Some((_, _, key)) = self.waiting.pop_first() else {
+            let Some((at, _, key)) = self.waiting.pop_first() else {
                 break;
             };
             self.waiting_until.remove(&key);
-            self.enqueue(key);
+            self.enqueue(key, at);
         }
     }
 }
@@ -364,6 +389,61 @@ mod tests {
         assert!(worker.await.expect("worker"));
         q.add("a");
         assert!(q.is_empty(), "adds after shutdown are dropped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_tells_when_its_key_was_first_queued() {
+        let q = queue();
+        let first = Instant::now();
+        q.add("a");
+        tokio::time::advance(Duration::from_millis(300)).await;
+        q.add("a");
+        tokio::time::advance(Duration::from_millis(200)).await;
+        let lease = next_key(&q).await;
+        assert_eq!(lease.queued_at(), first, "a second add does not move it");
+        assert_eq!(lease.queued_at().elapsed(), Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_add_while_in_flight_counts_from_that_add() {
+        let q = queue();
+        q.add("a");
+        let lease = next_key(&q).await;
+        tokio::time::advance(Duration::from_millis(100)).await;
+        let changed = Instant::now();
+        q.add("a");
+        tokio::time::advance(Duration::from_millis(400)).await;
+        q.add("a");
+        drop(lease);
+        let again = next_key(&q).await;
+        assert_eq!(again.queued_at(), changed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_add_counts_from_the_end_of_its_delay() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_after("a", Duration::from_secs(2));
+        // No worker asks until well after the delay ended.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let lease = next_key(&q).await;
+        assert_eq!(lease.queued_at(), start + Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_add_of_a_queued_key_keeps_the_earlier_time() {
+        let q = queue();
+        let first = Instant::now();
+        q.add("a");
+        q.add_after("a", Duration::from_secs(1));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let lease = next_key(&q).await;
+        assert_eq!(lease.queued_at(), first);
+        drop(lease);
+        assert!(
+            q.is_empty(),
+            "the due add found the key queued: no second pass"
+        );
     }
 
     #[tokio::test(start_paused = true)]
