@@ -40,7 +40,7 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info, info_span};
 
 use crate::apply::Events;
-use crate::cache::{Cached, ChildCache, ChildCaches, Index, ObjectKey, Store};
+use crate::cache::{self, Cached, ChildCaches, Index, ObjectKey, Store};
 use crate::crd::DataJob;
 use crate::finalizer::Budget;
 use crate::leader::Leadership;
@@ -67,6 +67,9 @@ pub struct Config {
     pub cleanup: Budget,
     /// Whether this replica leads (always, without leader election).
     pub leadership: Leadership,
+    /// How children are cached: indexed (the design) or naive (a baseline
+    /// to measure against).
+    pub cache: cache::Mode,
 }
 
 /// What the workers share.
@@ -118,13 +121,7 @@ impl Controller {
         let jobs_by_policy = jobs.index("policy", |job: &DataJob| vec![job.spec.policy.clone()]);
         let pending = jobs.index("pending-finalizer", finalizer::pending_index);
         let jobs = jobs.scopes(scopes.clone()).build();
-        let children = ChildCaches::new(
-            config
-                .child_kinds
-                .iter()
-                .map(|resource| ChildCache::new(resource.clone(), scopes.clone()))
-                .collect(),
-        );
+        let children = ChildCaches::with_mode(config.cache, &config.child_kinds, &scopes);
         let instance = config.watch.instance.clone();
         let shared = Arc::new(Shared {
             events: Events::new(client.clone(), &instance),
@@ -169,6 +166,14 @@ impl Controller {
                 Arc::clone(&shared.queue),
             ));
         }
+        for cache in shared.children.naive_kinds() {
+            background.spawn(watch::naive_children(
+                shared.client.clone(),
+                self.config.watch.clone(),
+                cache.clone(),
+                Arc::clone(&shared.queue),
+            ));
+        }
         background.spawn(requeue_on_policy_change(Arc::clone(&shared)));
         background.spawn(report_queue(Arc::clone(&shared)));
         background.spawn(finalizer::report_pending(Arc::clone(&shared)));
@@ -176,11 +181,10 @@ impl Controller {
 
         let work = async {
             shared.jobs.wait_until_ready().await;
-            for cache in shared.children.iter() {
-                cache.store.wait_until_ready().await;
-            }
+            shared.children.wait_until_ready().await;
             info!(
                 datajobs = shared.jobs.len(),
+                cache = %shared.children.mode(),
                 workers = self.config.workers,
                 "caches synced; reconciling"
             );
@@ -230,6 +234,10 @@ async fn worker(shared: Arc<Shared>) {
                 debug!(datajob = %key, ?delay, "reconcile will be retried");
             }
         }
+        shared
+            .metrics
+            .reconcile_latency
+            .observe(lease.queued_at().elapsed().as_secs_f64());
         drop(lease);
         shared
             .metrics
