@@ -17,7 +17,7 @@ use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 use tracing::{info, warn};
 
-use crate::cache::Scope;
+use crate::cache::{self, Scope};
 use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
 use crate::leader::{self, Elector, FenceLayer, Leadership};
@@ -75,6 +75,9 @@ pub struct Options {
     pub cleanup: Budget,
     /// Leader election; `None` leads at once, alone (one replica, `dev`).
     pub leader: Option<leader::Config>,
+    /// How children are cached: [`cache::Mode::Indexed`] (the design), or
+    /// [`cache::Mode::Naive`], the anti-pattern kept as a measured baseline.
+    pub cache: cache::Mode,
 }
 
 impl Default for Options {
@@ -95,6 +98,7 @@ impl Default for Options {
             runtime: RuntimeConfig::default(),
             cleanup: Budget::default(),
             leader: None,
+            cache: cache::Mode::default(),
         }
     }
 }
@@ -176,6 +180,12 @@ impl Operator {
         let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
         let client = client(config, &options, &fence)?;
         let child_kinds = discover(&client, &options.child_kinds).await?;
+        if options.cache == cache::Mode::Naive {
+            warn!(
+                "cache mode naive: every object of each child kind is watched, cached in full \
+                 and scanned; a baseline for measurements, not for production"
+            );
+        }
         let runtime = Runtime::new(options.runtime.clone()).map_err(Error::Runtime)?;
         let registry = Registry::new();
         if let Some(dir) = &options.policy_dir {
@@ -253,6 +263,7 @@ impl Operator {
                 child_kinds,
                 cleanup: options.cleanup,
                 leadership: leadership.clone(),
+                cache: options.cache,
             },
         );
         Ok(Self {

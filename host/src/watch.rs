@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use kube::api::{Api, WatchEvent, WatchParams};
+use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
@@ -18,7 +18,9 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
-use crate::cache::{self, Cached, Change, ChildCache, ChildRecord, ObjectKey, Scope, Store};
+use crate::cache::{
+    self, Cached, Change, ChildCache, ChildRecord, NaiveCache, ObjectKey, Scope, Store, naive,
+};
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
@@ -113,6 +115,43 @@ pub async fn children(
                 let queue = Arc::clone(&queue);
                 move |change: &Change<ChildRecord>| {
                     for key in child_work(change) {
+                        queue.add(key);
+                    }
+                }
+            },
+        )
+    });
+    futures::future::join_all(streams).await;
+}
+
+/// The baseline of `--cache naive`: keeps one child kind's full cache
+/// current from an unselected watch (every object of the kind in the
+/// scopes, whole), and queues the DataJob that controls every child whose
+/// change a policy could see, exactly as [`children`] does.
+pub async fn naive_children(
+    client: Client,
+    config: Config,
+    cache: NaiveCache,
+    queue: Arc<WorkQueue<ObjectKey>>,
+) {
+    let streams = config.scopes.iter().map(|scope| {
+        let api: Api<DynamicObject> = match scope {
+            Scope::Cluster => Api::all_with(client.clone(), &cache.resource),
+            Scope::Namespace(namespace) => {
+                Api::namespaced_with(client.clone(), namespace, &cache.resource)
+            }
+        };
+        let events = watcher::watcher(api, config.watcher_config(None));
+        drive(
+            events,
+            scope.clone(),
+            cache.store.clone(),
+            |object| object,
+            {
+                let queue = Arc::clone(&queue);
+                let resource = cache.resource.clone();
+                move |change: &Change<DynamicObject>| {
+                    for key in naive_child_work(change, &resource) {
                         queue.add(key);
                     }
                 }
@@ -252,6 +291,31 @@ fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
     }
 }
 
+/// [`child_work`] for a change of a full object: objects no DataJob
+/// controls (nearly all of them) are dismissed before any projection.
+fn naive_child_work(change: &Change<DynamicObject>, resource: &ApiResource) -> Vec<ObjectKey> {
+    let controlled = |object: &DynamicObject| naive::controller_uid(&object.metadata).is_some();
+    let record = |object: &DynamicObject| Arc::new(naive::record(object, resource));
+    let change = match change {
+        Change::Applied { old, new } => {
+            if !controlled(new) && !old.as_deref().is_some_and(controlled) {
+                return Vec::new();
+            }
+            Change::Applied {
+                old: old.as_deref().map(record),
+                new: record(new),
+            }
+        }
+        Change::Deleted(old) => {
+            if !controlled(old) {
+                return Vec::new();
+            }
+            Change::Deleted(record(old))
+        }
+    };
+    child_work(&change)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -321,6 +385,54 @@ mod tests {
             new: child("Running", "2"),
         };
         assert!(child_work(&change).is_empty());
+    }
+
+    fn full_pod(controller: Option<&str>, phase: &str, rv: &str) -> Arc<DynamicObject> {
+        let owners: Vec<serde_json::Value> = controller
+            .map(|kind| json!({"apiVersion": "x/v1", "kind": kind, "name": "j", "uid": "u", "controller": true}))
+            .into_iter()
+            .collect();
+        Arc::new(
+            DynamicObject::deserialize(&json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "w", "namespace": "ns", "resourceVersion": rv,
+                    "ownerReferences": owners},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                "status": {"phase": phase}}))
+            .unwrap(),
+        )
+    }
+
+    fn pods() -> ApiResource {
+        ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("", "v1", "Pod"))
+    }
+
+    #[test]
+    fn in_naive_mode_a_foreign_object_is_never_work() {
+        let change = Change::Applied {
+            old: Some(full_pod(Some("ReplicaSet"), "Pending", "1")),
+            new: full_pod(Some("ReplicaSet"), "Running", "2"),
+        };
+        assert!(naive_child_work(&change, &pods()).is_empty());
+        let deleted = Change::Deleted(full_pod(None, "Running", "1"));
+        assert!(naive_child_work(&deleted, &pods()).is_empty());
+    }
+
+    #[test]
+    fn in_naive_mode_a_child_phase_change_queues_its_datajob_as_indexed_mode_does() {
+        let change = Change::Applied {
+            old: Some(full_pod(Some("DataJob"), "Pending", "1")),
+            new: full_pod(Some("DataJob"), "Running", "2"),
+        };
+        assert_eq!(
+            naive_child_work(&change, &pods()),
+            [ObjectKey::namespaced("ns", "j")]
+        );
+        let unseen = Change::Applied {
+            old: Some(full_pod(Some("DataJob"), "Running", "1")),
+            new: full_pod(Some("DataJob"), "Running", "2"),
+        };
+        assert!(naive_child_work(&unseen, &pods()).is_empty());
     }
 
     #[test]

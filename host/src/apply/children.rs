@@ -103,8 +103,8 @@ pub async fn reconcile_children(
     let mut summary = Summary::default();
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for child in desired {
-        let cache = caches
-            .kind(&child.api_version, &child.kind)
+        let resource = caches
+            .resource(&child.api_version, &child.kind)
             .ok_or_else(|| Error::UnwatchedKind {
                 api_version: child.api_version.clone(),
                 kind: child.kind.clone(),
@@ -121,8 +121,7 @@ pub async fn reconcile_children(
                 continue;
             }
         }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &namespace, &cache.resource);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, resource);
         api.patch(&child.name, &params, &Patch::Apply(Value::Object(manifest)))
             .await
             .map_err(|source| Error::Apply {
@@ -143,11 +142,10 @@ pub async fn reconcile_children(
         if child.deleting || wanted.contains(&(child.kind.as_str(), child.name.as_str())) {
             continue;
         }
-        let Some(cache) = caches.kind(&child.api_version, &child.kind) else {
+        let Some(resource) = caches.resource(&child.api_version, &child.kind) else {
             continue;
         };
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &namespace, &cache.resource);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, resource);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(record.uid.clone()),

@@ -1,9 +1,11 @@
 //! The caches of every child kind, and a DataJob's children across them.
 
+use std::fmt;
 use std::sync::Arc;
 
 use kube::core::ApiResource;
 
+use super::naive::NaiveCache;
 use super::records::ChildRecord;
 use super::store::{Index, Scope, Store};
 
@@ -40,50 +42,176 @@ impl ChildCache {
     }
 }
 
+/// How the operator caches children.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The design: only the operator's own children (label-selected watch),
+    /// as slim records, found through the owner index.
+    #[default]
+    Indexed,
+    /// The baseline the design avoids: every object of each child kind, in
+    /// full, found by scanning ([`NaiveCache`]). For measurements only.
+    Naive,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Indexed => "indexed",
+            Self::Naive => "naive",
+        })
+    }
+}
+
 /// The caches of every kind of child the operator manages.
 #[derive(Clone, Default)]
 pub struct ChildCaches {
-    kinds: Vec<ChildCache>,
+    kinds: Kinds,
+}
+
+/// One cache per kind, all of the same mode.
+#[derive(Clone)]
+enum Kinds {
+    Indexed(Vec<ChildCache>),
+    Naive(Vec<NaiveCache>),
+}
+
+impl Default for Kinds {
+    fn default() -> Self {
+        Self::Indexed(Vec::new())
+    }
 }
 
 impl ChildCaches {
-    /// Caches for these kinds.
+    /// Indexed caches for these kinds.
     #[must_use]
     pub fn new(kinds: Vec<ChildCache>) -> Self {
-        Self { kinds }
+        Self {
+            kinds: Kinds::Indexed(kinds),
+        }
+    }
+
+    /// Naive caches for these kinds (the baseline of `--cache naive`).
+    #[must_use]
+    pub fn naive(kinds: Vec<NaiveCache>) -> Self {
+        Self {
+            kinds: Kinds::Naive(kinds),
+        }
+    }
+
+    /// Empty caches of `mode` for these kinds, fed by one stream per scope.
+    #[must_use]
+    pub fn with_mode(mode: Mode, resources: &[ApiResource], scopes: &[Scope]) -> Self {
+        match mode {
+            Mode::Indexed => Self::new(
+                resources
+                    .iter()
+                    .map(|resource| ChildCache::new(resource.clone(), scopes.to_vec()))
+                    .collect(),
+            ),
+            Mode::Naive => Self::naive(
+                resources
+                    .iter()
+                    .map(|resource| NaiveCache::new(resource.clone(), scopes.to_vec()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// How these caches find children.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        match self.kinds {
+            Kinds::Indexed(_) => Mode::Indexed,
+            Kinds::Naive(_) => Mode::Naive,
+        }
     }
 
     /// The children of the DataJob with `owner_uid`, sorted by kind and name
-    /// (the order a policy sees): one index lookup per kind, no scan.
+    /// (the order a policy sees): one index lookup per kind, no scan (a scan
+    /// of every cached object in [`Mode::Naive`]).
     #[must_use]
     pub fn of(&self, owner_uid: &str) -> Vec<Arc<ChildRecord>> {
-        let mut children: Vec<Arc<ChildRecord>> = self
-            .kinds
-            .iter()
-            .flat_map(|cache| cache.store.lookup(cache.by_owner, owner_uid))
-            .collect();
+        let mut children: Vec<Arc<ChildRecord>> = match &self.kinds {
+            Kinds::Indexed(kinds) => kinds
+                .iter()
+                .flat_map(|cache| cache.store.lookup(cache.by_owner, owner_uid))
+                .collect(),
+            Kinds::Naive(kinds) => kinds
+                .iter()
+                .flat_map(|cache| cache.children_of(owner_uid))
+                .collect(),
+        };
         children
             .sort_by(|a, b| (&a.child.kind, &a.child.name).cmp(&(&b.child.kind, &b.child.name)));
         children
     }
 
-    /// The cache of `apiVersion` + `kind`, if the operator manages that kind.
+    /// The API resource of `apiVersion` + `kind`, if the operator manages that kind.
+    #[must_use]
+    pub fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
+        let matches = |r: &ApiResource| r.api_version == api_version && r.kind == kind;
+        match &self.kinds {
+            Kinds::Indexed(kinds) => kinds
+                .iter()
+                .map(|cache| &cache.resource)
+                .find(|r| matches(r)),
+            Kinds::Naive(kinds) => kinds
+                .iter()
+                .map(|cache| &cache.resource)
+                .find(|r| matches(r)),
+        }
+    }
+
+    /// The indexed cache of `apiVersion` + `kind`, if the operator manages
+    /// that kind (`None` in [`Mode::Naive`]).
     #[must_use]
     pub fn kind(&self, api_version: &str, kind: &str) -> Option<&ChildCache> {
-        self.kinds
-            .iter()
+        self.iter()
             .find(|cache| cache.resource.api_version == api_version && cache.resource.kind == kind)
     }
 
-    /// Every kind's cache.
+    /// Every kind's indexed cache (none in [`Mode::Naive`]).
     pub fn iter(&self) -> impl Iterator<Item = &ChildCache> {
-        self.kinds.iter()
+        match &self.kinds {
+            Kinds::Indexed(kinds) => kinds.as_slice(),
+            Kinds::Naive(_) => &[],
+        }
+        .iter()
+    }
+
+    /// Every kind's naive cache (none in [`Mode::Indexed`]).
+    #[must_use]
+    pub fn naive_kinds(&self) -> &[NaiveCache] {
+        match &self.kinds {
+            Kinds::Indexed(_) => &[],
+            Kinds::Naive(kinds) => kinds,
+        }
     }
 
     /// True once every kind has completed its first list.
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.kinds.iter().all(|cache| cache.store.is_ready())
+        match &self.kinds {
+            Kinds::Indexed(kinds) => kinds.iter().all(|cache| cache.store.is_ready()),
+            Kinds::Naive(kinds) => kinds.iter().all(|cache| cache.store.is_ready()),
+        }
+    }
+
+    /// Waits until every kind has completed its first list.
+    pub async fn wait_until_ready(&self) {
+        match &self.kinds {
+            Kinds::Indexed(kinds) => {
+                for cache in kinds {
+                    cache.store.wait_until_ready().await;
+                }
+            }
+            Kinds::Naive(kinds) => {
+                for cache in kinds {
+                    cache.store.wait_until_ready().await;
+                }
+            }
+        }
     }
 }
 

@@ -310,6 +310,19 @@ impl<T: Cached> Store<T> {
             .collect()
     }
 
+    /// Every object `keep` accepts, in no particular order: a full scan under
+    /// the read lock, copying only the matches. What the indexes exist to
+    /// avoid; the naive cache (the baseline) finds children this way.
+    #[must_use]
+    pub fn scan(&self, keep: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+        self.read()
+            .objects
+            .values()
+            .filter(|object| keep(object))
+            .cloned()
+            .collect()
+    }
+
     /// The number of cached objects.
     #[must_use]
     pub fn len(&self) -> usize {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use policyhost::cache;
 use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
 use policyhost::runtime::AllowedKind;
@@ -76,6 +77,21 @@ pub(crate) struct OperatorArgs {
     /// says otherwise.
     #[arg(long, value_name = "SECONDS", default_value_t = Budget::default().timeout.as_secs())]
     cleanup_timeout: u64,
+    /// How children are cached.
+    #[arg(long, value_enum, default_value_t)]
+    cache: CacheArg,
+}
+
+/// `--cache` values.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub(crate) enum CacheArg {
+    /// Only the operator's own children (label-selected watches), as slim
+    /// records, found through the owner index.
+    #[default]
+    Indexed,
+    /// Every object of each child kind, cached in full and scanned for a
+    /// DataJob's children: the anti-pattern, as a baseline for benchmarks.
+    Naive,
 }
 
 /// `--streaming-lists` values.
@@ -122,6 +138,10 @@ impl OperatorArgs {
             cleanup: Budget {
                 max_attempts: self.cleanup_max_attempts,
                 timeout: Duration::from_secs(self.cleanup_timeout),
+            },
+            cache: match self.cache {
+                CacheArg::Indexed => cache::Mode::Indexed,
+                CacheArg::Naive => cache::Mode::Naive,
             },
             ..defaults
         }

@@ -1,0 +1,249 @@
+//! The anti-pattern the design exists to avoid, kept as a baseline to measure
+//! against (`--cache naive`): cache every object of a child kind in full, and
+//! find a DataJob's children by scanning them all.
+//!
+//! This is what an operator gets from an unconfigured informer (or a kube-rs
+//! reflector on `Api::<DynamicObject>::all`) plus "list and filter" in its
+//! reconcile: the watch has no label selector, so the API server sends every
+//! Pod of the cluster, and each is kept as decoded, `managedFields` and all.
+//! The scan is the kindest version of it: under one read lock, without
+//! copying the objects that do not match (controller-runtime's cached `List`
+//! deep-copies every object before the caller filters), so what it costs is
+//! a lower bound.
+//!
+//! Only the children cache differs: the queue, the reconcile, apply and
+//! status see the same [`ChildRecord`]s either way, so a comparison of the
+//! two modes isolates the cache.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use serde::Deserialize;
+
+use super::key::ObjectKey;
+use super::records::ChildRecord;
+use super::store::{Cached, Scope, Store};
+use crate::projection::{ChildObject, ChildStatus};
+
+/// The full cache of one child kind: every object of the kind in the
+/// watched scopes, as decoded, with no index.
+#[derive(Clone)]
+pub struct NaiveCache {
+    /// The kind's API resource (group, version, kind, plural).
+    pub resource: ApiResource,
+    /// Every object of the kind, whole.
+    pub store: Store<DynamicObject>,
+}
+
+impl NaiveCache {
+    /// An empty cache of `resource`, fed by one stream per scope.
+    #[must_use]
+    pub fn new(resource: ApiResource, scopes: Vec<Scope>) -> Self {
+        Self {
+            resource,
+            store: Store::builder().scopes(scopes).build(),
+        }
+    }
+
+    /// The children of the DataJob with `owner_uid`: a scan of every cached
+    /// object for a controller ownerReference with that UID.
+    #[must_use]
+    pub fn children_of(&self, owner_uid: &str) -> Vec<Arc<ChildRecord>> {
+        self.store
+            .scan(|object| controller_uid(&object.metadata) == Some(owner_uid))
+            .iter()
+            .map(|object| Arc::new(record(object, &self.resource)))
+            .collect()
+    }
+}
+
+/// The UID of the DataJob that controls an object, if a DataJob does (the
+/// same rule as [`ChildRecord::owner`]).
+#[must_use]
+pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.kind == "DataJob")
+        .map(|r| r.uid.as_str())
+}
+
+/// The record a policy would see for a full object: the same projection as
+/// the slim decoder's, from the fields it reads. `resource` names the kind
+/// when the object does not (list items may omit `apiVersion` and `kind`).
+#[must_use]
+pub fn record(object: &DynamicObject, resource: &ApiResource) -> ChildRecord {
+    let meta = &object.metadata;
+    let types = object.types.as_ref();
+    let slim = ChildObject {
+        api_version: Some(
+            types.map_or_else(|| resource.api_version.clone(), |t| t.api_version.clone()),
+        ),
+        kind: Some(types.map_or_else(|| resource.kind.clone(), |t| t.kind.clone())),
+        metadata: ObjectMeta {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            labels: meta.labels.clone(),
+            annotations: meta.annotations.clone(),
+            owner_references: meta.owner_references.clone(),
+            deletion_timestamp: meta.deletion_timestamp.clone(),
+            ..ObjectMeta::default()
+        },
+        status: object
+            .data
+            .get("status")
+            .and_then(|status| ChildStatus::deserialize(status).ok()),
+    };
+    ChildRecord::from_object(&slim)
+}
+
+impl Cached for DynamicObject {
+    fn key(&self) -> ObjectKey {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        match self.metadata.namespace.as_deref() {
+            Some(namespace) => ObjectKey::namespaced(namespace, name),
+            None => ObjectKey::cluster(name),
+        }
+    }
+
+    fn resource_version(&self) -> &str {
+        self.metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::GroupVersionKind;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::cache::{ChildCache, ChildCaches, Event};
+
+    fn pods() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"))
+    }
+
+    fn config_maps() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+    }
+
+    /// A Pod in `namespace` controlled by `controller` (kind, uid), with the
+    /// bulk of a real manifest: spec, managed fields, labels, annotations.
+    fn pod(namespace: &str, name: &str, controller: Option<(&str, &str)>, phase: &str) -> Value {
+        let owners: Vec<Value> = controller
+            .into_iter()
+            .map(|(kind, uid)| {
+                json!({"apiVersion": "policyhost.dev/v1alpha1", "kind": kind, "name": "owner",
+                    "uid": uid, "controller": true, "blockOwnerDeletion": true})
+            })
+            .collect();
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": namespace, "uid": format!("uid-{name}"),
+                "resourceVersion": "42",
+                "labels": {"app": "x", "policyhost.dev/datajob": "owner"},
+                "annotations": {"policyhost.dev/applied-hash": format!("h-{name}")},
+                "ownerReferences": owners,
+                "managedFields": [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:phase": {}}}}],
+            },
+            "spec": {"containers": [{"name": "c", "image": "busybox", "env": [{"name": "A", "value": "1"}]}]},
+            "status": {"phase": phase, "podIP": "10.0.0.1",
+                "conditions": [{"type": "Ready", "status": if phase == "Running" { "True" } else { "False" }}]},
+        })
+    }
+
+    fn config_map(namespace: &str, name: &str, uid: &str) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"),
+                "resourceVersion": "7",
+                "ownerReferences": [{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
+                    "name": "owner", "uid": uid, "controller": true}]},
+            "data": {"k": "v"},
+        })
+    }
+
+    /// The same objects in both kinds of cache.
+    fn both(objects: &[Value]) -> (ChildCaches, ChildCaches) {
+        let indexed =
+            [pods(), config_maps()].map(|resource| ChildCache::new(resource, vec![Scope::Cluster]));
+        let naive =
+            [pods(), config_maps()].map(|resource| NaiveCache::new(resource, vec![Scope::Cluster]));
+        for object in objects {
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let slot = usize::from(kind == "ConfigMap");
+            let slim = ChildObject::deserialize(object).unwrap();
+            indexed[slot]
+                .store
+                .apply(Event::Apply(ChildRecord::from_object(&slim)));
+            let full = DynamicObject::deserialize(object).unwrap();
+            naive[slot].store.apply(Event::Apply(full));
+        }
+        (
+            ChildCaches::new(indexed.into()),
+            ChildCaches::naive(naive.into()),
+        )
+    }
+
+    #[test]
+    fn both_modes_return_the_same_children_for_the_same_objects() {
+        let objects = [
+            pod("a", "w-2", Some(("DataJob", "u1")), "Running"),
+            pod("a", "w-1", Some(("DataJob", "u1")), "Pending"),
+            pod("a", "w-3", Some(("DataJob", "u2")), "Succeeded"),
+            // Controlled by something else with the same UID: not a child.
+            pod("a", "rs-pod", Some(("ReplicaSet", "u1")), "Running"),
+            pod("b", "foreign", None, "Running"),
+            config_map("a", "cfg", "u1"),
+            config_map("b", "other-cfg", "u3"),
+        ];
+        let (indexed, naive) = both(&objects);
+        for uid in ["u1", "u2", "u3", "nobody"] {
+            let expected = indexed.of(uid);
+            let found = naive.of(uid);
+            let deref = |records: &[Arc<ChildRecord>]| -> Vec<ChildRecord> {
+                records.iter().map(|r| (**r).clone()).collect()
+            };
+            assert_eq!(deref(&found), deref(&expected), "children of {uid}");
+        }
+        let names: Vec<String> = naive
+            .of("u1")
+            .iter()
+            .map(|r| format!("{}/{}", r.child.kind, r.child.name))
+            .collect();
+        assert_eq!(names, ["ConfigMap/cfg", "Pod/w-1", "Pod/w-2"]);
+    }
+
+    #[test]
+    fn the_naive_cache_keeps_whole_objects_the_indexed_one_keeps_records() {
+        let (indexed, naive) = both(&[pod("a", "foreign", None, "Running")]);
+        let full = naive.naive_kinds()[0].store.all();
+        assert!(full[0].metadata.managed_fields.is_some());
+        assert!(full[0].data["spec"]["containers"].is_array());
+        assert_eq!(indexed.iter().map(|c| c.store.len()).sum::<usize>(), 1);
+        assert!(naive.of("uid-foreign").is_empty());
+    }
+
+    #[test]
+    fn a_full_object_without_type_fields_takes_them_from_its_resource() {
+        let mut object = pod("a", "w", Some(("DataJob", "u")), "Running");
+        let map = object.as_object_mut().unwrap();
+        map.remove("apiVersion");
+        map.remove("kind");
+        let full = DynamicObject::deserialize(&object).unwrap();
+        let child = record(&full, &pods()).child;
+        assert_eq!(
+            (child.api_version.as_str(), child.kind.as_str()),
+            ("v1", "Pod")
+        );
+    }
+}
