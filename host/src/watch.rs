@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
+use futures::future::Either;
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
@@ -19,7 +21,8 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
 use crate::cache::{
-    self, Cached, Change, ChildCache, ChildRecord, NaiveCache, ObjectKey, Scope, Store, naive,
+    self, Cached, Change, ChildCache, ChildRecord, FullObject, NaiveCache, ObjectKey, Scope, Store,
+    naive,
 };
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
@@ -135,28 +138,35 @@ pub async fn naive_children(
     queue: Arc<WorkQueue<ObjectKey>>,
 ) {
     let streams = config.scopes.iter().map(|scope| {
-        let api: Api<DynamicObject> = match scope {
-            Scope::Cluster => Api::all_with(client.clone(), &cache.resource),
-            Scope::Namespace(namespace) => {
-                Api::namespaced_with(client.clone(), namespace, &cache.resource)
+        let on_change = {
+            let queue = Arc::clone(&queue);
+            let resource = cache.resource.clone();
+            move |change: &Change<FullObject>| {
+                for key in naive_child_work(change, &resource) {
+                    queue.add(key);
+                }
             }
         };
-        let events = watcher::watcher(api, config.watcher_config(None));
-        drive(
-            events,
-            scope.clone(),
-            cache.store.clone(),
-            |object| object,
-            {
-                let queue = Arc::clone(&queue);
-                let resource = cache.resource.clone();
-                move |change: &Change<DynamicObject>| {
-                    for key in naive_child_work(change, &resource) {
-                        queue.add(key);
-                    }
+        let store = cache.store.clone();
+        if FullObject::is_pod(&cache.resource) {
+            let api: Api<Pod> = match scope {
+                Scope::Cluster => Api::all(client.clone()),
+                Scope::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
+            };
+            let events = watcher::watcher(api, config.watcher_config(None));
+            let project = |pod: Pod| FullObject::Pod(Box::new(pod));
+            Either::Left(drive(events, scope.clone(), store, project, on_change))
+        } else {
+            let api: Api<DynamicObject> = match scope {
+                Scope::Cluster => Api::all_with(client.clone(), &cache.resource),
+                Scope::Namespace(namespace) => {
+                    Api::namespaced_with(client.clone(), namespace, &cache.resource)
                 }
-            },
-        )
+            };
+            let events = watcher::watcher(api, config.watcher_config(None));
+            let project = |object: DynamicObject| FullObject::Dynamic(Box::new(object));
+            Either::Right(drive(events, scope.clone(), store, project, on_change))
+        }
     });
     futures::future::join_all(streams).await;
 }
@@ -293,9 +303,9 @@ fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
 
 /// [`child_work`] for a change of a full object: objects no DataJob
 /// controls (nearly all of them) are dismissed before any projection.
-fn naive_child_work(change: &Change<DynamicObject>, resource: &ApiResource) -> Vec<ObjectKey> {
-    let controlled = |object: &DynamicObject| naive::controller_uid(&object.metadata).is_some();
-    let record = |object: &DynamicObject| Arc::new(naive::record(object, resource));
+fn naive_child_work(change: &Change<FullObject>, resource: &ApiResource) -> Vec<ObjectKey> {
+    let controlled = |object: &FullObject| naive::controller_uid(object.metadata()).is_some();
+    let record = |object: &FullObject| Arc::new(naive::record(object, resource));
     let change = match change {
         Change::Applied { old, new } => {
             if !controlled(new) && !old.as_deref().is_some_and(controlled) {
@@ -387,20 +397,20 @@ mod tests {
         assert!(child_work(&change).is_empty());
     }
 
-    fn full_pod(controller: Option<&str>, phase: &str, rv: &str) -> Arc<DynamicObject> {
+    fn full_pod(controller: Option<&str>, phase: &str, rv: &str) -> Arc<FullObject> {
         let owners: Vec<serde_json::Value> = controller
             .map(|kind| json!({"apiVersion": "x/v1", "kind": kind, "name": "j", "uid": "u", "controller": true}))
             .into_iter()
             .collect();
-        Arc::new(
-            DynamicObject::deserialize(&json!({
+        Arc::new(FullObject::Pod(Box::new(
+            Pod::deserialize(&json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "w", "namespace": "ns", "resourceVersion": rv,
                     "ownerReferences": owners},
                 "spec": {"containers": [{"name": "c", "image": "busybox"}]},
                 "status": {"phase": phase}}))
             .unwrap(),
-        )
+        )))
     }
 
     fn pods() -> ApiResource {

@@ -17,6 +17,6 @@ mod store;
 
 pub use children::{ChildCache, ChildCaches, Mode};
 pub use key::ObjectKey;
-pub use naive::NaiveCache;
+pub use naive::{FullObject, NaiveCache};
 pub use records::{APPLIED_HASH_ANNOTATION, ChildRecord, Owner, slim_data_job};
 pub use store::{Cached, Change, Event, Index, Scope, Store, StoreBuilder};

@@ -3,9 +3,11 @@
 //! find a DataJob's children by scanning them all.
 //!
 //! This is what an operator gets from an unconfigured informer (or a kube-rs
-//! reflector on `Api::<DynamicObject>::all`) plus "list and filter" in its
-//! reconcile: the watch has no label selector, so the API server sends every
-//! Pod of the cluster, and each is kept as decoded, `managedFields` and all.
+//! reflector on `Api::<Pod>::all`) plus "list and filter" in its reconcile:
+//! the watch has no label selector, so the API server sends every Pod of the
+//! cluster, and each is kept as decoded, `managedFields` and all. Pods are
+//! decoded into k8s-openapi's typed `Pod`, as a Go informer keeps typed
+//! objects; other kinds, which have no type here, as `DynamicObject`s.
 //! The scan is the kindest version of it: under one read lock, without
 //! copying the objects that do not match (controller-runtime's cached `List`
 //! deep-copies every object before the caller filters), so what it costs is
@@ -17,6 +19,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
@@ -27,6 +30,34 @@ use super::records::ChildRecord;
 use super::store::{Cached, Scope, Store};
 use crate::projection::{ChildObject, ChildStatus};
 
+/// An object as the naive cache keeps it: whole, as decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FullObject {
+    /// A Pod, in k8s-openapi's type: what `Api::<Pod>::all` and a reflector
+    /// keep, the counterpart of a Go informer's typed objects (and lighter
+    /// than a JSON tree).
+    Pod(Box<Pod>),
+    /// An object of any other kind, as a JSON tree.
+    Dynamic(Box<DynamicObject>),
+}
+
+impl FullObject {
+    /// The object's metadata, `managedFields` included.
+    #[must_use]
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Self::Pod(pod) => &pod.metadata,
+            Self::Dynamic(object) => &object.metadata,
+        }
+    }
+
+    /// True for the kind the naive cache decodes into [`FullObject::Pod`].
+    #[must_use]
+    pub fn is_pod(resource: &ApiResource) -> bool {
+        resource.group.is_empty() && resource.version == "v1" && resource.kind == "Pod"
+    }
+}
+
 /// The full cache of one child kind: every object of the kind in the
 /// watched scopes, as decoded, with no index.
 #[derive(Clone)]
@@ -34,7 +65,7 @@ pub struct NaiveCache {
     /// The kind's API resource (group, version, kind, plural).
     pub resource: ApiResource,
     /// Every object of the kind, whole.
-    pub store: Store<DynamicObject>,
+    pub store: Store<FullObject>,
 }
 
 impl NaiveCache {
@@ -52,7 +83,7 @@ impl NaiveCache {
     #[must_use]
     pub fn children_of(&self, owner_uid: &str) -> Vec<Arc<ChildRecord>> {
         self.store
-            .scan(|object| controller_uid(&object.metadata) == Some(owner_uid))
+            .scan(|object| controller_uid(object.metadata()) == Some(owner_uid))
             .iter()
             .map(|object| Arc::new(record(object, &self.resource)))
             .collect()
@@ -74,14 +105,32 @@ pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
 /// the slim decoder's, from the fields it reads. `resource` names the kind
 /// when the object does not (list items may omit `apiVersion` and `kind`).
 #[must_use]
-pub fn record(object: &DynamicObject, resource: &ApiResource) -> ChildRecord {
-    let meta = &object.metadata;
-    let types = object.types.as_ref();
-    let slim = ChildObject {
-        api_version: Some(
-            types.map_or_else(|| resource.api_version.clone(), |t| t.api_version.clone()),
+pub fn record(object: &FullObject, resource: &ApiResource) -> ChildRecord {
+    let meta = object.metadata();
+    let (api_version, kind, status) = match object {
+        FullObject::Pod(pod) => (
+            "v1".to_owned(),
+            "Pod".to_owned(),
+            pod.status
+                .as_ref()
+                .and_then(|status| serde_json::to_value(status).ok())
+                .and_then(|status| ChildStatus::deserialize(status).ok()),
         ),
-        kind: Some(types.map_or_else(|| resource.kind.clone(), |t| t.kind.clone())),
+        FullObject::Dynamic(object) => {
+            let types = object.types.as_ref();
+            (
+                types.map_or_else(|| resource.api_version.clone(), |t| t.api_version.clone()),
+                types.map_or_else(|| resource.kind.clone(), |t| t.kind.clone()),
+                object
+                    .data
+                    .get("status")
+                    .and_then(|status| ChildStatus::deserialize(status).ok()),
+            )
+        }
+    };
+    let slim = ChildObject {
+        api_version: Some(api_version),
+        kind: Some(kind),
         metadata: ObjectMeta {
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
@@ -93,25 +142,23 @@ pub fn record(object: &DynamicObject, resource: &ApiResource) -> ChildRecord {
             deletion_timestamp: meta.deletion_timestamp.clone(),
             ..ObjectMeta::default()
         },
-        status: object
-            .data
-            .get("status")
-            .and_then(|status| ChildStatus::deserialize(status).ok()),
+        status,
     };
     ChildRecord::from_object(&slim)
 }
 
-impl Cached for DynamicObject {
+impl Cached for FullObject {
     fn key(&self) -> ObjectKey {
-        let name = self.metadata.name.as_deref().unwrap_or_default();
-        match self.metadata.namespace.as_deref() {
+        let meta = self.metadata();
+        let name = meta.name.as_deref().unwrap_or_default();
+        match meta.namespace.as_deref() {
             Some(namespace) => ObjectKey::namespaced(namespace, name),
             None => ObjectKey::cluster(name),
         }
     }
 
     fn resource_version(&self) -> &str {
-        self.metadata
+        self.metadata()
             .resource_version
             .as_deref()
             .unwrap_or_default()
@@ -185,7 +232,11 @@ mod tests {
             indexed[slot]
                 .store
                 .apply(Event::Apply(ChildRecord::from_object(&slim)));
-            let full = DynamicObject::deserialize(object).unwrap();
+            let full = if kind == "Pod" {
+                FullObject::Pod(Box::new(Pod::deserialize(object).unwrap()))
+            } else {
+                FullObject::Dynamic(Box::new(DynamicObject::deserialize(object).unwrap()))
+            };
             naive[slot].store.apply(Event::Apply(full));
         }
         (
@@ -227,23 +278,27 @@ mod tests {
     fn the_naive_cache_keeps_whole_objects_the_indexed_one_keeps_records() {
         let (indexed, naive) = both(&[pod("a", "foreign", None, "Running")]);
         let full = naive.naive_kinds()[0].store.all();
-        assert!(full[0].metadata.managed_fields.is_some());
-        assert!(full[0].data["spec"]["containers"].is_array());
+        assert!(full[0].metadata().managed_fields.is_some());
+        let FullObject::Pod(pod) = &*full[0] else {
+            panic!("a Pod is cached as a typed Pod")
+        };
+        assert_eq!(pod.spec.as_ref().map(|s| s.containers.len()), Some(1));
         assert_eq!(indexed.iter().map(|c| c.store.len()).sum::<usize>(), 1);
         assert!(naive.of("uid-foreign").is_empty());
     }
 
     #[test]
     fn a_full_object_without_type_fields_takes_them_from_its_resource() {
-        let mut object = pod("a", "w", Some(("DataJob", "u")), "Running");
+        let mut object = config_map("a", "c", "u");
         let map = object.as_object_mut().unwrap();
         map.remove("apiVersion");
         map.remove("kind");
-        let full = DynamicObject::deserialize(&object).unwrap();
-        let child = record(&full, &pods()).child;
+        let full = FullObject::Dynamic(Box::new(DynamicObject::deserialize(&object).unwrap()));
+        let child = record(&full, &config_maps()).child;
         assert_eq!(
             (child.api_version.as_str(), child.kind.as_str()),
-            ("v1", "Pod")
+            ("v1", "ConfigMap")
         );
+        assert!(FullObject::is_pod(&pods()) && !FullObject::is_pod(&config_maps()));
     }
 }
