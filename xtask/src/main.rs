@@ -6,6 +6,10 @@
 //!   runs the whole test suite. `.ci/run` runs exactly this.
 //! - `demo`: installs what is missing, builds the guests and runs the main job:
 //!   the operator on an embedded devcluster reconciling a sample DataJob.
+//! - `bench scale`: builds the guests and the release binaries, then runs the
+//!   operator-at-scale benchmark (devcluster and `policyhost run` as
+//!   processes, both cache modes) and the children-lookup benchmark; see
+//!   `docs/BENCHMARKS.md`.
 //!
 //! It has no dependencies beyond `std`, so it builds in seconds on a fresh machine.
 
@@ -30,6 +34,7 @@ fn main() -> ExitCode {
         "guests" => prepare_guests(),
         "test" => run_tests(rest),
         "demo" => run_demo(rest),
+        "bench" => run_bench(rest),
         "help" | "-h" | "--help" => {
             print_help();
             Ok(())
@@ -53,8 +58,49 @@ fn print_help() {
          \x20             (ARGS are passed to `cargo test`)\n\
          demo [ARGS]   install prerequisites, build guests, run the operator on an\n\
          \x20             embedded devcluster until the sample DataJob finishes;\n\
-         \x20             --keep-running keeps it serving (ARGS go to `policyhost dev`)"
+         \x20             --keep-running keeps it serving (ARGS go to `policyhost dev`)\n\
+         bench scale [ARGS]\n\
+         \x20             build guests and release binaries, run the operator at scale\n\
+         \x20             in both cache modes (ARGS go to tests/benches/scale.rs), then\n\
+         \x20             the children-lookup benchmark"
     );
+}
+
+/// `bench scale`: the operator-at-scale benchmark, then the lookup benchmark.
+fn run_bench(args: &[String]) -> Result<(), String> {
+    let Some(("scale", extra)) = args
+        .split_first()
+        .map(|(first, rest)| (first.as_str(), rest))
+    else {
+        return Err("usage: cargo xtask bench scale [ARGS]".to_owned());
+    };
+    prepare_guests()?;
+    cargo(&[
+        "build",
+        "--release",
+        "--package",
+        "policyhost",
+        "--package",
+        "devcluster",
+        "--bins",
+    ])?;
+    let mut scale = vec![
+        "bench",
+        "--package",
+        "policyhost-tests",
+        "--bench",
+        "scale",
+        "--",
+    ];
+    scale.extend(extra.iter().map(String::as_str));
+    cargo(&scale)?;
+    cargo(&[
+        "bench",
+        "--package",
+        "policyhost-tests",
+        "--bench",
+        "lookup",
+    ])
 }
 
 /// Builds the guests and then the whole test suite.

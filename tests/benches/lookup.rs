@@ -1,0 +1,139 @@
+//! A DataJob's children, found through the owner index vs by a scan of the
+//! naive cache, on the same objects: 50,000 foreign Pods plus 1,000 DataJobs
+//! × 5 worker Pods.
+//!
+//! `cargo bench -p policyhost-tests --bench lookup`
+//! (`SCALE_LOOKUP_PODS=N` changes the foreign Pod count).
+//!
+//! Both caches hold every object (the indexed one as slim records, the
+//! naive one whole, as typed `Pod`s decoded from JSON), so the figure compares the
+//! lookups alone; deployed, the indexed cache would not even hold the
+//! foreign Pods. Each iteration asks for the children of the next DataJob.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::{ApiResource, GroupVersionKind};
+use policyhost::cache::{
+    ChildCache, ChildCaches, ChildRecord, Event, FullObject, NaiveCache, Scope,
+};
+use policyhost::projection::ChildObject;
+use serde_json::{Value, json};
+
+#[path = "../common/foreign.rs"]
+mod foreign;
+
+const JOBS: usize = 1_000;
+const REPLICAS: usize = 5;
+
+fn job_uid(job: usize) -> String {
+    format!("20000000-0000-4000-8000-{job:012}")
+}
+
+/// Worker `r` of DataJob `job`, as stored: a foreign Pod's bulk with the
+/// operator's labels and a DataJob as controller.
+fn child(job: usize, r: usize) -> Value {
+    let mut pod = foreign::stored(job * REPLICAS + r);
+    let meta = &mut pod["metadata"];
+    meta["name"] = json!(format!("job-{job:04}-worker-{r}"));
+    meta["namespace"] = json!("scale");
+    meta["uid"] = json!(format!(
+        "30000000-0000-4000-8000-{:012}",
+        job * REPLICAS + r
+    ));
+    meta["labels"] = json!({"policyhost.dev/managed-by": "policyhost",
+        "policyhost.dev/datajob": format!("job-{job:04}")});
+    meta["annotations"] = json!({"policyhost.dev/applied-hash": "0123456789abcdef"});
+    meta["ownerReferences"] = json!([{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
+        "name": format!("job-{job:04}"), "uid": job_uid(job), "controller": true,
+        "blockOwnerDeletion": true}]);
+    pod
+}
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                })
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn caches(pods: usize) -> (ChildCaches, ChildCaches) {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
+    let indexed = ChildCache::new(resource.clone(), vec![Scope::Cluster]);
+    let naive = NaiveCache::new(resource, vec![Scope::Cluster]);
+    let wire = || {
+        (0..pods)
+            .map(foreign::stored)
+            .chain((0..JOBS).flat_map(|job| (0..REPLICAS).map(move |r| child(job, r))))
+            .map(|object| serde_json::to_vec(&object).expect("serialise"))
+    };
+    let before = rss_mib();
+    for bytes in wire() {
+        let slim: ChildObject = serde_json::from_slice(&bytes).expect("a child object");
+        indexed
+            .store
+            .apply(Event::Apply(ChildRecord::from_object(&slim)));
+    }
+    let middle = rss_mib();
+    for bytes in wire() {
+        let full: Pod = serde_json::from_slice(&bytes).expect("a Pod");
+        naive
+            .store
+            .apply(Event::Apply(FullObject::Pod(Box::new(full))));
+    }
+    let after = rss_mib();
+    let count = (pods + JOBS * REPLICAS) as f64;
+    let each = |mib: f64| mib * 1_048_576.0 / count;
+    eprintln!(
+        "{count} Pods cached: the slim records grew the process by {:.1} MiB ({:.0} B each), \
+         the whole objects by {:.1} MiB ({:.0} B each)",
+        middle - before,
+        each(middle - before),
+        after - middle,
+        each(after - middle)
+    );
+    (
+        ChildCaches::new(vec![indexed]),
+        ChildCaches::naive(vec![naive]),
+    )
+}
+
+fn lookups(c: &mut Criterion) {
+    let pods = std::env::var("SCALE_LOOKUP_PODS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50_000);
+    let (indexed, naive) = caches(pods);
+    let uids: Vec<String> = (0..JOBS).map(job_uid).collect();
+    for uid in uids.iter().step_by(97) {
+        assert_eq!(indexed.of(uid).len(), REPLICAS);
+        assert_eq!(naive.of(uid), indexed.of(uid), "both modes agree");
+    }
+    let mut group = c.benchmark_group(format!("children of a DataJob among {pods} foreign Pods"));
+    group.measurement_time(Duration::from_secs(10));
+    let mut next = uids.iter().cycle();
+    group.bench_function("owner index", |b| {
+        b.iter(|| black_box(indexed.of(next.next().map_or("", String::as_str))));
+    });
+    let mut next = uids.iter().cycle();
+    group.bench_function("naive scan", |b| {
+        b.iter(|| black_box(naive.of(next.next().map_or("", String::as_str))));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, lookups);
+criterion_main!(benches);

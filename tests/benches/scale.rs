@@ -1,0 +1,1132 @@
+//! The operator at scale, in each cache mode: `cargo xtask bench scale`
+//! (which builds the guests and the release binaries first), or
+//! `cargo bench -p policyhost-tests --bench scale -- [OPTIONS]`.
+//!
+//! For each mode (`--modes indexed,naive`):
+//!
+//! 1. starts a fresh `devcluster` process (Pod simulation off: children stay
+//!    Pending) and loads `--pods` foreign Pods over raw HTTP, spread over five
+//!    tenant namespaces (≈ 4 KB manifests, ReplicaSet-controlled, not the
+//!    operator's);
+//! 2. starts `policyhost run --cache MODE` as its own process, serving only
+//!    the `fanout` policy, and waits for `/readyz`;
+//! 3. creates `--jobs` DataJobs (`fanout`, `replicas: 5`) at once and watches
+//!    their status until each has converged: its status written for the
+//!    current generation and counting all 5 children;
+//! 4. reads the operator's RSS (`/proc/<pid>/status`), its reconcile latency
+//!    histogram (`/metrics`) and its requests (devcluster's counters);
+//! 5. keeps it running `--steady` seconds, sampling memory, queue depth and
+//!    watch requests, to see whether anything grows.
+//!
+//! Figures go to stdout as Markdown; the raw series to
+//! `<--out>/operator-at-scale.json` and the plot to
+//! `<--out>/operator-at-scale.svg` (default `--out`: `docs/plots`).
+//! `--plot-only FILE.json` redraws the plot from a recorded run.
+//!
+//! Options: `--pods N` (50000), `--jobs N` (1000), `--replicas N` (5),
+//! `--steady S` (120), `--modes LIST` (indexed,naive), `--workers N`,
+//! `--api-qps N`, `--api-burst N` (operator defaults when absent),
+//! `--out DIR`, `--plot-only FILE`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use kube::{Client, CustomResourceExt, ResourceExt};
+use plotters::prelude::*;
+use policyhost::crd::DataJob;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+#[path = "../common/foreign.rs"]
+mod foreign;
+
+/// The namespace of the DataJobs.
+const JOBS_NAMESPACE: &str = "scale";
+
+#[derive(Debug, Clone)]
+struct Args {
+    pods: usize,
+    jobs: usize,
+    replicas: usize,
+    steady: u64,
+    modes: Vec<String>,
+    workers: Option<String>,
+    api_qps: Option<String>,
+    api_burst: Option<String>,
+    out: PathBuf,
+    plot_only: Option<PathBuf>,
+}
+
+impl Args {
+    fn parse() -> anyhow::Result<Self> {
+        let mut args = Self {
+            pods: 50_000,
+            jobs: 1_000,
+            replicas: 5,
+            steady: 120,
+            modes: vec!["indexed".into(), "naive".into()],
+            workers: None,
+            api_qps: None,
+            api_burst: None,
+            out: workspace().join("docs/plots"),
+            plot_only: None,
+        };
+        let mut raw = std::env::args().skip(1);
+        while let Some(flag) = raw.next() {
+            // `cargo bench` passes `--bench`.
+            if flag == "--bench" {
+                continue;
+            }
+            let mut value = || raw.next().with_context(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--pods" => args.pods = value()?.parse()?,
+                "--jobs" => args.jobs = value()?.parse()?,
+                "--replicas" => args.replicas = value()?.parse()?,
+                "--steady" => args.steady = value()?.parse()?,
+                "--modes" => args.modes = value()?.split(',').map(str::to_owned).collect(),
+                "--workers" => args.workers = Some(value()?),
+                "--api-qps" => args.api_qps = Some(value()?),
+                "--api-burst" => args.api_burst = Some(value()?),
+                "--out" => args.out = value()?.into(),
+                "--plot-only" => args.plot_only = Some(value()?.into()),
+                other => bail!("unknown option {other} (see the header of tests/benches/scale.rs)"),
+            }
+        }
+        Ok(args)
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// `<target>/release`: this benchmark runs from `<target>/release/deps/`.
+fn release_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .context("no release directory above the benchmark")
+}
+
+fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    let path = release_dir()?.join(name);
+    ensure!(
+        path.is_file(),
+        "{} is missing: `cargo xtask bench scale` builds it (or `cargo build --release -p policyhost -p devcluster --bins`)",
+        path.display()
+    );
+    Ok(path)
+}
+
+fn fanout_guest() -> anyhow::Result<PathBuf> {
+    let target = release_dir()?
+        .parent()
+        .map(Path::to_path_buf)
+        .context("no target directory")?;
+    let path = target.join("wasm32-wasip2/guest/fanout.wasm");
+    ensure!(
+        path.is_file(),
+        "{} is missing: `cargo xtask guests` builds it",
+        path.display()
+    );
+    Ok(path)
+}
+
+// ---- the machine and the processes ----
+
+/// `VmRSS` and `VmHWM` of a process, in MiB.
+fn memory_mib(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .map(|kb| kb / 1024.0)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// User + system CPU seconds of a process.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // After the command: state is field 3, utime 14 and stime 15 (1-based).
+    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
+    Some((ticks(14)? + ticks(15)?) / 100.0)
+}
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().and_then(|f| f.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default()
+}
+
+/// A child process that is killed when dropped.
+struct Process {
+    child: Child,
+    name: &'static str,
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
+    fn stop(mut self, grace: Duration) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("{} did not stop within {grace:?}; killing it", self.name);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A `devcluster` process with Pod simulation off.
+async fn start_devcluster(dir: &Path) -> anyhow::Result<(Process, Client)> {
+    let kubeconfig = dir.join("devcluster.kubeconfig");
+    let log = std::fs::File::create(dir.join("devcluster.log"))?;
+    let mut child = Command::new(binary("devcluster")?)
+        .args(["--port", "0", "--no-pod-simulation", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("start devcluster")?;
+    let stdout = child.stdout.take().context("devcluster stdout")?;
+    let process = Process {
+        child,
+        name: "devcluster",
+    };
+    // It prints where it listens, then that the kubeconfig is written.
+    tokio::task::spawn_blocking(move || {
+        for line in BufReader::new(stdout).lines() {
+            if line?.starts_with("kubeconfig written") {
+                return anyhow::Ok(());
+            }
+        }
+        bail!("devcluster exited before writing its kubeconfig")
+    })
+    .await??;
+    let config = Kubeconfig::read_from(&kubeconfig)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default()).await?;
+    Ok((process, Client::try_from(config)?))
+}
+
+/// `GET path` on the operator's endpoints: status code and body.
+async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .context("an HTTP status line")?;
+    Ok((code, body.to_owned()))
+}
+
+/// Waits for `what` with a timeout, checking every 100 ms.
+async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---- the scenario ----
+
+async fn install(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        "datajobs.policyhost.dev",
+        &PatchParams::apply("scale-bench").force(),
+        &Patch::Apply(DataJob::crd()),
+    )
+    .await
+    .context("install the DataJob CRD")?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in foreign::NAMESPACES.iter().chain([&JOBS_NAMESPACE]) {
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .with_context(|| format!("create namespace {name}"))?;
+    }
+    let jobs: Api<DataJob> = Api::namespaced(client.clone(), JOBS_NAMESPACE);
+    wait_for("the DataJob resource", Duration::from_secs(30), || {
+        let jobs = jobs.clone();
+        async move { jobs.list(&ListParams::default().limit(1)).await.is_ok() }
+    })
+    .await
+}
+
+/// `POST`s `body` to `path` and returns the created object's UID; a refusal
+/// (which comes back as a Status, not as an error) is an error.
+async fn create_raw(client: &Client, path: String, body: &Value) -> anyhow::Result<String> {
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(body)?)?;
+    let answer = client.request_text(request).await?;
+    let created: Created = serde_json::from_str(&answer)?;
+    match created.metadata.and_then(|m| m.uid) {
+        Some(uid) if created.kind != "Status" => Ok(uid),
+        _ => bail!("refused: {answer}"),
+    }
+}
+
+/// The part of an answer [`create_raw`] reads; serde skips the rest.
+#[derive(serde::Deserialize)]
+struct Created {
+    kind: String,
+    metadata: Option<CreatedMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct CreatedMeta {
+    uid: Option<String>,
+}
+
+/// Creates the foreign Pods' Deployments, then the Pods, with 64 requests
+/// in flight; returns Pod creates/s.
+async fn load_foreign_pods(client: &Client, count: usize) -> anyhow::Result<f64> {
+    let apps = count.div_ceil(foreign::PODS_PER_APP);
+    let owners: Vec<String> = futures::stream::iter(0..apps)
+        .map(|app| {
+            let path = format!(
+                "/apis/apps/v1/namespaces/{}/deployments",
+                foreign::app_namespace(app)
+            );
+            async move {
+                create_raw(client, path, &foreign::deployment(app))
+                    .await
+                    .context("create a foreign Deployment")
+            }
+        })
+        .buffered(64)
+        .try_collect()
+        .await?;
+    let start = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let path = format!("/api/v1/namespaces/{}/pods", foreign::namespace(i));
+            let owner = &owners[foreign::app(i)];
+            async move {
+                create_raw(client, path, &foreign::pod(i, owner))
+                    .await
+                    .context("create a foreign Pod")
+                    .map(drop)
+            }
+        })
+        .buffer_unordered(64)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let rate = count as f64 / start.elapsed().as_secs_f64();
+    let listed = pod_count(client).await?;
+    ensure!(
+        listed == count,
+        "{listed} Pods in the cluster after creating {count}"
+    );
+    Ok(rate)
+}
+
+/// How many Pods the cluster holds (a list of one, and the remaining count).
+async fn pod_count(client: &Client) -> anyhow::Result<usize> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
+    let list = pods.list_metadata(&ListParams::default().limit(1)).await?;
+    let remaining = list.metadata.remaining_item_count.unwrap_or(0);
+    Ok(list.items.len() + usize::try_from(remaining)?)
+}
+
+/// The operator's requests so far, by verb (devcluster's counters of the
+/// `policyhost/…` User-Agent).
+async fn operator_requests(client: &Client) -> anyhow::Result<BTreeMap<String, u64>> {
+    let request = http::Request::get("/devcluster/v1/counters").body(Vec::new())?;
+    let counters: Vec<Value> = serde_json::from_str(&client.request_text(request).await?)?;
+    let mut by_verb = BTreeMap::new();
+    for counter in counters {
+        let key = &counter["key"];
+        if key["userAgent"]
+            .as_str()
+            .is_some_and(|agent| agent.starts_with("policyhost/"))
+        {
+            let verb = key["verb"].as_str().unwrap_or_default();
+            let verb = if key["subresource"] == "status" {
+                format!("{verb} status")
+            } else {
+                verb.to_owned()
+            };
+            *by_verb.entry(verb).or_default() += counter["count"].as_u64().unwrap_or(0);
+        }
+    }
+    Ok(by_verb)
+}
+
+// ---- the operator's metrics ----
+
+/// `(upper bound, cumulative count)` of each bucket of histogram `name`.
+fn histogram(text: &str, name: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{le=\"");
+    text.lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let (le, count) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, count.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The `q` quantile of a histogram, interpolated linearly within its bucket.
+fn quantile(buckets: &[(f64, f64)], q: f64) -> f64 {
+    let total = buckets.last().map_or(0.0, |b| b.1);
+    if total == 0.0 {
+        return f64::NAN;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(upper, count) in buckets {
+        if count >= rank {
+            if upper.is_infinite() || count == below {
+                return lower;
+            }
+            return lower + (upper - lower) * (rank - below) / (count - below);
+        }
+        (lower, below) = (upper, count);
+    }
+    lower
+}
+
+/// The sum of every sample of metric `name` (all label sets).
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+// ---- one mode ----
+
+/// Memory of the operator over time.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct Sample {
+    /// Seconds since the operator started.
+    t: f64,
+    rss_mib: f64,
+    hwm_mib: f64,
+    cpu_s: f64,
+    load: f64,
+}
+
+/// What the steady state after convergence showed.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Steady {
+    seconds: f64,
+    rss_start_mib: f64,
+    rss_end_mib: f64,
+    rss_max_mib: f64,
+    queue_depth_max: f64,
+    queue_delayed_max: f64,
+    reconciles: f64,
+    watch_requests: u64,
+    list_requests: u64,
+    cpu_s: f64,
+}
+
+/// One mode's figures.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Run {
+    mode: String,
+    pods_per_second: f64,
+    devcluster_rss_mib: f64,
+    ready_s: f64,
+    rss_ready_mib: f64,
+    jobs_created_at_s: f64,
+    create_s: f64,
+    converge_s: f64,
+    rss_converged_mib: f64,
+    hwm_converged_mib: f64,
+    cpu_converged_s: f64,
+    latency_p50_s: f64,
+    latency_p99_s: f64,
+    latency_count: f64,
+    job_latency_p50_s: f64,
+    job_latency_p99_s: f64,
+    reconciles: f64,
+    requests: BTreeMap<String, u64>,
+    steady: Steady,
+    memory: Vec<Sample>,
+    /// `(seconds since the DataJobs were created, DataJobs converged)`.
+    converged: Vec<(f64, usize)>,
+}
+
+fn data_job(i: usize, replicas: usize) -> anyhow::Result<DataJob> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
+        "metadata": {"name": format!("job-{i:04}"), "namespace": JOBS_NAMESPACE},
+        "spec": {"policy": "fanout", "params": {
+            "replicas": replicas, "image": "busybox:1.36", "command": ["sleep", "3600"]}},
+    }))?)
+}
+
+/// Status written for the current generation, counting every child.
+fn converged(job: &DataJob, replicas: usize) -> bool {
+    job.status.as_ref().is_some_and(|status| {
+        status.phase.is_some()
+            && status.observed_generation == job.metadata.generation
+            && status
+                .children
+                .as_ref()
+                .is_some_and(|c| c.total as usize == replicas)
+    })
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn log(start: Instant, message: impl std::fmt::Display) {
+    eprintln!("[{:7.1}s] {message}", start.elapsed().as_secs_f64());
+}
+
+async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow::Result<Run> {
+    let mut run = Run {
+        mode: mode.to_owned(),
+        ..Run::default()
+    };
+    let (devcluster, client) = start_devcluster(dir).await?;
+    install(&client).await?;
+    log(
+        clock,
+        format_args!("{mode}: loading {} foreign Pods", args.pods),
+    );
+    run.pods_per_second = load_foreign_pods(&client, args.pods).await?;
+    run.devcluster_rss_mib = memory_mib(devcluster.pid()).map_or(f64::NAN, |m| m.0);
+    log(
+        clock,
+        format_args!(
+            "{mode}: loaded at {:.0} creates/s; devcluster RSS {:.0} MiB",
+            run.pods_per_second, run.devcluster_rss_mib
+        ),
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut command = Command::new(binary("policyhost")?);
+    command
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(dir.join("devcluster.kubeconfig"))
+        .arg("--policy-dir")
+        .arg(dir.join("policies"))
+        .args(["--listen", &addr, "--cache", mode]);
+    for (flag, value) in [
+        ("--workers", &args.workers),
+        ("--api-qps", &args.api_qps),
+        ("--api-burst", &args.api_burst),
+    ] {
+        if let Some(value) = value {
+            command.args([flag, value]);
+        }
+    }
+    let operator_log = std::fs::File::create(dir.join(format!("operator-{mode}.log")))?;
+    let started = Instant::now();
+    let operator = Process {
+        child: command
+            .stdout(Stdio::null())
+            .stderr(operator_log)
+            .spawn()
+            .context("start policyhost run")?,
+        name: "policyhost",
+    };
+    let pid = operator.pid();
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    let sampler = tokio::spawn({
+        let samples = Arc::clone(&samples);
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let Some((rss_mib, hwm_mib)) = memory_mib(pid) else {
+                    return;
+                };
+                let sample = Sample {
+                    t: started.elapsed().as_secs_f64(),
+                    rss_mib,
+                    hwm_mib,
+                    cpu_s: cpu_seconds(pid).unwrap_or(f64::NAN),
+                    load: load_average(),
+                };
+                samples
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(sample);
+            }
+        }
+    });
+    let memory = |pid| memory_mib(pid).unwrap_or((f64::NAN, f64::NAN));
+
+    wait_for("the operator's /readyz", Duration::from_secs(900), || {
+        let addr = addr.clone();
+        async move { matches!(http_get(&addr, "/readyz").await, Ok((200, _))) }
+    })
+    .await?;
+    run.ready_s = started.elapsed().as_secs_f64();
+    run.rss_ready_mib = memory(pid).0;
+    log(
+        clock,
+        format_args!(
+            "{mode}: operator ready after {:.1} s, RSS {:.1} MiB",
+            run.ready_s, run.rss_ready_mib
+        ),
+    );
+
+    // Watch the DataJobs' status from before the first create.
+    let t0 = Instant::now();
+    run.jobs_created_at_s = started.elapsed().as_secs_f64();
+    let (count_tx, mut count_rx) = tokio::sync::watch::channel(0usize);
+    let done_at: Arc<Mutex<HashMap<String, f64>>> = Arc::default();
+    let watch = tokio::spawn({
+        let api: Api<DataJob> = Api::namespaced(client.clone(), JOBS_NAMESPACE);
+        let done_at = Arc::clone(&done_at);
+        let replicas = args.replicas;
+        async move {
+            use kube::runtime::WatchStreamExt as _;
+            let stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .applied_objects();
+            futures::pin_mut!(stream);
+            while let Some(job) = stream.next().await {
+                let Ok(job) = job else { continue };
+                if converged(&job, replicas) {
+                    let mut done = done_at.lock().unwrap_or_else(|e| e.into_inner());
+                    done.entry(job.name_any())
+                        .or_insert_with(|| t0.elapsed().as_secs_f64());
+                    count_tx.send_replace(done.len());
+                }
+            }
+        }
+    });
+    let created_at: HashMap<String, f64> = {
+        let api: Api<DataJob> = Api::namespaced(client.clone(), JOBS_NAMESPACE);
+        futures::stream::iter(0..args.jobs)
+            .map(|i| {
+                let api = api.clone();
+                async move {
+                    let job = data_job(i, args.replicas)?;
+                    api.create(&PostParams::default(), &job)
+                        .await
+                        .context("create a DataJob")?;
+                    anyhow::Ok((job.name_any(), t0.elapsed().as_secs_f64()))
+                }
+            })
+            .buffer_unordered(64)
+            .try_collect()
+            .await?
+    };
+    run.create_s = t0.elapsed().as_secs_f64();
+    log(
+        clock,
+        format_args!(
+            "{mode}: {} DataJobs created in {:.2} s",
+            args.jobs, run.create_s
+        ),
+    );
+    let jobs = args.jobs;
+    tokio::time::timeout(Duration::from_secs(600), count_rx.wait_for(|n| *n >= jobs))
+        .await
+        .context("the DataJobs did not all converge within 600 s")??;
+    run.converge_s = t0.elapsed().as_secs_f64();
+    (run.rss_converged_mib, run.hwm_converged_mib) = memory(pid);
+    run.cpu_converged_s = cpu_seconds(pid).unwrap_or(f64::NAN);
+    watch.abort();
+    let metrics = http_get(&addr, "/metrics").await?.1;
+    let latency = histogram(&metrics, "policyhost_reconcile_latency_seconds");
+    run.latency_p50_s = quantile(&latency, 0.5);
+    run.latency_p99_s = quantile(&latency, 0.99);
+    run.latency_count = latency.last().map_or(0.0, |b| b.1);
+    run.reconciles = metric(&metrics, "policyhost_reconcile_total");
+    run.requests = operator_requests(&client).await?;
+    let pods = pod_count(&client).await?;
+    ensure!(
+        pods == args.pods + args.jobs * args.replicas,
+        "{pods} Pods in the cluster at convergence"
+    );
+    {
+        let done = done_at.lock().unwrap_or_else(|e| e.into_inner());
+        let mut per_job: Vec<f64> = done
+            .iter()
+            .filter_map(|(name, at)| Some(at - created_at.get(name)?))
+            .collect();
+        per_job.sort_by(f64::total_cmp);
+        run.job_latency_p50_s = percentile(&per_job, 0.5);
+        run.job_latency_p99_s = percentile(&per_job, 0.99);
+        let mut times: Vec<f64> = done.values().copied().collect();
+        times.sort_by(f64::total_cmp);
+        run.converged = std::iter::once((0.0, 0))
+            .chain(times.iter().enumerate().map(|(i, t)| (*t, i + 1)))
+            .collect();
+    }
+    log(
+        clock,
+        format_args!(
+            "{mode}: converged in {:.2} s; RSS {:.1} MiB (peak {:.1}); latency p50 {:.3} s p99 {:.3} s",
+            run.converge_s,
+            run.rss_converged_mib,
+            run.hwm_converged_mib,
+            run.latency_p50_s,
+            run.latency_p99_s
+        ),
+    );
+
+    // The steady state: nothing changes in the cluster; does anything grow?
+    let requests_before = run.requests.clone();
+    let steady_start = Instant::now();
+    let mut steady = Steady {
+        rss_start_mib: run.rss_converged_mib,
+        ..Steady::default()
+    };
+    let reconciles_before = run.reconciles;
+    while steady_start.elapsed() < Duration::from_secs(args.steady) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let metrics = http_get(&addr, "/metrics").await?.1;
+        steady.queue_depth_max = steady
+            .queue_depth_max
+            .max(metric(&metrics, "policyhost_queue_depth"));
+        steady.queue_delayed_max = steady
+            .queue_delayed_max
+            .max(metric(&metrics, "policyhost_queue_delayed"));
+        steady.reconciles = metric(&metrics, "policyhost_reconcile_total") - reconciles_before;
+        steady.rss_max_mib = steady.rss_max_mib.max(memory(pid).0);
+    }
+    steady.seconds = steady_start.elapsed().as_secs_f64();
+    steady.rss_end_mib = memory(pid).0;
+    steady.cpu_s = cpu_seconds(pid).unwrap_or(f64::NAN) - run.cpu_converged_s;
+    let requests_after = operator_requests(&client).await?;
+    let delta = |verb: &str| {
+        requests_after.get(verb).copied().unwrap_or(0)
+            - requests_before.get(verb).copied().unwrap_or(0)
+    };
+    steady.watch_requests = delta("watch");
+    steady.list_requests = delta("list");
+    log(
+        clock,
+        format_args!(
+            "{mode}: steady {:.0} s: RSS {:.1} -> {:.1} MiB (max {:.1}), queue depth max {}, \
+             {} reconciles, {} watch and {} list requests",
+            steady.seconds,
+            steady.rss_start_mib,
+            steady.rss_end_mib,
+            steady.rss_max_mib,
+            steady.queue_depth_max,
+            steady.reconciles,
+            steady.watch_requests,
+            steady.list_requests
+        ),
+    );
+    run.steady = steady;
+
+    sampler.abort();
+    run.memory = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    operator.stop(Duration::from_secs(20));
+    devcluster.stop(Duration::from_secs(10));
+    Ok(run)
+}
+
+// ---- the report ----
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Report {
+    cpu_model: String,
+    cores: usize,
+    load_min: f64,
+    load_max: f64,
+    load_mean: f64,
+    pods: usize,
+    jobs: usize,
+    replicas: usize,
+    runs: Vec<Run>,
+}
+
+fn markdown(report: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let find = |mode: &str| report.runs.iter().find(|r| r.mode == mode);
+    let _ = writeln!(
+        out,
+        "Machine: {} ({} cores); load average (1 min) during the run {:.2}–{:.2}, mean {:.2}.\n\
+         Scenario: {} foreign Pods, {} DataJobs × {} children.\n",
+        report.cpu_model,
+        report.cores,
+        report.load_min,
+        report.load_max,
+        report.load_mean,
+        report.pods,
+        report.jobs,
+        report.replicas
+    );
+    let _ = writeln!(
+        out,
+        "| figure | {} |",
+        report
+            .runs
+            .iter()
+            .map(|r| r.mode.as_str())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(out, "|---|{}", "---|".repeat(report.runs.len()));
+    let row = |out: &mut String, name: &str, cell: &dyn Fn(&Run) -> String| {
+        let cells: Vec<String> = report.runs.iter().map(cell).collect();
+        let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
+    };
+    row(&mut out, "operator ready after (s)", &|r| {
+        format!("{:.1}", r.ready_s)
+    });
+    row(&mut out, "RSS when ready (MiB)", &|r| {
+        format!("{:.1}", r.rss_ready_mib)
+    });
+    row(&mut out, "RSS after convergence (MiB)", &|r| {
+        format!("{:.1}", r.rss_converged_mib)
+    });
+    row(&mut out, "peak RSS, VmHWM (MiB)", &|r| {
+        format!("{:.1}", r.hwm_converged_mib)
+    });
+    row(&mut out, "DataJobs created in (s)", &|r| {
+        format!("{:.2}", r.create_s)
+    });
+    row(&mut out, "all converged after (s)", &|r| {
+        format!("{:.2}", r.converge_s)
+    });
+    row(&mut out, "reconcile latency p50 / p99 (s)", &|r| {
+        format!("{:.3} / {:.3}", r.latency_p50_s, r.latency_p99_s)
+    });
+    row(&mut out, "reconciles (latency samples)", &|r| {
+        format!("{:.0} ({:.0})", r.reconciles, r.latency_count)
+    });
+    row(
+        &mut out,
+        "per DataJob, created → converged p50 / p99 (s)",
+        &|r| format!("{:.3} / {:.3}", r.job_latency_p50_s, r.job_latency_p99_s),
+    );
+    row(&mut out, "operator CPU until converged (s)", &|r| {
+        format!("{:.1}", r.cpu_converged_s)
+    });
+    row(&mut out, "operator requests until converged", &|r| {
+        r.requests
+            .iter()
+            .map(|(verb, n)| format!("{verb} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    row(&mut out, "steady: seconds observed", &|r| {
+        format!("{:.0}", r.steady.seconds)
+    });
+    row(&mut out, "steady: RSS start → end (max) (MiB)", &|r| {
+        format!(
+            "{:.1} → {:.1} ({:.1})",
+            r.steady.rss_start_mib, r.steady.rss_end_mib, r.steady.rss_max_mib
+        )
+    });
+    row(&mut out, "steady: queue depth max, delayed max", &|r| {
+        format!(
+            "{:.0}, {:.0}",
+            r.steady.queue_depth_max, r.steady.queue_delayed_max
+        )
+    });
+    row(
+        &mut out,
+        "steady: reconciles, watch requests, list requests",
+        &|r| {
+            format!(
+                "{:.0}, {}, {}",
+                r.steady.reconciles, r.steady.watch_requests, r.steady.list_requests
+            )
+        },
+    );
+    row(&mut out, "steady: operator CPU (s)", &|r| {
+        format!("{:.2}", r.steady.cpu_s)
+    });
+    row(
+        &mut out,
+        "devcluster RSS with the Pods (MiB, not counted)",
+        &|r| format!("{:.0}", r.devcluster_rss_mib),
+    );
+    row(&mut out, "foreign Pods loaded at (creates/s)", &|r| {
+        format!("{:.0}", r.pods_per_second)
+    });
+    if let (Some(indexed), Some(naive)) = (find("indexed"), find("naive")) {
+        let _ = writeln!(
+            out,
+            "\nnaive / indexed, same run: RSS after convergence {:.1}×, peak RSS {:.1}×, \
+             convergence time {:.2}×, p99 latency {:.2}×.",
+            naive.rss_converged_mib / indexed.rss_converged_mib,
+            naive.hwm_converged_mib / indexed.hwm_converged_mib,
+            naive.converge_s / indexed.converge_s,
+            naive.latency_p99_s / indexed.latency_p99_s
+        );
+    }
+    out
+}
+
+fn color(mode: &str) -> RGBColor {
+    if mode == "naive" {
+        RGBColor(200, 50, 40)
+    } else {
+        RGBColor(30, 90, 200)
+    }
+}
+
+/// RSS of both modes over time (log scale), and DataJobs converged over time.
+fn plot(report: &Report, path: &Path) -> anyhow::Result<()> {
+    let root = SVGBackend::new(path, (1200, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (left, right) = root.split_horizontally(600);
+
+    let t_max = report
+        .runs
+        .iter()
+        .flat_map(|r| r.memory.last().map(|s| s.t))
+        .fold(1.0, f64::max);
+    let rss_max = report
+        .runs
+        .iter()
+        .flat_map(|r| r.memory.iter().map(|s| s.rss_mib))
+        .fold(64.0, f64::max);
+    let mut chart = ChartBuilder::on(&left)
+        .caption("Operator RSS", ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max * 1.02, (4.0..rss_max * 1.5).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the operator started")
+        .y_desc("RSS, MiB (log scale)")
+        .draw()?;
+    for run in &report.runs {
+        let c = color(&run.mode);
+        chart
+            .draw_series(LineSeries::new(
+                run.memory.iter().map(|s| (s.t, s.rss_mib)),
+                c.stroke_width(2),
+            ))?
+            .label(format!(
+                "{}: {:.0} MiB after convergence",
+                run.mode, run.rss_converged_mib
+            ))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        let at = |t: f64| {
+            run.memory
+                .iter()
+                .min_by(|a, b| (a.t - t).abs().total_cmp(&(b.t - t).abs()))
+                .map(|s| (s.t, s.rss_mib))
+        };
+        let marks = [
+            (run.ready_s, "ready"),
+            (run.jobs_created_at_s + run.converge_s, "converged"),
+        ];
+        for (t, label) in marks {
+            if let Some(point) = at(t) {
+                chart.draw_series([Circle::new(point, 4, c.filled())])?;
+                chart.draw_series([Text::new(
+                    label,
+                    (point.0, point.1 * 1.15),
+                    ("sans-serif", 13).into_font().color(&c),
+                )])?;
+            }
+        }
+    }
+    let limit = vec![(0.0, 64.0), (t_max * 1.02, 64.0)];
+    chart
+        .draw_series(LineSeries::new(limit, BLACK.mix(0.4)))?
+        .label("target: 64 MiB")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+
+    let x_max = report
+        .runs
+        .iter()
+        .map(|r| r.converge_s)
+        .fold(11.0, f64::max)
+        * 1.05;
+    let mut chart = ChartBuilder::on(&right)
+        .caption(
+            format!("{} DataJobs created at once", report.jobs),
+            ("sans-serif", 20),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, 0usize..report.jobs + report.jobs / 20)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first create")
+        .y_desc("DataJobs converged")
+        .draw()?;
+    for run in &report.runs {
+        let c = color(&run.mode);
+        chart
+            .draw_series(LineSeries::new(
+                run.converged.iter().copied(),
+                c.stroke_width(2),
+            ))?
+            .label(format!("{}: all after {:.1} s", run.mode, run.converge_s))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    chart
+        .draw_series(LineSeries::new(
+            vec![(10.0, 0), (10.0, report.jobs)],
+            BLACK.mix(0.4),
+        ))?
+        .label("target: 10 s")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse()?;
+    if let Some(recorded) = &args.plot_only {
+        let report: Report = serde_json::from_slice(&std::fs::read(recorded)?)?;
+        plot(&report, &recorded.with_extension("svg"))?;
+        println!("{}", markdown(&report));
+        return Ok(());
+    }
+    let clock = Instant::now();
+    let dir = std::env::temp_dir().join(format!("policyhost-scale-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("policies"))?;
+    std::fs::copy(fanout_guest()?, dir.join("policies/fanout.wasm"))?;
+    let sample =
+        serde_json::to_vec(&foreign::pod(0, "00000000-0000-4000-8000-000000000000"))?.len();
+    log(
+        clock,
+        format_args!(
+            "{} foreign Pods of {sample} bytes, {} DataJobs × {}; logs in {}",
+            args.pods,
+            args.jobs,
+            args.replicas,
+            dir.display()
+        ),
+    );
+    let mut runs = Vec::new();
+    for mode in &args.modes {
+        runs.push(run_mode(&args, mode, &dir, clock).await?);
+    }
+    let loads: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.memory.iter().map(|s| s.load))
+        .filter(|l| l.is_finite())
+        .collect();
+    let report = Report {
+        cpu_model: cpu_model(),
+        cores: std::thread::available_parallelism().map_or(0, usize::from),
+        load_min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+        load_max: loads.iter().copied().fold(0.0, f64::max),
+        load_mean: loads.iter().sum::<f64>() / loads.len().max(1) as f64,
+        pods: args.pods,
+        jobs: args.jobs,
+        replicas: args.replicas,
+        runs,
+    };
+    std::fs::create_dir_all(&args.out)?;
+    let json_path = args.out.join("operator-at-scale.json");
+    std::fs::write(&json_path, serde_json::to_vec_pretty(&report)?)?;
+    plot(&report, &json_path.with_extension("svg"))?;
+    println!("{}", markdown(&report));
+    log(
+        clock,
+        format_args!("wrote {} and its .svg", json_path.display()),
+    );
+    Ok(())
+}
