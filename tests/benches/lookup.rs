@@ -122,14 +122,14 @@ fn lookups(c: &mut Criterion) {
         assert_eq!(indexed.of(uid).len(), REPLICAS);
         assert_eq!(naive.of(uid), indexed.of(uid), "both modes agree");
     }
-    let mut group = c.benchmark_group(format!("children of a DataJob among {pods} foreign Pods"));
+    let mut group = c.benchmark_group(format!("children-of-a-datajob-among-{pods}-foreign-pods"));
     group.measurement_time(Duration::from_secs(10));
     let mut next = uids.iter().cycle();
-    group.bench_function("owner index", |b| {
+    group.bench_function("owner-index", |b| {
         b.iter(|| black_box(indexed.of(next.next().map_or("", String::as_str))));
     });
     let mut next = uids.iter().cycle();
-    group.bench_function("naive scan", |b| {
+    group.bench_function("naive-scan", |b| {
         b.iter(|| black_box(naive.of(next.next().map_or("", String::as_str))));
     });
     group.finish();
