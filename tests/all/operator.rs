@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use policyhost::cache::{self, ObjectKey};
 use policyhost::metrics::PolicyResult;
 use policyhost::operator::StreamingLists;
 use serde_json::{Value, json};
@@ -91,6 +92,39 @@ async fn the_operator_converges_with_paginated_lists_too() {
     env.create_job("paged", "fanout", fanout(2, 1)).await;
     env.wait_job("paged", "Succeeded", |j| phase(j) == Some("Succeeded"))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_converges_with_the_naive_cache_too() {
+    let mut setup = OperatorSetup::with(&["fanout"]);
+    setup.cache = cache::Mode::Naive;
+    let env = Env::start_with(setup).await;
+    let foreign: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "foreign", "labels": {"app": "someone-else"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }))
+    .expect("a Pod");
+    env.pods()
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("create a foreign Pod");
+    env.create_job("scanned", "fanout", fanout(2, 1)).await;
+    env.wait_job("scanned", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    // The naive cache holds what the indexed one never sees: the foreign Pod, whole.
+    let children = &env.operator().shared.children;
+    assert_eq!(children.mode(), cache::Mode::Naive);
+    assert!(children.iter().next().is_none(), "no indexed cache");
+    let pods = children
+        .naive_kinds()
+        .iter()
+        .find(|c| c.resource.kind == "Pod")
+        .expect("a naive Pod cache");
+    let key = ObjectKey::namespaced(env.namespace.as_str(), "foreign");
+    eventually("the foreign Pod in the naive cache", || async {
+        pods.store.get(&key).map(drop)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,6 +94,8 @@ pub struct OperatorSetup {
     pub api_qps: Option<std::num::NonZeroU32>,
     /// Also serve the policy ConfigMaps of the test namespace (hot swap).
     pub policy_configmaps: bool,
+    /// How children are cached.
+    pub cache: policyhost::cache::Mode,
 }
 
 impl OperatorSetup {
@@ -109,6 +111,7 @@ impl OperatorSetup {
             streaming_lists: StreamingLists::Auto,
             api_qps: None,
             policy_configmaps: false,
+            cache: policyhost::cache::Mode::Indexed,
         }
     }
 
@@ -202,6 +205,7 @@ impl Env {
             backoff: setup.backoff,
             streaming_lists: setup.streaming_lists,
             policy_namespace: setup.policy_configmaps.then(|| self.namespace.clone()),
+            cache: setup.cache,
             runtime: RuntimeConfig {
                 threads: 2,
                 cache_dir: Some(super::target_dir().join("policyhost-test-cache")),
