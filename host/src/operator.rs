@@ -29,6 +29,11 @@ use crate::server::{self, Readiness};
 use crate::throttle::WriteThrottleLayer;
 use crate::watch;
 
+/// How long the controller waits for the first load of the policy
+/// ConfigMaps before it reconciles anyway (an unreadable namespace must not
+/// stop every other policy).
+const POLICY_SYNC_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Whether watch streams start with a streaming list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StreamingLists {
@@ -351,6 +356,10 @@ impl Operator {
                 tokio::select! {
                     () = ready => info!("policy ConfigMaps loaded"),
                     () = &mut shutdown => stopping = true,
+                    () = tokio::time::sleep(POLICY_SYNC_PATIENCE) => warn!(
+                        patience = ?POLICY_SYNC_PATIENCE,
+                        "the policy ConfigMaps are not loaded yet (can the operator list them?): reconciling anyway"
+                    ),
                 }
                 Some(task)
             }
