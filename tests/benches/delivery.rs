@@ -1,0 +1,232 @@
+//! Policy delivery benchmark: the time from a policy ConfigMap's update to
+//! the new digest serving, with a compile (a digest never seen: cache miss)
+//! and without (a digest compiled before: cache hit); and the time until the
+//! DataJobs of the policy have been reconciled by the new version.
+//!
+//! ```sh
+//! cargo xtask guests
+//! cargo bench -p policyhost-tests --bench delivery
+//! DELIVERY_BENCH_MISSES=50 DELIVERY_BENCH_HITS=200 cargo bench -p policyhost-tests --bench delivery
+//! ```
+//!
+//! devcluster and the operator (watching the policy ConfigMaps of its
+//! namespace) run in this process. Each sample server-side applies the
+//! `fanout` ConfigMap with another version (fanout with a custom section
+//! appended: same code, another digest), starts the clock when the request
+//! is sent and stops it when the operator's registry serves the new digest:
+//! the watch event, decoding, digest and pin check, compile or cache hit,
+//! world and import checks, the trial instantiation and the swap. The next
+//! sample starts once the operator has reported on the ConfigMap.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::cluster::{Env, OperatorSetup, eventually};
+use kube::api::ListParams;
+use policyhost::crd::DataJob;
+use policyhost::policies::configmap::{self, Compression, Settings};
+use policyhost::policies::publish;
+use policyhost::runtime::Digest;
+use serde_json::json;
+
+/// DataJobs of the policy, re-reconciled on every swap.
+const JOBS: usize = 10;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(bench());
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// fanout with a custom section: the same code under another digest.
+fn version(component: &[u8], label: &str) -> Vec<u8> {
+    let name = b"policyhost-bench-version";
+    let mut body = vec![u8::try_from(name.len()).expect("a short name")];
+    body.extend_from_slice(name);
+    body.extend_from_slice(label.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0);
+    let mut size = body.len();
+    loop {
+        let byte = u8::try_from(size & 0x7f).expect("seven bits");
+        size >>= 7;
+        if size == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    }
+    out.extend_from_slice(&body);
+    out
+}
+
+struct Sample {
+    serving: Duration,
+    reconciled: Duration,
+}
+
+/// Pushes `component`; returns when the registry serves it and when the
+/// status of each of the `job_count` DataJobs names it.
+async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
+    let digest = Digest::of(component).to_hex();
+    let map = configmap::build(
+        "fanout",
+        &env.namespace,
+        component,
+        &Settings::default(),
+        Compression::Auto,
+    )
+    .expect("a policy ConfigMap");
+    let registry = &env.operator().shared.registry;
+    let mut changes = registry.subscribe();
+    let started = Instant::now();
+    publish::apply(&env.client, &map).await.expect("apply");
+    let serves = || {
+        registry
+            .get("fanout")
+            .is_ok_and(|p| p.digest().to_hex() == digest)
+    };
+    while !serves() {
+        tokio::time::timeout(Duration::from_secs(60), changes.recv())
+            .await
+            .expect("the new version within a minute")
+            .expect("the registry's change feed");
+    }
+    let serving = started.elapsed();
+    let api = env.jobs();
+    eventually("every DataJob reconciled by the new version", || {
+        let jobs = api.clone();
+        let digest = digest.clone();
+        async move {
+            let list = jobs.list(&ListParams::default()).await.ok()?.items;
+            let done = list.len() == job_count
+                && list.iter().all(|j: &DataJob| {
+                    j.status
+                        .as_ref()
+                        .and_then(|s| s.policy.as_ref())
+                        .is_some_and(|p| p.digest == digest)
+                });
+            done.then_some(())
+        }
+    })
+    .await;
+    let reconciled = started.elapsed();
+    publish::wait_observed(&env.client, &map, Duration::from_secs(60))
+        .await
+        .expect("the operator reports on the ConfigMap");
+    Sample {
+        serving,
+        reconciled,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[index]
+}
+
+fn report(what: &str, samples: &[Sample]) {
+    for (measure, pick) in [
+        (
+            "new digest serving",
+            (|s: &Sample| s.serving) as fn(&Sample) -> Duration,
+        ),
+        ("all DataJobs reconciled by it", |s: &Sample| s.reconciled),
+    ] {
+        let mut times: Vec<Duration> = samples.iter().map(pick).collect();
+        times.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "{what:<10} {measure:<31} n={:<4} p50 {:>7.1} ms  p90 {:>7.1} ms  p99 {:>7.1} ms  max {:>7.1} ms",
+            times.len(),
+            ms(percentile(&times, 0.50)),
+            ms(percentile(&times, 0.90)),
+            ms(percentile(&times, 0.99)),
+            ms(percentile(&times, 1.0)),
+        );
+    }
+}
+
+async fn bench() {
+    let misses = env_number("DELIVERY_BENCH_MISSES", 30);
+    let hits = env_number("DELIVERY_BENCH_HITS", 100);
+    let mut setup = OperatorSetup::configmaps();
+    setup.workers = 8;
+    let env = Env::start_with(setup).await;
+    let fanout = common::guest_bytes("fanout");
+    // A run id: the cache-miss versions are digests no run compiled before.
+    let run = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let (a, b) = (version(&fanout, "hit-a"), version(&fanout, "hit-b"));
+    swap(&env, &a, 0).await;
+    for i in 0..JOBS {
+        env.create_job(
+            &format!("bench-{i}"),
+            "fanout",
+            json!({"replicas": 1, "image": "busybox",
+                "podAnnotations": {"devcluster.policyhost.dev/run-seconds": "-1"}}),
+        )
+        .await;
+    }
+    swap(&env, &b, JOBS).await;
+    println!(
+        "delivery bench: {misses} cache misses, {hits} cache hits, {JOBS} DataJobs; load average {} at start",
+        load_average()
+    );
+
+    let mut compiled = Vec::new();
+    let mut created = Vec::new();
+    for i in 0..misses {
+        let component = version(&fanout, &format!("miss-{run}-{i}"));
+        created.push(Digest::of(&component));
+        compiled.push(swap(&env, &component, JOBS).await);
+    }
+    let mut cached = Vec::new();
+    for i in 0..hits {
+        cached.push(swap(&env, if i % 2 == 0 { &a } else { &b }, JOBS).await);
+    }
+    report("miss", &compiled);
+    report("hit", &cached);
+    println!("load average {} at the end", load_average());
+    for line in env.operator().metrics.render().lines().filter(|l| {
+        l.starts_with("policyhost_policy_load_duration_seconds_sum")
+            || l.starts_with("policyhost_policy_load_duration_seconds_count")
+            || l.starts_with("policyhost_reconcile_total")
+    }) {
+        println!("{line}");
+    }
+    // The compiled code of the one-off versions is of no further use.
+    let cache = common::target_dir().join("policyhost-test-cache");
+    if let Ok(entries) = std::fs::read_dir(&cache) {
+        let names: Vec<String> = created.iter().map(Digest::to_hex).collect();
+        for entry in entries.flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if names.iter().any(|n| file.starts_with(n.as_str())) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
