@@ -10,6 +10,9 @@
 //!   operator-at-scale benchmark (devcluster and `policyhost run` as
 //!   processes, both cache modes) and the children-lookup benchmark; see
 //!   `docs/BENCHMARKS.md`.
+//! - `static`: installs what is missing (the musl target, Debian's
+//!   `musl-tools`) and builds the static `policyhost` binary the container
+//!   image ships (the `Dockerfile` runs exactly this).
 //!
 //! It has no dependencies beyond `std`, so it builds in seconds on a fresh machine.
 
@@ -23,6 +26,8 @@ use std::process::{Command, ExitCode};
 const GUEST_TARGET: &str = "wasm32-wasip2";
 /// The cargo profile policies are compiled with (see the workspace `Cargo.toml`).
 const GUEST_PROFILE: &str = "guest";
+/// The target of the static binary: musl's libc is linked in.
+const STATIC_TARGET: &str = "x86_64-unknown-linux-musl";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -35,6 +40,7 @@ fn main() -> ExitCode {
         "test" => run_tests(rest),
         "demo" => run_demo(rest),
         "bench" => run_bench(rest),
+        "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "help" | "-h" | "--help" => {
             print_help();
             Ok(())
@@ -62,7 +68,10 @@ fn print_help() {
          bench scale [ARGS]\n\
          \x20             build guests and release binaries, run the operator at scale\n\
          \x20             in both cache modes (ARGS go to tests/benches/scale.rs), then\n\
-         \x20             the children-lookup benchmark"
+         \x20             the children-lookup benchmark\n\
+         static        install the musl target and musl-tools if missing, build the static\n\
+         \x20             policyhost binary (what the Dockerfile ships) into\n\
+         \x20             <target>/{STATIC_TARGET}/release/policyhost"
     );
 }
 
@@ -205,17 +214,51 @@ fn package_name(manifest: &Path) -> Result<String, String> {
 
 /// `rustup target add wasm32-wasip2` unless the target is already installed.
 fn ensure_guest_target() -> Result<(), String> {
+    ensure_rust_target(GUEST_TARGET)
+}
+
+/// `rustup target add <target>` unless it is already installed.
+fn ensure_rust_target(target: &str) -> Result<(), String> {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
         .map_err(|e| format!("cannot run rustup: {e}"))?;
     if String::from_utf8_lossy(&installed.stdout)
         .lines()
-        .any(|line| line.trim() == GUEST_TARGET)
+        .any(|line| line.trim() == target)
     {
         return Ok(());
     }
-    run(Command::new("rustup").args(["target", "add", GUEST_TARGET]))
+    run(Command::new("rustup").args(["target", "add", target]))
+}
+
+/// Builds the static binary (musl, release) and returns its path.
+fn build_static() -> Result<PathBuf, String> {
+    ensure_rust_target(STATIC_TARGET)?;
+    // ring and mimalloc have C parts: the cc crate compiles them with musl-gcc.
+    if Command::new("musl-gcc").arg("--version").output().is_err() {
+        println!("xtask: musl-gcc not found, installing Debian's musl-tools");
+        apt_install("musl-tools")?;
+    }
+    cargo(&[
+        "build",
+        "--release",
+        "--target",
+        STATIC_TARGET,
+        "--package",
+        "policyhost",
+        "--bin",
+        "policyhost",
+    ])?;
+    Ok(static_binary())
+}
+
+/// Where `cargo xtask static` puts the binary.
+fn static_binary() -> PathBuf {
+    target_dir()
+        .join(STATIC_TARGET)
+        .join("release")
+        .join("policyhost")
 }
 
 /// Installs Debian's `kubernetes-client` when no `kubectl` is on the PATH.
@@ -228,6 +271,11 @@ fn ensure_kubectl() -> Result<(), String> {
         return Ok(());
     }
     println!("xtask: kubectl not found, installing Debian's kubernetes-client");
+    apt_install("kubernetes-client")
+}
+
+/// `apt-get install` of a Debian package (through sudo unless root).
+fn apt_install(package: &str) -> Result<(), String> {
     let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
     let apt = |args: &[&str]| {
         let mut all = sudo.to_vec();
@@ -238,7 +286,7 @@ fn ensure_kubectl() -> Result<(), String> {
             .env("DEBIAN_FRONTEND", "noninteractive"))
     };
     apt(&["update", "-q"])?;
-    apt(&["install", "-y", "-q", "kubernetes-client"])
+    apt(&["install", "-y", "-q", package])
 }
 
 fn is_root() -> bool {
