@@ -1,5 +1,6 @@
 //! Prometheus metrics of the operator, served on `/metrics` (prefix `policyhost_`).
 
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -106,6 +107,8 @@ pub struct Metrics {
     pub pending_finalizers: Family<PendingLabels, Gauge>,
     /// Finalizers released without cleanup by the force-release annotation.
     pub force_releases_total: Family<PolicyLabel, Counter>,
+    /// Age of the oldest DataJob of a policy waiting for its finalizer's release.
+    pub pending_oldest: Family<PolicyLabel, Gauge<f64, AtomicU64>>,
     /// Finalizer patches refused for a conflict or a failed precondition (then retried).
     pub finalizer_conflicts: Counter,
     /// 1 while this replica holds the leader Lease (always, without election).
@@ -189,6 +192,12 @@ impl Default for Metrics {
              (cleaning, failing, blocked, policy-unavailable)",
             pending_finalizers.clone(),
         );
+        let pending_oldest = Family::<PolicyLabel, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "pending_finalizer_oldest_seconds",
+            "Seconds since deletion of the oldest DataJob of a policy whose finalizer is not released yet (0: none)",
+            pending_oldest.clone(),
+        );
         let force_releases_total = Family::<PolicyLabel, Counter>::default();
         registry.register(
             "force_releases",
@@ -251,6 +260,7 @@ impl Default for Metrics {
             cleanup_duration,
             pending_finalizers,
             force_releases_total,
+            pending_oldest,
             finalizer_conflicts,
             leader,
             fenced_writes,
@@ -319,6 +329,15 @@ impl Metrics {
                 state: state.to_owned(),
             })
             .set(count);
+    }
+
+    /// Sets how long the oldest DataJob of `policy` has waited for its finalizer.
+    pub fn pending_oldest(&self, policy: &str, seconds: f64) {
+        self.pending_oldest
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .set(seconds);
     }
 
     /// Counts one force release of a DataJob of `policy`.
@@ -435,5 +454,21 @@ mod tests {
         ));
         metrics.policy_swapped("fanout", Some("bbb"), None);
         assert!(!metrics.render().contains("digest=\"bbb\""));
+    }
+
+    #[test]
+    fn the_oldest_pending_age_and_the_leader_role_are_rendered() {
+        let metrics = Metrics::default();
+        metrics.pending_oldest("fanout", 42.5);
+        metrics.leader.set(1);
+        metrics.fenced_writes.inc();
+        let text = metrics.render();
+        for line in [
+            r#"policyhost_pending_finalizer_oldest_seconds{policy="fanout"} 42.5"#,
+            "policyhost_leader 1",
+            "policyhost_fenced_writes_total 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 }

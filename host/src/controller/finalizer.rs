@@ -410,11 +410,24 @@ pub(crate) async fn report_pending(shared: Arc<Shared>) {
     loop {
         tick.tick().await;
         let mut counts: BTreeMap<(String, Pending), i64> = BTreeMap::new();
+        let mut oldest: BTreeMap<String, f64> = BTreeMap::new();
+        let now = k8s_openapi::jiff::Timestamp::now();
         for job in shared.jobs.lookup(shared.finalizers.pending, PENDING) {
             if let Some(state) = Pending::of(&job) {
                 *counts.entry((job.spec.policy.clone(), state)).or_default() += 1;
                 policies.insert(job.spec.policy.clone());
+                let age = job
+                    .metadata
+                    .deletion_timestamp
+                    .as_ref()
+                    .map_or(0.0, |t| now.duration_since(t.0).as_secs_f64().max(0.0));
+                let entry = oldest.entry(job.spec.policy.clone()).or_default();
+                *entry = entry.max(age);
             }
+        }
+        for policy in &policies {
+            let age = oldest.get(policy).copied().unwrap_or(0.0);
+            shared.metrics.pending_oldest(policy, age);
         }
         for policy in &policies {
             for state in [
