@@ -15,5 +15,6 @@ mod golden;
 mod guests;
 mod leader;
 mod loading;
+mod monitoring;
 mod operator;
 mod runtime;

@@ -75,14 +75,13 @@ impl Scrape {
 fn label_names(text: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut rest = text;
-    loop {
-        let Some(eq) = rest.find('=') else { break };
+    while let Some(eq) = rest.find('=') {
         names.push(rest[..eq].trim_start_matches(',').trim().to_owned());
         // Skip the quoted value.
-        let mut chars = rest[eq + 1..].char_indices().skip(1);
+        let chars = rest[eq + 1..].char_indices().skip(1);
         let mut end = None;
         let mut escaped = false;
-        for (i, c) in chars.by_ref() {
+        for (i, c) in chars {
             match (escaped, c) {
                 (true, _) => escaped = false,
                 (false, '\\') => escaped = true,
@@ -364,7 +363,9 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
             &ConfigMap {
                 metadata: ObjectMeta {
                     name: Some("policy-broken".into()),
-                    labels: Some([("policyhost.dev/policy".to_owned(), "broken".to_owned())].into()),
+                    labels: Some(
+                        [("policyhost.dev/policy".to_owned(), "broken".to_owned())].into(),
+                    ),
                     ..ObjectMeta::default()
                 },
                 binary_data: Some(
@@ -399,7 +400,9 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
     jobs.patch(
         "flaky",
         &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {"policyhost.dev/force-release": "true"}}})),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"policyhost.dev/force-release": "true"}}}),
+        ),
     )
     .await
     .expect("annotate");
@@ -442,7 +445,11 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
     let unshown: Vec<&String> = scrape
         .families
         .iter()
-        .filter(|f| !read.iter().any(|r| r == *f || r.starts_with(&format!("{f}_"))))
+        .filter(|f| {
+            !read
+                .iter()
+                .any(|r| r == *f || r.starts_with(&format!("{f}_")))
+        })
         .collect();
     assert!(
         unshown.is_empty(),
