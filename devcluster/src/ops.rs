@@ -190,7 +190,30 @@ fn check_type(rt: &ResourceType, version: &str, v: &mut Value) -> Result<()> {
     }
     obj.insert("apiVersion".into(), Value::String(want_av));
     obj.insert("kind".into(), Value::String(rt.kind.clone()));
+    canonical_bytes(rt, obj);
     Ok(())
+}
+
+/// kube-apiserver decodes `[]byte` fields from base64 (Go's decoder skips
+/// line breaks) and stores the bytes, so they read back without the line
+/// breaks kustomize and YAML tools wrap them in; clients such as
+/// k8s-openapi reject those.
+fn canonical_bytes(rt: &ResourceType, obj: &mut Map<String, Value>) {
+    let field = match (rt.gr.group.as_str(), rt.gr.resource.as_str()) {
+        ("", "configmaps") => "binaryData",
+        ("", "secrets") => "data",
+        _ => return,
+    };
+    let Some(values) = obj.get_mut(field).and_then(Value::as_object_mut) else {
+        return;
+    };
+    for value in values.values_mut() {
+        if let Value::String(text) = value
+            && text.contains(['\n', '\r'])
+        {
+            text.retain(|c| c != '\n' && c != '\r');
+        }
+    }
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -1031,6 +1054,20 @@ mod tests {
         let mut v = json!({"status": "odd"});
         set_at(&mut v, &["status", "phase"], json!("Terminating"));
         assert_eq!(v, json!({"status": {"phase": "Terminating"}}));
+    }
+
+    #[test]
+    fn binary_data_is_stored_without_the_line_breaks_it_was_wrapped_in() {
+        let reg = crate::resource::Registry::new();
+        let configmaps = reg.lookup("", "v1", "configmaps").unwrap();
+        let mut map = json!({"binaryData": {"a": "AGFz\nbQ0A\r\nAQ==\n"}, "data": {"b": "x\ny"}});
+        check_type(&configmaps, "v1", &mut map).unwrap();
+        assert_eq!(map["binaryData"]["a"], "AGFzbQ0AAQ==");
+        assert_eq!(map["data"]["b"], "x\ny", "text data is text");
+        let secrets = reg.lookup("", "v1", "secrets").unwrap();
+        let mut secret = json!({"data": {"k": "c2Vj\ncmV0"}});
+        check_type(&secrets, "v1", &mut secret).unwrap();
+        assert_eq!(secret["data"]["k"], "c2VjcmV0");
     }
 
     #[test]
