@@ -17,4 +17,5 @@ mod leader;
 mod loading;
 mod monitoring;
 mod operator;
+mod rbac;
 mod runtime;

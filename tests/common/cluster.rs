@@ -51,6 +51,25 @@ where
     }
 }
 
+/// Like [`eventually`], with its own patience.
+pub async fn eventually_within<T, F, Fut>(what: &str, patience: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + patience;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {patience:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// A unique suffix per environment in this test process.
 fn unique() -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(0);

@@ -4,7 +4,9 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod deployment;
 pub mod process;
+pub mod rbac;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -67,6 +67,16 @@ impl Replica {
     /// Starts `policyhost run` with `args`, `POD_NAME=name`, and its
     /// endpoints on a free port; logs go to a file next to the kubeconfig.
     pub fn start(name: &str, kubeconfig: &Path, args: &[&str]) -> Self {
+        Self::start_with_env(name, kubeconfig, args, &[("POD_NAME".into(), name.into())])
+    }
+
+    /// Like [`start`](Self::start), with this environment (`POD_NAME` too).
+    pub fn start_with_env(
+        name: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Self {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = kubeconfig.with_extension(format!("{name}.log"));
         let stderr = std::fs::File::create(&log).expect("a log file");
@@ -76,8 +86,8 @@ impl Replica {
             .arg(kubeconfig)
             .args(["--listen", &addr.to_string()])
             .args(args)
-            .env("POD_NAME", name)
             .env("POLICYHOST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()

@@ -1,0 +1,565 @@
+//! Least privilege, proven by the operator's own traffic: `deploy/` is
+//! installed on devcluster, its Deployment runs as two replicas presenting
+//! the ServiceAccount's identity, a scenario makes the operator do everything
+//! it does (reconcile, prune, fault, hot swap, cleanup, failover, release),
+//! and every request devcluster recorded from that identity is checked
+//! against the RBAC rules of `deploy/`: a request they do not allow, or a
+//! rule (verb, resource, name) no request needed, fails the test; and
+//! removing any one rule must make some request forbidden.
+
+use std::collections::BTreeSet;
+
+use devcluster::counters::Request;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use policyhost::policies::report::Annotations;
+use serde_json::{Value, json};
+
+use crate::common::cluster::{Env, condition, eventually, phase};
+use crate::common::deployment::{self, NAMESPACE, SERVICE_ACCOUNT_USER};
+use crate::common::process::{kustomize, policy_dir};
+use crate::common::rbac::{Attributes, Grant, Rule, allowing, grant_allows, grants};
+use crate::common::{guest_bytes, policyhost_bin, workspace};
+
+fn rule(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Rule {
+    let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect();
+    Rule {
+        verbs: own(verbs),
+        api_groups: own(groups),
+        resources: own(resources),
+        resource_names: own(names),
+    }
+}
+
+fn request(verb: &str, group: &str, resource: &str, namespace: &str, name: &str) -> Attributes {
+    let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+    Attributes {
+        user: SERVICE_ACCOUNT_USER.to_owned(),
+        verb: verb.to_owned(),
+        group: group.to_owned(),
+        resource: resource.to_owned(),
+        subresource: subresource.to_owned(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    }
+}
+
+fn objects_with(rules: &Value, cluster_rules: &Value) -> Vec<Value> {
+    vec![
+        json!({"kind": "ClusterRole", "metadata": {"name": "c"}, "rules": cluster_rules}),
+        json!({"kind": "ClusterRoleBinding", "metadata": {"name": "c"},
+               "roleRef": {"kind": "ClusterRole", "name": "c"},
+               "subjects": [{"kind": "ServiceAccount", "name": "policyhost", "namespace": NAMESPACE}]}),
+        json!({"kind": "Role", "metadata": {"name": "r", "namespace": NAMESPACE}, "rules": rules}),
+        json!({"kind": "RoleBinding", "metadata": {"name": "r", "namespace": NAMESPACE},
+               "roleRef": {"kind": "Role", "name": "r"},
+               "subjects": [{"kind": "ServiceAccount", "name": "policyhost"}]}),
+        // Bound to someone else: grants the operator nothing.
+        json!({"kind": "ClusterRoleBinding", "metadata": {"name": "other"},
+               "roleRef": {"kind": "ClusterRole", "name": "c"},
+               "subjects": [{"kind": "ServiceAccount", "name": "other", "namespace": NAMESPACE}]}),
+    ]
+}
+
+#[test]
+fn rules_match_verbs_groups_resources_subresources_and_names_as_kube_apiserver_does() {
+    let r = rule(
+        &["get", "patch"],
+        &["policyhost.dev"],
+        &["datajobs/status"],
+        &[],
+    );
+    assert!(crate::common::rbac::rule_allows(
+        &r,
+        &request("patch", "policyhost.dev", "datajobs/status", "a", "j")
+    ));
+    assert!(
+        !crate::common::rbac::rule_allows(
+            &r,
+            &request("patch", "policyhost.dev", "datajobs", "a", "j")
+        ),
+        "a subresource rule does not grant the resource"
+    );
+    let any_status = rule(&["patch"], &["*"], &["*/status"], &[]);
+    assert!(crate::common::rbac::rule_allows(
+        &any_status,
+        &request("patch", "apps", "deployments/status", "a", "d")
+    ));
+    assert!(!crate::common::rbac::rule_allows(
+        &any_status,
+        &request("patch", "apps", "deployments", "a", "d")
+    ));
+    let named = rule(
+        &["get", "update"],
+        &["coordination.k8s.io"],
+        &["leases"],
+        &["l"],
+    );
+    assert!(crate::common::rbac::rule_allows(
+        &named,
+        &request("update", "coordination.k8s.io", "leases", "ns", "l")
+    ));
+    assert!(!crate::common::rbac::rule_allows(
+        &named,
+        &request("update", "coordination.k8s.io", "leases", "ns", "other")
+    ));
+    assert!(
+        !crate::common::rbac::rule_allows(
+            &named,
+            &request("list", "coordination.k8s.io", "leases", "ns", "")
+        ),
+        "resourceNames never match a request without a name"
+    );
+    assert!(!crate::common::rbac::rule_allows(
+        &named,
+        &request("update", "", "leases", "ns", "l")
+    ));
+}
+
+#[test]
+fn a_rolebinding_grants_only_in_its_namespace_and_only_to_its_subjects() {
+    let objects = objects_with(
+        &json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]),
+        &json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]),
+    );
+    let granted = grants(&objects, SERVICE_ACCOUNT_USER);
+    assert_eq!(
+        granted.len(),
+        2,
+        "the other binding grants this user nothing"
+    );
+    let allowed = |r: &Attributes| !allowing(&granted, r).is_empty();
+    assert!(allowed(&request("list", "", "configmaps", NAMESPACE, "")));
+    assert!(!allowed(&request("list", "", "configmaps", "default", "")));
+    assert!(
+        !allowed(&request("list", "", "configmaps", "", "")),
+        "not across all namespaces either"
+    );
+    assert!(allowed(&request("list", "", "pods", "", "")));
+    assert!(allowed(&request("list", "", "pods", "default", "")));
+    let other = grants(&objects, "system:serviceaccount:policyhost-system:other");
+    assert_eq!(
+        other.len(),
+        1,
+        "the other account gets the ClusterRole, not the Role"
+    );
+    assert!(
+        grants(&objects, "system:serviceaccount:default:policyhost").is_empty(),
+        "a namesake in another namespace gets nothing"
+    );
+}
+
+/// What the authorizer is asked for one recorded request: an apply patch
+/// that created its object needs `create` too (kube-apiserver's patch
+/// handler checks it).
+fn attributes(r: &Request) -> Vec<Attributes> {
+    let base = Attributes {
+        user: r.identity.clone(),
+        verb: r.verb.clone(),
+        group: r.group.clone(),
+        resource: r.resource.clone(),
+        subresource: r.subresource.clone(),
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+    };
+    let mut out = vec![base.clone()];
+    if r.verb == "patch" && r.code == 201 {
+        out.push(Attributes {
+            verb: "create".into(),
+            ..base
+        });
+    }
+    out
+}
+
+/// One thing a rule grants: a verb on a group's resource (and name).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Atom {
+    source: String,
+    verb: String,
+    group: String,
+    resource: String,
+    name: String,
+}
+
+fn atoms(grant: &Grant) -> Vec<Atom> {
+    let names = if grant.rule.resource_names.is_empty() {
+        vec![String::new()]
+    } else {
+        grant.rule.resource_names.clone()
+    };
+    let mut out = Vec::new();
+    for verb in &grant.rule.verbs {
+        for group in &grant.rule.api_groups {
+            for resource in &grant.rule.resources {
+                for name in &names {
+                    out.push(Atom {
+                        source: grant.source.clone(),
+                        verb: verb.clone(),
+                        group: group.clone(),
+                        resource: resource.clone(),
+                        name: name.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether some request used `atom` of `grant`.
+fn used(atom: &Atom, grant: &Grant, requests: &[Attributes]) -> bool {
+    requests.iter().any(|r| {
+        let combined = if r.subresource.is_empty() {
+            r.resource.clone()
+        } else {
+            format!("{}/{}", r.resource, r.subresource)
+        };
+        grant_allows(grant, r)
+            && r.verb == atom.verb
+            && r.group == atom.group
+            && combined == atom.resource
+            && (atom.name.is_empty() || r.name == atom.name)
+    })
+}
+
+/// Requests the rules forbid, and rule atoms no request used.
+fn check(objects: &[Value], requests: &[Attributes]) -> (Vec<String>, Vec<String>) {
+    let granted = grants(objects, SERVICE_ACCOUNT_USER);
+    let forbidden: BTreeSet<String> = requests
+        .iter()
+        .filter(|r| allowing(&granted, r).is_empty())
+        .map(|r| format!("{r:?}"))
+        .collect();
+    let unneeded: BTreeSet<String> = granted
+        .iter()
+        .flat_map(|g| atoms(g).into_iter().map(move |a| (a, g)))
+        .filter(|(atom, grant)| !used(atom, grant, requests))
+        .map(|(atom, _)| format!("{atom:?}"))
+        .collect();
+    (
+        forbidden.into_iter().collect(),
+        unneeded.into_iter().collect(),
+    )
+}
+
+/// `fanout` under another digest: the same behaviour, another version.
+fn fanout_version(label: &str) -> Vec<u8> {
+    let mut out = guest_bytes("fanout");
+    let name = b"policyhost-test-version";
+    let mut body = vec![u8::try_from(name.len()).expect("short")];
+    body.extend_from_slice(name);
+    body.extend_from_slice(label.as_bytes());
+    out.push(0);
+    out.push(u8::try_from(body.len()).expect("short"));
+    out.extend_from_slice(&body);
+    out
+}
+
+/// `policyhost policy push` as the platform team runs it.
+async fn push(kubeconfig: &std::path::Path, file: &std::path::Path, name: &str) {
+    let mut command = std::process::Command::new(policyhost_bin());
+    command
+        .args(["policy", "push"])
+        .arg(file)
+        .args(["--name", name, "--namespace", NAMESPACE, "--wait"])
+        .arg("--kubeconfig")
+        .arg(kubeconfig);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("policy push")
+        .expect("run policy push");
+    assert!(
+        output.status.success(),
+        "policy push {name}: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_uses_exactly_the_permissions_deploy_grants_and_each_rule_is_needed() {
+    let env = Env::cluster_only().await;
+    let Some(cluster) = env.cluster.as_ref() else {
+        eprintln!("skipped: needs devcluster's request records");
+        return;
+    };
+    let admin = env.kubeconfig_file();
+    deployment::install(&admin).await;
+    let dir = policy_dir(&["fanout", "panics"], &format!("rbac-{}", env.namespace));
+    let v1 = dir.join("fanout-v1.wasm");
+    let v2 = dir.join("fanout-v2.wasm");
+    std::fs::write(&v1, fanout_version("v1")).expect("write v1");
+    std::fs::write(&v2, fanout_version("v2")).expect("write v2");
+
+    // Two replicas of the Deployment, quick failover.
+    let mut running = deployment::run_deployment(
+        &env.client,
+        &admin,
+        2,
+        &[
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "3s",
+            "--retry-period",
+            "500ms",
+        ],
+    )
+    .await;
+    push(&admin, &v1, "fanout").await;
+    push(&admin, &dir.join("panics.wasm"), "panics").await;
+    let leader = eventually("a replica to lead", || async {
+        running
+            .replicas
+            .iter()
+            .position(|r| r.get("/leaderz").is_some_and(|(code, _)| code == 200))
+    })
+    .await;
+
+    // Reconcile, then prune.
+    let forever = json!({"devcluster.policyhost.dev/run-seconds": "-1"});
+    env.create_job(
+        "scale",
+        "fanout",
+        json!({"replicas": 3, "image": "busybox:1.36", "podAnnotations": forever}),
+    )
+    .await;
+    env.wait_pods("scale", "three workers", |p| p.len() == 3)
+        .await;
+    env.patch_spec("scale", json!({"params": {"replicas": 1}}))
+        .await;
+    env.wait_pods("scale", "pruned to one", |p| p.len() == 1)
+        .await;
+    // A guest fault: a condition and warning Events, retried.
+    env.create_job("boom", "panics", json!({})).await;
+    env.wait_job("boom", "Ready=False", |j| {
+        condition(j, "Ready").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    // Hot swap: the DataJobs of the policy are reconciled by the new version.
+    push(&admin, &v2, "fanout").await;
+    let v2_digest = policyhost::runtime::Digest::of(&fanout_version("v2")).to_hex();
+    env.wait_job("scale", "reconciled by v2", |j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.policy.as_ref())
+            .is_some_and(|p| p.digest == v2_digest)
+    })
+    .await;
+    // A standby ConfigMap for the same policy takes over when the serving
+    // one is deleted: the host reads it again then.
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let serving = configmaps
+        .get("policy-fanout")
+        .await
+        .expect("policy-fanout");
+    let standby = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("policy-fanout-standby".into()),
+            labels: serving.metadata.labels.clone(),
+            ..ObjectMeta::default()
+        },
+        data: serving.data.clone(),
+        binary_data: serving.binary_data.clone(),
+        ..ConfigMap::default()
+    };
+    configmaps
+        .create(&PostParams::default(), &standby)
+        .await
+        .expect("create the standby");
+    eventually(
+        "the standby to be refused while the other serves",
+        || async {
+            let map = configmaps.get("policy-fanout-standby").await.ok()?;
+            Annotations::read(map.metadata.annotations.as_ref()?)
+                .error
+                .map(|_| ())
+        },
+    )
+    .await;
+    configmaps
+        .delete("policy-fanout", &DeleteParams::default())
+        .await
+        .expect("delete policy-fanout");
+    eventually("the standby to serve", || async {
+        let map = configmaps.get("policy-fanout-standby").await.ok()?;
+        (Annotations::read(map.metadata.annotations.as_ref()?).loaded_digest
+            == Some(v2_digest.clone()))
+        .then_some(())
+    })
+    .await;
+
+    // Delete with cleanup: the finalizer goes once cleanup is done.
+    env.create_job(
+        "done",
+        "fanout",
+        json!({"replicas": 1, "image": "busybox:1.36"}),
+    )
+    .await;
+    env.wait_job("done", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    env.jobs()
+        .delete("done", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("`done` to be released and gone", || async {
+        env.jobs()
+            .get_opt("done")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // Failover: the leader dies, the other replica takes over and works.
+    running.replicas[leader].signal("KILL");
+    let survivor = 1 - leader;
+    eventually("the other replica to lead", || async {
+        running.replicas[survivor]
+            .get("/leaderz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    // A replacement replica, as the Deployment controller starts one. It
+    // fills its caches with paginated lists, as every replica does on an
+    // API server without streaming lists (devcluster has them, and `auto`
+    // uses them): the requests such a server gets are part of the proof.
+    let mut replacement = deployment::run_deployment(
+        &env.client,
+        &admin,
+        1,
+        &[
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "3s",
+            "--retry-period",
+            "500ms",
+            "--streaming-lists",
+            "never",
+        ],
+    )
+    .await;
+    let newcomer = replacement.replicas.pop().expect("one replica");
+    eventually("the replacement to be ready", || async {
+        newcomer
+            .get("/readyz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    env.create_job(
+        "after",
+        "fanout",
+        json!({"replicas": 1, "image": "busybox:1.36"}),
+    )
+    .await;
+    env.wait_job("after", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    // A graceful stop releases the Lease, and the replacement takes over.
+    running.replicas[survivor].signal("TERM");
+    let status = running.replicas[survivor].wait();
+    assert!(status.success(), "{}", running.replicas[survivor].logs());
+    eventually("the replacement to lead", || async {
+        newcomer
+            .get("/leaderz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    env.patch_spec("after", json!({"params": {"replicas": 2}}))
+        .await;
+    env.wait_pods("after", "two workers", |p| p.len() == 2)
+        .await;
+    let mut newcomer = newcomer;
+    newcomer.signal("TERM");
+    let status = newcomer.wait();
+    assert!(status.success(), "{}", newcomer.logs());
+
+    let log: Vec<Request> = cluster
+        .counters()
+        .requests()
+        .into_iter()
+        .filter(|r| r.identity == SERVICE_ACCOUNT_USER)
+        .collect();
+    assert!(!log.is_empty(), "the operator's requests were recorded");
+    let requests: Vec<Attributes> = log.iter().flat_map(attributes).collect();
+    let objects = kustomize(&workspace().join("deploy"));
+    let (forbidden, unneeded) = check(&objects, &requests);
+    let used: BTreeSet<String> = requests
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}{}{} in {:?}{}",
+                r.verb,
+                r.group,
+                if r.group.is_empty() { "" } else { "/" },
+                if r.subresource.is_empty() {
+                    r.resource.clone()
+                } else {
+                    format!("{}/{}", r.resource, r.subresource)
+                },
+                r.namespace,
+                if r.name.is_empty() || r.resource != "leases" {
+                    String::new()
+                } else {
+                    format!(" name {}", r.name)
+                }
+            )
+        })
+        .collect();
+    eprintln!(
+        "the operator's requests:\n  {}",
+        used.iter().cloned().collect::<Vec<_>>().join("\n  ")
+    );
+    assert!(
+        forbidden.is_empty(),
+        "requests deploy/ does not allow:\n{}",
+        forbidden.join("\n")
+    );
+    assert!(
+        unneeded.is_empty(),
+        "rules no request needed:\n{}",
+        unneeded.join("\n")
+    );
+
+    // A rule no request needed is reported.
+    let mut wider = objects.clone();
+    let role = wider
+        .iter_mut()
+        .find(|o| o["kind"] == "Role")
+        .expect("a Role in deploy/");
+    role["rules"]
+        .as_array_mut()
+        .expect("rules")
+        .push(json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}));
+    let (forbidden, unneeded) = check(&wider, &requests);
+    assert!(forbidden.is_empty());
+    assert_eq!(unneeded.len(), 1, "{unneeded:?}");
+    assert!(unneeded[0].contains("secrets"), "{unneeded:?}");
+
+    // Each rule is needed: without it, some request is forbidden.
+    let mut rules_checked = 0;
+    for (index, object) in objects.iter().enumerate() {
+        let count = object["rules"].as_array().map_or(0, Vec::len);
+        for rule in 0..count {
+            let mut without = objects.clone();
+            if let Some(rules) = without[index]["rules"].as_array_mut() {
+                rules.remove(rule);
+            }
+            let (forbidden, _) = check(&without, &requests);
+            assert!(
+                !forbidden.is_empty(),
+                "{} {} rule {rule} can be removed without forbidding any request",
+                object["kind"],
+                object["metadata"]["name"]
+            );
+            rules_checked += 1;
+        }
+    }
+    assert!(rules_checked >= 6, "{rules_checked} rules checked");
+    drop(running);
+}
