@@ -2,8 +2,9 @@
 //!
 //! - `guests`: builds every policy under `policies/` to a `wasm32-wasip2`
 //!   component in `<target>/wasm32-wasip2/guest/`.
-//! - `test`: installs what is missing, builds the guests and the binaries, then
-//!   runs the whole test suite. `.ci/run` runs exactly this.
+//! - `test`: installs what is missing, builds the guests, the binaries and the
+//!   static binary, then runs the whole test suite (which starts the static
+//!   binary too). `.ci/run` runs exactly this.
 //! - `demo`: installs what is missing, builds the guests and runs the main job:
 //!   the operator on an embedded devcluster reconciling a sample DataJob.
 //! - `bench scale`: builds the guests and the release binaries, then runs the
@@ -60,7 +61,8 @@ fn print_help() {
     println!(
         "cargo xtask <command>\n\n\
          guests        build every policy under policies/ to {GUEST_TARGET}\n\
-         test [ARGS]   install prerequisites, build guests and binaries, run all tests\n\
+         test [ARGS]   install prerequisites, build guests, binaries and the static binary,\n\
+         \x20             run all tests\n\
          \x20             (ARGS are passed to `cargo test`)\n\
          demo [ARGS]   install prerequisites, build guests, run the operator on an\n\
          \x20             embedded devcluster until the sample DataJob finishes;\n\
@@ -117,9 +119,11 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     ensure_kubectl()?;
     prepare_guests()?;
     cargo(&["build", "--workspace", "--bins"])?;
+    // The container's static binary, so that tests/all/image.rs starts it.
+    build_static()?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
-    cargo(&args)
+    cargo_with_env(&args, &[("POLICYHOST_TEST_STATIC", "1")])
 }
 
 /// Builds the guests and runs the main job: the operator on the embedded
@@ -316,8 +320,15 @@ fn workspace_root() -> PathBuf {
 
 /// Runs the cargo that runs us, from the workspace root.
 fn cargo(args: &[&str]) -> Result<(), String> {
+    cargo_with_env(args, &[])
+}
+
+fn cargo_with_env(args: &[&str], vars: &[(&str, &str)]) -> Result<(), String> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-    run(Command::new(cargo).args(args).current_dir(workspace_root()))
+    run(Command::new(cargo)
+        .args(args)
+        .envs(vars.iter().copied())
+        .current_dir(workspace_root()))
 }
 
 fn run(command: &mut Command) -> Result<(), String> {
