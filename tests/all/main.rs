@@ -13,6 +13,7 @@ mod deploy;
 mod finalizer;
 mod golden;
 mod guests;
+mod guide;
 mod image;
 mod leader;
 mod loading;
