@@ -290,6 +290,32 @@ async fn where_the_guide_led(
     running
 }
 
+#[test]
+fn the_operator_guide_documents_every_flag_of_policyhost_run() {
+    let guide = std::fs::read_to_string(workspace().join("docs/operator.md")).expect("the guide");
+    let output = std::process::Command::new(policyhost_bin())
+        .args(["run", "--help"])
+        .output()
+        .expect("policyhost run --help");
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    let flags: Vec<&str> = help
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .filter_map(|l| l.split([' ', '[', '=']).next())
+        .filter(|f| *f != "help")
+        .collect();
+    assert!(flags.len() >= 20, "{flags:?}");
+    let missing: Vec<&&str> = flags
+        .iter()
+        .filter(|f| !guide.contains(&format!("`--{f}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags the guide does not describe: {missing:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_guide_takes_an_empty_cluster_to_a_running_datajob() {
     let guide = std::fs::read_to_string(workspace().join("docs/operator.md")).expect("the guide");
