@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::process::kustomize;
+use serde_json::json;
+
+use crate::common::cluster::{Env, eventually, phase};
+use crate::common::process::{Replica, kustomize, policy_dir};
 use crate::common::{guest, target_dir, workspace};
 
 /// Where `cargo xtask static` puts the binary.
@@ -147,4 +150,57 @@ fn the_static_binary_needs_no_loader_and_starts_prints_the_crd_and_checks_a_poli
     let checked = run(&["policy", "check", &fanout.to_string_lossy()]);
     assert!(checked.contains("ok: loadable"), "{checked}");
     assert!(checked.contains("digest:   sha256:"), "{checked}");
+}
+
+/// The static binary runs the operator: against devcluster it becomes
+/// ready, leads, reconciles a DataJob, and stops cleanly on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_static_binary_runs_the_operator_until_sigterm() {
+    let bin = static_binary();
+    if !bin.is_file() {
+        assert!(
+            std::env::var_os("POLICYHOST_TEST_STATIC").is_none(),
+            "POLICYHOST_TEST_STATIC is set but {} is missing: run `cargo xtask static`",
+            bin.display()
+        );
+        eprintln!("skipped: {} not built (cargo xtask static)", bin.display());
+        return;
+    }
+    let env = Env::cluster_only().await;
+    let kubeconfig = env.kubeconfig_file();
+    let policies = policy_dir(&["fanout"], &format!("static-{}", env.namespace));
+    let mut replica = Replica::start_program(
+        &bin,
+        "static",
+        &kubeconfig,
+        &[
+            "--namespace",
+            &env.namespace,
+            "--policy-dir",
+            &policies.to_string_lossy(),
+            "--policy-namespace",
+            &env.namespace,
+            "--lease-namespace",
+            &env.namespace,
+        ],
+        &[("POD_NAME".into(), "static".into())],
+    );
+    eventually("the static binary to lead", || async {
+        replica
+            .get("/leaderz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    env.create_job(
+        "static",
+        "fanout",
+        json!({"replicas": 2, "image": "busybox:1.36"}),
+    )
+    .await;
+    env.wait_job("static", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    replica.signal("TERM");
+    let status = replica.wait();
+    assert!(status.success(), "{status}: {}", replica.logs());
 }

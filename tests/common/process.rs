@@ -77,10 +77,22 @@ impl Replica {
         args: &[&str],
         env: &[(String, String)],
     ) -> Self {
+        Self::start_program(&policyhost_bin(), name, kubeconfig, args, env)
+    }
+
+    /// Like [`start_with_env`](Self::start_with_env), running `program` (a
+    /// `policyhost` binary built another way).
+    pub fn start_program(
+        program: &Path,
+        name: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Self {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = kubeconfig.with_extension(format!("{name}.log"));
         let stderr = std::fs::File::create(&log).expect("a log file");
-        let child = Command::new(policyhost_bin())
+        let child = Command::new(program)
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig)
