@@ -169,3 +169,135 @@ fn run_on_a_faulting_guest_exits_non_zero_with_the_typed_error() {
         "{stderr}"
     );
 }
+
+fn golden_dir() -> PathBuf {
+    common::workspace().join("policies/fanout/tests/golden")
+}
+
+#[test]
+fn test_passes_every_fanout_golden_case_through_the_component() {
+    let cases = std::fs::read_dir(golden_dir())
+        .expect("golden dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
+        })
+        .count();
+    let out = policyhost(&[
+        "policy",
+        "test",
+        path(&guest("fanout")),
+        path(&golden_dir()),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("ok ")).count(),
+        cases,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{cases} passed, 0 failed")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("sha256:"), "{stdout}");
+}
+
+#[test]
+fn test_fails_a_mismatching_case_and_lists_its_differences() {
+    let original = golden_dir().join("reconcile-03-running.json");
+    let mut case: Value =
+        serde_json::from_slice(&std::fs::read(&original).expect("read case")).expect("JSON");
+    case["expected"]["status"]["phase"] = "Succeeded".into();
+    case["expected"]["requeueAfterMs"] = 1000.into();
+    let wrong = scratch(
+        "wrong-phase.json",
+        serde_json::to_string_pretty(&case)
+            .expect("JSON")
+            .as_bytes(),
+    );
+    let out = policyhost(&[
+        "policy",
+        "test",
+        path(&guest("fanout")),
+        path(&original),
+        path(&wrong),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("ok     {}", original.display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("FAIL   {}", wrong.display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("/status/phase: expected \"Succeeded\", got \"Running\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("/requeueAfterMs: expected 1000, missing"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 passed, 1 failed"), "{stdout}");
+}
+
+#[test]
+fn test_names_a_missing_case_file_and_an_invalid_case() {
+    let missing = std::env::temp_dir().join("policyhost-no-such-case.json");
+    let out = policyhost(&["policy", "test", path(&guest("fanout")), path(&missing)]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot read golden cases {}", missing.display()))
+            && stderr.contains("No such file"),
+        "{stderr}"
+    );
+
+    let typo = scratch(
+        "typo.json",
+        br#"{"call": "reconcile", "job": {"name": "demo", "nmespace": "x"}, "expected": {}}"#,
+    );
+    let out = policyhost(&["policy", "test", path(&guest("fanout")), path(&typo)]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("is not a valid case: unknown field `nmespace`"),
+        "{stdout}"
+    );
+
+    let out = policyhost(&[
+        "policy",
+        "test",
+        path(&guest("panics")),
+        path(&golden_dir().join("reconcile-01-first-call.json")),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("error[Trap]: policy trapped"), "{stdout}");
+}
+
+#[test]
+fn test_bless_writes_the_case_exactly_as_the_native_harness_does() {
+    let original = golden_dir().join("reconcile-05-replace-failed.json");
+    let text_of = |p: &Path| std::fs::read_to_string(p).expect("read case");
+    let mut case: Value = serde_json::from_str(&text_of(&original)).expect("JSON");
+    case["expected"] = Value::Null;
+    let stale = scratch(
+        "stale.json",
+        serde_json::to_string(&case).expect("JSON").as_bytes(),
+    );
+    let out = policyhost(&[
+        "policy",
+        "test",
+        path(&guest("fanout")),
+        path(&stale),
+        "--bless",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("0 failed, 1 blessed"), "{stdout}");
+    assert_eq!(text_of(&stale), text_of(&original));
+}

@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod dev;
+mod golden;
 mod input;
 mod leader;
 mod list;
@@ -59,6 +60,13 @@ enum PolicyCommand {
     Run(run::RunArgs),
     /// Measure calls per second and latency of a policy.
     Bench(bench::BenchArgs),
+    /// Run golden cases (the SDK's files) through the compiled component.
+    ///
+    /// Prints `ok` or `FAIL` per case, and for a failure every difference
+    /// from `expected` by JSON pointer. Exit status: 0 when every case passes;
+    /// 1 when one fails (a mismatch, a guest fault, a case that cannot be
+    /// read), when the policy cannot be loaded or a path does not exist.
+    Test(golden::TestArgs),
     /// Check a policy, then create or update its ConfigMap (server-side
     /// apply); the host hot-swaps it in.
     Push(push::PushArgs),
@@ -120,6 +128,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
         Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
         Command::Policy(PolicyCommand::Bench(args)) => bench::run(&args),
+        Command::Policy(PolicyCommand::Test(args)) => golden::run(&args),
         Command::Policy(PolicyCommand::Push(args)) => push::run(&args),
         Command::Policy(PolicyCommand::List(args)) => list::run(&args),
     };

@@ -1,0 +1,377 @@
+//! `policyhost policy test`: the compiled component against golden cases.
+//!
+//! A golden case is one call's inputs and the result JSON it must give. The
+//! files are the SDK's (`policyhost_sdk::testing::Golden`, format in
+//! `policies/fanout/tests/golden/README.md`) and are read by the SDK's own
+//! parser, so a case means the same thing here and under `cargo test`: the
+//! same defaults, the same refusal of unknown fields. Here it runs through the
+//! real runtime (the checks of `policy check`, the limits, the output checks),
+//! which is what the operator will run.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+use policyhost::policies::load;
+use policyhost::runtime::{
+    Child, ChildPhase, Context, DataJob, Error, Input, KeyValue, Policy, PolicySpec, Runtime,
+};
+use policyhost_sdk::testing::{Golden, Kind};
+use serde_json::Value;
+
+use super::LimitArgs;
+
+/// At most this many differences are listed per failing case.
+const MAX_DIFFERENCES: usize = 20;
+
+/// Arguments of `policy test`.
+#[derive(Debug, Args)]
+pub(crate) struct TestArgs {
+    /// The policy component (`.wasm`).
+    file: PathBuf,
+    /// Golden case files, or directories of them (every `*.json` in it).
+    #[arg(required = true, value_name = "CASES")]
+    cases: Vec<PathBuf>,
+    /// Rewrite the `expected` of every case whose result differs with the
+    /// component's result, instead of failing (as `POLICYHOST_BLESS=1 cargo
+    /// test` does natively); review the diff before committing it.
+    #[arg(long)]
+    bless: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
+    let files = case_files(&args.cases)?;
+    let bytes = super::read(&args.file)?;
+    let runtime = super::runtime(1)?;
+    let name = args
+        .file
+        .file_stem()
+        .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
+    let spec = PolicySpec::new(name).limits(args.limits.policy_limits());
+    let policy = match load::check(&runtime, spec, &bytes) {
+        Ok(policy) => policy,
+        Err(error) => {
+            super::check::report(&error);
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for clamped in policy.clamped() {
+        eprintln!("warning: {clamped}");
+    }
+    let mut failed = 0;
+    let mut blessed = 0;
+    for file in &files {
+        match run_case(&runtime, &policy, file) {
+            Ok(Verdict {
+                description,
+                differences,
+                ..
+            }) if differences.is_empty() => {
+                println!("ok     {}{}", file.display(), dash(&description));
+            }
+            Ok(Verdict {
+                description,
+                mut case,
+                actual,
+                ..
+            }) if args.bless => {
+                case.expected = actual;
+                bless(file, &case)?;
+                blessed += 1;
+                println!("bless  {}{}", file.display(), dash(&description));
+            }
+            Ok(Verdict {
+                description,
+                differences,
+                ..
+            }) => {
+                failed += 1;
+                println!("FAIL   {}{}", file.display(), dash(&description));
+                for difference in differences.iter().take(MAX_DIFFERENCES) {
+                    println!("         {difference}");
+                }
+                if differences.len() > MAX_DIFFERENCES {
+                    println!(
+                        "         ... and {} more differences",
+                        differences.len() - MAX_DIFFERENCES
+                    );
+                }
+            }
+            Err(error) => {
+                failed += 1;
+                println!("FAIL   {}: {error:#}", file.display());
+            }
+        }
+    }
+    let passed = files.len() - failed - blessed;
+    let mut summary = format!("{passed} passed, {failed} failed");
+    if args.bless {
+        summary.push_str(&format!(", {blessed} blessed"));
+    }
+    println!(
+        "{summary} ({} sha256:{})",
+        args.file.display(),
+        policy.digest()
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn dash(description: &str) -> String {
+    if description.is_empty() {
+        String::new()
+    } else {
+        format!(" — {description}")
+    }
+}
+
+/// The case files named on the command line, directories expanded to their
+/// `*.json` files sorted by name. A path that does not exist, or a directory
+/// without cases, is an error: a test run that finds nothing must not pass.
+fn case_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        let metadata = std::fs::metadata(path)
+            .with_context(|| format!("cannot read golden cases {}", path.display()))?;
+        if metadata.is_dir() {
+            let mut found = Vec::new();
+            for entry in std::fs::read_dir(path)
+                .with_context(|| format!("cannot read golden cases {}", path.display()))?
+            {
+                let entry = entry
+                    .with_context(|| format!("cannot read golden cases {}", path.display()))?;
+                let file = entry.path();
+                if file.extension().is_some_and(|ext| ext == "json") {
+                    found.push(file);
+                }
+            }
+            if found.is_empty() {
+                anyhow::bail!("no golden case (*.json) in {}", path.display());
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// One case's outcome: its differences from `expected` (none when it passes).
+struct Verdict {
+    description: String,
+    case: Golden,
+    actual: Value,
+    differences: Vec<String>,
+}
+
+fn run_case(runtime: &Runtime, policy: &Policy, file: &Path) -> anyhow::Result<Verdict> {
+    let case = Golden::load(file)?;
+    let input = input_of(&case);
+    let actual = match case.call {
+        Kind::Reconcile => result_json(runtime.reconcile_blocking(policy, &input).result)?,
+        Kind::Cleanup => result_json(runtime.cleanup_blocking(policy, &input).result)?,
+    };
+    let mut differences = Vec::new();
+    differences_at(
+        &case.expected,
+        &actual,
+        &mut String::new(),
+        &mut differences,
+    );
+    Ok(Verdict {
+        description: case.description.clone(),
+        case,
+        actual,
+        differences,
+    })
+}
+
+/// Writes a case back as the SDK's harness does (pretty JSON, newline).
+fn bless(file: &Path, case: &Golden) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(case)? + "\n";
+    std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))
+}
+
+/// The result JSON of a call, in the shape `policy run` prints; a guest
+/// fault is an error (golden cases describe answers, not faults).
+fn result_json<T: serde::Serialize>(result: Result<T, Error>) -> anyhow::Result<Value> {
+    match result {
+        Ok(value) => Ok(serde_json::to_value(value)?),
+        Err(Error::PolicyError(error)) => Ok(serde_json::to_value(error)?),
+        Err(fault) => Err(anyhow::anyhow!("error[{}]: {fault}", fault.reason())),
+    }
+}
+
+/// The case's inputs as the runtime's records: the SDK fills in the
+/// defaults, exactly as for a native call. The runtime replaces the
+/// context's `policyDigest` with the component's own digest, as the operator
+/// does.
+fn input_of(case: &Golden) -> Input {
+    let (job, children, ctx) = case.inputs();
+    Input {
+        job: DataJob {
+            name: job.name,
+            namespace: job.namespace,
+            uid: job.uid,
+            generation: job.generation,
+            labels: pairs(job.labels),
+            annotations: pairs(job.annotations),
+            params: job.params_json,
+            status: job.status_json,
+            deletion_unix_ms: job.deletion_unix_ms,
+        },
+        children: children
+            .into_iter()
+            .map(|child| Child {
+                api_version: child.api_version,
+                kind: child.kind,
+                name: child.name,
+                phase: match child.phase {
+                    policyhost_sdk::ChildPhase::Pending => ChildPhase::Pending,
+                    policyhost_sdk::ChildPhase::Running => ChildPhase::Running,
+                    policyhost_sdk::ChildPhase::Succeeded => ChildPhase::Succeeded,
+                    policyhost_sdk::ChildPhase::Failed => ChildPhase::Failed,
+                    policyhost_sdk::ChildPhase::Unknown => ChildPhase::Unknown,
+                },
+                ready: child.ready,
+                deleting: child.deleting,
+                labels: pairs(child.labels),
+            })
+            .collect(),
+        ctx: Context {
+            now_unix_ms: ctx.now_unix_ms,
+            attempt: ctx.attempt,
+            policy_digest: ctx.policy_digest,
+        },
+    }
+}
+
+fn pairs(pairs: Vec<policyhost_sdk::KeyValue>) -> Vec<KeyValue> {
+    pairs
+        .into_iter()
+        .map(|pair| KeyValue {
+            key: pair.key,
+            value: pair.value,
+        })
+        .collect()
+}
+
+/// Every place where `actual` differs from `expected`, as
+/// `<JSON pointer>: expected <value>, got <value>` lines.
+fn differences_at(expected: &Value, actual: &Value, at: &mut String, out: &mut Vec<String>) {
+    let mut descend = |key: &str, expected: Option<&Value>, actual: Option<&Value>| {
+        let len = at.len();
+        at.push('/');
+        at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        match (expected, actual) {
+            (Some(expected), Some(actual)) => differences_at(expected, actual, at, out),
+            (Some(expected), None) => {
+                out.push(format!("{at}: expected {}, missing", shown(expected)))
+            }
+            (None, Some(actual)) => out.push(format!("{at}: not expected, got {}", shown(actual))),
+            (None, None) => {}
+        }
+        at.truncate(len);
+    };
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            let mut keys: Vec<&String> = e.keys().chain(a.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                descend(key, e.get(key), a.get(key));
+            }
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            for i in 0..e.len().max(a.len()) {
+                descend(&i.to_string(), e.get(i), a.get(i));
+            }
+        }
+        _ if expected == actual => {}
+        _ => {
+            let at = if at.is_empty() { "/" } else { at.as_str() };
+            out.push(format!(
+                "{at}: expected {}, got {}",
+                shown(expected),
+                shown(actual)
+            ));
+        }
+    }
+}
+
+/// A value on one line, cut at 160 characters.
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    if text.len() > 160 {
+        format!("{}…", &text[..text.floor_char_boundary(160)])
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn differences(expected: &Value, actual: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        differences_at(expected, actual, &mut String::new(), &mut out);
+        out
+    }
+
+    #[test]
+    fn differences_are_named_by_their_json_pointer_with_both_values() {
+        let expected = json!({"status": {"phase": "Running", "conditions": [1, 2]}, "events": []});
+        assert!(differences(&expected, &expected).is_empty());
+        let actual = json!({"status": {"phase": "Pending", "conditions": [1]}, "requeueAfterMs": 5, "events": []});
+        assert_eq!(
+            differences(&expected, &actual),
+            [
+                "/requeueAfterMs: not expected, got 5",
+                "/status/conditions/1: expected 2, missing",
+                "/status/phase: expected \"Running\", got \"Pending\"",
+            ]
+        );
+        assert_eq!(
+            differences(&json!(1), &json!("1")),
+            ["/: expected 1, got \"1\""]
+        );
+        assert_eq!(
+            differences(&json!({"a/b": 1}), &json!({"a/b": 2})),
+            ["/a~1b: expected 1, got 2"]
+        );
+    }
+
+    #[test]
+    fn a_case_reaches_the_runtime_with_the_sdk_defaults() {
+        let case: Golden = serde_json::from_value(json!({
+            "call": "reconcile",
+            "job": {"name": "j", "labels": {"b": "2", "a": "1"}, "params": {"replicas": 2}},
+            "children": [{"name": "c", "phase": "running"}],
+            "expected": {}
+        }))
+        .unwrap();
+        let input = input_of(&case);
+        assert_eq!(input.job.uid, "uid-j");
+        assert_eq!(input.job.namespace, "default");
+        assert_eq!(input.job.params, r#"{"replicas":2}"#);
+        let keys: Vec<&str> = input.job.labels.iter().map(|kv| kv.key.as_str()).collect();
+        assert_eq!(keys, ["a", "b"]);
+        assert_eq!(input.children[0].kind, "Pod");
+        assert!(matches!(input.children[0].phase, ChildPhase::Running));
+        assert_eq!(
+            input.ctx.now_unix_ms,
+            policyhost_sdk::testing::DEFAULT_NOW_UNIX_MS
+        );
+        assert_eq!(input.ctx.attempt, 1);
+    }
+}
