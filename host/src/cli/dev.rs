@@ -66,11 +66,6 @@ pub(crate) struct DevArgs {
 }
 
 pub(crate) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
-    if args.operator.policy_dir.is_none() {
-        bail!(
-            "--policy-dir is required: the directory of the policies' .wasm files (e.g. target/wasm32-wasip2/guest)"
-        );
-    }
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(dev(args))
 }
@@ -108,9 +103,15 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| "default".into());
     ensure_namespace(&client, &namespace).await?;
-    let dir = args.operator.policy_dir.clone().unwrap_or_default();
-    let mut watcher = reload::DirWatcher::new(dir.clone(), client.clone(), namespace.clone());
-    let published = watcher.publish_all().await?;
+    let mut watcher = args
+        .operator
+        .policy_dir
+        .clone()
+        .map(|dir| reload::DirWatcher::new(dir, client.clone(), namespace.clone()));
+    let published = match &mut watcher {
+        Some(watcher) => watcher.publish_all().await?,
+        None => Vec::new(),
+    };
     let config = cluster.client_config()?;
     let mut options = args.operator.options(Some(args.listen));
     options.leader = args
@@ -130,11 +131,16 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
     for map in &published {
         reload::print_verdict(&client, map).await;
     }
-    println!(
-        "watching {} for rebuilt policies (published as ConfigMaps in {namespace})",
-        dir.display()
-    );
-    let watching = tokio::spawn(watcher.run());
+    match &args.operator.policy_dir {
+        Some(dir) => println!(
+            "watching {} for rebuilt policies (published as ConfigMaps in {namespace})",
+            dir.display()
+        ),
+        None => println!(
+            "serving the policy ConfigMaps of namespace {namespace} (policyhost policy push ... --namespace {namespace})"
+        ),
+    }
+    let watching = watcher.map(|watcher| tokio::spawn(watcher.run()));
 
     let mut jobs = Vec::new();
     for file in &args.apply {
@@ -153,7 +159,9 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         super::shutdown_signal().await;
         ExitCode::SUCCESS
     };
-    watching.abort();
+    if let Some(watching) = watching {
+        watching.abort();
+    }
     let _ = stop.send(());
     running.await.context("the operator task failed")??;
     cluster.shutdown().await;
