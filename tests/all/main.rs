@@ -19,5 +19,6 @@ mod leader;
 mod loading;
 mod monitoring;
 mod operator;
+mod policy_guide;
 mod rbac;
 mod runtime;

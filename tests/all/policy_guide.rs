@@ -1,0 +1,234 @@
+//! The policy author's guide, run: every command of the `sh` blocks of
+//! `docs/policies.md`, as written and in order (`guide` runs the operator
+//! guide).
+//!
+//! The commands run from a scratch directory laid out like a checkout
+//! (`docs` and `policies` link to the workspace's, `target` to the build's
+//! target directory), with the built `policyhost` first on `PATH`; `cargo`
+//! commands run in the workspace itself (they write only to the target
+//! directory). `policyhost dev` starts in the background, as the guide runs
+//! it in a second terminal, and is stopped at the end. `export` sets the
+//! environment of the commands after it. A command whose comment says
+//! `exit status N` must exit with N, every other one with 0. The README's
+//! app-team commands must all be in the guide, so they run here too.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::common::{policyhost_bin, target_dir, workspace};
+
+/// One command of a `sh` block.
+#[derive(Debug, Clone, PartialEq)]
+struct Step {
+    command: String,
+    exit: i32,
+}
+
+/// The commands of the `sh` blocks of a Markdown text, without comments.
+fn steps(markdown: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut in_sh = false;
+    for line in markdown.lines() {
+        let trimmed = line.trim();
+        if let Some(info) = trimmed.strip_prefix("```") {
+            in_sh = !in_sh && info == "sh";
+            continue;
+        }
+        if !in_sh || trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let (command, comment) = trimmed.split_once(" # ").unwrap_or((trimmed, ""));
+        let exit = comment
+            .split_once("exit status ")
+            .and_then(|(_, n)| n.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        steps.push(Step {
+            command: command.trim().to_owned(),
+            exit,
+        });
+    }
+    steps
+}
+
+/// Stops the background `policyhost dev` when dropped.
+struct Background(Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A scratch directory laid out like a checkout.
+fn scratch() -> PathBuf {
+    let dir = target_dir().join(format!("policy-guide-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    for name in ["docs", "policies"] {
+        std::os::unix::fs::symlink(workspace().join(name), dir.join(name)).expect("link");
+    }
+    std::os::unix::fs::symlink(target_dir(), dir.join("target")).expect("link target");
+    dir
+}
+
+fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Command {
+    let bin_dir = policyhost_bin()
+        .parent()
+        .expect("binary directory")
+        .to_path_buf();
+    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let mut shell = Command::new("sh");
+    shell
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("POLICYHOST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    shell
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn every_command_of_the_policy_guide_runs_as_written() {
+    let guide = std::fs::read_to_string(workspace().join("docs/policies.md")).expect("the guide");
+    let steps = steps(&guide);
+    assert!(steps.len() >= 10, "{steps:?}");
+    let dir = scratch();
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut background = None;
+    let mut outputs = Vec::new();
+    for step in &steps {
+        let command = step.command.as_str();
+        if let Some(assignment) = command.strip_prefix("export ") {
+            let (name, value) = assignment.split_once('=').expect("export NAME=VALUE");
+            let value = shell(&format!("printf %s \"{value}\""), &dir, &env)
+                .output()
+                .expect("expand");
+            env.push((
+                name.to_owned(),
+                String::from_utf8_lossy(&value.stdout).into(),
+            ));
+            continue;
+        }
+        if command.starts_with("policyhost dev") {
+            let mut child = shell(&format!("exec {command}"), &dir, &env)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start policyhost dev");
+            let stdout = child.stdout.take().expect("stdout");
+            background = Some(Background(child));
+            let (ready, running) = mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if line.starts_with("running;") {
+                        let _ = ready.send(());
+                    }
+                }
+            });
+            running
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("`{command}` did not start serving"));
+            continue;
+        }
+        let cwd = if command.starts_with("cargo ") {
+            workspace()
+        } else {
+            dir.clone()
+        };
+        let output = shell(command, &cwd, &env).output().expect("run sh");
+        assert_eq!(
+            output.status.code(),
+            Some(step.exit),
+            "`{command}`:\n{}",
+            text(&output)
+        );
+        outputs.push((command, text(&output)));
+    }
+    assert!(background.is_some(), "the guide starts `policyhost dev`");
+
+    // Beyond exit statuses: the listings say what the guide says they say.
+    let lists: Vec<&String> = outputs
+        .iter()
+        .filter(|(c, _)| *c == "policyhost policy list")
+        .map(|(_, o)| o)
+        .collect();
+    assert_eq!(lists.len(), 2, "{outputs:?}");
+    assert!(lists[0].contains("Serving"), "{}", lists[0]);
+    assert!(
+        lists[1].contains("Rejected") && lists[1].contains("InvalidConfig"),
+        "{}",
+        lists[1]
+    );
+    let described = outputs
+        .iter()
+        .find(|(c, _)| c.starts_with("kubectl describe configmap"))
+        .map(|(_, o)| o)
+        .expect("describe");
+    assert!(
+        described.contains("PolicyLoaded") && described.contains("PolicyRejected"),
+        "{described}"
+    );
+    let datajobs = outputs
+        .iter()
+        .find(|(c, _)| c.starts_with("kubectl get datajobs"))
+        .map(|(_, o)| o)
+        .expect("get datajobs");
+    assert!(datajobs.contains("Succeeded"), "{datajobs}");
+    drop(background);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_readme_app_team_commands_are_the_guide_s() {
+    let guide = std::fs::read_to_string(workspace().join("docs/policies.md")).expect("the guide");
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README");
+    let section = readme
+        .split_once("\n## Writing a policy")
+        .map(|(_, rest)| rest.split("\n## ").next().unwrap_or_default())
+        .expect("README has a `## Writing a policy` section");
+    let readme_steps = steps(section);
+    assert!(readme_steps.len() >= 5, "{readme_steps:?}");
+    let guide_steps = steps(&guide);
+    for step in readme_steps {
+        assert!(
+            guide_steps.iter().any(|g| g.command == step.command),
+            "README command `{}` is not in docs/policies.md, so no test runs it",
+            step.command
+        );
+    }
+}
+
+#[test]
+fn sh_blocks_are_read_as_commands_with_their_expected_exit_status() {
+    let markdown = "text\n```sh\n# a comment\ncargo test -p x   # native\n\nfoo --bar    # exit status 3\n```\n```yaml\nnot: run\n```\n";
+    assert_eq!(
+        steps(markdown),
+        [
+            Step {
+                command: "cargo test -p x".into(),
+                exit: 0
+            },
+            Step {
+                command: "foo --bar".into(),
+                exit: 3
+            },
+        ]
+    );
+}
