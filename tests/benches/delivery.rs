@@ -23,7 +23,7 @@ mod common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::cluster::{Env, OperatorSetup, eventually};
+use common::cluster::{Env, OperatorSetup};
 use kube::api::ListParams;
 use policyhost::crd::DataJob;
 use policyhost::policies::configmap::{self, Compression, Settings};
@@ -111,22 +111,44 @@ async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
     }
     let serving = started.elapsed();
     let api = env.jobs();
-    eventually("every DataJob reconciled by the new version", || {
-        let jobs = api.clone();
-        let digest = digest.clone();
-        async move {
-            let list = jobs.list(&ListParams::default()).await.ok()?.items;
-            let done = list.len() == job_count
-                && list.iter().all(|j: &DataJob| {
-                    j.status
-                        .as_ref()
-                        .and_then(|s| s.policy.as_ref())
-                        .is_some_and(|p| p.digest == digest)
-                });
-            done.then_some(())
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = api.list(&ListParams::default()).await.map(|l| l.items);
+        let done = list.as_ref().is_ok_and(|list| {
+            list.len() == job_count && list.iter().all(|j| acted(j) == Some(digest.as_str()))
+        });
+        if done {
+            break;
         }
-    })
-    .await;
+        if Instant::now() > deadline {
+            // Say what is stuck: which DataJobs, under which digest, in which state.
+            let jobs: Vec<String> = list
+                .unwrap_or_default()
+                .iter()
+                .map(|j| {
+                    let ready = j.status.as_ref().and_then(|s| {
+                        s.conditions
+                            .iter()
+                            .find(|c| c.type_ == "Ready")
+                            .map(|c| format!("Ready={} {}: {}", c.status, c.reason, c.message))
+                    });
+                    format!(
+                        "{} acted={:?} {:?}",
+                        j.metadata.name.as_deref().unwrap_or_default(),
+                        acted(j).map(|d| &d[..12]),
+                        ready
+                    )
+                })
+                .collect();
+            panic!(
+                "after 60 s, not every DataJob was reconciled by {}; the registry serves {:?}:\n{}",
+                &digest[..12],
+                registry.get("fanout").map(|p| p.digest().to_hex()).ok(),
+                jobs.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let reconciled = started.elapsed();
     publish::wait_observed(&env.client, &map, Duration::from_secs(60))
         .await
@@ -135,6 +157,14 @@ async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
         serving,
         reconciled,
     }
+}
+
+/// The digest that last acted on a DataJob, as its status records it.
+fn acted(job: &DataJob) -> Option<&str> {
+    job.status
+        .as_ref()
+        .and_then(|s| s.policy.as_ref())
+        .map(|p| p.digest.as_str())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
