@@ -1,9 +1,14 @@
 //! devcluster benchmarks: `cargo bench -p devcluster`.
 //!
 //! Loads 50,000 realistic Pods (~4 KB each) through the HTTP API and measures the write
-//! rate, the process RSS, a full list, a label-selected list of 100, and the watch
+//! rate, the process RSS, a full list, a label-selected list of 100 (50), and the watch
 //! fan-out latency to 10 watchers. Figures are printed as a Markdown table for
 //! `docs/BENCHMARKS.md`. `DEVCLUSTER_BENCH_PODS` changes the Pod count.
+//!
+//! `DEVCLUSTER_BENCH_SHAPE` picks the Pods: `bench` (the default: one namespace, no
+//! owners, labels `app`, `tier`, `group=g<i/100>`) or `foreign` (the operator scale
+//! benchmark's Pods from `tests/common/foreign.rs`: five namespaces, each Pod owned by
+//! one of its application's Deployments, fifty Pods per application, 64 creates in flight).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +27,140 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const WATCHERS: usize = 10;
 const FANOUT_WRITES: usize = 300;
+
+/// The operator scale benchmark's foreign Pods, the same file so the shapes cannot drift.
+#[path = "../../tests/common/foreign.rs"]
+mod foreign;
+
+/// Which Pods the benchmark loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// [`pod`]: one namespace, no owners.
+    Bench,
+    /// [`foreign::pod`]: five namespaces, owned by Deployments.
+    Foreign,
+}
+
+impl Shape {
+    fn from_env() -> anyhow::Result<Self> {
+        match std::env::var("DEVCLUSTER_BENCH_SHAPE").as_deref() {
+            Err(_) | Ok("bench") => Ok(Self::Bench),
+            Ok("foreign") => Ok(Self::Foreign),
+            Ok(other) => anyhow::bail!("DEVCLUSTER_BENCH_SHAPE={other}: expected bench or foreign"),
+        }
+    }
+
+    /// Creates in flight while loading.
+    fn in_flight(self) -> usize {
+        match self {
+            Self::Bench => 32,
+            Self::Foreign => 64,
+        }
+    }
+
+    fn namespace(self, i: usize) -> &'static str {
+        match self {
+            Self::Bench => "default",
+            Self::Foreign => foreign::namespace(i),
+        }
+    }
+
+    fn name(self, i: usize) -> String {
+        match self {
+            Self::Bench => format!("pod-{i:06}"),
+            Self::Foreign => foreign::name(i),
+        }
+    }
+
+    fn manifest(self, i: usize, owners: &[String]) -> serde_json::Value {
+        match self {
+            Self::Bench => pod(i),
+            Self::Foreign => foreign::pod(i, &owners[foreign::app(i)]),
+        }
+    }
+
+    /// Label selector `n` of the selected-list runs and how many of `count` Pods it selects
+    /// (all in the namespace of Pod [`Shape::first_selected`]).
+    fn selection(self, n: usize, count: usize) -> (String, usize) {
+        match self {
+            Self::Bench => {
+                let group = (n * 7) % count.div_ceil(100);
+                (format!("group=g{group}"), (count - group * 100).min(100))
+            }
+            Self::Foreign => {
+                let app = (n * 7) % count.div_ceil(foreign::PODS_PER_APP);
+                (
+                    format!("app.kubernetes.io/name=app-{app:04}"),
+                    (count - app * foreign::PODS_PER_APP).min(foreign::PODS_PER_APP),
+                )
+            }
+        }
+    }
+
+    /// The first Pod selected by [`Shape::selection`] `n`.
+    fn first_selected(self, n: usize, count: usize) -> usize {
+        match self {
+            Self::Bench => (n * 7) % count.div_ceil(100) * 100,
+            Self::Foreign => {
+                (n * 7) % count.div_ceil(foreign::PODS_PER_APP) * foreign::PODS_PER_APP
+            }
+        }
+    }
+}
+
+/// Creates the namespaces and owning Deployments the shape's Pods need; returns the
+/// owners' uids by application.
+async fn prepare(shape: Shape, client: &kube::Client, count: usize) -> anyhow::Result<Vec<String>> {
+    if shape == Shape::Bench {
+        return Ok(Vec::new());
+    }
+    for ns in foreign::NAMESPACES {
+        create(
+            client,
+            "/api/v1/namespaces".into(),
+            serde_json::to_vec(&json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    }
+    futures::stream::iter(0..count.div_ceil(foreign::PODS_PER_APP))
+        .map(|app| async move {
+            let path = format!(
+                "/apis/apps/v1/namespaces/{}/deployments",
+                foreign::app_namespace(app)
+            );
+            let body = create(client, path, serde_json::to_vec(&foreign::deployment(app))?).await?;
+            let created: serde_json::Value = serde_json::from_slice(&body)?;
+            created["metadata"]["uid"]
+                .as_str()
+                .map(str::to_owned)
+                .context("a created Deployment's uid")
+        })
+        .buffered(shape.in_flight())
+        .try_collect()
+        .await
+}
+
+/// `POST`s `body` to `path`, expecting 201; returns the answer.
+async fn create(
+    client: &kube::Client,
+    path: String,
+    body: Vec<u8>,
+) -> anyhow::Result<bytes::Bytes> {
+    let req = axum::http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(body)?;
+    let resp = client.send(req.map(Into::into)).await.context("create")?;
+    let status = resp.status();
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await?
+        .to_bytes();
+    anyhow::ensure!(
+        status.as_u16() == 201,
+        "create answered {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(body)
+}
 
 fn pod(i: usize) -> serde_json::Value {
     let env: Vec<_> = (0..12)
@@ -102,34 +241,26 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     let client = cluster.client()?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let sample = serde_json::to_vec(&pod(0))?.len();
+    let shape = Shape::from_env()?;
     let rss_before = rss_mb();
+    let owners = prepare(shape, &client, count).await?;
+    let sample = serde_json::to_vec(&shape.manifest(0, &owners))?.len();
 
-    // Writes: creates with 32 requests in flight. Bodies are serialised up front and
+    // Writes: creates with 32 (64) requests in flight. Bodies are serialised up front and
     // responses read as bytes, so the figure is the server's, not the client's decoding.
-    let bodies: Vec<Vec<u8>> = (0..count)
-        .map(|i| serde_json::to_vec(&pod(i)))
-        .collect::<Result<_, _>>()?;
+    let bodies: Vec<(String, Vec<u8>)> = (0..count)
+        .map(|i| {
+            let path = format!("/api/v1/namespaces/{}/pods", shape.namespace(i));
+            Ok((path, serde_json::to_vec(&shape.manifest(i, &owners))?))
+        })
+        .collect::<anyhow::Result<_>>()?;
     let start = Instant::now();
     futures::stream::iter(bodies)
-        .map(|body| {
+        .map(|(path, body)| {
             let client = client.clone();
-            async move {
-                let req = axum::http::Request::post("/api/v1/namespaces/default/pods")
-                    .header("content-type", "application/json")
-                    .body(body)?;
-                let resp = client.send(req.map(Into::into)).await.context("create")?;
-                anyhow::ensure!(
-                    resp.status().as_u16() == 201,
-                    "create answered {}",
-                    resp.status()
-                );
-                http_body_util::BodyExt::collect(resp.into_body()).await?;
-                anyhow::Ok(())
-            }
+            async move { create(&client, path, body).await.map(drop) }
         })
-        .buffer_unordered(32)
+        .buffer_unordered(shape.in_flight())
         .try_collect::<Vec<_>>()
         .await?;
     let load = start.elapsed();
@@ -148,15 +279,15 @@ async fn main() -> anyhow::Result<()> {
     }
     let full_list_wire = start.elapsed();
 
-    // Label-selected list of 100.
-    let groups = count.div_ceil(100);
+    // Label-selected list of 100 (50 for the foreign shape).
     let mut selected_wire = Vec::new();
     for n in 0..50 {
-        let sel = format!("group=g{}", (n * 7) % groups);
+        let (sel, expected) = shape.selection(n, count);
+        let ns = shape.namespace(shape.first_selected(n, count));
         let start = Instant::now();
         let uri = format!(
-            "/api/v1/namespaces/default/pods?labelSelector={}",
-            sel.replace('=', "%3D")
+            "/api/v1/namespaces/{ns}/pods?labelSelector={}",
+            sel.replace('=', "%3D").replace('/', "%2F")
         );
         let req = axum::http::Request::get(uri).body(Vec::new())?;
         let resp = client.send(req.map(Into::into)).await?;
@@ -165,7 +296,7 @@ async fn main() -> anyhow::Result<()> {
             .to_bytes();
         selected_wire.push(start.elapsed());
         anyhow::ensure!(
-            body.len() > 100 * 3000,
+            body.len() > expected * 3000,
             "selected list is {} bytes",
             body.len()
         );
@@ -173,19 +304,21 @@ async fn main() -> anyhow::Result<()> {
     selected_wire.sort();
     let mut selected = Vec::new();
     for n in 0..50 {
-        let sel = format!("group=g{}", (n * 7) % groups);
+        let (sel, expected) = shape.selection(n, count);
+        let pods: Api<Pod> = Api::namespaced(
+            client.clone(),
+            shape.namespace(shape.first_selected(n, count)),
+        );
         let start = Instant::now();
         let l = pods.list(&ListParams::default().labels(&sel)).await?;
         selected.push(start.elapsed());
-        anyhow::ensure!(
-            l.items.len() == 100.min(count),
-            "selected {}",
-            l.items.len()
-        );
+        anyhow::ensure!(l.items.len() == expected, "selected {}", l.items.len());
     }
     selected.sort();
 
     // Watch fan-out: 10 watchers, each write's latency until every watcher has it.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), shape.namespace(0));
+    let (watched, group) = shape.selection(0, count);
     let rv = pods
         .list(&ListParams::default().limit(1))
         .await?
@@ -197,7 +330,7 @@ async fn main() -> anyhow::Result<()> {
     let mut watchers = Vec::new();
     for _ in 0..WATCHERS {
         let mut stream = pods
-            .watch(&WatchParams::default().labels("group=g0"), &rv)
+            .watch(&WatchParams::default().labels(&watched), &rv)
             .await?
             .boxed();
         let sent = sent.clone();
@@ -228,7 +361,7 @@ async fn main() -> anyhow::Result<()> {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     for seq in 0..FANOUT_WRITES {
-        let name = format!("pod-{:06}", seq % 100.min(count));
+        let name = shape.name(seq % group);
         if let Ok(mut s) = sent.lock() {
             s[seq] = Some(Instant::now());
         }
@@ -247,6 +380,7 @@ async fn main() -> anyhow::Result<()> {
     fanout.sort();
 
     // Sustained updates: merge patches with 32 in flight, responses read as bytes.
+    let pods: Api<Pod> = Api::all(client.clone());
     let updates = count.min(10_000);
     let start = Instant::now();
     futures::stream::iter(0..updates)
@@ -254,7 +388,9 @@ async fn main() -> anyhow::Result<()> {
             let client = client.clone();
             async move {
                 let req = axum::http::Request::patch(format!(
-                    "/api/v1/namespaces/default/pods/pod-{i:06}"
+                    "/api/v1/namespaces/{}/pods/{}",
+                    shape.namespace(i),
+                    shape.name(i)
                 ))
                 .header("content-type", "application/merge-patch+json")
                 .body(br#"{"metadata":{"labels":{"rev":"2"}}}"#.to_vec())?;
@@ -287,6 +423,7 @@ async fn main() -> anyhow::Result<()> {
 
     println!("| figure | target | measured |");
     println!("|---|---|---|");
+    println!("Pod shape: {shape:?}");
     println!(
         "| Pods loaded (manifest {sample} B as sent, {:.1} KB stored with defaults and managedFields) | 50,000 | {count} |",
         bytes as f64 / count as f64 / 1000.0
@@ -295,7 +432,8 @@ async fn main() -> anyhow::Result<()> {
         "| process RSS with the Pods loaded (before: {rss_before:.0} MB) | < 600 MB | {rss_loaded:.0} MB |"
     );
     println!(
-        "| creates/s (32 in flight over HTTP, client in the same process) | ≥ 2,000 | {writes_per_sec:.0} |"
+        "| creates/s ({} in flight over HTTP, client in the same process) | ≥ 2,000 | {writes_per_sec:.0} |",
+        shape.in_flight()
     );
     println!("| merge patches/s (32 in flight) | ≥ 2,000 | {patches_per_sec:.0} |");
     println!(
@@ -308,12 +446,14 @@ async fn main() -> anyhow::Result<()> {
         ms(full_list_typed)
     );
     println!(
-        "| label-selected list of 100, bytes received, p50 / p99 (50 runs) | ≤ 20 ms | {} / {} |",
+        "| label-selected list of {}, bytes received, p50 / p99 (50 runs) | ≤ 20 ms | {} / {} |",
+        shape.selection(0, count).1,
         ms(percentile(&selected_wire, 0.5)),
         ms(percentile(&selected_wire, 0.99))
     );
     println!(
-        "| label-selected list of 100, decoded into k8s-openapi Pods, p50 / p99 | — | {} / {} |",
+        "| label-selected list of {}, decoded into k8s-openapi Pods, p50 / p99 | — | {} / {} |",
+        shape.selection(0, count).1,
         ms(percentile(&selected, 0.5)),
         ms(percentile(&selected, 0.99))
     );
