@@ -174,7 +174,8 @@ fn run<T, U>(
             source,
         })),
         Ok(()) => {
-            store.set_epoch_deadline(engine.deadline_ticks(policy.limits.timeout));
+            let deadline = engine.deadline(policy.limits.timeout);
+            store.set_epoch_deadline(deadline.ticks());
             store.epoch_deadline_trap();
             invoke(&mut store, policy, &ctx, call, started, &mut instantiate)
         }

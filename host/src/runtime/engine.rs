@@ -2,10 +2,9 @@
 //! interruption driven by a ticker thread.
 
 use std::hash::{Hash as _, Hasher as _};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -61,28 +60,92 @@ impl Default for EngineConfig {
 /// Dropping it stops the ticker.
 pub(crate) struct Engine {
     engine: wasmtime::Engine,
-    tick: Duration,
     clock: Arc<EpochClock>,
     compatibility: u64,
-    ticker: Option<Ticker>,
+    ticker: Option<JoinHandle<()>>,
 }
 
-struct Ticker {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
-}
-
-/// Where the epoch should be (wall-clock ticks since the ticker started)
-/// and where the ticker has brought it so far.
+/// Wall-clock ticks against the engine's epoch, and the guest calls in
+/// flight: the ticker only runs while a call may need interrupting, so an
+/// idle operator spends no CPU on it.
 struct EpochClock {
-    started: std::time::Instant,
-    done: std::sync::atomic::AtomicU64,
+    started: Instant,
+    tick: Duration,
+    state: Mutex<TickState>,
+    /// Wakes the ticker when the first call starts, or to stop it.
+    wake: Condvar,
+}
+
+struct TickState {
+    /// Wall-clock ticks the engine's epoch accounts for: incremented by the
+    /// ticker, or skipped over while no call was in flight.
+    counted: u64,
+    /// Calls whose deadline is armed.
+    in_flight: usize,
+    /// The ticker waits for a call (nothing to interrupt).
+    parked: bool,
+    stopping: bool,
 }
 
 impl EpochClock {
-    fn due(&self, tick: Duration) -> u64 {
-        let ticks = self.started.elapsed().as_nanos() / tick.as_nanos().max(1);
+    /// Wall-clock ticks since the clock started.
+    fn due(&self) -> u64 {
+        let ticks = self.started.elapsed().as_nanos() / self.tick.as_nanos().max(1);
         u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
+
+    /// The state holds plain counters that are consistent at every step, so
+    /// a panic elsewhere cannot leave them torn.
+    fn lock(&self) -> MutexGuard<'_, TickState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The ticker's loop. The epoch follows the wall clock, not the number
+    /// of wake-ups: on a loaded machine a wake-up comes late, and counting
+    /// wake-ups would stretch every deadline.
+    fn run(&self, engine: &wasmtime::Engine) {
+        let mut state = self.lock();
+        while !state.stopping {
+            if state.in_flight == 0 {
+                state.parked = true;
+                state = self
+                    .wake
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+                state.parked = false;
+                continue;
+            }
+            state = self
+                .wake
+                .wait_timeout(state, self.tick)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            let due = self.due();
+            while state.counted < due {
+                engine.increment_epoch();
+                state.counted += 1;
+            }
+        }
+    }
+}
+
+/// An armed deadline: while it lives, the ticker advances the epoch.
+pub(crate) struct Deadline {
+    clock: Arc<EpochClock>,
+    ticks: u64,
+}
+
+impl Deadline {
+    /// Epoch ticks to hand to `Store::set_epoch_deadline`.
+    pub(crate) fn ticks(&self) -> u64 {
+        self.ticks
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        let mut state = self.clock.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
     }
 }
 
@@ -119,20 +182,30 @@ impl Engine {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let compatibility = hasher.finish();
-        let tick = config.epoch_tick.max(Duration::from_micros(100));
         let clock = Arc::new(EpochClock {
-            started: std::time::Instant::now(),
-            done: std::sync::atomic::AtomicU64::new(0),
+            started: Instant::now(),
+            tick: config.epoch_tick.max(Duration::from_micros(100)),
+            state: Mutex::new(TickState {
+                counted: 0,
+                in_flight: 0,
+                parked: false,
+                stopping: false,
+            }),
+            wake: Condvar::new(),
         });
-        let ticker = Ticker::start(engine.clone(), tick, Arc::clone(&clock)).map_err(|source| {
-            Error::Io {
+        let ticker = std::thread::Builder::new()
+            .name("policyhost-epoch".into())
+            .spawn({
+                let clock = Arc::clone(&clock);
+                let engine = engine.clone();
+                move || clock.run(&engine)
+            })
+            .map_err(|source| Error::Io {
                 context: "starting the epoch ticker thread".into(),
                 source,
-            }
-        })?;
+            })?;
         Ok(Self {
             engine,
-            tick,
             clock,
             compatibility,
             ticker: Some(ticker),
@@ -148,56 +221,36 @@ impl Engine {
         self.compatibility
     }
 
-    /// Epoch ticks for a deadline: rounded up, plus one because the current
-    /// tick may end right after the call starts, plus the ticks the ticker
-    /// is behind (it will catch them up at once, and they must not count).
-    pub(crate) fn deadline_ticks(&self, timeout: Duration) -> u64 {
-        let tick = self.tick.as_nanos().max(1);
+    /// Arms a deadline for one call. Its ticks are the timeout rounded up,
+    /// plus one because the current tick may end right after the call
+    /// starts, plus the ticks the ticker is behind (it will catch them up
+    /// at once, and they must not count). The first call after an idle
+    /// spell skips the ticks nobody needed instead of replaying them.
+    pub(crate) fn deadline(&self, timeout: Duration) -> Deadline {
+        let tick = self.clock.tick.as_nanos().max(1);
         let ticks = u64::try_from(timeout.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX / 2);
-        let behind = self
-            .clock
-            .due(self.tick)
-            .saturating_sub(self.clock.done.load(Ordering::Acquire));
-        ticks.saturating_add(1).saturating_add(behind)
+        let due = self.clock.due();
+        let mut state = self.clock.lock();
+        if state.in_flight == 0 {
+            state.counted = state.counted.max(due);
+            self.clock.wake.notify_one();
+        }
+        state.in_flight += 1;
+        let behind = due.saturating_sub(state.counted);
+        Deadline {
+            clock: Arc::clone(&self.clock),
+            ticks: ticks.saturating_add(1).saturating_add(behind),
+        }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        self.clock.lock().stopping = true;
+        self.clock.wake.notify_one();
         if let Some(ticker) = self.ticker.take() {
-            ticker.stop.store(true, Ordering::Relaxed);
-            ticker.thread.thread().unpark();
-            let _ = ticker.thread.join();
+            let _ = ticker.join();
         }
-    }
-}
-
-impl Ticker {
-    fn start(
-        engine: wasmtime::Engine,
-        tick: Duration,
-        clock: Arc<EpochClock>,
-    ) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("policyhost-epoch".into())
-            .spawn(move || {
-                // The epoch follows the wall clock, not the number of
-                // wake-ups: on a loaded machine a wake-up comes late, and
-                // counting wake-ups would stretch every deadline.
-                let mut epoch: u64 = 0;
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::park_timeout(tick);
-                    let due = clock.due(tick);
-                    while epoch < due {
-                        engine.increment_epoch();
-                        epoch += 1;
-                    }
-                    clock.done.store(epoch, Ordering::Release);
-                }
-            })?;
-        Ok(Self { stop, thread })
     }
 }
 
@@ -214,7 +267,38 @@ mod tests {
             ..EngineConfig::default()
         })
         .unwrap();
-        assert_eq!(engine.deadline_ticks(Duration::from_secs(10)), 11);
-        assert_eq!(engine.deadline_ticks(Duration::from_millis(10_500)), 12);
+        assert_eq!(engine.deadline(Duration::from_secs(10)).ticks(), 11);
+        assert_eq!(engine.deadline(Duration::from_millis(10_500)).ticks(), 12);
+    }
+
+    #[test]
+    fn the_ticker_runs_only_while_a_deadline_is_armed() {
+        let engine = Engine::new(&EngineConfig {
+            max_instances: 2,
+            epoch_tick: Duration::from_millis(1),
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let counted = || engine.clock.lock().counted;
+        let wait_until = |done: &dyn Fn() -> bool| {
+            let give_up = Instant::now() + Duration::from_secs(10);
+            while !done() {
+                assert!(Instant::now() < give_up, "the ticker did not advance");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let deadline = engine.deadline(Duration::from_secs(1));
+        let armed_at = counted();
+        wait_until(&|| counted() >= armed_at + 5);
+        drop(deadline);
+        // Idle: the ticker parks, and the count stays put although the wall
+        // clock moves on.
+        wait_until(&|| engine.clock.lock().parked);
+        let idle = counted();
+        wait_until(&|| engine.clock.due() > idle + 20);
+        assert_eq!(counted(), idle);
+        // The next call skips the idle ticks rather than owing them.
+        let deadline = engine.deadline(Duration::from_secs(1));
+        assert_eq!(deadline.ticks(), 1_001);
     }
 }
