@@ -1,6 +1,9 @@
 //! The DataJob's status: what the policy reported plus what the host knows,
 //! written through the status subresource only when it changed.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -8,7 +11,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::children::FIELD_MANAGER;
-use crate::cache::ChildRecord;
+use crate::cache::{Cached as _, ChildRecord, ObjectKey};
 use crate::crd::{ChildCounts, DataJob, DataJobStatus, PolicyRef};
 use crate::runtime::ChildPhase;
 use crate::runtime::output::ReportedCondition;
@@ -118,9 +121,56 @@ pub fn build(
     }
 }
 
-/// Writes `status` unless the DataJob already has it; true if written.
-pub async fn write(api: &Api<DataJob>, job: &DataJob, status: DataJobStatus) -> kube::Result<bool> {
-    if job.status.as_ref() == Some(&status) {
+/// What the operator's own status writes left behind: each DataJob's
+/// resourceVersion after the last one.
+///
+/// The cache can lag a write: a reconcile that starts before the write's
+/// watch event arrives sees the status from before it. If the status it
+/// builds equals that stale one (a policy swapped back to the version the
+/// stale status names), skipping the write would leave the newer status
+/// on the server, and a status-only watch event queues nothing. So a
+/// status is only taken as already written when the cached copy is the one
+/// the last write produced, or when there was no write to lag behind.
+#[derive(Debug, Default)]
+pub struct Writes(Mutex<HashMap<ObjectKey, String>>);
+
+impl Writes {
+    /// Whether `job`'s cached status can be trusted to be the server's.
+    fn caught_up(&self, key: &ObjectKey, job: &DataJob) -> bool {
+        match self.lock().get(key) {
+            None => true,
+            Some(written) => job.metadata.resource_version.as_ref() == Some(written),
+        }
+    }
+
+    fn record(&self, key: ObjectKey, written: &DataJob) {
+        if let Some(version) = written.metadata.resource_version.clone() {
+            self.lock().insert(key, version);
+        }
+    }
+
+    /// Drops what is known about a DataJob that is gone.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.lock().remove(key);
+    }
+
+    /// Plain map operations cannot leave it torn, so a poisoned lock is
+    /// still consistent.
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Writes `status` unless the DataJob already has it (per a cache that has
+/// caught up with the last write); true if written.
+pub async fn write(
+    api: &Api<DataJob>,
+    writes: &Writes,
+    job: &DataJob,
+    status: DataJobStatus,
+) -> kube::Result<bool> {
+    let key = job.key();
+    if job.status.as_ref() == Some(&status) && writes.caught_up(&key, job) {
         return Ok(false);
     }
     let body = json!({
@@ -128,12 +178,14 @@ pub async fn write(api: &Api<DataJob>, job: &DataJob, status: DataJobStatus) -> 
         "kind": DataJob::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        &job.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
+    let written = api
+        .patch_status(
+            &job.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await?;
+    writes.record(key, &written);
     Ok(true)
 }
 
@@ -155,6 +207,34 @@ fn count(children: &[std::sync::Arc<ChildRecord>]) -> ChildCounts {
 mod tests {
     use super::*;
     use crate::crd::DataJobSpec;
+
+    #[test]
+    fn a_cache_behind_the_last_status_write_is_not_trusted_until_it_catches_up() {
+        let writes = Writes::default();
+        let at = |version: &str| {
+            let mut job = job_with(None);
+            job.metadata.namespace = Some("ns".into());
+            job.metadata.resource_version = Some(version.into());
+            job
+        };
+        let key = at("1").key();
+        assert!(writes.caught_up(&key, &at("1")), "no write to lag behind");
+        writes.record(key.clone(), &at("7"));
+        assert!(
+            !writes.caught_up(&key, &at("6")),
+            "the cache predates the write"
+        );
+        assert!(
+            writes.caught_up(&key, &at("7")),
+            "the cache shows the write"
+        );
+        assert!(
+            !writes.caught_up(&key, &at("8")),
+            "a later change: write once more"
+        );
+        writes.forget(&key);
+        assert!(writes.caught_up(&key, &at("6")));
+    }
 
     fn job_with(status: Option<DataJobStatus>) -> DataJob {
         let mut job = DataJob::new("j", DataJobSpec::default());

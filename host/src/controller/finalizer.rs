@@ -392,7 +392,7 @@ async fn report_unavailable(shared: &Shared, job: &DataJob, message: &str, newly
 }
 
 async fn write_status(shared: &Shared, job: &DataJob, status: DataJobStatus) -> kube::Result<()> {
-    job_status::write(&api(shared, job), job, status)
+    job_status::write(&api(shared, job), &shared.status_writes, job, status)
         .await
         .map(|_| ())
 }

@@ -39,7 +39,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info, info_span};
 
-use crate::apply::Events;
+use crate::apply::{Events, status};
 use crate::cache::{self, Cached, ChildCaches, Index, ObjectKey, Store};
 use crate::crd::DataJob;
 use crate::finalizer::Budget;
@@ -98,6 +98,8 @@ pub struct Shared {
     pub finalizers: finalizer::Finalizers,
     /// Whether this replica leads and may reconcile.
     pub leadership: Leadership,
+    /// What the last status writes left, so a lagging cache cannot hide one.
+    pub status_writes: status::Writes,
 }
 
 /// The DataJob controller.
@@ -136,6 +138,7 @@ impl Controller {
             instance,
             finalizers: finalizer::Finalizers::new(config.cleanup, config.backoff, pending),
             leadership: config.leadership.clone(),
+            status_writes: status::Writes::default(),
         });
         Self { shared, config }
     }

@@ -78,6 +78,7 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
     let Some(job) = shared.jobs.get(key) else {
         // Gone: its children go with it through garbage collection.
         shared.finalizers.forget(key);
+        shared.status_writes.forget(key);
         return Next::AwaitChange;
     };
     // The finalizer first: added before any side effect; a deleted DataJob
@@ -280,7 +281,9 @@ async fn write_status(
     let status = status::build(job, update, children, Timestamp::now());
     let api: Api<DataJob> =
         Api::namespaced(shared.client.clone(), &job.namespace().unwrap_or_default());
-    status::write(&api, job, status).await.map(|_| ())
+    status::write(&api, &shared.status_writes, job, status)
+        .await
+        .map(|_| ())
 }
 
 fn now_unix_ms() -> u64 {
