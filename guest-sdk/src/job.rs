@@ -63,6 +63,11 @@ impl Job {
         } else {
             &self.params_json
         };
+        // Params are almost always valid: parse them plainly, and only on
+        // failure parse again, tracking the path, for the message.
+        if let Ok(value) = serde_json::from_str(text) {
+            return Ok(value);
+        }
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let value: P = serde_path_to_error::deserialize(&mut deserializer)
             .map_err(|error| PolicyError::InvalidParams(describe(&error)))?;

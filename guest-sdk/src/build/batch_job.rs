@@ -2,10 +2,8 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
-use serde::ser::{SerializeStruct, Serializer};
-
-use super::meta::{Meta, Object};
+use super::json::Json;
+use super::meta::{self, Meta};
 use super::pod::{PodSpec, RestartPolicy};
 use super::{Container, Error, Result, names};
 use crate::DesiredChild;
@@ -118,7 +116,7 @@ impl<'a> BatchJob<'a> {
         self
     }
 
-    /// Checks the Job and serializes its manifest.
+    /// Checks the Job and writes its manifest.
     ///
     /// # Errors
     ///
@@ -134,58 +132,43 @@ impl<'a> BatchJob<'a> {
                 reason: "must be Never or OnFailure",
             });
         }
-        let object = Object {
-            api_version: "batch/v1",
-            kind: "Job",
-            metadata: &self.meta,
-            body_key: "spec",
-            body: Spec(&self),
-        };
-        let manifest = super::serialize("Job", &object)?;
+        let mut json = Json::with_capacity(
+            192 + self.meta.name.len()
+                + (self.meta.labels.json_len() * 2)
+                + self.meta.annotations.json_len()
+                + self.pod.json_len(),
+        );
+        meta::head(&mut json, "batch/v1", "Job");
+        self.meta.write(&mut json);
+        json.raw(",\"spec\":{");
+        let numbers = [
+            ("\"backoffLimit\":", self.backoff_limit.map(u64::from)),
+            ("\"completions\":", self.completions.map(u64::from)),
+            ("\"parallelism\":", self.parallelism.map(u64::from)),
+            ("\"activeDeadlineSeconds\":", self.active_deadline_seconds),
+            (
+                "\"ttlSecondsAfterFinished\":",
+                self.ttl_seconds_after_finished.map(u64::from),
+            ),
+        ];
+        for (key, value) in numbers {
+            if let Some(value) = value {
+                json.raw(key);
+                json.number(value);
+                json.byte(b',');
+            }
+        }
+        json.raw("\"template\":{\"metadata\":");
+        self.template.write(&mut json);
+        json.raw(",\"spec\":");
+        self.pod.write(&mut json, &mut |_| {});
+        json.raw("}}}");
         Ok(DesiredChild::from_json(
             "batch/v1",
             "Job",
             self.meta.name,
-            manifest,
+            json.into_string(),
         ))
-    }
-}
-
-struct Spec<'j, 'a>(&'j BatchJob<'a>);
-
-#[derive(Serialize)]
-struct Template<'j, 'a> {
-    metadata: &'j Meta<'a>,
-    spec: &'j PodSpec<'a>,
-}
-
-impl Serialize for Spec<'_, '_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let job = self.0;
-        let mut out = serializer.serialize_struct("JobSpec", 6)?;
-        if let Some(limit) = job.backoff_limit {
-            out.serialize_field("backoffLimit", &limit)?;
-        }
-        if let Some(count) = job.completions {
-            out.serialize_field("completions", &count)?;
-        }
-        if let Some(count) = job.parallelism {
-            out.serialize_field("parallelism", &count)?;
-        }
-        if let Some(seconds) = job.active_deadline_seconds {
-            out.serialize_field("activeDeadlineSeconds", &seconds)?;
-        }
-        if let Some(seconds) = job.ttl_seconds_after_finished {
-            out.serialize_field("ttlSecondsAfterFinished", &seconds)?;
-        }
-        out.serialize_field(
-            "template",
-            &Template {
-                metadata: &job.template,
-                spec: &job.pod,
-            },
-        )?;
-        out.end()
     }
 }
 

@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 
-use super::meta::{Meta, Object, Pairs};
+use super::json::Json;
+use super::meta::{self, Meta, Pairs};
 use super::{Result, names};
 use crate::DesiredChild;
 
@@ -53,7 +54,7 @@ impl<'a> ConfigMap<'a> {
         self
     }
 
-    /// Checks the ConfigMap and serializes its manifest.
+    /// Checks the ConfigMap and writes its manifest.
     ///
     /// # Errors
     ///
@@ -65,19 +66,22 @@ impl<'a> ConfigMap<'a> {
             .0
             .iter()
             .try_for_each(|(key, _)| names::check_config_key(key))?;
-        let object = Object {
-            api_version: "v1",
-            kind: "ConfigMap",
-            metadata: &self.meta,
-            body_key: "data",
-            body: &self.data,
-        };
-        let manifest = super::serialize("ConfigMap", &object)?;
+        let mut json = Json::with_capacity(
+            96 + self.meta.name.len()
+                + self.meta.labels.json_len()
+                + self.meta.annotations.json_len()
+                + self.data.json_len(),
+        );
+        meta::head(&mut json, "v1", "ConfigMap");
+        self.meta.write(&mut json);
+        json.raw(",\"data\":");
+        self.data.write(&mut json);
+        json.byte(b'}');
         Ok(DesiredChild::from_json(
             "v1",
             "ConfigMap",
             self.meta.name,
-            manifest,
+            json.into_string(),
         ))
     }
 }

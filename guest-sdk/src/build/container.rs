@@ -2,10 +2,8 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
-use serde::ser::{SerializeStruct, Serializer};
-
-use super::meta::Pairs;
+use super::json::Json;
+use super::meta::{Insert, Pairs};
 use super::{Result, names};
 
 /// A container: image, command, args, environment and resources.
@@ -133,77 +131,115 @@ impl<'a> Container<'a> {
     }
 }
 
-struct Env<'p, 'a>(&'p Pairs<'a>);
+impl<'a> Container<'a> {
+    /// Writes the container as JSON; `env_insert` learns where further
+    /// environment variables would go (see [`super::PodTemplate`]).
+    pub(crate) fn write(&self, json: &mut Json, env_insert: &mut impl FnMut(Insert)) {
+        json.raw("{\"name\":");
+        json.string(&self.name);
+        json.raw(",\"image\":");
+        json.string(&self.image);
+        if !self.command.is_empty() {
+            json.raw(",\"command\":");
+            json.array_of_strings(&self.command);
+        }
+        if !self.args.is_empty() {
+            json.raw(",\"args\":");
+            json.array_of_strings(&self.args);
+        }
+        if self.env.is_empty() {
+            env_insert(Insert {
+                at: json.len(),
+                after_entries: false,
+            });
+        } else {
+            json.raw(",\"env\":[");
+            write_env(json, self.env.0.iter().map(|(k, v)| (k, v)), true);
+            env_insert(Insert {
+                at: json.len(),
+                after_entries: true,
+            });
+            json.byte(b']');
+        }
+        if !self.requests.is_empty() || !self.limits.is_empty() {
+            json.raw(",\"resources\":{");
+            let mut first = true;
+            for (key, pairs) in [
+                ("\"requests\":", &self.requests),
+                ("\"limits\":", &self.limits),
+            ] {
+                if pairs.is_empty() {
+                    continue;
+                }
+                if !first {
+                    json.byte(b',');
+                }
+                first = false;
+                json.raw(key);
+                pairs.write(json);
+            }
+            json.byte(b'}');
+        }
+        if let Some(dir) = &self.working_dir {
+            json.raw(",\"workingDir\":");
+            json.string(dir);
+        }
+        if !self.ports.is_empty() {
+            json.raw(",\"ports\":[");
+            for (i, (name, port)) in self.ports.iter().enumerate() {
+                if i > 0 {
+                    json.byte(b',');
+                }
+                json.raw("{\"name\":");
+                json.string(name);
+                json.raw(",\"containerPort\":");
+                json.number(u64::from(*port));
+                json.raw(",\"protocol\":\"TCP\"}");
+            }
+            json.byte(b']');
+        }
+        json.byte(b'}');
+    }
 
-impl Serialize for Env<'_, '_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.0.iter().map(|(name, value)| EnvVar {
-            name: name.as_ref(),
-            value: value.as_ref(),
-        }))
+    pub(crate) fn env_mut(&mut self) -> &mut Pairs<'a> {
+        &mut self.env
+    }
+
+    /// Whether the variable `name` is set.
+    pub(crate) fn has_env(&self, name: &str) -> bool {
+        self.env.has(name)
+    }
+
+    /// Bytes the container takes as JSON without escapes, roughly.
+    pub(crate) fn json_len(&self) -> usize {
+        let list = |items: &[Cow<'_, str>]| items.iter().map(|s| s.len() + 3).sum::<usize>() + 12;
+        64 + self.name.len()
+            + self.image.len()
+            + list(&self.command)
+            + list(&self.args)
+            + self.env.json_len() * 2
+            + self.requests.json_len()
+            + self.limits.json_len()
+            + self.working_dir.as_ref().map_or(0, |d| d.len() + 16)
+            + self.ports.len() * 64
     }
 }
 
-#[derive(Serialize)]
-struct EnvVar<'a> {
-    name: &'a str,
-    value: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Port<'a> {
-    name: &'a str,
-    container_port: u16,
-    protocol: &'static str,
-}
-
-#[derive(Serialize)]
-struct Resources<'p, 'a> {
-    #[serde(skip_serializing_if = "Pairs::is_empty")]
-    requests: &'p Pairs<'a>,
-    #[serde(skip_serializing_if = "Pairs::is_empty")]
-    limits: &'p Pairs<'a>,
-}
-
-impl Serialize for Container<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_struct("Container", 8)?;
-        out.serialize_field("name", &self.name)?;
-        out.serialize_field("image", &self.image)?;
-        if !self.command.is_empty() {
-            out.serialize_field("command", &self.command)?;
+/// Writes `{"name":..,"value":..}` entries of an `env` list.
+pub(crate) fn write_env<K: AsRef<str>, V: AsRef<str>>(
+    json: &mut Json,
+    vars: impl IntoIterator<Item = (K, V)>,
+    mut first: bool,
+) {
+    for (name, value) in vars {
+        if !first {
+            json.byte(b',');
         }
-        if !self.args.is_empty() {
-            out.serialize_field("args", &self.args)?;
-        }
-        if !self.env.is_empty() {
-            out.serialize_field("env", &Env(&self.env))?;
-        }
-        if !self.requests.is_empty() || !self.limits.is_empty() {
-            out.serialize_field(
-                "resources",
-                &Resources {
-                    requests: &self.requests,
-                    limits: &self.limits,
-                },
-            )?;
-        }
-        if let Some(dir) = &self.working_dir {
-            out.serialize_field("workingDir", dir)?;
-        }
-        if !self.ports.is_empty() {
-            let ports: Vec<Port<'_>> = self
-                .ports
-                .iter()
-                .map(|(name, port)| Port {
-                    name,
-                    container_port: *port,
-                    protocol: "TCP",
-                })
-                .collect();
-            out.serialize_field("ports", &ports)?;
-        }
-        out.end()
+        first = false;
+        json.raw("{\"name\":");
+        json.string(name.as_ref());
+        json.raw(",\"value\":");
+        json.string(value.as_ref());
+        json.byte(b'}');
     }
 }

@@ -2,10 +2,8 @@
 
 use std::borrow::Cow;
 
-use serde::ser::{SerializeMap, SerializeStruct};
-use serde::{Serialize, Serializer};
-
 use super::Result;
+use super::json::Json;
 use super::names;
 
 /// Key/value pairs in insertion order, serialized as a JSON object; setting
@@ -34,13 +32,20 @@ impl<'a> Pairs<'a> {
     }
 }
 
-impl Serialize for Pairs<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (key, value) in &self.0 {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
+impl Pairs<'_> {
+    /// Writes the pairs as a JSON object.
+    pub(crate) fn write(&self, json: &mut Json) {
+        json.object_of_strings(self.0.iter().map(|(k, v)| (k, v)));
+    }
+
+    /// Whether `key` is set.
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == key)
+    }
+
+    /// Bytes the pairs take as JSON without escapes.
+    pub(crate) fn json_len(&self) -> usize {
+        self.0.iter().map(|(k, v)| k.len() + v.len() + 6).sum()
     }
 }
 
@@ -70,41 +75,83 @@ impl<'a> Meta<'a> {
     }
 }
 
-impl Serialize for Meta<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let fields =
-            1 + usize::from(!self.labels.is_empty()) + usize::from(!self.annotations.is_empty());
-        let mut out = serializer.serialize_struct("ObjectMeta", fields)?;
+/// Where per-object labels go in a pre-written manifest (see
+/// [`super::PodTemplate`]): before the closing `}` of `labels`, or, when the
+/// template has none, as a new `labels` field right after the name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Insert {
+    /// Byte offset in the template text.
+    pub(crate) at: usize,
+    /// The template already has entries there (so a comma comes first).
+    pub(crate) after_entries: bool,
+}
+
+impl Meta<'_> {
+    /// Writes `{"name":..,"labels":..,"annotations":..}`, leaving out what is
+    /// empty.
+    pub(crate) fn write(&self, json: &mut Json) {
+        json.byte(b'{');
+        let mut first = true;
         if !self.name.is_empty() {
-            out.serialize_field("name", &self.name)?;
+            json.raw("\"name\":");
+            json.string(&self.name);
+            first = false;
         }
-        if !self.labels.is_empty() {
-            out.serialize_field("labels", &self.labels)?;
-        }
+        self.write_rest(json, first);
+    }
+
+    /// Writes the metadata of a template without its name: returns where
+    /// the name goes and where per-object labels go.
+    pub(crate) fn write_template(&self, json: &mut Json) -> (usize, Insert) {
+        json.raw("{\"name\":");
+        let name_at = json.len();
+        let labels = if self.labels.is_empty() {
+            Insert {
+                at: json.len(),
+                after_entries: false,
+            }
+        } else {
+            json.raw(",\"labels\":{");
+            json.entries(self.labels.0.iter().map(|(k, v)| (k, v)), true);
+            let at = json.len();
+            json.byte(b'}');
+            Insert {
+                at,
+                after_entries: true,
+            }
+        };
         if !self.annotations.is_empty() {
-            out.serialize_field("annotations", &self.annotations)?;
+            json.raw(",\"annotations\":");
+            self.annotations.write(json);
         }
-        out.end()
+        json.byte(b'}');
+        (name_at, labels)
+    }
+
+    fn write_rest(&self, json: &mut Json, mut first: bool) {
+        for (key, pairs) in [
+            ("\"labels\":", &self.labels),
+            ("\"annotations\":", &self.annotations),
+        ] {
+            if pairs.is_empty() {
+                continue;
+            }
+            if !first {
+                json.byte(b',');
+            }
+            first = false;
+            json.raw(key);
+            pairs.write(json);
+        }
+        json.byte(b'}');
     }
 }
 
-/// The top of every manifest: `apiVersion`, `kind`, `metadata`, then `spec`
-/// or `data` under `body_key`.
-pub(crate) struct Object<'m, 'a, B> {
-    pub(crate) api_version: &'static str,
-    pub(crate) kind: &'static str,
-    pub(crate) metadata: &'m Meta<'a>,
-    pub(crate) body_key: &'static str,
-    pub(crate) body: B,
-}
-
-impl<B: Serialize> Serialize for Object<'_, '_, B> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_struct("Object", 4)?;
-        out.serialize_field("apiVersion", self.api_version)?;
-        out.serialize_field("kind", self.kind)?;
-        out.serialize_field("metadata", self.metadata)?;
-        out.serialize_field(self.body_key, &self.body)?;
-        out.end()
-    }
+/// Writes the top of every manifest, `{"apiVersion":..,"kind":..,"metadata":`.
+pub(crate) fn head(json: &mut Json, api_version: &str, kind: &str) {
+    json.raw("{\"apiVersion\":");
+    json.string(api_version);
+    json.raw(",\"kind\":");
+    json.string(kind);
+    json.raw(",\"metadata\":");
 }

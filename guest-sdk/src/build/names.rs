@@ -22,6 +22,42 @@ pub fn is_dns1035_label(name: &str) -> bool {
     label_reason(name).is_none() && name.starts_with(|c: char| c.is_ascii_lowercase())
 }
 
+/// Byte classes, one bit each, so that every rule below is one table
+/// lookup per byte (these checks run for every label of every child).
+const LOWER: u8 = 1; // a-z
+const UPPER: u8 = 2; // A-Z
+const DIGIT: u8 = 4; // 0-9
+const DASH: u8 = 8; // -
+const DOT: u8 = 16; // .
+const UNDERSCORE: u8 = 32; // _
+
+static CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            b'a'..=b'z' => LOWER,
+            b'A'..=b'Z' => UPPER,
+            b'0'..=b'9' => DIGIT,
+            b'-' => DASH,
+            b'.' => DOT,
+            b'_' => UNDERSCORE,
+            _ => 0,
+        };
+        b += 1;
+    }
+    table
+};
+
+/// Every byte of `text` is in one of the `classes`.
+fn all_in(text: &str, classes: u8) -> bool {
+    text.bytes().all(|b| CLASS[usize::from(b)] & classes != 0)
+}
+
+fn is(byte: u8, classes: u8) -> bool {
+    CLASS[usize::from(byte)] & classes != 0
+}
+
 fn label_reason(name: &str) -> Option<&'static str> {
     if name.is_empty() {
         return Some("must not be empty");
@@ -29,10 +65,7 @@ fn label_reason(name: &str) -> Option<&'static str> {
     if name.len() > 63 {
         return Some("must be at most 63 characters");
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
+    if !all_in(name, LOWER | DIGIT | DASH) {
         return Some("must consist of lower-case letters, digits and '-'");
     }
     if name.starts_with('-') || name.ends_with('-') {
@@ -48,20 +81,19 @@ fn subdomain_reason(name: &str) -> Option<&'static str> {
     if name.len() > 253 {
         return Some("must be at most 253 characters");
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-    {
-        return Some("must consist of lower-case letters, digits, '-' and '.'");
+    // One pass: the allowed bytes, and each dot-separated part starting and
+    // ending with an alphanumeric (no dot or dash at either end, no dot next
+    // to a dot or a dash).
+    let mut bad_part = false;
+    let mut previous = b'.';
+    for b in name.bytes() {
+        if !is(b, LOWER | DIGIT | DASH | DOT) {
+            return Some("must consist of lower-case letters, digits, '-' and '.'");
+        }
+        bad_part |= (b == b'.' && is(previous, DASH | DOT)) || (previous == b'.' && is(b, DASH));
+        previous = b;
     }
-    // Each dot-separated part starts and ends with an alphanumeric: no dot or
-    // dash at either end, and no dot next to a dot or a dash.
-    let bytes = name.as_bytes();
-    let edge = |b: u8| b == b'.' || b == b'-';
-    let bad_join = bytes
-        .windows(2)
-        .any(|w| (w[0] == b'.' && edge(w[1])) || (w[1] == b'.' && edge(w[0])));
-    if edge(bytes[0]) || edge(bytes[bytes.len() - 1]) || bad_join {
+    if bad_part || is(previous, DASH | DOT) {
         return Some("each dot-separated part must start and end with a letter or digit");
     }
     None
@@ -101,14 +133,11 @@ fn qualified_part_reason(part: &str, allow_empty: bool) -> Option<&'static str> 
     if part.len() > 63 {
         return Some("must be at most 63 characters");
     }
-    if !part
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    {
+    if !all_in(part, LOWER | UPPER | DIGIT | DASH | UNDERSCORE | DOT) {
         return Some("must consist of letters, digits, '-', '_' and '.'");
     }
-    let edges = [part.as_bytes()[0], part.as_bytes()[part.len() - 1]];
-    if !edges.iter().all(u8::is_ascii_alphanumeric) {
+    let bytes = part.as_bytes();
+    if !is(bytes[0], LOWER | UPPER | DIGIT) || !is(bytes[bytes.len() - 1], LOWER | UPPER | DIGIT) {
         return Some("must start and end with a letter or digit");
     }
     None
@@ -138,12 +167,11 @@ pub(super) fn check_label_value(value: &str) -> Result<()> {
 
 /// An environment variable name: `[-._a-zA-Z][-._a-zA-Z0-9]*`.
 pub(super) fn check_env_name(name: &str) -> Result<()> {
-    let valid_start =
-        name.starts_with(|c: char| c.is_ascii_alphabetic() || matches!(c, '-' | '.' | '_'));
-    let valid_rest = name
+    let valid_start = name
         .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-    if valid_start && valid_rest {
+        .next()
+        .is_some_and(|b| is(b, LOWER | UPPER | DASH | DOT | UNDERSCORE));
+    if valid_start && all_in(name, LOWER | UPPER | DIGIT | DASH | DOT | UNDERSCORE) {
         Ok(())
     } else {
         Err(invalid(

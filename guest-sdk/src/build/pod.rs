@@ -2,10 +2,9 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
-use serde::ser::{SerializeStruct, Serializer};
-
-use super::meta::{Meta, Object, Pairs};
+use super::json::Json;
+use super::meta::{self, Insert, Meta, Pairs};
+use super::pod_template::PodTemplate;
 use super::{Container, Error, Result, names};
 use crate::DesiredChild;
 
@@ -70,21 +69,44 @@ impl PodSpec<'_> {
     }
 }
 
-impl Serialize for PodSpec<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_struct("PodSpec", 5)?;
-        out.serialize_field("restartPolicy", self.restart_policy.as_str())?;
-        out.serialize_field("containers", &self.containers)?;
+impl PodSpec<'_> {
+    /// Writes the spec as JSON; `env_insert` learns, container by
+    /// container, where further environment variables would go.
+    pub(crate) fn write(&self, json: &mut Json, env_insert: &mut impl FnMut(Insert)) {
+        json.raw("{\"restartPolicy\":");
+        json.string(self.restart_policy.as_str());
+        json.raw(",\"containers\":[");
+        for (i, container) in self.containers.iter().enumerate() {
+            if i > 0 {
+                json.byte(b',');
+            }
+            container.write(json, env_insert);
+        }
+        json.byte(b']');
         if let Some(account) = &self.service_account {
-            out.serialize_field("serviceAccountName", account)?;
+            json.raw(",\"serviceAccountName\":");
+            json.string(account);
         }
         if !self.node_selector.is_empty() {
-            out.serialize_field("nodeSelector", &self.node_selector)?;
+            json.raw(",\"nodeSelector\":");
+            self.node_selector.write(json);
         }
         if let Some(seconds) = self.active_deadline_seconds {
-            out.serialize_field("activeDeadlineSeconds", &seconds)?;
+            json.raw(",\"activeDeadlineSeconds\":");
+            json.number(seconds);
         }
-        out.end()
+        json.byte(b'}');
+    }
+
+    /// Bytes the spec takes as JSON, roughly: what to reserve.
+    pub(crate) fn json_len(&self) -> usize {
+        64 + self
+            .containers
+            .iter()
+            .map(Container::json_len)
+            .sum::<usize>()
+            + self.service_account.as_ref().map_or(0, |a| a.len() + 24)
+            + self.node_selector.json_len()
     }
 }
 
@@ -167,7 +189,7 @@ impl<'a> Pod<'a> {
         self
     }
 
-    /// Checks the Pod and serializes its manifest.
+    /// Checks the Pod and writes its manifest.
     ///
     /// # Errors
     ///
@@ -176,20 +198,43 @@ impl<'a> Pod<'a> {
         names::check_subdomain("Pod name", &self.meta.name)?;
         self.meta.check()?;
         self.spec.check("Pod", &self.meta.name)?;
-        let object = Object {
-            api_version: "v1",
-            kind: "Pod",
-            metadata: &self.meta,
-            body_key: "spec",
-            body: &self.spec,
-        };
-        let manifest = super::serialize("Pod", &object)?;
+        let mut json = Json::with_capacity(
+            64 + self.meta.name.len()
+                + self.meta.labels.json_len()
+                + self.meta.annotations.json_len()
+                + self.spec.json_len(),
+        );
+        meta::head(&mut json, "v1", "Pod");
+        self.meta.write(&mut json);
+        json.raw(",\"spec\":");
+        self.spec.write(&mut json, &mut |_| {});
+        json.byte(b'}');
         Ok(DesiredChild::from_json(
             "v1",
             "Pod",
             self.meta.name,
-            manifest,
+            json.into_string(),
         ))
+    }
+
+    /// Checks everything but the name and writes the manifest once, for
+    /// many Pods that differ only in their name and in labels and
+    /// environment variables added to each: see [`PodTemplate`]. The name
+    /// given to [`Pod::new`] only appears in error messages.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] naming the invalid label, container or quantity.
+    pub fn template(self) -> Result<PodTemplate<'a>> {
+        PodTemplate::new(self)
+    }
+
+    pub(crate) fn parts(&self) -> (&Meta<'a>, &PodSpec<'a>) {
+        (&self.meta, &self.spec)
+    }
+
+    pub(crate) fn parts_mut(&mut self) -> (&mut Meta<'a>, &mut PodSpec<'a>) {
+        (&mut self.meta, &mut self.spec)
     }
 }
 

@@ -2,10 +2,8 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
-use serde::ser::{SerializeStruct, Serializer};
-
-use super::meta::{Meta, Object, Pairs};
+use super::json::Json;
+use super::meta::{self, Meta, Pairs};
 use super::{Error, Result, names};
 use crate::DesiredChild;
 
@@ -27,8 +25,7 @@ pub struct Service<'a> {
     headless: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ServicePort<'a> {
     name: Cow<'a, str>,
     port: u16,
@@ -90,7 +87,7 @@ impl<'a> Service<'a> {
         self
     }
 
-    /// Checks the Service and serializes its manifest.
+    /// Checks the Service and writes its manifest.
     ///
     /// # Errors
     ///
@@ -124,38 +121,45 @@ impl<'a> Service<'a> {
                 });
             }
         }
-        let object = Object {
-            api_version: "v1",
-            kind: "Service",
-            metadata: &self.meta,
-            body_key: "spec",
-            body: Spec(&self),
-        };
-        let manifest = super::serialize("Service", &object)?;
+        let mut json = Json::with_capacity(
+            160 + self.meta.name.len()
+                + self.meta.labels.json_len()
+                + self.meta.annotations.json_len()
+                + self.selector.json_len()
+                + self.ports.len() * 80,
+        );
+        meta::head(&mut json, "v1", "Service");
+        self.meta.write(&mut json);
+        json.raw(",\"spec\":{\"type\":\"ClusterIP\"");
+        if self.headless {
+            json.raw(",\"clusterIP\":\"None\"");
+        }
+        if !self.selector.is_empty() {
+            json.raw(",\"selector\":");
+            self.selector.write(&mut json);
+        }
+        json.raw(",\"ports\":[");
+        for (i, port) in self.ports.iter().enumerate() {
+            if i > 0 {
+                json.byte(b',');
+            }
+            json.raw("{\"name\":");
+            json.string(&port.name);
+            json.raw(",\"port\":");
+            json.number(u64::from(port.port));
+            json.raw(",\"targetPort\":");
+            json.number(u64::from(port.target_port));
+            json.raw(",\"protocol\":");
+            json.string(port.protocol);
+            json.byte(b'}');
+        }
+        json.raw("]}}");
         Ok(DesiredChild::from_json(
             "v1",
             "Service",
             self.meta.name,
-            manifest,
+            json.into_string(),
         ))
-    }
-}
-
-struct Spec<'s, 'a>(&'s Service<'a>);
-
-impl Serialize for Spec<'_, '_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let service = self.0;
-        let mut out = serializer.serialize_struct("ServiceSpec", 4)?;
-        out.serialize_field("type", "ClusterIP")?;
-        if service.headless {
-            out.serialize_field("clusterIP", "None")?;
-        }
-        if !service.selector.is_empty() {
-            out.serialize_field("selector", &service.selector)?;
-        }
-        out.serialize_field("ports", &service.ports)?;
-        out.end()
     }
 }
 
