@@ -40,7 +40,7 @@ mod params;
 use std::borrow::Cow;
 mod workers;
 
-use policyhost_sdk::build::{Container, Pod, RestartPolicy};
+use policyhost_sdk::build::{Container, Pod, PodTemplate, RestartPolicy};
 use policyhost_sdk::{
     Child, ChildPhase, Cleanup, Condition, Context, DesiredChild, Event, Job, Phase, Policy,
     PolicyError, Reconcile, Status,
@@ -96,14 +96,15 @@ impl Policy for Fanout {
 
         let mut desired = Vec::with_capacity(slots.len());
         let replicas = params.replicas.to_string();
+        let template = worker_template(job, &params)?;
         for (index, slot) in (0_u32..).zip(&slots) {
             for &retry in slot.failed.iter().chain(&slot.succeeded) {
-                desired.push(worker(job, &params, &replicas, index, retry)?);
+                desired.push(worker(&template, job, &replicas, index, retry)?);
             }
             if phase != Phase::Failed && !slot.is_done() {
                 desired.push(worker(
+                    &template,
                     job,
-                    &params,
                     &replicas,
                     index,
                     slot.current_retry(),
@@ -135,11 +136,27 @@ impl Policy for Fanout {
     }
 }
 
-/// The manifest of worker `index`, replacement `retry`.
-/// Text shared by every worker of one call is borrowed, not copied.
+/// What every worker Pod of one call shares, checked and written once.
+fn worker_template<'a>(job: &'a Job, params: &'a Params) -> Result<PodTemplate<'a>, PolicyError> {
+    let container = Container::new("worker", params.image.as_str())
+        .command(params.command.iter().map(String::as_str));
+    let mut pod = Pod::new("worker");
+    for (key, value) in &params.pod_annotations {
+        pod = pod.annotation(key.as_str(), value.as_str());
+    }
+    Ok(pod
+        .label("app.kubernetes.io/name", "fanout-worker")
+        .label("fanout.policyhost.dev/job", job.name.as_str())
+        .restart_policy(RestartPolicy::Never)
+        .container(container)
+        .template()?)
+}
+
+/// The manifest of worker `index`, replacement `retry`: the template plus
+/// the worker's name, index and retry labels and environment.
 fn worker(
+    template: &PodTemplate<'_>,
     job: &Job,
-    params: &Params,
     replicas: &str,
     index: u32,
     retry: u32,
@@ -149,21 +166,12 @@ fn worker(
         0 => Cow::Borrowed("0"),
         retry => Cow::Owned(retry.to_string()),
     };
-    let container = Container::new("worker", params.image.as_str())
-        .command(params.command.iter().map(String::as_str))
-        .env("FANOUT_INDEX", index_text.as_str())
-        .env("FANOUT_REPLICAS", replicas);
-    let mut pod = Pod::new(workers::name(&job.name, index, retry));
-    for (key, value) in &params.pod_annotations {
-        pod = pod.annotation(key.as_str(), value.as_str());
-    }
-    Ok(pod
-        .label("app.kubernetes.io/name", "fanout-worker")
-        .label("fanout.policyhost.dev/job", job.name.as_str())
+    Ok(template
+        .pod(workers::name(&job.name, index, retry))
         .label("fanout.policyhost.dev/index", index_text.as_str())
         .label("fanout.policyhost.dev/retry", retry_text)
-        .restart_policy(RestartPolicy::Never)
-        .container(container)
+        .env("FANOUT_INDEX", index_text.as_str())
+        .env("FANOUT_REPLICAS", replicas)
         .build()?)
 }
 

@@ -11,10 +11,33 @@ use policyhost_sdk::{Child, ChildPhase};
 
 /// The name of worker `index`, replacement `retry` (0 for the first Pod).
 pub(crate) fn name(job: &str, index: u32, retry: u32) -> String {
-    if retry == 0 {
-        format!("{job}-worker-{index}")
-    } else {
-        format!("{job}-worker-{index}-r{retry}")
+    // Written piece by piece: `format!` costs more than the name itself.
+    let mut name = String::with_capacity(job.len() + 30);
+    name.push_str(job);
+    name.push_str("-worker-");
+    push_decimal(&mut name, index);
+    if retry != 0 {
+        name.push_str("-r");
+        push_decimal(&mut name, retry);
+    }
+    name
+}
+
+fn push_decimal(out: &mut String, n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        // `n % 10` is below 10: the cast cannot truncate.
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[at..] {
+        out.push(char::from(digit));
     }
 }
 
