@@ -52,6 +52,8 @@
 #[cfg(target_arch = "wasm32")]
 extern crate self as policyhost_sdk;
 
+#[cfg(any(test, all(target_arch = "wasm32", feature = "allocator")))]
+mod alloc;
 pub mod build;
 mod child;
 mod context;
