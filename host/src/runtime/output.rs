@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::error::Category;
 use serde_json::{Map, Value};
 
+mod scan;
+
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
 use super::error::{Error, Result};
 use super::limits::Limits;
@@ -113,6 +115,19 @@ struct Head<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     metadata: Option<MetadataHead<'a>>,
+}
+
+impl<'a> From<scan::Head<'a>> for Head<'a> {
+    fn from(head: scan::Head<'a>) -> Self {
+        Self {
+            api_version: head.api_version.map(Cow::Borrowed),
+            kind: head.kind.map(Cow::Borrowed),
+            metadata: head.metadata.map(|m| MetadataHead {
+                name: m.name.map(Cow::Borrowed),
+                namespace: m.namespace.map(Cow::Borrowed),
+            }),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -315,19 +330,24 @@ fn validate_child(
     if let Err(why) = check_name(&child.kind, &child.name) {
         return fail(format!("name `{}` {why}", child.name));
     }
-    let head: Head<'_> = match serde_json::from_str(&child.manifest) {
-        Ok(head) => head,
-        Err(error) => {
-            let object = child.manifest.trim_start().starts_with('{');
-            let json = object || serde_json::from_str::<IgnoredAny>(&child.manifest).is_ok();
-            return fail(match (json, object, error.classify()) {
-                (true, false, _) => "manifest must be a JSON object".into(),
-                (_, _, Category::Data) => {
-                    format!("manifest is not a valid Kubernetes object ({error})")
-                }
-                _ => format!("manifest is not valid JSON ({error})"),
-            });
-        }
+    // The fast path reads every manifest a builder writes; anything else is
+    // parsed (and, if wrong, explained) by serde_json.
+    let head: Head<'_> = match scan::head(&child.manifest) {
+        Some(head) => Head::from(head),
+        None => match serde_json::from_str(&child.manifest) {
+            Ok(head) => head,
+            Err(error) => {
+                let object = child.manifest.trim_start().starts_with('{');
+                let json = object || serde_json::from_str::<IgnoredAny>(&child.manifest).is_ok();
+                return fail(match (json, object, error.classify()) {
+                    (true, false, _) => "manifest must be a JSON object".into(),
+                    (_, _, Category::Data) => {
+                        format!("manifest is not a valid Kubernetes object ({error})")
+                    }
+                    _ => format!("manifest is not valid JSON ({error})"),
+                });
+            }
+        },
     };
     if head.api_version.as_deref() != Some(child.api_version.as_str()) {
         return fail(format!(

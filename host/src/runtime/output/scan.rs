@@ -1,0 +1,420 @@
+//! The fast path of the manifest check: one pass over the JSON text that
+//! checks its syntax and picks out `apiVersion`, `kind`, `metadata.name` and
+//! `metadata.namespace`, without allocating.
+//!
+//! It answers only for the plain case, which is every manifest a builder
+//! writes: the fields are strings without escapes and appear once. For
+//! anything else (escapes in those fields or in any key, repeated fields,
+//! fields of another type, invalid JSON, deep nesting) it answers `None`, and the caller parses with `serde_json`, whose
+//! verdict and message then stand.
+
+/// What the sandbox rules read in a manifest.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Head<'a> {
+    pub(super) api_version: Option<&'a str>,
+    pub(super) kind: Option<&'a str>,
+    /// `Some` when `metadata` is an object.
+    pub(super) metadata: Option<MetadataHead<'a>>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct MetadataHead<'a> {
+    pub(super) name: Option<&'a str>,
+    pub(super) namespace: Option<&'a str>,
+}
+
+/// Deeper nesting is left to `serde_json` (whose own limit is 128).
+const MAX_DEPTH: usize = 64;
+
+/// The head of a manifest that is a plain JSON object, or `None` when only
+/// `serde_json` can say.
+pub(super) fn head(text: &str) -> Option<Head<'_>> {
+    let mut scanner = Scanner {
+        text,
+        bytes: text.as_bytes(),
+        at: 0,
+    };
+    scanner.whitespace();
+    let head = scanner.top_object()?;
+    scanner.whitespace();
+    (scanner.at == scanner.bytes.len()).then_some(head)
+}
+
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+/// Which field of interest a key names, at the top level or in `metadata`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    ApiVersion,
+    Kind,
+    Metadata,
+    Name,
+    Namespace,
+    Other,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    fn whitespace(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    /// The manifest itself: an object whose fields of interest are read.
+    fn top_object(&mut self) -> Option<Head<'a>> {
+        let mut head = Head::default();
+        let mut metadata_seen = false;
+        self.object(|scanner, key| match key {
+            Field::ApiVersion => set_once(&mut head.api_version, scanner.plain_string()?),
+            Field::Kind => set_once(&mut head.kind, scanner.plain_string()?),
+            Field::Metadata => {
+                if std::mem::replace(&mut metadata_seen, true) {
+                    return None;
+                }
+                head.metadata = Some(scanner.metadata()?);
+                Some(())
+            }
+            Field::Name | Field::Namespace | Field::Other => scanner.value(1),
+        })?;
+        Some(head)
+    }
+
+    fn metadata(&mut self) -> Option<MetadataHead<'a>> {
+        let mut metadata = MetadataHead::default();
+        self.object(|scanner, key| match key {
+            Field::Name => set_once(&mut metadata.name, scanner.plain_string()?),
+            Field::Namespace => set_once(&mut metadata.namespace, scanner.plain_string()?),
+            Field::ApiVersion | Field::Kind | Field::Metadata | Field::Other => scanner.value(2),
+        })?;
+        Some(metadata)
+    }
+
+    /// `{ "key": value, ... }`, calling `field` at each value.
+    fn object(&mut self, mut field: impl FnMut(&mut Self, Field) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.whitespace();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.plain_string()?;
+            self.whitespace();
+            self.eat(b':')?;
+            self.whitespace();
+            let key = match key {
+                "apiVersion" => Field::ApiVersion,
+                "kind" => Field::Kind,
+                "metadata" => Field::Metadata,
+                "name" => Field::Name,
+                "namespace" => Field::Namespace,
+                _ => Field::Other,
+            };
+            field(self, key)?;
+            self.whitespace();
+            match self.peek()? {
+                b',' => {
+                    self.at += 1;
+                    self.whitespace();
+                }
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Any JSON value, checked and skipped.
+    fn value(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' => {
+                let depth = nested(depth)?;
+                self.object(|scanner, _| scanner.value(depth))
+            }
+            b'[' => {
+                let depth = nested(depth)?;
+                self.at += 1;
+                self.whitespace();
+                if self.eat(b']').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.value(depth)?;
+                    self.whitespace();
+                    match self.peek()? {
+                        b',' => {
+                            self.at += 1;
+                            self.whitespace();
+                        }
+                        b']' => {
+                            self.at += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.literal("true"),
+            b'f' => self.literal("false"),
+            b'n' => self.literal("null"),
+            _ => self.number(),
+        }
+    }
+
+    fn literal(&mut self, word: &str) -> Option<()> {
+        let end = self.at + word.len();
+        (self.bytes.get(self.at..end)? == word.as_bytes()).then(|| self.at = end)
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        let _ = self.eat(b'-');
+        match self.peek()? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.eat(b'.').is_some() {
+            self.some_digits()?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            self.some_digits()?;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn some_digits(&mut self) -> Option<()> {
+        let start = self.at;
+        self.digits();
+        (self.at > start).then_some(())
+    }
+
+    /// A string without escapes, as a slice of the text.
+    fn plain_string(&mut self) -> Option<&'a str> {
+        match self.string()? {
+            (text, false) => Some(text),
+            (_, true) => None,
+        }
+    }
+
+    /// A string: its raw text between the quotes, and whether it has escapes.
+    fn string(&mut self) -> Option<(&'a str, bool)> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let mut escaped = false;
+        loop {
+            self.at += clean_run(&self.bytes[self.at..]);
+            match self.peek()? {
+                b'"' => {
+                    let text = self.text.get(start..self.at)?;
+                    self.at += 1;
+                    return Some((text, escaped));
+                }
+                b'\\' => {
+                    escaped = true;
+                    self.at += 1;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 1,
+                        b'u' => {
+                            let hex = self.bytes.get(self.at + 1..self.at + 5)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            self.at += 5;
+                        }
+                        _ => return None,
+                    }
+                }
+                // A control character: not allowed raw in a JSON string.
+                _ => return None,
+            }
+        }
+    }
+}
+
+fn nested(depth: usize) -> Option<usize> {
+    (depth < MAX_DEPTH).then_some(depth + 1)
+}
+
+/// Sets a field seen for the first time; a second time is for `serde_json`
+/// to judge.
+fn set_once<'a>(slot: &mut Option<&'a str>, value: &'a str) -> Option<()> {
+    slot.replace(value).is_none().then_some(())
+}
+
+/// How many leading bytes are neither `"`, `\` nor a control character,
+/// looking at eight bytes at a time.
+fn clean_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v;
+    let mut at = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let special = (x.wrapping_sub(ONES * 0x20) & !x)
+            | zero_byte(x ^ (ONES * u64::from(b'"')))
+            | zero_byte(x ^ (ONES * u64::from(b'\\')));
+        if special & HIGH != 0 {
+            break;
+        }
+        at += 8;
+    }
+    while let Some(&byte) = bytes.get(at) {
+        if byte == b'"' || byte == b'\\' || byte < 0x20 {
+            break;
+        }
+        at += 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// What `serde_json` reads, for comparison.
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(rename_all = "camelCase")]
+    struct SerdeHead {
+        #[serde(default)]
+        api_version: Option<String>,
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(default)]
+        metadata: Option<SerdeMetadata>,
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    struct SerdeMetadata {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        namespace: Option<String>,
+    }
+
+    /// The fast path never accepts what `serde_json` refuses, and reads the
+    /// same fields when it answers.
+    fn agrees_with_serde(text: &str) -> bool {
+        let fast = head(text);
+        let slow = serde_json::from_str::<SerdeHead>(text);
+        match (fast, slow) {
+            (None, _) => true,
+            (Some(_), Err(error)) => panic!("fast path accepted {text:?}; serde: {error}"),
+            (Some(fast), Ok(slow)) => {
+                assert_eq!(fast.api_version, slow.api_version.as_deref(), "{text}");
+                assert_eq!(fast.kind, slow.kind.as_deref(), "{text}");
+                let slow_meta = slow.metadata.as_ref();
+                assert_eq!(
+                    fast.metadata.map(|m| (m.name, m.namespace)),
+                    slow_meta.map(|m| (m.name.as_deref(), m.namespace.as_deref())),
+                    "{text}"
+                );
+                true
+            }
+        }
+    }
+
+    const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w-0","labels":{"a":"b"},"annotations":{"n":"say \"hi\"\n\u00e9"}},"spec":{"restartPolicy":"Never","containers":[{"name":"worker","image":"busybox:1.36","command":["sleep","3600"],"env":[{"name":"I","value":"0"}],"ports":[{"containerPort":8080,"x":-1.5e+3,"y":0,"z":[true,false,null,{}]}]}]}}"#;
+
+    #[test]
+    fn a_builder_manifest_is_read_on_the_fast_path() {
+        let head = head(POD).unwrap();
+        assert_eq!(head.api_version, Some("v1"));
+        assert_eq!(head.kind, Some("Pod"));
+        assert_eq!(
+            head.metadata,
+            Some(MetadataHead {
+                name: Some("w-0"),
+                namespace: None
+            })
+        );
+        assert!(agrees_with_serde(POD));
+    }
+
+    #[test]
+    fn unusual_or_invalid_manifests_are_left_to_serde() {
+        for text in [
+            "",
+            "[]",
+            "{",
+            r#"{"kind":"Pod",}"#,
+            r#"{"kind":"Pod"} x"#,
+            r#"{"kind":"Pod","kind":"Job"}"#,
+            r#"{"kind":"P\u006fd"}"#,
+            r#"{"ki\u006ed":"Pod"}"#,
+            r#"{"kind":1}"#,
+            r#"{"metadata":"x"}"#,
+            r#"{"metadata":{"name":"a","name":"b"}}"#,
+            r#"{"spec":01}"#,
+            r#"{"spec":1.}"#,
+            r#"{"spec":tru}"#,
+            "{\"spec\":\"a\tb\"}",
+            r#"{"spec":"\x"}"#,
+            r#"{"spec":"\u12g4"}"#,
+        ] {
+            assert_eq!(head(text), None, "{text}");
+        }
+        let deep = format!("{{\"spec\":{}{}}}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(head(&deep), None);
+    }
+
+    #[test]
+    fn whitespace_and_nesting_are_accepted_like_serde_accepts_them() {
+        let text = " {\n \"apiVersion\" : \"v1\" ,\t\"metadata\": { \"namespace\":\"ns\" , \"name\" : \"x\"} , \"spec\" : [ 1 , [ ] , { } ] }\r\n";
+        assert!(head(text).is_some());
+        assert!(agrees_with_serde(text));
+    }
+
+    proptest! {
+        /// Random damage to a manifest: the fast path either agrees with
+        /// `serde_json` or leaves the verdict to it.
+        #[test]
+        fn damaged_manifests_never_pass_where_serde_fails(
+            edits in prop::collection::vec((0usize..POD.len(), prop::sample::select(vec![
+                "", "\"", "\\", ",", ":", "{", "}", "[", "]", " ", "0", "-", "e", "x", "\n", "\u{1}", "\\u00",
+            ]), 0usize..3), 1..4)
+        ) {
+            let mut text = POD.to_owned();
+            for (at, insert, remove) in edits {
+                let mut at = at.min(text.len());
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let mut end = (at + remove).min(text.len());
+                while !text.is_char_boundary(end) {
+                    end += 1;
+                }
+                text.replace_range(at..end, insert);
+            }
+            prop_assert!(agrees_with_serde(&text));
+        }
+    }
+}
