@@ -57,6 +57,10 @@ struct PoolArgs {
     /// Reset only dirtied pages (Linux PAGEMAP_SCAN) when available.
     #[arg(long, value_name = "BOOL")]
     pagemap_scan: Option<bool>,
+    /// Instances alive at once (the pool's size; it reserves address space
+    /// for each, which tools such as valgrind limit).
+    #[arg(long, value_name = "N")]
+    max_instances: Option<u32>,
 }
 
 impl PoolArgs {
@@ -72,6 +76,9 @@ impl PoolArgs {
         }
         if let Some(enabled) = self.pagemap_scan {
             config.pagemap_scan = enabled;
+        }
+        if let Some(n) = self.max_instances {
+            config.max_instances = n;
         }
     }
 }
