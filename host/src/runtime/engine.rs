@@ -66,8 +66,8 @@ pub(crate) struct Engine {
 }
 
 /// Wall-clock ticks against the engine's epoch, and the guest calls in
-/// flight: the ticker only runs while a call may need interrupting, so an
-/// idle operator spends no CPU on it.
+/// flight: the ticker parks once no call has run for a while, so an idle
+/// operator spends no CPU on it.
 struct EpochClock {
     started: Instant,
     tick: Duration,
@@ -78,10 +78,12 @@ struct EpochClock {
 
 struct TickState {
     /// Wall-clock ticks the engine's epoch accounts for: incremented by the
-    /// ticker, or skipped over while no call was in flight.
+    /// ticker, or skipped over while it was parked.
     counted: u64,
     /// Calls whose deadline is armed.
     in_flight: usize,
+    /// When the last call ended (or the clock started).
+    last_active: Instant,
     /// The ticker waits for a call (nothing to interrupt).
     parked: bool,
     stopping: bool,
@@ -106,7 +108,7 @@ impl EpochClock {
     fn run(&self, engine: &wasmtime::Engine) {
         let mut state = self.lock();
         while !state.stopping {
-            if state.in_flight == 0 {
+            if state.in_flight == 0 && state.last_active.elapsed() >= IDLE_BEFORE_PARKING {
                 state.parked = true;
                 state = self
                     .wake
@@ -129,6 +131,11 @@ impl EpochClock {
     }
 }
 
+/// How long the ticker keeps running after the last call: parking at once
+/// would cost a wake-up (two context switches) on every call that arrives
+/// while no other is in flight.
+const IDLE_BEFORE_PARKING: Duration = Duration::from_secs(1);
+
 /// An armed deadline: while it lives, the ticker advances the epoch.
 pub(crate) struct Deadline {
     clock: Arc<EpochClock>,
@@ -146,6 +153,7 @@ impl Drop for Deadline {
     fn drop(&mut self) {
         let mut state = self.clock.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
+        state.last_active = Instant::now();
     }
 }
 
@@ -188,6 +196,7 @@ impl Engine {
             state: Mutex::new(TickState {
                 counted: 0,
                 in_flight: 0,
+                last_active: Instant::now(),
                 parked: false,
                 stopping: false,
             }),
@@ -224,14 +233,14 @@ impl Engine {
     /// Arms a deadline for one call. Its ticks are the timeout rounded up,
     /// plus one because the current tick may end right after the call
     /// starts, plus the ticks the ticker is behind (it will catch them up
-    /// at once, and they must not count). The first call after an idle
-    /// spell skips the ticks nobody needed instead of replaying them.
+    /// at once, and they must not count). The first call after the ticker
+    /// parked skips the ticks nobody needed instead of replaying them.
     pub(crate) fn deadline(&self, timeout: Duration) -> Deadline {
         let tick = self.clock.tick.as_nanos().max(1);
         let ticks = u64::try_from(timeout.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX / 2);
         let due = self.clock.due();
         let mut state = self.clock.lock();
-        if state.in_flight == 0 {
+        if state.parked {
             state.counted = state.counted.max(due);
             self.clock.wake.notify_one();
         }
@@ -291,8 +300,8 @@ mod tests {
         let armed_at = counted();
         wait_until(&|| counted() >= armed_at + 5);
         drop(deadline);
-        // Idle: the ticker parks, and the count stays put although the wall
-        // clock moves on.
+        // Idle: after a second the ticker parks, and the count stays put
+        // although the wall clock moves on.
         wait_until(&|| engine.clock.lock().parked);
         let idle = counted();
         wait_until(&|| engine.clock.due() > idle + 20);
