@@ -21,6 +21,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+use common::bench::{env_number, load_average};
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::cluster::{Env, OperatorSetup};
@@ -40,19 +42,6 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     runtime.block_on(bench());
-}
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// fanout with a custom section: the same code under another digest.

@@ -19,6 +19,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+use common::bench::{env_number, load_average};
+
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -39,19 +41,6 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     runtime.block_on(bench());
-}
-
-fn env_number(name: &str, default: u32) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// When each DataJob's `DELETED` event arrived.

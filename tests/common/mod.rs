@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod bench;
 pub mod cluster;
 pub mod deployment;
 pub mod process;
