@@ -163,21 +163,14 @@ impl<'a> Container<'a> {
         }
         if !self.requests.is_empty() || !self.limits.is_empty() {
             json.raw(",\"resources\":{");
-            let mut first = true;
-            for (key, pairs) in [
-                ("\"requests\":", &self.requests),
-                ("\"limits\":", &self.limits),
-            ] {
-                if pairs.is_empty() {
-                    continue;
-                }
-                if !first {
-                    json.byte(b',');
-                }
-                first = false;
-                json.raw(key);
-                pairs.write(json);
-            }
+            Pairs::write_members(
+                json,
+                true,
+                [
+                    ("\"requests\":", &self.requests),
+                    ("\"limits\":", &self.limits),
+                ],
+            );
             json.byte(b'}');
         }
         if let Some(dir) = &self.working_dir {

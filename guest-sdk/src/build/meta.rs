@@ -38,6 +38,23 @@ impl Pairs<'_> {
         json.object_of_strings(self.0.iter().map(|(k, v)| (k, v)));
     }
 
+    /// Writes each non-empty map as an object member (`"key":{...}`, the
+    /// key given quoted with its colon); `first` says no member precedes
+    /// them, so no comma leads.
+    pub(crate) fn write_members(json: &mut Json, mut first: bool, maps: [(&str, &Pairs<'_>); 2]) {
+        for (key, pairs) in maps {
+            if pairs.is_empty() {
+                continue;
+            }
+            if !first {
+                json.byte(b',');
+            }
+            first = false;
+            json.raw(key);
+            pairs.write(json);
+        }
+    }
+
     /// Whether `key` is set.
     pub(crate) fn has(&self, key: &str) -> bool {
         self.0.iter().any(|(k, _)| k == key)
@@ -128,21 +145,15 @@ impl Meta<'_> {
         (name_at, labels)
     }
 
-    fn write_rest(&self, json: &mut Json, mut first: bool) {
-        for (key, pairs) in [
-            ("\"labels\":", &self.labels),
-            ("\"annotations\":", &self.annotations),
-        ] {
-            if pairs.is_empty() {
-                continue;
-            }
-            if !first {
-                json.byte(b',');
-            }
-            first = false;
-            json.raw(key);
-            pairs.write(json);
-        }
+    fn write_rest(&self, json: &mut Json, first: bool) {
+        Pairs::write_members(
+            json,
+            first,
+            [
+                ("\"labels\":", &self.labels),
+                ("\"annotations\":", &self.annotations),
+            ],
+        );
         json.byte(b'}');
     }
 }
