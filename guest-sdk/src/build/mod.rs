@@ -46,6 +46,7 @@ mod service;
 pub use batch_job::BatchJob;
 pub use config_map::ConfigMap;
 pub use container::Container;
+pub use json::push_decimal;
 pub use names::{is_dns1035_label, is_dns1123_label, is_dns1123_subdomain};
 pub use pod::{Pod, RestartPolicy};
 pub use pod_template::{PodTemplate, TemplatePod};

@@ -6,6 +6,7 @@
 //! retry count is always derived from the children the host hands over: the
 //! policy stays a pure function and a replayed call makes the same decision.
 
+use policyhost_sdk::build::push_decimal;
 use policyhost_sdk::status::ChildCounts;
 use policyhost_sdk::{Child, ChildPhase};
 
@@ -15,30 +16,12 @@ pub(crate) fn name(job: &str, index: u32, retry: u32) -> String {
     let mut name = String::with_capacity(job.len() + 30);
     name.push_str(job);
     name.push_str("-worker-");
-    push_decimal(&mut name, index);
+    push_decimal(&mut name, u64::from(index));
     if retry != 0 {
         name.push_str("-r");
-        push_decimal(&mut name, retry);
+        push_decimal(&mut name, u64::from(retry));
     }
     name
-}
-
-fn push_decimal(out: &mut String, n: u32) {
-    let mut digits = [0u8; 10];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        // `n % 10` is below 10: the cast cannot truncate.
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &digit in &digits[at..] {
-        out.push(char::from(digit));
-    }
 }
 
 /// Reads `(index, retry)` back from a name made by [`name`]; `None` for any
