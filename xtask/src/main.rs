@@ -158,22 +158,29 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
 }
 
 /// Installs the guest target if needed and builds every policy crate.
+///
+/// Each policy is built with `cargo rustc --crate-type cdylib`: a policy
+/// crate is also an `rlib` (its native tests and the host's benchmark link
+/// it), and cargo applies the profile's LTO only to a target whose every
+/// crate type can take it, so `cargo build` would link the component without
+/// LTO (8 % slower calls for `fanout`; docs/BENCHMARKS.md).
 fn prepare_guests() -> Result<(), String> {
     ensure_guest_target()?;
     let packages = policy_packages()?;
-    let mut args = vec![
-        "build".to_owned(),
-        "--target".to_owned(),
-        GUEST_TARGET.to_owned(),
-        "--profile".to_owned(),
-        GUEST_PROFILE.to_owned(),
-    ];
     for package in &packages {
-        args.push("--package".to_owned());
-        args.push(package.clone());
+        cargo(&[
+            "rustc",
+            "--quiet",
+            "--target",
+            GUEST_TARGET,
+            "--profile",
+            GUEST_PROFILE,
+            "--package",
+            package,
+            "--crate-type",
+            "cdylib",
+        ])?;
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    cargo(&args)?;
     println!(
         "xtask: built {} guest policies into {}",
         packages.len(),
