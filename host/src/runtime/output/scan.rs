@@ -4,9 +4,10 @@
 //!
 //! It answers only for the plain case, which is every manifest a builder
 //! writes: the fields are strings without escapes and appear once. For
-//! anything else (escapes in those fields or in any key, repeated fields,
-//! fields of another type, invalid JSON, deep nesting) it answers `None`, and the caller parses with `serde_json`, whose
-//! verdict and message then stand.
+//! anything else (escapes in those fields or in the keys of the manifest or
+//! its `metadata`, repeated fields, fields of another type, invalid JSON,
+//! deep nesting) it answers `None`, and the caller parses with `serde_json`,
+//! whose verdict and message then stand.
 
 /// What the sandbox rules read in a manifest.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl<'a> Scanner<'a> {
     fn top_object(&mut self) -> Option<Head<'a>> {
         let mut head = Head::default();
         let mut metadata_seen = false;
-        self.object(|scanner, key| match Field::of(key) {
+        self.object(|scanner| match scanner.key()? {
             Field::ApiVersion => set_once(&mut head.api_version, scanner.plain_string()?),
             Field::Kind => set_once(&mut head.kind, scanner.plain_string()?),
             Field::Metadata => {
@@ -106,7 +107,7 @@ impl<'a> Scanner<'a> {
 
     fn metadata(&mut self) -> Option<MetadataHead<'a>> {
         let mut metadata = MetadataHead::default();
-        self.object(|scanner, key| match Field::of(key) {
+        self.object(|scanner| match scanner.key()? {
             Field::Name => set_once(&mut metadata.name, scanner.plain_string()?),
             Field::Namespace => set_once(&mut metadata.namespace, scanner.plain_string()?),
             Field::ApiVersion | Field::Kind | Field::Metadata | Field::Other => scanner.value(2),
@@ -114,19 +115,16 @@ impl<'a> Scanner<'a> {
         Some(metadata)
     }
 
-    /// `{ "key": value, ... }`, calling `field` with each key at its value.
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    /// `{ "key": value, ... }`, calling `member` at each key to read the
+    /// key, its colon and its value.
+    fn object(&mut self, mut member: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         self.whitespace();
         if self.eat(b'}').is_some() {
             return Some(());
         }
         loop {
-            let key = self.plain_string()?;
-            self.whitespace();
-            self.eat(b':')?;
-            self.whitespace();
-            field(self, key)?;
+            member(self)?;
             self.whitespace();
             match self.peek()? {
                 b',' => {
@@ -142,13 +140,31 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// A key of interest and its colon. Keys with escapes are for `serde_json`.
+    fn key(&mut self) -> Option<Field> {
+        let key = self.plain_string()?;
+        self.colon()?;
+        Some(Field::of(key))
+    }
+
+    fn colon(&mut self) -> Option<()> {
+        self.whitespace();
+        self.eat(b':')?;
+        self.whitespace();
+        Some(())
+    }
+
     /// Any JSON value, checked and skipped.
     fn value(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'"' => self.string().map(drop),
             b'{' => {
                 let depth = nested(depth)?;
-                self.object(|scanner, _| scanner.value(depth))
+                self.object(|scanner| {
+                    scanner.string()?;
+                    scanner.colon()?;
+                    scanner.value(depth)
+                })
             }
             b'[' => {
                 let depth = nested(depth)?;
@@ -220,24 +236,23 @@ impl<'a> Scanner<'a> {
 
     /// A string without escapes, as a slice of the text.
     fn plain_string(&mut self) -> Option<&'a str> {
-        match self.string()? {
-            (text, false) => Some(text),
-            (_, true) => None,
+        let start = self.at + 1;
+        if self.string()? {
+            return None;
         }
+        self.text.get(start..self.at - 1)
     }
 
-    /// A string: its raw text between the quotes, and whether it has escapes.
-    fn string(&mut self) -> Option<(&'a str, bool)> {
+    /// Skips a string; whether it has escapes.
+    fn string(&mut self) -> Option<bool> {
         self.eat(b'"')?;
-        let start = self.at;
         let mut escaped = false;
         loop {
-            self.at += clean_run(&self.bytes[self.at..]);
+            self.at += clean_run(self.bytes.get(self.at..)?);
             match self.peek()? {
                 b'"' => {
-                    let text = self.text.get(start..self.at)?;
                     self.at += 1;
-                    return Some((text, escaped));
+                    return Some(escaped);
                 }
                 b'\\' => {
                     escaped = true;
@@ -271,34 +286,26 @@ fn set_once<'a>(slot: &mut Option<&'a str>, value: &'a str) -> Option<()> {
     slot.replace(value).is_none().then_some(())
 }
 
-/// How many leading bytes are neither `"`, `\` nor a control character,
-/// looking at eight bytes at a time. In each word the lowest flagged byte is
-/// exact (a borrow only spoils the bytes above it), so the first special byte
-/// is found without a byte loop.
+/// How many leading bytes are neither `"`, `\` nor a control character.
 fn clean_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v;
-    let mut at = 0;
-    while let Some(word) = bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
-        let x = u64::from_le_bytes(*word);
-        let special = ((x.wrapping_sub(ONES * 0x20) & !x)
-            | zero_byte(x ^ (ONES * u64::from(b'"')))
-            | zero_byte(x ^ (ONES * u64::from(b'\\'))))
-            & HIGH;
-        if special != 0 {
-            return at + (special.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    while let Some(&byte) = bytes.get(at) {
-        if byte == b'"' || byte == b'\\' || byte < 0x20 {
-            break;
-        }
-        at += 1;
-    }
-    at
+    bytes
+        .iter()
+        .position(|&byte| SPECIAL[usize::from(byte)])
+        .unwrap_or(bytes.len())
 }
+
+/// The bytes that end a clean run inside a JSON string.
+static SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
 
 #[cfg(test)]
 mod tests {
