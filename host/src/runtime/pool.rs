@@ -8,8 +8,13 @@ use tokio::sync::{Semaphore, oneshot};
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// `threads` dedicated OS threads; at most `threads` jobs are queued or
-/// running, further submitters wait (asynchronously) for a slot.
+/// Jobs admitted per thread: the one it runs and one waiting.
+const QUEUED_PER_THREAD: usize = 2;
+
+/// `threads` dedicated OS threads. At most `threads` jobs run and as many
+/// more wait in the queue, so a thread that finishes a call finds the next
+/// one instead of parking until the async side hands it over; further
+/// submitters wait (asynchronously) for a slot.
 pub(crate) struct Pool {
     sender: Mutex<Option<mpsc::Sender<Job>>>,
     permits: Arc<Semaphore>,
@@ -47,7 +52,7 @@ impl Pool {
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Self {
             sender: Mutex::new(Some(sender)),
-            permits: Arc::new(Semaphore::new(threads)),
+            permits: Arc::new(Semaphore::new(threads * QUEUED_PER_THREAD)),
             threads: handles,
         })
     }
