@@ -188,8 +188,8 @@ impl Runtime {
         call::cleanup(&self.inner.engine, policy, input)
     }
 
-    /// Calls `reconcile` on the call pool; waits (asynchronously) for a free
-    /// thread when all are busy.
+    /// Calls `reconcile` on the call pool; waits (asynchronously) for a slot
+    /// when every thread is busy and its queue is full.
     pub async fn reconcile(&self, policy: Arc<Policy>, input: Input) -> Outcome<Reconciled> {
         let this = self.clone();
         self.inner
