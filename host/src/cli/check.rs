@@ -4,11 +4,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+use policyhost::Policy;
 use policyhost::policies::load;
-use policyhost::runtime::PolicySpec;
+use policyhost::runtime::{PolicySpec, Runtime};
 
 /// Arguments of `policy check`.
 #[derive(Debug, Args)]
@@ -51,6 +53,14 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Loads a component with the host's checks, or prints why it cannot serve
+/// (the commands that go on with a policy then exit with failure).
+pub(crate) fn checked(runtime: &Runtime, spec: PolicySpec, bytes: &[u8]) -> Option<Arc<Policy>> {
+    load::check(runtime, spec, bytes)
+        .map_err(|error| report(&error))
+        .ok()
 }
 
 /// Prints why a component cannot serve, with its reason and causes.

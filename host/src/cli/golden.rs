@@ -13,7 +13,6 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use policyhost::policies::load;
 use policyhost::runtime::{
     Child, ChildPhase, Context, DataJob, Error, Input, KeyValue, Policy, PolicySpec, Runtime,
 };
@@ -51,12 +50,8 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
         .file_stem()
         .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
     let spec = PolicySpec::new(name).limits(args.limits.policy_limits());
-    let policy = match load::check(&runtime, spec, &bytes) {
-        Ok(policy) => policy,
-        Err(error) => {
-            super::check::report(&error);
-            return Ok(ExitCode::FAILURE);
-        }
+    let Some(policy) = super::check::checked(&runtime, spec, &bytes) else {
+        return Ok(ExitCode::FAILURE);
     };
     for clamped in policy.clamped() {
         eprintln!("warning: {clamped}");

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::Client;
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
-use policyhost::policies::{load, publish};
+use policyhost::policies::publish;
 use policyhost::runtime::{AllowedKind, PolicySpec};
 
 /// Arguments of `policy push`.
@@ -113,12 +113,8 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
                 .clone()
                 .unwrap_or_else(AllowedKind::defaults),
         );
-    let policy = match load::check(&runtime, spec, &bytes) {
-        Ok(policy) => policy,
-        Err(error) => {
-            super::check::report(&error);
-            return Ok(ExitCode::FAILURE);
-        }
+    let Some(policy) = super::check::checked(&runtime, spec, &bytes) else {
+        return Ok(ExitCode::FAILURE);
     };
     for clamped in policy.clamped() {
         eprintln!("warning: {clamped} (this binary's default maxima; the host applies its own)");
