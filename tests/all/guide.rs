@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use devcluster::{Config as ClusterConfig, DevCluster, PodSimulation};
+use devcluster::DevCluster;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -20,7 +20,7 @@ use kube::{Client, ResourceExt};
 use policyhost::crd::DataJob;
 use serde_json::json;
 
-use crate::common::cluster::eventually_within;
+use crate::common::cluster::{eventually_within, fast_pods};
 use crate::common::deployment::{self, NAMESPACE};
 use crate::common::{guest, guest_bytes, policyhost_bin, workspace};
 
@@ -322,17 +322,7 @@ async fn the_operator_guide_takes_an_empty_cluster_to_a_running_datajob() {
     let steps = commands(&guide);
     assert!(steps.len() >= 10, "{steps:#?}");
 
-    let cluster = DevCluster::start(ClusterConfig {
-        pods: Some(PodSimulation {
-            schedule_delay: Duration::from_millis(10),
-            start_delay: Duration::from_millis(50),
-            run_time: Some(Duration::from_millis(600)),
-            stop_delay: Duration::from_millis(50),
-        }),
-        ..ClusterConfig::default()
-    })
-    .await
-    .expect("devcluster");
+    let cluster = DevCluster::start(fast_pods()).await.expect("devcluster");
     let dir = checkout(&cluster.addr().port().to_string());
     let kubeconfig = dir.join("admin.kubeconfig");
     cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");

@@ -15,6 +15,22 @@ fn static_binary() -> PathBuf {
     target_dir().join("x86_64-unknown-linux-musl/release/policyhost")
 }
 
+/// The static binary if it was built. Missing, it skips the test, or fails
+/// it under `POLICYHOST_TEST_STATIC=1` (`cargo xtask test` builds it first).
+fn built_static_binary() -> Option<PathBuf> {
+    let bin = static_binary();
+    if bin.is_file() {
+        return Some(bin);
+    }
+    assert!(
+        std::env::var_os("POLICYHOST_TEST_STATIC").is_none(),
+        "POLICYHOST_TEST_STATIC is set but {} is missing: run `cargo xtask static`",
+        bin.display()
+    );
+    eprintln!("skipped: {} not built (cargo xtask static)", bin.display());
+    None
+}
+
 /// The program headers' types of an ELF64 little-endian executable.
 fn program_header_types(elf: &[u8]) -> Vec<u32> {
     assert_eq!(&elf[..4], b"\x7fELF", "an ELF file");
@@ -111,16 +127,9 @@ fn the_dockerfile_builds_with_xtask_static_and_runs_as_the_deployments_user() {
 /// plain `cargo test` without `cargo xtask static` first says so and passes.
 #[test]
 fn the_static_binary_needs_no_loader_and_starts_prints_the_crd_and_checks_a_policy() {
-    let bin = static_binary();
-    if !bin.is_file() {
-        assert!(
-            std::env::var_os("POLICYHOST_TEST_STATIC").is_none(),
-            "POLICYHOST_TEST_STATIC is set but {} is missing: run `cargo xtask static`",
-            bin.display()
-        );
-        eprintln!("skipped: {} not built (cargo xtask static)", bin.display());
+    let Some(bin) = built_static_binary() else {
         return;
-    }
+    };
     let elf = std::fs::read(&bin).expect("read the binary");
     assert!(
         !program_header_types(&elf).contains(&PT_INTERP),
@@ -156,16 +165,9 @@ fn the_static_binary_needs_no_loader_and_starts_prints_the_crd_and_checks_a_poli
 /// ready, leads, reconciles a DataJob, and stops cleanly on SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_static_binary_runs_the_operator_until_sigterm() {
-    let bin = static_binary();
-    if !bin.is_file() {
-        assert!(
-            std::env::var_os("POLICYHOST_TEST_STATIC").is_none(),
-            "POLICYHOST_TEST_STATIC is set but {} is missing: run `cargo xtask static`",
-            bin.display()
-        );
-        eprintln!("skipped: {} not built (cargo xtask static)", bin.display());
+    let Some(bin) = built_static_binary() else {
         return;
-    }
+    };
     let env = Env::cluster_only().await;
     let kubeconfig = env.kubeconfig_file();
     let policies = policy_dir(&["fanout"], &format!("static-{}", env.namespace));

@@ -257,6 +257,18 @@ fn fanout_version(label: &str) -> Vec<u8> {
 }
 
 /// `policyhost policy push` as the platform team runs it.
+/// A one-worker fanout DataJob, run until it succeeds.
+async fn one_worker_succeeds(env: &Env, name: &str) {
+    env.create_job(
+        name,
+        "fanout",
+        json!({"replicas": 1, "image": "busybox:1.36"}),
+    )
+    .await;
+    env.wait_job(name, "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+}
+
 async fn push(kubeconfig: &std::path::Path, file: &std::path::Path, name: &str) {
     let mut command = std::process::Command::new(policyhost_bin());
     command
@@ -391,14 +403,7 @@ async fn the_operator_uses_exactly_the_permissions_deploy_grants_and_each_rule_i
     .await;
 
     // Delete with cleanup: the finalizer goes once cleanup is done.
-    env.create_job(
-        "done",
-        "fanout",
-        json!({"replicas": 1, "image": "busybox:1.36"}),
-    )
-    .await;
-    env.wait_job("done", "Succeeded", |j| phase(j) == Some("Succeeded"))
-        .await;
+    one_worker_succeeds(&env, "done").await;
     env.jobs()
         .delete("done", &DeleteParams::default())
         .await
@@ -451,14 +456,7 @@ async fn the_operator_uses_exactly_the_permissions_deploy_grants_and_each_rule_i
             .map(|_| ())
     })
     .await;
-    env.create_job(
-        "after",
-        "fanout",
-        json!({"replicas": 1, "image": "busybox:1.36"}),
-    )
-    .await;
-    env.wait_job("after", "Succeeded", |j| phase(j) == Some("Succeeded"))
-        .await;
+    one_worker_succeeds(&env, "after").await;
     // A graceful stop releases the Lease, and the replacement takes over.
     running.replicas[survivor].signal("TERM");
     let status = running.replicas[survivor].wait();

@@ -28,6 +28,20 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// A devcluster whose simulated Pods schedule, start, run for 600 ms and
+/// stop quickly: what the end-to-end tests run against.
+pub fn fast_pods() -> ClusterConfig {
+    ClusterConfig {
+        pods: Some(PodSimulation {
+            schedule_delay: Duration::from_millis(10),
+            start_delay: Duration::from_millis(50),
+            run_time: Some(Duration::from_millis(600)),
+            stop_delay: Duration::from_millis(50),
+        }),
+        ..ClusterConfig::default()
+    }
+}
+
 /// How long a condition may take before a test fails.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -168,17 +182,9 @@ impl Env {
                 (None, config)
             }
             None => {
-                let cluster = DevCluster::start(ClusterConfig {
-                    pods: Some(PodSimulation {
-                        schedule_delay: Duration::from_millis(10),
-                        start_delay: Duration::from_millis(50),
-                        run_time: Some(Duration::from_millis(600)),
-                        stop_delay: Duration::from_millis(50),
-                    }),
-                    ..ClusterConfig::default()
-                })
-                .await
-                .expect("start devcluster");
+                let cluster = DevCluster::start(fast_pods())
+                    .await
+                    .expect("start devcluster");
                 let config = cluster.client_config().expect("devcluster client config");
                 (Some(cluster), config)
             }
