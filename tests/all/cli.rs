@@ -301,3 +301,67 @@ fn test_bless_writes_the_case_exactly_as_the_native_harness_does() {
     assert!(stdout.contains("0 failed, 1 blessed"), "{stdout}");
     assert_eq!(text_of(&stale), text_of(&original));
 }
+
+/// `policy bench` measures real calls: every call succeeded, the figures are
+/// consistent, and its JSON says what it ran.
+#[test]
+fn bench_reports_calls_latency_and_fuel_of_fanout() {
+    let job = common::workspace().join("host/benches/fanout-10.yaml");
+    let out = policyhost(&[
+        "policy",
+        "bench",
+        path(&guest("fanout")),
+        "--job",
+        path(&job),
+        "--children",
+        "3",
+        "--duration",
+        "0.5",
+        "--concurrency",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let figures: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let number = |key: &str| {
+        figures[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key}: {figures}"))
+    };
+    assert!(number("calls") > 0.0, "{figures}");
+    assert_eq!(figures["errors"], 0, "{figures}");
+    assert_eq!(
+        (figures["children"].clone(), figures["concurrency"].clone()),
+        (3.into(), 2.into())
+    );
+    assert!(
+        number("p50Us") > 0.0 && number("p50Us") <= number("p99Us"),
+        "{figures}"
+    );
+    assert!(number("fuelPerCall") > 0.0, "{figures}");
+    let rate = number("calls") / number("seconds");
+    assert!((rate - number("callsPerSecond")).abs() < 1.0, "{figures}");
+}
+
+/// A policy that fails on the bench's input is refused with its typed
+/// error, not timed.
+#[test]
+fn bench_refuses_a_policy_that_fails_on_the_input() {
+    let job = common::workspace().join("host/benches/fanout-10.yaml");
+    let out = policyhost(&[
+        "policy",
+        "bench",
+        path(&guest("panics")),
+        "--job",
+        path(&job),
+        "--duration",
+        "0.5",
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the policy fails on this input"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("policyhost-test-panic"), "{stderr}");
+}
