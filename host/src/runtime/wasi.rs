@@ -15,10 +15,22 @@
 //! - stdout and stderr captured into bounded buffers (the excess is counted
 //!   and dropped) and forwarded to tracing under the targets
 //!   `policyhost::guest::stdout` / `policyhost::guest::stderr`;
-//! - both clocks frozen at the call's `now-unix-ms`, so a policy sees the
-//!   same time through WASI as in its context (and replays identically);
+//! - both clocks and `wasi:io/poll` virtual ([`super::clock`]): they start
+//!   at the call's `now-unix-ms` and move only by what the policy waits, a
+//!   wait is answered at once (never slept through), and a wait past the
+//!   call's timeout ends the call with `DeadlineExceeded`; so a policy sees
+//!   the same time through WASI as in its context, replays identically, and
+//!   never holds a call thread in a host function;
 //! - random bytes from a generator seeded from the DataJob uid, the attempt
-//!   and the policy digest: deterministic for the same inputs.
+//!   and the policy digest: deterministic for the same inputs;
+//! - a resource table of at most [`TABLE_ENTRIES`] handles (pollables,
+//!   streams), so host memory a guest pins through handles is bounded.
+//!
+//! None of the linked host functions can block: stdin is closed (a read
+//! answers "closed" at once), stdout and stderr accept every write and flush
+//! at once (blocking or not: their pollables are always ready), random
+//! requests are capped at 64 KiB, and waits are virtual. Time spent in host
+//! functions counts against the epoch deadline like guest code.
 //!
 //! `wasi:filesystem` and `wasi:sockets` are **not** linked: the standard
 //! library imports them only when a policy uses `std::fs` or `std::net` (the
@@ -30,19 +42,18 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use bytes::Bytes;
 use rand::SeedableRng as _;
 use sha2::{Digest as _, Sha256};
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream, WasiCli, WasiCliView};
-use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::random::WasiRandom;
-use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiView};
 
 use super::bindings::Context;
+use super::clock::{Time, VirtualTime};
 
 /// The interfaces a policy may import (package/interface, any `0.2.x` for
 /// WASI, `0.1.x` for the policyhost contract).
@@ -84,7 +95,13 @@ pub(crate) fn is_allowed_import(name: &str) -> bool {
 }
 
 /// Gives the WASI bindings access to the store's WASI state.
-pub(crate) trait WasiState: WasiView + 'static {}
+pub(crate) trait WasiState: WasiView + 'static {
+    /// The call's virtual clock and its resource table.
+    fn time(&mut self) -> Time<'_>;
+}
+
+/// Most handles a call's resource table holds at once.
+pub(crate) const TABLE_ENTRIES: usize = 1 << 16;
 
 /// Links the allowed WASI interfaces (and nothing else) into `linker`.
 pub(crate) fn add_to_linker<T: WasiState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
@@ -92,10 +109,10 @@ pub(crate) fn add_to_linker<T: WasiState>(linker: &mut Linker<T>) -> wasmtime::R
     use wasmtime_wasi::p2::bindings::{cli, clocks, random};
     let l = linker;
     wasmtime_wasi::p2::bindings::io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
-    sync_io::poll::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    sync_io::poll::add_to_linker::<T, VirtualTime>(l, T::time)?;
     sync_io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
-    clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
-    clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    clocks::wall_clock::add_to_linker::<T, VirtualTime>(l, T::time)?;
+    clocks::monotonic_clock::add_to_linker::<T, VirtualTime>(l, T::time)?;
     random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
@@ -125,16 +142,11 @@ pub(crate) const CAPTURE_BYTES: usize = 16 << 10;
 pub(crate) fn context(ctx: &Context, job_uid: &str, stdout: &Capture, stderr: &Capture) -> WasiCtx {
     let seed = seed(job_uid, ctx);
     let mut builder = WasiCtxBuilder::new();
-    let frozen = FrozenClock {
-        unix: Duration::from_millis(ctx.now_unix_ms),
-    };
     let mut insecure_seed = [0u8; 16];
     insecure_seed.copy_from_slice(&seed[..16]);
     builder
         .stdout(stdout.clone())
         .stderr(stderr.clone())
-        .wall_clock(frozen)
-        .monotonic_clock(frozen)
         .secure_random(rand::rngs::StdRng::from_seed(seed))
         .insecure_random(rand::rngs::StdRng::from_seed(seed))
         .insecure_random_seed(u128::from_le_bytes(insecure_seed))
@@ -150,32 +162,6 @@ fn seed(job_uid: &str, ctx: &Context) -> [u8; 32] {
     hasher.update(ctx.attempt.to_le_bytes());
     hasher.update(ctx.policy_digest.as_bytes());
     hasher.finalize().into()
-}
-
-/// Both WASI clocks, stopped at the call's `now-unix-ms`.
-#[derive(Debug, Clone, Copy)]
-struct FrozenClock {
-    unix: Duration,
-}
-
-impl HostWallClock for FrozenClock {
-    fn resolution(&self) -> Duration {
-        Duration::from_millis(1)
-    }
-
-    fn now(&self) -> Duration {
-        self.unix
-    }
-}
-
-impl HostMonotonicClock for FrozenClock {
-    fn resolution(&self) -> u64 {
-        1_000_000
-    }
-
-    fn now(&self) -> u64 {
-        u64::try_from(self.unix.as_nanos()).unwrap_or(u64::MAX)
-    }
 }
 
 /// A bounded in-memory stdout or stderr keeping the most recent output:
@@ -325,14 +311,5 @@ mod tests {
         assert!(text.ends_with("xpanicked at the end"));
         assert_eq!(dropped, 10 + "panicked at the end".len() as u64);
         assert_eq!(capture.take(), (String::new(), 0));
-    }
-
-    #[test]
-    fn frozen_clocks_report_the_context_time() {
-        let clock = FrozenClock {
-            unix: Duration::from_millis(1500),
-        };
-        assert_eq!(HostWallClock::now(&clock), Duration::from_millis(1500));
-        assert_eq!(HostMonotonicClock::now(&clock), 1_500_000_000);
     }
 }
