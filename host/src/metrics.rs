@@ -31,6 +31,15 @@ pub struct GuestFault {
     pub kind: String,
 }
 
+/// Labels of guest log records dropped.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LogDropped {
+    /// The policy name.
+    pub policy: String,
+    /// Which cap dropped them: `call` (per call) or `policy` (the policy's log rate).
+    pub cap: String,
+}
+
 /// Labels naming a policy.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyLabel {
@@ -93,6 +102,11 @@ pub struct Metrics {
     pub guest_fuel: HistogramFamily<PolicyLabel>,
     /// Guest faults by policy and kind.
     pub guest_faults_total: Family<GuestFault, Counter>,
+    /// Guest log records (`log()`, stdout and stderr lines) not sent to the
+    /// host's log, by policy and cap.
+    pub guest_log_dropped_total: Family<LogDropped, Counter>,
+    /// Guest-call threads replaced because a call held one past its deadline.
+    pub guest_threads_replaced_total: Family<PolicyLabel, Counter>,
     /// Keys ready in the work queue.
     pub queue_depth: Gauge,
     /// Keys waiting for a delay (requeue-after or backoff).
@@ -153,6 +167,18 @@ impl Default for Metrics {
             "guest_faults",
             "Guest faults by policy and kind",
             guest_faults_total.clone(),
+        );
+        let guest_log_dropped_total = Family::<LogDropped, Counter>::default();
+        registry.register(
+            "guest_log_records_dropped",
+            "Guest log records (log(), stdout and stderr lines) not sent to the host's log, by policy and cap (call, policy)",
+            guest_log_dropped_total.clone(),
+        );
+        let guest_threads_replaced_total = Family::<PolicyLabel, Counter>::default();
+        registry.register(
+            "guest_threads_replaced",
+            "Guest-call threads abandoned and replaced because a call held one past its deadline",
+            guest_threads_replaced_total.clone(),
         );
         let queue_depth = Gauge::default();
         registry.register(
@@ -253,6 +279,8 @@ impl Default for Metrics {
             reconcile_duration,
             guest_fuel,
             guest_faults_total,
+            guest_log_dropped_total,
+            guest_threads_replaced_total,
             queue_depth,
             queue_delayed,
             work_duration,
@@ -301,6 +329,27 @@ impl Metrics {
                 .get_or_create(&GuestFault {
                     policy: policy.to_owned(),
                     kind: kind.to_owned(),
+                })
+                .inc();
+        }
+        let dropped = report.log_dropped + report.output_lines_dropped;
+        for (cap, count) in [
+            ("call", dropped.saturating_sub(report.log_throttled)),
+            ("policy", report.log_throttled),
+        ] {
+            if count > 0 {
+                self.guest_log_dropped_total
+                    .get_or_create(&LogDropped {
+                        policy: policy.to_owned(),
+                        cap: cap.to_owned(),
+                    })
+                    .inc_by(u64::from(count));
+            }
+        }
+        if report.thread_replaced {
+            self.guest_threads_replaced_total
+                .get_or_create(&PolicyLabel {
+                    policy: policy.to_owned(),
                 })
                 .inc();
         }
@@ -467,6 +516,27 @@ mod tests {
             r#"policyhost_pending_finalizer_oldest_seconds{policy="fanout"} 42.5"#,
             "policyhost_leader 1",
             "policyhost_fenced_writes_total 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn dropped_guest_log_records_and_replaced_threads_are_counted_by_policy() {
+        let metrics = Metrics::default();
+        let report = CallReport {
+            log_dropped: 7,
+            output_lines_dropped: 5,
+            log_throttled: 4,
+            thread_replaced: true,
+            ..CallReport::default()
+        };
+        metrics.guest_call("flood", &report, Some("DeadlineExceeded"));
+        let text = metrics.render();
+        for line in [
+            r#"policyhost_guest_log_records_dropped_total{policy="flood",cap="call"} 8"#,
+            r#"policyhost_guest_log_records_dropped_total{policy="flood",cap="policy"} 4"#,
+            r#"policyhost_guest_threads_replaced_total{policy="flood"} 1"#,
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

@@ -7,12 +7,14 @@ use wasmtime::Store;
 use wasmtime::component::ResourceTable;
 
 use super::bindings::{Child, Context, DataJob, DatajobPolicy, PolicyError as WitPolicyError};
+use super::clock::{Refused, VirtualClock};
 use super::engine::Engine;
 use super::error::{Error, PolicyError, Result};
 use super::limiter::{MemoryAccount, MemoryLimiter};
 use super::load::Policy;
+use super::logs::GuestLog;
 use super::output::{self, Cleaned, Reconciled};
-use super::store::{GuestLog, StoreState};
+use super::store::StoreState;
 use super::wasi::{self, Capture};
 
 /// The inputs of one call: the DataJob, its children, the context.
@@ -53,10 +55,19 @@ pub struct CallReport {
     pub memory: MemoryAccount,
     /// `log` lines written.
     pub log_lines: u32,
-    /// `log` lines dropped over the budget.
+    /// `log` lines not sent to the host's log: over the call's cap or the
+    /// policy's log rate.
     pub log_dropped: u32,
     /// Bytes of stdout/stderr dropped over the capture bound.
     pub output_dropped: u64,
+    /// Lines of stdout/stderr not sent to the host's log: over the call's
+    /// cap or the policy's log rate.
+    pub output_lines_dropped: u32,
+    /// Of the records dropped, those over the policy's log rate.
+    pub log_throttled: u32,
+    /// The call held its thread past its deadline and the pool replaced
+    /// the thread (the call's result is lost: `DeadlineExceeded`).
+    pub thread_replaced: bool,
 }
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -153,16 +164,18 @@ fn run<T, U>(
     };
     let stdout = Capture::default();
     let stderr = Capture::default();
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(wasi::TABLE_ENTRIES);
     let state = StoreState {
         wasi: wasi::context(&ctx, &input.job.uid, &stdout, &stderr),
-        table: ResourceTable::new(),
+        table,
+        clock: VirtualClock::new(ctx.now_unix_ms, policy.limits.timeout),
         limiter: MemoryLimiter::new(policy.limits.memory_bytes),
-        log: GuestLog {
-            policy: policy.name.clone(),
-            job: format!("{}/{}", input.job.namespace, input.job.name),
-            lines: 0,
-            dropped: 0,
-        },
+        log: GuestLog::new(
+            policy.name.clone(),
+            format!("{}/{}", input.job.namespace, input.job.name),
+            policy.log_budget.clone(),
+        ),
     };
     let mut store = Store::new(engine.wasmtime(), state);
     let mut instantiate = Duration::ZERO;
@@ -181,13 +194,11 @@ fn run<T, U>(
         }
     };
     let fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-    let state = store.data();
-    let memory = state.limiter.account();
-    let (log_lines, log_dropped) = (state.log.lines, state.log.dropped);
-    drop(store);
+    let memory = store.data().limiter.account();
+    let mut log = store.into_data().log;
     let (out, out_dropped) = stdout.take();
     let (err, err_dropped) = stderr.take();
-    forward(&policy.name, &out, &err);
+    log.forward(&out, &err);
     let result = match result {
         Ok(Ok(raw)) => Ok(raw),
         Ok(Err(error)) => Err(error),
@@ -201,9 +212,12 @@ fn run<T, U>(
         duration: started.elapsed(),
         instantiate,
         memory,
-        log_lines,
-        log_dropped,
+        log_lines: log.counts.lines,
+        log_dropped: log.counts.dropped,
         output_dropped: out_dropped + err_dropped,
+        output_lines_dropped: log.counts.output_dropped,
+        log_throttled: log.counts.throttled,
+        thread_replaced: false,
     };
     if let Err(error) = &result {
         tracing::debug!(reason = error.reason(), %error, fuel_consumed, "policy call failed");
@@ -262,6 +276,11 @@ fn classify(
         }
         _ => {}
     }
+    if let Some(Refused::PastDeadline { .. }) = error.downcast_ref::<Refused>() {
+        return Error::DeadlineExceeded {
+            timeout: policy.limits.timeout,
+        };
+    }
     if let Some(requested) = memory.denied {
         return Error::MemoryLimitExceeded {
             limit: memory.limit,
@@ -300,16 +319,6 @@ fn panic_message(stderr: &str) -> Option<String> {
     let from = message.find("panicked at").unwrap_or(0);
     let message = message[from..].to_owned();
     Some(message)
-}
-
-/// Re-emits what the guest printed, under its own tracing targets.
-fn forward(policy: &str, stdout: &str, stderr: &str) {
-    for line in stdout.lines().filter(|l| !l.is_empty()) {
-        tracing::info!(target: "policyhost::guest::stdout", policy, "{line}");
-    }
-    for line in stderr.lines().filter(|l| !l.is_empty()) {
-        tracing::warn!(target: "policyhost::guest::stderr", policy, "{line}");
-    }
 }
 
 #[cfg(test)]

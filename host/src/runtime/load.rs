@@ -12,6 +12,7 @@ use super::cache::{Cache, Digest, Source};
 use super::engine::Engine;
 use super::error::{Error, Result};
 use super::limits::{Clamped, HostMaxima, Limits, PolicyLimits};
+use super::logs::{Budget, Budgets};
 use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
@@ -70,6 +71,8 @@ pub struct Policy {
     pub(crate) size: usize,
     pub(crate) load_time: Duration,
     pub(crate) source: Source,
+    /// The log rate budget of the policy's name, shared by its versions.
+    pub(crate) log_budget: Arc<Budget>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -151,6 +154,7 @@ pub(crate) struct Loader<'a> {
     pub(crate) cache: &'a Cache,
     pub(crate) defaults: &'a Limits,
     pub(crate) maxima: &'a HostMaxima,
+    pub(crate) budgets: &'a Budgets,
 }
 
 impl Loader<'_> {
@@ -181,8 +185,10 @@ impl Loader<'_> {
             tracing::warn!(policy = %spec.name, limit = %c.limit, requested = c.requested, applied = c.applied, "policy limit clamped to the host maximum");
         }
         tracing::debug!(policy = %spec.name, %digest, ?source, ?load_time, "policy loaded");
+        let name: Arc<str> = spec.name.into();
         Ok(Policy {
-            name: spec.name.into(),
+            log_budget: self.budgets.of(&name),
+            name,
             digest,
             digest_hex: digest.to_hex(),
             pre,

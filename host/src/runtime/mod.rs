@@ -44,11 +44,13 @@
 mod bindings;
 mod cache;
 mod call;
+mod clock;
 mod engine;
 mod error;
 mod limiter;
 mod limits;
 mod load;
+mod logs;
 pub mod output;
 mod pool;
 mod store;
@@ -56,6 +58,7 @@ pub mod wasi;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
 
@@ -70,6 +73,7 @@ pub use error::{Error, PolicyError, Result};
 pub use limiter::{MemoryAccount, MemoryLimiter};
 pub use limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
 pub use load::{Policy, PolicySpec};
+pub use logs::LogRate;
 pub use output::{AllowedKind, Cleaned, Reconciled, ValidChild};
 
 use store::StoreState;
@@ -86,6 +90,13 @@ pub struct RuntimeConfig {
     pub threads: usize,
     /// Directory for compiled components, reused across restarts.
     pub cache_dir: Option<PathBuf>,
+    /// How long past its deadline a call may hold its pool thread before the
+    /// caller gets `DeadlineExceeded` and the pool replaces the thread (the
+    /// async API only). Covers checking the result after the guest returns.
+    pub thread_grace: Duration,
+    /// How many log records (`log()`, stdout, stderr) each policy may send
+    /// to the host's log across calls.
+    pub guest_logs: LogRate,
 }
 
 impl Default for RuntimeConfig {
@@ -95,6 +106,8 @@ impl Default for RuntimeConfig {
             defaults: Limits::default(),
             threads: std::thread::available_parallelism().map_or(2, usize::from),
             cache_dir: None,
+            thread_grace: Duration::from_millis(100),
+            guest_logs: LogRate::default(),
         }
     }
 }
@@ -112,6 +125,8 @@ struct Inner {
     pool: pool::Pool,
     defaults: Limits,
     maxima: HostMaxima,
+    budgets: logs::Budgets,
+    thread_grace: Duration,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -149,6 +164,8 @@ impl Runtime {
                 pool,
                 defaults,
                 maxima: config.engine.maxima,
+                budgets: logs::Budgets::new(config.guest_logs),
+                thread_grace: config.thread_grace,
             }),
         })
     }
@@ -163,6 +180,7 @@ impl Runtime {
             cache: &inner.cache,
             defaults: &inner.defaults,
             maxima: &inner.maxima,
+            budgets: &inner.budgets,
         }
         .load(spec, bytes)
         .map(Arc::new)
@@ -173,9 +191,9 @@ impl Runtime {
         let this = self.clone();
         self.inner
             .pool
-            .run(move || this.load(spec, &bytes))
+            .run(None, move || this.load(spec, &bytes))
             .await
-            .unwrap_or_else(|closed| Err(pool_closed(closed)))
+            .unwrap_or_else(|error| Err(pool_failed(error)))
     }
 
     /// Calls `reconcile` on the current thread.
@@ -190,23 +208,46 @@ impl Runtime {
 
     /// Calls `reconcile` on the call pool; waits (asynchronously) for a slot
     /// when every thread is busy and its queue is full.
+    ///
+    /// The call holds its thread at most its timeout plus
+    /// [`RuntimeConfig::thread_grace`]; past that the answer is
+    /// `DeadlineExceeded` and the pool replaces the thread.
     pub async fn reconcile(&self, policy: Arc<Policy>, input: Input) -> Outcome<Reconciled> {
         let this = self.clone();
+        let timeout = policy.limits.timeout;
         self.inner
             .pool
-            .run(move || this.reconcile_blocking(&policy, &input))
+            .run(Some(self.bound(timeout)), move || {
+                this.reconcile_blocking(&policy, &input)
+            })
             .await
-            .unwrap_or_else(closed_outcome)
+            .unwrap_or_else(|error| failed_outcome(error, timeout))
     }
 
     /// Calls `cleanup` on the call pool.
+    ///
+    /// Bounded like [`Runtime::reconcile`].
     pub async fn cleanup(&self, policy: Arc<Policy>, input: Input) -> Outcome<Cleaned> {
         let this = self.clone();
+        let timeout = policy.limits.timeout;
         self.inner
             .pool
-            .run(move || this.cleanup_blocking(&policy, &input))
+            .run(Some(self.bound(timeout)), move || {
+                this.cleanup_blocking(&policy, &input)
+            })
             .await
-            .unwrap_or_else(closed_outcome)
+            .unwrap_or_else(|error| failed_outcome(error, timeout))
+    }
+
+    /// The longest a call of `timeout` may hold its pool thread.
+    fn bound(&self, timeout: Duration) -> Duration {
+        timeout.saturating_add(self.inner.thread_grace)
+    }
+
+    /// Pool threads replaced so far because a call held one past its bound.
+    #[must_use]
+    pub fn threads_replaced(&self) -> u64 {
+        self.inner.pool.replaced()
     }
 
     /// Instantiates `policy` once without calling it (see [`Runtime::load`]
@@ -229,17 +270,29 @@ impl Runtime {
     }
 }
 
-fn pool_closed(closed: pool::Closed) -> Error {
+fn pool_failed(error: pool::Error) -> Error {
     Error::Host {
         context: "submitting the call to the guest call pool",
-        source: wasmtime::Error::new(closed),
+        source: wasmtime::Error::new(error),
     }
 }
 
-fn closed_outcome<T>(closed: pool::Closed) -> Outcome<T> {
-    Outcome {
-        result: Err(pool_closed(closed)),
-        report: CallReport::default(),
+/// The outcome of a call the pool gave no answer for: shut down, or held
+/// past its bound (then the deadline error, as for any call that runs over).
+fn failed_outcome<T>(error: pool::Error, timeout: Duration) -> Outcome<T> {
+    match error {
+        pool::Error::Closed => Outcome {
+            result: Err(pool_failed(error)),
+            report: CallReport::default(),
+        },
+        pool::Error::Overran { bound } => Outcome {
+            result: Err(Error::DeadlineExceeded { timeout }),
+            report: CallReport {
+                duration: bound,
+                thread_replaced: true,
+                ..CallReport::default()
+            },
+        },
     }
 }
 
