@@ -7,6 +7,7 @@ mod golden;
 mod input;
 mod leader;
 mod list;
+mod logging;
 mod operate;
 mod push;
 mod reload;
@@ -118,7 +119,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Run(_) | Command::Dev(_) | Command::Devcluster(_) => "info",
         _ => "warn",
     };
-    init_tracing(default_level);
+    logging::init(default_level);
     let outcome = match cli.command {
         Command::Run(args) => operate::run(&args),
         Command::Dev(args) => dev::run(&args),
@@ -138,21 +139,6 @@ pub(crate) fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Logs to stderr, filtered by `POLICYHOST_LOG` (default `default_level`),
-/// as JSON lines when `POLICYHOST_LOG_FORMAT=json`.
-fn init_tracing(default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("POLICYHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("POLICYHOST_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().init();
-    } else {
-        builder.init();
     }
 }
 

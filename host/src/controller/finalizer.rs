@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::{Next, Shared};
 use crate::apply::status as job_status;
-use crate::cache::{Index, ObjectKey};
+use crate::cache::{Cached as _, Index, ObjectKey};
 use crate::chain::display_chain;
 use crate::crd::{DataJob, DataJobStatus, PolicyRef};
 use crate::finalizer::machine::{
@@ -149,17 +149,17 @@ async fn add_finalizer(shared: &Shared, job: &DataJob) -> Next {
         .await
     {
         Ok(_) => {
-            debug!(job = %job.name_any(), "finalizer added");
+            debug!(job = %job.key(), "finalizer added");
             Next::AwaitChange
         }
         Err(kube::Error::Api(status)) if status.code == 404 => Next::AwaitChange,
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 422 => {
             shared.metrics.finalizer_conflicts.inc();
-            debug!(job = %job.name_any(), code = status.code, "finalizer addition raced a change; retrying");
+            debug!(job = %job.key(), code = status.code, "finalizer addition raced a change; retrying");
             Next::Retry
         }
         Err(error) => {
-            warn!(job = %job.name_any(), %error, "cannot add the finalizer");
+            warn!(job = %job.key(), %error, "cannot add the finalizer");
             Next::Retry
         }
     }
@@ -226,7 +226,7 @@ async fn clean(
         }
         After::Keep(keep) => {
             if let Some((reason, message)) = &keep.failure {
-                warn!(job = %key, attempt, reason, %message, "cleanup failed; the finalizer is kept");
+                warn!(job = %key, attempt, reason, error = %message, "cleanup failed; the finalizer is kept");
                 let note = format!("cleanup attempt {attempt} failed ({reason}): {message}");
                 shared
                     .events
@@ -235,7 +235,7 @@ async fn clean(
             }
             if let (true, Some(exhausted)) = (keep.newly_blocked, &keep.exhausted) {
                 let message = exhausted.message();
-                warn!(job = %key, reason = exhausted.reason(), %message, "cleanup blocked");
+                warn!(job = %key, reason = exhausted.reason(), detail = %message, "cleanup blocked");
                 shared
                     .events
                     .publish(job, true, "Cleanup", CLEANUP_BLOCKED, &message)
@@ -279,7 +279,7 @@ async fn force_release(
     let attempts = cleanup.map_or(0, |c| c.attempts);
     warn!(
         target: AUDIT_TARGET,
-        datajob = %key,
+        job = %key,
         uid = %observed.uid,
         policy = %job.spec.policy,
         digest = %digest,
@@ -371,7 +371,7 @@ async fn wait_for_newer(shared: &Shared, key: &ObjectKey, seen: Option<&str>, at
 /// feed queues the DataJob again when it returns.
 async fn report_unavailable(shared: &Shared, job: &DataJob, message: &str, newly: bool) -> Next {
     if newly {
-        warn!(job = %job.name_any(), policy = %job.spec.policy, %message, "cannot clean up: policy unavailable");
+        warn!(job = %job.key(), policy = %job.spec.policy, error = %message, "cannot clean up: policy unavailable");
         let note = format!(
             "policy {} cannot be called ({message}); the finalizer is kept until it is in service",
             job.spec.policy
@@ -385,7 +385,7 @@ async fn report_unavailable(shared: &Shared, job: &DataJob, message: &str, newly
     match write_status(shared, job, status).await {
         Ok(()) => Next::AwaitChange,
         Err(error) => {
-            warn!(job = %job.name_any(), %error, "cannot write status");
+            warn!(job = %job.key(), %error, "cannot write status");
             Next::Retry
         }
     }

@@ -224,7 +224,7 @@ async fn worker(shared: Arc<Shared>) {
         let attempt = queue.failures(&key).saturating_add(1);
         let started = Instant::now();
         let next = reconcile::reconcile(&shared, &key, attempt)
-            .instrument(info_span!("reconcile", datajob = %key, attempt))
+            .instrument(info_span!("reconcile", job = %key, attempt))
             .await;
         match next {
             Next::AwaitChange => queue.forget(&key),
@@ -234,7 +234,7 @@ async fn worker(shared: Arc<Shared>) {
             }
             Next::Retry => {
                 let delay = queue.add_rate_limited(key.clone());
-                debug!(datajob = %key, ?delay, "reconcile will be retried");
+                debug!(job = %key, ?delay, "reconcile will be retried");
             }
         }
         shared

@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use super::Shared;
 use crate::apply::children::{self, Summary};
 use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
-use crate::cache::{ChildRecord, ObjectKey};
+use crate::cache::{Cached as _, ChildRecord, ObjectKey};
 use crate::chain::display_chain;
 use crate::crd::{DataJob, PolicyRef};
 use crate::projection;
@@ -106,7 +106,7 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         return match write_status(shared, &job, update, &children).await {
             Ok(()) => Next::AwaitChange,
             Err(error) => {
-                warn!(job = %job.name_any(), %error, "cannot write status");
+                warn!(job = %job.key(), %error, "cannot write status");
                 Next::Retry
             }
         };
@@ -189,7 +189,7 @@ async fn succeed(
             return fail(shared, job, Some(policy.clone()), &failure, children).await;
         }
     };
-    debug!(job = %job.name_any(), ?summary, "children reconciled");
+    debug!(job = %job.key(), ?summary, "children reconciled");
     let mut conditions = vec![NewCondition::new(
         READY,
         true,
@@ -211,7 +211,7 @@ async fn succeed(
         outputs: reconciled.status.outputs.as_object().cloned(),
     };
     if let Err(error) = write_status(shared, job, update, children).await {
-        warn!(job = %job.name_any(), %error, "cannot write status");
+        warn!(job = %job.key(), %error, "cannot write status");
         return Done {
             next: Next::Retry,
             result: "StatusFailed",
@@ -248,7 +248,7 @@ async fn fail(
 ) -> Done {
     let reason = failure.reason();
     let message = failure.message();
-    warn!(job = %job.name_any(), namespace = ?job.namespace(), reason, %message, "reconcile failed");
+    warn!(job = %job.key(), reason, error = %message, "reconcile failed");
     let update = StatusUpdate {
         conditions: vec![NewCondition::new(READY, false, reason, message.clone())],
         policy,
@@ -262,7 +262,7 @@ async fn fail(
     let next = match written {
         Ok(()) => failure.next(),
         Err(error) => {
-            warn!(job = %job.name_any(), %error, "cannot write status");
+            warn!(job = %job.key(), %error, "cannot write status");
             Next::Retry
         }
     };

@@ -481,7 +481,7 @@ impl Inner {
             policy = %record.policy,
             configmap = %record.key,
             reason,
-            %message,
+            error = %message,
             serving = ?serving,
             "policy version rejected"
         );

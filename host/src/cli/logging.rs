@@ -1,0 +1,307 @@
+//! The operator's own log on stderr: text lines, or JSON lines with
+//! `POLICYHOST_LOG_FORMAT=json`, filtered by `POLICYHOST_LOG`.
+//!
+//! Log text carries what tenants wrote (guest `log()` lines and output,
+//! condition messages, names), so no record may span two lines: in the text
+//! format every control character of a record but its final newline is
+//! escaped ([`Escaping`]); tracing-subscriber already escapes ANSI escape
+//! sequences in field values, and JSON escapes every control character.
+
+use std::io::{self, IsTerminal as _, Write};
+
+use tracing::Subscriber;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// Installs the process's subscriber.
+pub(crate) fn init(default_level: &str) {
+    let filter =
+        EnvFilter::try_from_env("POLICYHOST_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    // `try_init` also forwards the `log` crate's records to tracing.
+    if std::env::var("POLICYHOST_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        json(filter, io::stderr).try_init()
+    } else {
+        let ansi = io::stderr().is_terminal();
+        text(filter, EscapedStderr, ansi).try_init()
+    }
+    .unwrap_or_else(|error| eprintln!("warning: cannot install the log subscriber: {error}"));
+}
+
+/// The text format, one escaped line per record.
+fn text<W>(filter: EnvFilter, writer: W, ansi: bool) -> impl Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(writer)
+        .finish()
+}
+
+/// The JSON-lines format.
+fn json<W>(filter: EnvFilter, writer: W) -> impl Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .json()
+        .finish()
+}
+
+/// Makes an [`Escaping`] stderr, locked for one record.
+struct EscapedStderr;
+
+impl<'w> MakeWriter<'w> for EscapedStderr {
+    type Writer = Escaping<io::StderrLock<'static>>;
+
+    fn make_writer(&'w self) -> Self::Writer {
+        Escaping(io::stderr().lock())
+    }
+}
+
+/// Writes each record (tracing-subscriber's formatter hands over one whole
+/// record per `write`) with its control characters escaped as `\n`, `\r`,
+/// `\t` or `\xNN`, except the record's final newline and ESC, which only the
+/// formatter's own colours contain (user text has it escaped already). A
+/// record without such characters, the common case, is written as it is.
+pub(crate) struct Escaping<W>(pub(crate) W);
+
+fn needs_escape(byte: u8) -> bool {
+    (byte < 0x20 && byte != 0x1b) || byte == 0x7f
+}
+
+impl<W: Write> Write for Escaping<W> {
+    fn write(&mut self, record: &[u8]) -> io::Result<usize> {
+        let (body, end): (&[u8], &[u8]) = match record.split_last() {
+            Some((b'\n', body)) => (body, b"\n"),
+            _ => (record, b""),
+        };
+        if !body.iter().copied().any(needs_escape) {
+            self.0.write_all(record)?;
+            return Ok(record.len());
+        }
+        let mut escaped = Vec::with_capacity(record.len() + 16);
+        for &byte in body {
+            match byte {
+                b'\n' => escaped.extend_from_slice(b"\\n"),
+                b'\r' => escaped.extend_from_slice(b"\\r"),
+                b'\t' => escaped.extend_from_slice(b"\\t"),
+                byte if needs_escape(byte) => write!(escaped, "\\x{byte:02x}")?,
+                byte => escaped.push(byte),
+            }
+        }
+        escaped.extend_from_slice(end);
+        self.0.write_all(&escaped)?;
+        Ok(record.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Collects what the subscriber writes.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Sink {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    /// A record as a guest would make one: a forged line after a newline.
+    const FORGED: &str = "ok\n2026-01-01T00:00:00Z  INFO policyhost: forged\r\tand \x00 more";
+
+    fn emit() {
+        tracing::warn!(
+            target: "policyhost::guest",
+            policy = "flood",
+            job = "team-a/job-1",
+            "{FORGED}"
+        );
+        tracing::warn!(
+            job = "team-a/job-1",
+            reason = "Trap",
+            error = FORGED,
+            "reconcile failed"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped_except_each_records_final_newline() {
+        let mut out = Vec::new();
+        Escaping(&mut out)
+            .write_all(b"a\nb\rc\td\x00e\x7f\x1b[0m\n")
+            .unwrap();
+        assert_eq!(out, b"a\\nb\\rc\\td\\x00e\\x7f\x1b[0m\n");
+        let mut out = Vec::new();
+        Escaping(&mut out).write_all(b"plain record\n").unwrap();
+        assert_eq!(out, b"plain record\n");
+    }
+
+    #[test]
+    fn a_newline_in_a_message_or_a_field_cannot_forge_a_text_log_line() {
+        let sink = Sink::default();
+        let writer = {
+            let sink = sink.clone();
+            move || Escaping(sink.clone())
+        };
+        let subscriber = text(EnvFilter::new("info"), writer, true);
+        tracing::subscriber::with_default(subscriber, emit);
+        let text = sink.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0]
+                .contains(r"ok\n2026-01-01T00:00:00Z  INFO policyhost: forged\r\tand \x00 more")
+        );
+        assert!(lines[1].contains("reconcile failed"), "{text}");
+        assert!(
+            lines
+                .iter()
+                .all(|line| !line.contains(" INFO policyhost: forged\n"))
+        );
+    }
+
+    /// The keys of a JSON object, in order, duplicates kept.
+    fn keys(line: &str) -> Vec<String> {
+        struct Keys(Vec<String>);
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                mut self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                while let Some((key, _)) = map.next_entry::<String, serde::de::IgnoredAny>()? {
+                    self.0.push(key);
+                }
+                Ok(self.0)
+            }
+        }
+        let mut de = serde_json::Deserializer::from_str(line);
+        serde::Deserializer::deserialize_map(&mut de, Keys(Vec::new())).unwrap()
+    }
+
+    #[test]
+    fn json_lines_carry_one_message_key_and_the_fields_beside_it() {
+        let sink = Sink::default();
+        let writer = {
+            let sink = sink.clone();
+            move || sink.clone()
+        };
+        let subscriber = json(EnvFilter::new("info"), writer);
+        tracing::subscriber::with_default(subscriber, emit);
+        let text = sink.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for line in lines {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let fields = &value["fields"];
+            let names = keys(&fields.to_string());
+            assert_eq!(
+                names.iter().filter(|k| *k == "message").count(),
+                1,
+                "{line}"
+            );
+            assert_eq!(fields["job"], "team-a/job-1", "{line}");
+        }
+    }
+
+    /// Every tracing macro call in `host/src`, as text.
+    fn tracing_calls() -> Vec<(String, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, out);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let source = std::fs::read_to_string(&path).unwrap();
+                for macro_name in [
+                    "trace!(", "debug!(", "info!(", "warn!(", "error!(", "_span!(",
+                ] {
+                    let mut rest = source.as_str();
+                    while let Some(at) = rest.find(macro_name) {
+                        let call = &rest[at + macro_name.len()..];
+                        let mut depth = 1;
+                        let end = call
+                            .char_indices()
+                            .find(|&(_, c)| {
+                                depth += match c {
+                                    '(' => 1,
+                                    ')' => -1,
+                                    _ => 0,
+                                };
+                                depth == 0
+                            })
+                            .map_or(call.len(), |(i, _)| i);
+                        out.push((path.display().to_string(), call[..end].to_owned()));
+                        rest = &call[end..];
+                    }
+                }
+            }
+        }
+        let mut calls = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut calls,
+        );
+        calls
+    }
+
+    #[test]
+    fn no_log_call_in_the_host_adds_a_message_field_or_names_a_datajob_differently() {
+        let calls = tracing_calls();
+        assert!(calls.len() > 50, "found only {} log calls", calls.len());
+        let fields = |call: &str| -> Vec<String> {
+            call.split(',')
+                .map(|part| part.trim().trim_start_matches(['%', '?']).to_owned())
+                .collect()
+        };
+        for (file, call) in &calls {
+            for field in fields(call) {
+                let name = field.split(['=', ' ']).next().unwrap_or_default();
+                assert_ne!(
+                    name, "message",
+                    "{file}: a `message` field beside the log text: {call}"
+                );
+                assert_ne!(
+                    name, "datajob",
+                    "{file}: a DataJob is the field `job`: {call}"
+                );
+            }
+            assert!(
+                !call.contains(&["job = %job", ".name_any()"].concat()),
+                "{file}: a DataJob is named `namespace/name`: {call}"
+            );
+        }
+    }
+}
