@@ -2,10 +2,12 @@
 //! contained with the right typed error, within its caps, and the runtime
 //! keeps serving `fanout` afterwards.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use policyhost::Runtime;
-use policyhost::runtime::{Error, Input, PolicyLimits};
+use policyhost::runtime::Policy;
+use policyhost::runtime::{CallReport, Error, Input, LogRate, PolicyLimits, RuntimeConfig};
 use serde_json::json;
 
 use crate::common::{self, fanout_input, input, job, load};
@@ -269,4 +271,232 @@ fn the_allowed_kinds_are_configurable_per_policy() {
     let outcome = runtime.reconcile_blocking(&policy, &no_params());
     let reconciled = outcome.result.expect("allowed for this policy");
     assert_eq!(reconciled.children[0].kind, "ClusterRoleBinding");
+}
+
+/// A deadline of `ms` with fuel that never runs out first.
+fn deadline(ms: u64) -> PolicyLimits {
+    PolicyLimits {
+        timeout_ms: Some(ms),
+        fuel: Some(u64::MAX),
+        ..PolicyLimits::default()
+    }
+}
+
+/// The call ended no later than 50 ms after its deadline.
+fn assert_ended_by_the_deadline(report: &CallReport, timeout: Duration) {
+    assert!(
+        report.duration < timeout + Duration::from_millis(50),
+        "the call took {:?} under a deadline of {timeout:?}",
+        report.duration
+    );
+}
+
+fn assert_deadline_exceeded<T: std::fmt::Debug>(result: &Result<T, Error>, timeout: Duration) {
+    match result {
+        Err(Error::DeadlineExceeded { timeout: t }) => assert_eq!(*t, timeout),
+        other => panic!("expected DeadlineExceeded, got {other:?}"),
+    }
+}
+
+/// Both entry points of `policy` end with `DeadlineExceeded` by the deadline.
+fn assert_both_calls_end_by_the_deadline(runtime: &Runtime, policy: &Policy, timeout: Duration) {
+    let reconcile = runtime.reconcile_blocking(policy, &no_params());
+    assert_deadline_exceeded(&reconcile.result, timeout);
+    assert_ended_by_the_deadline(&reconcile.report, timeout);
+    let cleanup = runtime.cleanup_blocking(policy, &no_params());
+    assert_deadline_exceeded(&cleanup.result, timeout);
+    assert_ended_by_the_deadline(&cleanup.report, timeout);
+    eprintln!(
+        "{}: ended after {:?} and {:?} (deadline {timeout:?})",
+        policy.name(),
+        reconcile.report.duration,
+        cleanup.report.duration
+    );
+}
+
+#[test]
+fn a_sleep_past_the_deadline_ends_at_once_with_deadline_exceeded() {
+    let runtime = common::runtime();
+    let timeout = Duration::from_secs(1);
+    let policy = load(&runtime, "sleeper", deadline(1000));
+    assert_both_calls_end_by_the_deadline(&runtime, &policy, timeout);
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn a_sleep_within_the_deadline_returns_at_once_and_the_clocks_moved_by_it() {
+    let runtime = common::runtime();
+    let policy = load(&runtime, "sleeper", deadline(1000));
+    let input = input(job("sleepy", "team-a", json!({"ms": 400})));
+    let outcome = runtime.reconcile_blocking(&policy, &input);
+    let reconciled = outcome.result.expect("a sleep within the deadline");
+    let now = input.ctx.now_unix_ms;
+    assert_eq!(
+        reconciled.status.outputs,
+        json!({"sleptMs": 400, "nowMs": now + 400}),
+        "virtual time: the clocks move by exactly what was waited"
+    );
+    assert!(
+        outcome.report.duration < Duration::from_millis(400),
+        "the sleep was slept through: {:?}",
+        outcome.report.duration
+    );
+}
+
+#[test]
+fn an_endless_wait_ends_at_once_with_deadline_exceeded() {
+    let runtime = common::runtime();
+    let timeout = Duration::from_secs(1);
+    let policy = load(&runtime, "endless-wait", deadline(1000));
+    assert_both_calls_end_by_the_deadline(&runtime, &policy, timeout);
+    assert_fanout_still_works(&runtime);
+}
+
+#[test]
+fn polling_thousands_of_pollables_is_answered_without_sleeping() {
+    let runtime = common::runtime();
+    let timeout = Duration::from_secs(1);
+    let policy = load(&runtime, "poll-many", deadline(1000));
+    // 5,000 pollables due in 1 to 10 hours: the first poll is refused.
+    let outcome = runtime.reconcile_blocking(&policy, &no_params());
+    assert_deadline_exceeded(&outcome.result, timeout);
+    assert_ended_by_the_deadline(&outcome.report, timeout);
+    // Due in 10 to 100 ms: ten polls, each answered at once.
+    let spans = input(job(
+        "poller",
+        "team-a",
+        json!({"count": 5000, "stepMs": 10}),
+    ));
+    let outcome = runtime.reconcile_blocking(&policy, &spans);
+    assert_ended_by_the_deadline(&outcome.report, timeout);
+    let reconciled = outcome.result.expect("polls within the deadline");
+    assert_eq!(
+        reconciled.status.outputs,
+        json!({"polls": 10, "waitedMs": 100})
+    );
+    assert_fanout_still_works(&runtime);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_policies_on_every_pool_thread_hold_none_past_the_deadline() {
+    let runtime = common::runtime();
+    let timeout = Duration::from_millis(500);
+    let waiters =
+        ["sleeper", "endless-wait", "poll-many"].map(|name| load(&runtime, name, deadline(500)));
+    // Twice as many waiting calls as the pool has threads, all at once.
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let (runtime, policy) = (runtime.clone(), waiters[i % 3].clone());
+            tokio::spawn(async move { runtime.reconcile(policy, no_params()).await })
+        })
+        .collect();
+    for call in calls {
+        let outcome = call.await.expect("task");
+        assert_deadline_exceeded(&outcome.result, timeout);
+        assert_ended_by_the_deadline(&outcome.report, timeout);
+        assert!(!outcome.report.thread_replaced);
+    }
+    assert_eq!(runtime.threads_replaced(), 0);
+    let fanout = load(&runtime, "fanout", PolicyLimits::default());
+    let outcome = runtime.reconcile(fanout, fanout_input(10)).await;
+    assert_eq!(
+        outcome
+            .result
+            .expect("fanout after the waiters")
+            .children
+            .len(),
+        10
+    );
+}
+
+/// Collects what a tracing subscriber writes.
+#[derive(Clone, Default)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest() {
+    let rate = LogRate {
+        burst: 50,
+        per_second: 10,
+    };
+    let runtime = Runtime::new(RuntimeConfig {
+        threads: 1,
+        guest_logs: rate,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let policy = load(&runtime, "log-flood", PolicyLimits::default());
+    let flood = input(job("adversary", "team-a", json!({"lines": 2000})));
+    let sink = Sink::default();
+    let subscriber = {
+        let sink = sink.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter("policyhost=trace")
+            .json()
+            .with_writer(move || sink.clone())
+            .finish()
+    };
+    let started = Instant::now();
+    let reports: Vec<CallReport> = tracing::subscriber::with_default(subscriber, || {
+        (0..5)
+            .map(|_| {
+                let outcome = runtime.reconcile_blocking(&policy, &flood);
+                outcome.result.expect("the flood still returns its result");
+                outcome.report
+            })
+            .collect()
+    });
+    let elapsed = started.elapsed();
+    let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON record per line"))
+        .filter(|r: &serde_json::Value| {
+            r["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("policyhost::guest"))
+        })
+        .collect();
+    // 5 calls × 6,000 lines written; the host logs the policy's burst plus
+    // its rate over the test's time, not thousands.
+    let bound = f64::from(rate.burst) + f64::from(rate.per_second) * elapsed.as_secs_f64() + 1.0;
+    eprintln!(
+        "{} guest records in {elapsed:?} (bound {bound:.0})",
+        records.len()
+    );
+    assert!(
+        records.len() as f64 <= bound,
+        "{} records over {bound}",
+        records.len()
+    );
+    assert!(
+        records.len() >= 20,
+        "the flood was silenced entirely: {}",
+        records.len()
+    );
+    for record in &records {
+        assert_eq!(record["fields"]["policy"], "log-flood", "{record}");
+        assert_eq!(record["fields"]["job"], "team-a/adversary", "{record}");
+    }
+    for report in &reports {
+        assert_eq!(report.log_lines, 2000);
+        assert!(report.log_dropped >= 2000 - 100, "{report:?}");
+        assert!(report.output_dropped > 0, "{report:?}");
+    }
+    assert!(
+        reports[4].log_throttled > 0,
+        "the policy's rate never applied: {:?}",
+        reports[4]
+    );
 }
