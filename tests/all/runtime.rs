@@ -319,6 +319,14 @@ fn a_sleep_past_the_deadline_ends_at_once_with_deadline_exceeded() {
     let runtime = common::runtime();
     let timeout = Duration::from_secs(1);
     let policy = load(&runtime, "sleeper", deadline(1000));
+    for guest in [&policy, &load(&runtime, "endless-wait", deadline(1000))] {
+        eprintln!("{} imports {:?}", guest.name(), guest.imports());
+        assert!(
+            guest.imports().iter().any(|i| i.starts_with("wasi:clocks/monotonic-clock@")),
+            "{} waits through the monotonic clock",
+            guest.name()
+        );
+    }
     assert_both_calls_end_by_the_deadline(&runtime, &policy, timeout);
     assert_fanout_still_works(&runtime);
 }

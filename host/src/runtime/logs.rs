@@ -273,6 +273,8 @@ fn refill_time(rate: LogRate) -> std::time::Duration {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const RATE: LogRate = LogRate {
