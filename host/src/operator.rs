@@ -460,13 +460,14 @@ async fn discover(client: &Client, kinds: &[AllowedKind]) -> Result<Vec<ApiResou
             None => ("", kind.api_version.as_str()),
         };
         let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
-        let (resource, capabilities) = discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(|source| Error::Discovery {
-                api_version: kind.api_version.clone(),
-                kind: kind.kind.clone(),
-                source,
-            })?;
+        let (resource, capabilities) =
+            discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|source| Error::Discovery {
+                    api_version: kind.api_version.clone(),
+                    kind: kind.kind.clone(),
+                    source,
+                })?;
         if capabilities.scope != discovery::Scope::Namespaced {
             return Err(Error::ClusterScopedKind {
                 api_version: kind.api_version.clone(),

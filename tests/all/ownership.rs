@@ -57,12 +57,18 @@ async fn warning(env: &Env, job: &str, reason: &str) -> String {
     eventually(&format!("a {reason} warning Event on {job}"), || {
         let events = events.clone();
         async move {
-            events.list(&ListParams::default()).await.ok()?.items.into_iter().find_map(|e| {
-                (e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some(reason)
-                    && e.involved_object.name.as_deref() == Some(job))
-                .then(|| e.message.unwrap_or_default())
-            })
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find_map(|e| {
+                    (e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some(reason)
+                        && e.involved_object.name.as_deref() == Some(job))
+                    .then(|| e.message.unwrap_or_default())
+                })
         }
     })
     .await
@@ -85,15 +91,18 @@ async fn a_teams_own_configmap_is_never_adopted_changed_or_deleted() {
     let (reason, message) = refused(&env, "thief").await;
     assert_eq!(reason, "ChildConflict", "{message}");
     assert!(
-        message.contains("ConfigMap settings already exists")
-            && message.contains("no controller"),
+        message.contains("ConfigMap settings already exists") && message.contains("no controller"),
         "{message}"
     );
     let note = warning(&env, "thief", "ChildConflict").await;
     assert!(note.contains("ConfigMap settings"), "{note}");
 
     let after = maps.get("settings").await.expect("still there");
-    assert_eq!(after.resource_version(), mine.resource_version(), "never written");
+    assert_eq!(
+        after.resource_version(),
+        mine.resource_version(),
+        "never written"
+    );
     assert!(after.owner_references().is_empty(), "never adopted");
     assert!(after.labels().is_empty(), "never labelled");
 
@@ -115,7 +124,7 @@ async fn a_teams_own_configmap_is_never_adopted_changed_or_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_datajob_claiming_a_name_is_refused_and_the_first_keeps_its_child_without_a_fight()
- {
+{
     let env = Env::start(&["claims-name"]).await;
     let maps = config_maps(&env);
     let first = env
@@ -160,13 +169,20 @@ async fn a_second_datajob_claiming_a_name_is_refused_and_the_first_keeps_its_chi
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     if let (Some(cluster), Some(before)) = (env.cluster.as_ref(), before) {
-        assert_eq!(writes(cluster), before, "no write to the child while refused");
+        assert_eq!(
+            writes(cluster),
+            before,
+            "no write to the child while refused"
+        );
     }
     let kept = maps.get("shared").await.expect("the child");
     assert_eq!(kept.owner_references().len(), 1);
     assert_eq!(kept.owner_references()[0].uid, first.uid().expect("uid"));
     assert_eq!(
-        kept.data.as_ref().and_then(|d| d.get("claimedBy")).map(String::as_str),
+        kept.data
+            .as_ref()
+            .and_then(|d| d.get("claimedBy"))
+            .map(String::as_str),
         Some("first")
     );
     let first_now = env.jobs().get("first").await.expect("first");
@@ -212,8 +228,7 @@ async fn pruning_deletes_only_children_the_datajob_controls() {
         async move {
             let a = maps.get_opt("keeper-a").await.ok()?;
             let b = maps.get_opt("keeper-b").await.ok()?;
-            (a.is_none_or(|a| a.metadata.deletion_timestamp.is_some()) && b.is_some())
-                .then_some(())
+            (a.is_none_or(|a| a.metadata.deletion_timestamp.is_some()) && b.is_some()).then_some(())
         }
     })
     .await;
@@ -230,7 +245,10 @@ const HOST_METADATA: &[(&str, &str)] = &[
     ("ownerReferences", "metadata.ownerReferences"),
     ("policyLabel", "label `policyhost.dev/policy`"),
     ("reservedLabel", "label `policyhost.dev/managed-by`"),
-    ("reservedAnnotation", "annotation `policyhost.dev/force-release`"),
+    (
+        "reservedAnnotation",
+        "annotation `policyhost.dev/force-release`",
+    ),
     ("generateName", "metadata.generateName"),
     ("uid", "metadata.uid"),
     ("resourceVersion", "metadata.resourceVersion"),
@@ -248,10 +266,14 @@ async fn host_metadata_duplicates_and_cluster_scoped_kinds_are_invalid_output_an
             .await;
         expected.push((name, named));
     }
-    env.create_job("twins", "duplicate-children", json!({})).await;
+    env.create_job("twins", "duplicate-children", json!({}))
+        .await;
     expected.push(("twins".into(), "duplicates children[0]"));
     env.create_job("global", "cluster-scoped", json!({})).await;
-    expected.push(("global".into(), "kind `v1` `Namespace` is not in the policy's allowed kinds"));
+    expected.push((
+        "global".into(),
+        "kind `v1` `Namespace` is not in the policy's allowed kinds",
+    ));
 
     for (job, named) in &expected {
         let (reason, message) = refused(&env, job).await;
@@ -271,7 +293,11 @@ async fn host_metadata_duplicates_and_cluster_scoped_kinds_are_invalid_output_an
     assert!(applied.is_empty(), "applied: {applied:?}");
     let namespaces: Api<Namespace> = Api::all(env.client.clone());
     assert!(
-        namespaces.get_opt("global-ns").await.expect("get").is_none(),
+        namespaces
+            .get_opt("global-ns")
+            .await
+            .expect("get")
+            .is_none(),
         "no Namespace was created"
     );
 }
@@ -305,15 +331,24 @@ async fn a_cluster_scoped_child_kind_is_refused_at_operator_start() {
 #[test]
 fn a_policy_whose_allowed_kinds_name_a_cluster_scoped_kind_is_refused_at_load() {
     let runtime = runtime();
-    let data = BTreeMap::from([("allowedKinds".to_owned(), "v1/ConfigMap, v1/Namespace".to_owned())]);
+    let data = BTreeMap::from([(
+        "allowedKinds".to_owned(),
+        "v1/ConfigMap, v1/Namespace".to_owned(),
+    )]);
     let binary = BTreeMap::from([(
         "policy.wasm".to_owned(),
         k8s_openapi::ByteString(guest_bytes("cluster-scoped")),
     )]);
     // The host's child kinds are namespaced (the operator refuses any other
     // at start), so a cluster-scoped kind is never one it manages.
-    let error = load::load_blocking(&runtime, &load::Config::default(), "cluster-scoped", &data, &binary)
-        .expect_err("a cluster-scoped kind in allowedKinds");
+    let error = load::load_blocking(
+        &runtime,
+        &load::Config::default(),
+        "cluster-scoped",
+        &data,
+        &binary,
+    )
+    .expect_err("a cluster-scoped kind in allowedKinds");
     assert_eq!(error.reason(), "InvalidConfig");
     assert!(
         matches!(

@@ -406,7 +406,9 @@ mod tests {
         let conflict = |name: &str| Conflict {
             kind: "ConfigMap".into(),
             name: name.into(),
-            holder: Holder::DataJob { name: "first".into() },
+            holder: Holder::DataJob {
+                name: "first".into(),
+            },
         };
         let error = |n: usize| Error::Conflict {
             conflicts: (0..n).map(|i| conflict(&format!("c{i}"))).collect(),
@@ -419,7 +421,11 @@ mod tests {
             error(2).to_string(),
             "ConfigMap c0 already exists and is controlled by DataJob first (and 1 more child conflicts)"
         );
-        assert!(error(3).to_string().ends_with("(and 2 more children conflict)"));
+        assert!(
+            error(3)
+                .to_string()
+                .ends_with("(and 2 more children conflict)")
+        );
         assert_eq!(error(1).reason(), "ChildConflict");
         assert_eq!(
             Error::UnwatchedKind {

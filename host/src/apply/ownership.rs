@@ -163,7 +163,11 @@ pub async fn from_server(
     Ok(match api.get_metadata_opt(name).await? {
         None => Verdict::Absent,
         Some(object) => judge(
-            object.metadata.owner_references.as_deref().unwrap_or_default(),
+            object
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default(),
             job_uid,
         ),
     })
@@ -178,7 +182,13 @@ mod tests {
     use crate::cache::{ChildCache, ChildRecord, Event, Scope};
     use crate::projection::ChildObject;
 
-    fn owner(api_version: &str, kind: &str, name: &str, uid: &str, controller: bool) -> OwnerReference {
+    fn owner(
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        uid: &str,
+        controller: bool,
+    ) -> OwnerReference {
         OwnerReference {
             api_version: api_version.into(),
             kind: kind.into(),
@@ -198,7 +208,10 @@ mod tests {
             Verdict::Taken(Holder::DataJob { name: "etl".into() })
         );
         let not_controller = owner("policyhost.dev/v1alpha1", "DataJob", "etl", "u1", false);
-        assert_eq!(judge(&[not_controller], "u1"), Verdict::Taken(Holder::Nobody));
+        assert_eq!(
+            judge(&[not_controller], "u1"),
+            Verdict::Taken(Holder::Nobody)
+        );
         assert_eq!(judge(&[], "u1"), Verdict::Taken(Holder::Nobody));
         assert_eq!(judge(&[], ""), Verdict::Taken(Holder::Nobody));
         let replica_set = owner("apps/v1", "ReplicaSet", "web-1", "rs", true);
@@ -225,7 +238,10 @@ mod tests {
             holder,
         };
         assert_eq!(
-            conflict(Holder::DataJob { name: "other".into() }).to_string(),
+            conflict(Holder::DataJob {
+                name: "other".into()
+            })
+            .to_string(),
             "ConfigMap settings already exists and is controlled by DataJob other"
         );
         assert_eq!(
@@ -247,15 +263,23 @@ mod tests {
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         let cache = ChildCache::new(resource.clone(), vec![Scope::Cluster]);
         for (name, owners) in [
-            ("mine", json!([{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "name": "a", "uid": "u1", "controller": true}])),
-            ("theirs", json!([{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "name": "b", "uid": "u2", "controller": true}])),
+            (
+                "mine",
+                json!([{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "name": "a", "uid": "u1", "controller": true}]),
+            ),
+            (
+                "theirs",
+                json!([{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "name": "b", "uid": "u2", "controller": true}]),
+            ),
             ("orphan", json!([])),
         ] {
             let object = ChildObject::deserialize(&json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1", "ownerReferences": owners}}))
             .unwrap();
-            cache.store.apply(Event::Apply(ChildRecord::from_object(&object)));
+            cache
+                .store
+                .apply(Event::Apply(ChildRecord::from_object(&object)));
         }
         (ChildCaches::new(vec![cache]), resource)
     }
@@ -275,7 +299,12 @@ mod tests {
         assert_eq!(from_cache(&caches, &resource, &key("orphan"), "u1"), None);
         assert_eq!(from_cache(&caches, &resource, &key("absent"), "u1"), None);
         assert_eq!(
-            from_cache(&caches, &resource, &ObjectKey::namespaced("other", "mine"), "u1"),
+            from_cache(
+                &caches,
+                &resource,
+                &ObjectKey::namespaced("other", "mine"),
+                "u1"
+            ),
             None,
             "a name in another namespace is another object"
         );
@@ -296,10 +325,14 @@ mod tests {
                     "ownerReferences": [{"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
                         "name": format!("j-{}", i / 10), "uid": format!("u-{}", i / 10), "controller": true}]}}))
             .unwrap();
-            cache.store.apply(Event::Apply(ChildRecord::from_object(&object)));
+            cache
+                .store
+                .apply(Event::Apply(ChildRecord::from_object(&object)));
         }
         let caches = ChildCaches::new(vec![cache]);
-        let keys: Vec<ObjectKey> = (0..10).map(|i| ObjectKey::namespaced("ns", format!("w-{}", 420 + i))).collect();
+        let keys: Vec<ObjectKey> = (0..10)
+            .map(|i| ObjectKey::namespaced("ns", format!("w-{}", 420 + i)))
+            .collect();
         let rounds = 20_000;
         let started = std::time::Instant::now();
         for _ in 0..rounds {
@@ -309,7 +342,12 @@ mod tests {
             }
         }
         let per_child = started.elapsed() / (rounds * 10);
-        eprintln!("ownership check from the cache: {per_child:?} per child (10,000 cached, this build)");
-        assert!(per_child < std::time::Duration::from_micros(20), "{per_child:?}");
+        eprintln!(
+            "ownership check from the cache: {per_child:?} per child (10,000 cached, this build)"
+        );
+        assert!(
+            per_child < std::time::Duration::from_micros(20),
+            "{per_child:?}"
+        );
     }
 }

@@ -292,8 +292,16 @@ mod tests {
             .get("v1", "Pod", &ObjectKey::namespaced("ns", "other"))
             .expect("found by name, whoever controls it");
         assert_eq!(other.owner.as_ref().map(|o| o.uid.as_str()), Some("u2"));
-        assert!(caches.get("v1", "Pod", &ObjectKey::namespaced("ns", "gone")).is_none());
-        assert!(caches.get("batch/v1", "Job", &ObjectKey::namespaced("ns", "a")).is_none());
+        assert!(
+            caches
+                .get("v1", "Pod", &ObjectKey::namespaced("ns", "gone"))
+                .is_none()
+        );
+        assert!(
+            caches
+                .get("batch/v1", "Job", &ObjectKey::namespaced("ns", "a"))
+                .is_none()
+        );
         assert!(caches.kind("batch/v1", "Job").is_some());
         assert!(caches.kind("v1", "Secret").is_none());
     }

@@ -95,9 +95,7 @@ impl HostField {
             Self::Finalizers => "the host owns a child's finalizers",
             Self::OwnerReferences => "the host sets the DataJob as the only owner",
             Self::GenerateName => "a child is known by its metadata.name",
-            Self::Uid | Self::ResourceVersion | Self::ManagedFields => {
-                "the API server sets it"
-            }
+            Self::Uid | Self::ResourceVersion | Self::ManagedFields => "the API server sets it",
         }
     }
 
@@ -353,7 +351,10 @@ mod tests {
             r#"{"name":1}"#,
             r#"[]"#,
         ] {
-            assert!(serde_json::from_str::<Metadata<'_>>(text).is_err(), "{text}");
+            assert!(
+                serde_json::from_str::<Metadata<'_>>(text).is_err(),
+                "{text}"
+            );
         }
     }
 
@@ -365,7 +366,9 @@ mod tests {
                 api_version: "v1".into(),
                 kind: "ConfigMap".into(),
                 name: "c".into(),
-                manifest: format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{metadata}}}"#),
+                manifest: format!(
+                    r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{metadata}}}"#
+                ),
             }],
             status: Status {
                 phase: "Running".into(),
@@ -387,17 +390,32 @@ mod tests {
     #[test]
     fn a_child_setting_host_metadata_is_invalid_output_on_the_fast_and_the_slow_path() {
         let cases = [
-            (r#"{"name":"c","finalizers":["x/y"]}"#, "metadata.finalizers"),
+            (
+                r#"{"name":"c","finalizers":["x/y"]}"#,
+                "metadata.finalizers",
+            ),
             (r#"{"name":"c","finalizers":[]}"#, "metadata.finalizers"),
             (
                 r#"{"name":"c","ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"o","uid":"u"}]}"#,
                 "metadata.ownerReferences",
             ),
-            (r#"{"name":"c","generateName":"c-"}"#, "metadata.generateName"),
+            (
+                r#"{"name":"c","generateName":"c-"}"#,
+                "metadata.generateName",
+            ),
             (r#"{"name":"c","uid":"u"}"#, "metadata.uid"),
-            (r#"{"name":"c","resourceVersion":"1"}"#, "metadata.resourceVersion"),
-            (r#"{"name":"c","managedFields":[]}"#, "metadata.managedFields"),
-            (r#"{"name":"c","labels":{"policyhost.dev/policy":"p"}}"#, "label `policyhost.dev/policy`"),
+            (
+                r#"{"name":"c","resourceVersion":"1"}"#,
+                "metadata.resourceVersion",
+            ),
+            (
+                r#"{"name":"c","managedFields":[]}"#,
+                "metadata.managedFields",
+            ),
+            (
+                r#"{"name":"c","labels":{"policyhost.dev/policy":"p"}}"#,
+                "label `policyhost.dev/policy`",
+            ),
             (
                 r#"{"name":"c","annotations":{"policyhost.dev/applied-hash":"h"}}"#,
                 "annotation `policyhost.dev/applied-hash`",

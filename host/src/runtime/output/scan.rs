@@ -458,7 +458,11 @@ mod tests {
                 assert_eq!(fast.metadata.is_some(), slow_meta.is_some(), "{text}");
                 if let (Some(fast), Some(slow)) = (&fast.metadata, slow_meta) {
                     assert_eq!(fast.name.as_deref(), slow.name.as_deref(), "{text}");
-                    assert_eq!(fast.namespace.as_deref(), slow.namespace.as_deref(), "{text}");
+                    assert_eq!(
+                        fast.namespace.as_deref(),
+                        slow.namespace.as_deref(),
+                        "{text}"
+                    );
                     assert_eq!(fast.host_fields, slow.host_fields(), "{text}");
                     same_reserved(fast.reserved_label.as_deref(), slow.labels.as_ref(), text);
                     same_reserved(
