@@ -131,6 +131,17 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A child kind is cluster-scoped: a child lives in its DataJob's
+    /// namespace, so only namespaced kinds can be children.
+    #[error(
+        "{api_version} {kind} is cluster-scoped: a child kind must be namespaced (remove it from --child-kind)"
+    )]
+    ClusterScopedKind {
+        /// The kind's `apiVersion`.
+        api_version: String,
+        /// The kind.
+        kind: String,
+    },
     /// The policy runtime could not start.
     #[error("cannot start the policy runtime")]
     Runtime(#[source] runtime::Error),
@@ -438,7 +449,9 @@ fn with_user_agent(mut config: kube::Config, options: &Options) -> kube::Config 
     config
 }
 
-/// Finds the API resource (plural, scope) of every child kind.
+/// Finds the API resource (plural) of every child kind, and refuses a
+/// cluster-scoped one: the scope is what discovery reports, not a list the
+/// host keeps.
 async fn discover(client: &Client, kinds: &[AllowedKind]) -> Result<Vec<ApiResource>, Error> {
     let mut resources = Vec::with_capacity(kinds.len());
     for kind in kinds {
@@ -447,13 +460,20 @@ async fn discover(client: &Client, kinds: &[AllowedKind]) -> Result<Vec<ApiResou
             None => ("", kind.api_version.as_str()),
         };
         let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
-        let (resource, _) = discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(|source| Error::Discovery {
+        let (resource, capabilities) =
+            discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|source| Error::Discovery {
+                    api_version: kind.api_version.clone(),
+                    kind: kind.kind.clone(),
+                    source,
+                })?;
+        if capabilities.scope != discovery::Scope::Namespaced {
+            return Err(Error::ClusterScopedKind {
                 api_version: kind.api_version.clone(),
                 kind: kind.kind.clone(),
-                source,
-            })?;
+            });
+        }
         resources.push(resource);
     }
     Ok(resources)

@@ -19,6 +19,7 @@ mod leader;
 mod loading;
 mod monitoring;
 mod operator;
+mod ownership;
 mod policy_guide;
 mod rbac;
 mod runtime;

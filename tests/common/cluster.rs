@@ -292,6 +292,12 @@ impl Env {
         path
     }
 
+    /// The client configuration of this environment's cluster, for tests
+    /// that build an operator themselves.
+    pub fn client_config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
     /// The operator instance name the tests use for this namespace.
     pub fn instance(&self) -> String {
         format!("test-{}", self.namespace)

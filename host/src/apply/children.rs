@@ -1,5 +1,12 @@
 //! Children: server-side apply of the desired set, then prune the rest.
 //!
+//! Only objects this DataJob controls are ever written: every desired child
+//! is checked first ([`super::ownership`]), and one whose name is taken by
+//! anyone else refuses the whole result. Pruning deletes only what the
+//! owner index holds for the DataJob's UID (objects whose controller
+//! reference is this DataJob), each with a UID precondition, so an object
+//! that replaced a child under the same name is never deleted.
+//!
 //! The host, not the policy, decides where children go: the namespace is the
 //! DataJob's, the controller ownerReference and the `policyhost.dev/*`
 //! labels are set here whatever the manifest said. A child whose manifest
@@ -11,12 +18,14 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::core::ApiResource;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tracing::debug;
 
-use crate::cache::{APPLIED_HASH_ANNOTATION, ChildCaches, ChildRecord};
+use super::ownership::{self, Conflict, Verdict};
+use crate::cache::{APPLIED_HASH_ANNOTATION, ChildCaches, ChildRecord, ObjectKey};
 use crate::crd::DataJob;
 use crate::runtime::ValidChild;
 use crate::watch::{DATAJOB_LABEL, MANAGED_BY_LABEL};
@@ -53,6 +62,24 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// Desired children name objects this DataJob does not control
+    /// ([`super::ownership`]): nothing of the result was applied.
+    #[error("{}", describe(conflicts))]
+    Conflict {
+        /// Every conflicting child, in the result's order (never empty).
+        conflicts: Vec<Conflict>,
+    },
+    /// The API server could not say whether a child's name is taken.
+    #[error("{kind} {name}: cannot read the object of that name")]
+    Lookup {
+        /// The child's kind.
+        kind: String,
+        /// The child's name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The API server refused the apply.
     #[error("{kind} {name}: server-side apply failed")]
     Apply {
@@ -77,6 +104,33 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// A short UpperCamelCase name for conditions, Events and metrics labels.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Conflict { .. } => "ChildConflict",
+            Self::UnwatchedKind { .. }
+            | Self::Manifest { .. }
+            | Self::Lookup { .. }
+            | Self::Apply { .. }
+            | Self::Prune { .. } => "ApplyFailed",
+        }
+    }
+}
+
+/// The first conflict, and how many more there are.
+fn describe(conflicts: &[Conflict]) -> String {
+    let Some(first) = conflicts.first() else {
+        return "a desired child conflicts with an existing object".into();
+    };
+    match conflicts.len() {
+        1 => first.to_string(),
+        2 => format!("{first} (and 1 more child conflicts)"),
+        n => format!("{first} (and {} more children conflict)", n - 1),
+    }
+}
+
 /// What one apply pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
@@ -88,9 +142,11 @@ pub struct Summary {
     pub pruned: u32,
 }
 
-/// Makes the cluster hold exactly `desired` for `job`: applies what changed
-/// and deletes the controlled children (`current`, from the owner index)
-/// that are not desired.
+/// Makes the cluster hold exactly `desired` for `job`: checks that every
+/// desired child is absent or controlled by `job` ([`ownership`]), then
+/// applies what changed and deletes the controlled children (`current`,
+/// from the owner index) that are not desired. One conflict applies and
+/// prunes nothing.
 pub async fn reconcile_children(
     client: &Client,
     caches: &ChildCaches,
@@ -102,14 +158,8 @@ pub async fn reconcile_children(
     let namespace = job.namespace().unwrap_or_default();
     let mut summary = Summary::default();
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    for child in desired {
-        let resource = caches
-            .resource(&child.api_version, &child.kind)
-            .ok_or_else(|| Error::UnwatchedKind {
-                api_version: child.api_version.clone(),
-                kind: child.kind.clone(),
-                name: child.name.clone(),
-            })?;
+    let resources = check_ownership(client, caches, job, desired).await?;
+    for (child, resource) in desired.iter().zip(resources) {
         let (manifest, hash) = prepare(child, job, instance)?;
         let existing = current
             .iter()
@@ -169,6 +219,55 @@ pub async fn reconcile_children(
         summary.pruned += 1;
     }
     Ok(summary)
+}
+
+/// The API resource of every desired child, once each is known to be
+/// absent or controlled by `job`: the cache answers for the children that
+/// exist (the steady state costs no request), one GET of its metadata for
+/// each of the others.
+async fn check_ownership<'a>(
+    client: &Client,
+    caches: &'a ChildCaches,
+    job: &DataJob,
+    desired: &[ValidChild],
+) -> Result<Vec<&'a ApiResource>> {
+    let namespace = job.namespace().unwrap_or_default();
+    let uid = job.uid().unwrap_or_default();
+    let mut resources = Vec::with_capacity(desired.len());
+    let mut conflicts = Vec::new();
+    for child in desired {
+        let resource = caches
+            .resource(&child.api_version, &child.kind)
+            .ok_or_else(|| Error::UnwatchedKind {
+                api_version: child.api_version.clone(),
+                kind: child.kind.clone(),
+                name: child.name.clone(),
+            })?;
+        let key = ObjectKey::namespaced(namespace.as_str(), child.name.as_str());
+        let verdict = match ownership::from_cache(caches, resource, &key, &uid) {
+            Some(verdict) => verdict,
+            None => ownership::from_server(client, resource, &namespace, &child.name, &uid)
+                .await
+                .map_err(|source| Error::Lookup {
+                    kind: child.kind.clone(),
+                    name: child.name.clone(),
+                    source,
+                })?,
+        };
+        if let Verdict::Taken(holder) = verdict {
+            conflicts.push(Conflict {
+                kind: child.kind.clone(),
+                name: child.name.clone(),
+                holder,
+            });
+        }
+        resources.push(resource);
+    }
+    if conflicts.is_empty() {
+        Ok(resources)
+    } else {
+        Err(Error::Conflict { conflicts })
+    }
 }
 
 /// The manifest to apply, with the host's placement, and its hash.
@@ -299,6 +398,44 @@ mod tests {
         assert_eq!(owners[0]["controller"], true);
         assert_eq!(meta["annotations"][APPLIED_HASH_ANNOTATION], hash.as_str());
         assert_eq!(hash.len(), 24);
+    }
+
+    #[test]
+    fn a_conflict_names_the_first_object_its_holder_and_how_many_more() {
+        use super::super::ownership::Holder;
+        let conflict = |name: &str| Conflict {
+            kind: "ConfigMap".into(),
+            name: name.into(),
+            holder: Holder::DataJob {
+                name: "first".into(),
+            },
+        };
+        let error = |n: usize| Error::Conflict {
+            conflicts: (0..n).map(|i| conflict(&format!("c{i}"))).collect(),
+        };
+        assert_eq!(
+            error(1).to_string(),
+            "ConfigMap c0 already exists and is controlled by DataJob first"
+        );
+        assert_eq!(
+            error(2).to_string(),
+            "ConfigMap c0 already exists and is controlled by DataJob first (and 1 more child conflicts)"
+        );
+        assert!(
+            error(3)
+                .to_string()
+                .ends_with("(and 2 more children conflict)")
+        );
+        assert_eq!(error(1).reason(), "ChildConflict");
+        assert_eq!(
+            Error::UnwatchedKind {
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                name: "s".into()
+            }
+            .reason(),
+            "ApplyFailed"
+        );
     }
 
     #[test]

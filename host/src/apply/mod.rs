@@ -1,8 +1,9 @@
 //! Everything the operator writes for a DataJob: its children (server-side
-//! apply and prune), its status, its Events.
+//! apply and prune, of objects it controls only), its status, its Events.
 
 pub mod children;
 pub mod events;
+pub mod ownership;
 pub mod status;
 
 pub use children::FIELD_MANAGER;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use kube::core::ApiResource;
 
+use super::key::ObjectKey;
 use super::naive::NaiveCache;
 use super::records::ChildRecord;
 use super::store::{Index, Scope, Store};
@@ -147,6 +148,27 @@ impl ChildCaches {
         children
     }
 
+    /// The cached object of `apiVersion` + `kind` with this key, whoever
+    /// controls it (the watch selects the operator's labels, not an owner):
+    /// one hash lookup in the cache, never a request to the API server.
+    #[must_use]
+    pub fn get(&self, api_version: &str, kind: &str, key: &ObjectKey) -> Option<Arc<ChildRecord>> {
+        let matches = |r: &ApiResource| r.api_version == api_version && r.kind == kind;
+        match &self.kinds {
+            Kinds::Indexed(kinds) => kinds
+                .iter()
+                .find(|cache| matches(&cache.resource))
+                .and_then(|cache| cache.store.get(key)),
+            Kinds::Naive(kinds) => kinds
+                .iter()
+                .find(|cache| matches(&cache.resource))
+                .and_then(|cache| {
+                    let object = cache.store.get(key)?;
+                    Some(Arc::new(super::naive::record(&object, &cache.resource)))
+                }),
+        }
+    }
+
     /// The API resource of `apiVersion` + `kind`, if the operator manages that kind.
     #[must_use]
     pub fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
@@ -265,6 +287,20 @@ mod tests {
                 ("Pod".to_owned(), "a".to_owned()),
                 ("Pod".to_owned(), "b".to_owned())
             ]
+        );
+        let other = caches
+            .get("v1", "Pod", &ObjectKey::namespaced("ns", "other"))
+            .expect("found by name, whoever controls it");
+        assert_eq!(other.owner.as_ref().map(|o| o.uid.as_str()), Some("u2"));
+        assert!(
+            caches
+                .get("v1", "Pod", &ObjectKey::namespaced("ns", "gone"))
+                .is_none()
+        );
+        assert!(
+            caches
+                .get("batch/v1", "Job", &ObjectKey::namespaced("ns", "a"))
+                .is_none()
         );
         assert!(caches.kind("batch/v1", "Job").is_some());
         assert!(caches.kind("v1", "Secret").is_none());

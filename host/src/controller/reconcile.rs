@@ -48,7 +48,7 @@ impl Failure {
         match self {
             Self::PolicyUnavailable(_) => "PolicyUnavailable",
             Self::Guest(error) => error.reason(),
-            Self::Apply(_) => "ApplyFailed",
+            Self::Apply(error) => error.reason(),
         }
     }
 

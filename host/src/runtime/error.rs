@@ -97,7 +97,9 @@ pub enum Error {
 
     /// The result breaks a sandbox rule: a child in another namespace, a kind
     /// not allowed, a manifest that is not a JSON object or disagrees with its
-    /// record, a name that is not DNS-1123. Nothing of the result is applied.
+    /// record, a name that is not DNS-1123, metadata the host owns
+    /// (finalizers, ownerReferences, `policyhost.dev/*` keys, ...), two
+    /// children naming one object. Nothing of the result is applied.
     #[error("policy returned an invalid result: {location}: {rule}")]
     InvalidOutput {
         /// Which part of the result, e.g. `children[3] (Pod worker-3)`.

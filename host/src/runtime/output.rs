@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::error::Category;
 use serde_json::{Map, Value};
 
+pub mod metadata;
 mod scan;
+mod unique;
 
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
 use super::error::{Error, Result};
@@ -114,7 +116,7 @@ struct Head<'a> {
     #[serde(borrow, default)]
     kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    metadata: Option<MetadataHead<'a>>,
+    metadata: Option<metadata::Metadata<'a>>,
 }
 
 impl<'a> From<scan::Head<'a>> for Head<'a> {
@@ -122,20 +124,9 @@ impl<'a> From<scan::Head<'a>> for Head<'a> {
         Self {
             api_version: head.api_version.map(Cow::Borrowed),
             kind: head.kind.map(Cow::Borrowed),
-            metadata: head.metadata.map(|m| MetadataHead {
-                name: m.name.map(Cow::Borrowed),
-                namespace: m.namespace.map(Cow::Borrowed),
-            }),
+            metadata: head.metadata,
         }
     }
-}
-
-#[derive(Deserialize)]
-struct MetadataHead<'a> {
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    namespace: Option<Cow<'a, str>>,
 }
 
 /// The status a policy reported.
@@ -235,6 +226,7 @@ pub(crate) fn validate(
         .enumerate()
         .map(|(index, child)| validate_child(index, child, namespace, allowed))
         .collect::<Result<Vec<_>>>()?;
+    unique::check(&children)?;
     let outputs = if status.outputs.trim().is_empty() {
         Value::Object(Map::new())
     } else {
@@ -376,6 +368,9 @@ fn validate_child(
         return fail(format!(
             "metadata.namespace \"{ns}\" is not the DataJob's namespace `{namespace}`"
         ));
+    }
+    if let Err(rule) = metadata::check(&metadata) {
+        return fail(rule);
     }
     Ok(ValidChild {
         api_version: child.api_version,

@@ -1,27 +1,27 @@
 //! The fast path of the manifest check: one pass over the JSON text that
-//! checks its syntax and picks out `apiVersion`, `kind`, `metadata.name` and
-//! `metadata.namespace`, without allocating.
+//! checks its syntax and picks out `apiVersion`, `kind`, `metadata.name`,
+//! `metadata.namespace`, the host-owned `metadata` fields a manifest sets
+//! and the reserved keys among its labels and annotations
+//! ([`super::metadata`]), without allocating.
 //!
 //! It answers only for the plain case, which is every manifest a builder
 //! writes: the fields are strings without escapes and appear once. For
-//! anything else (escapes in those fields or in the keys of the manifest or
-//! its `metadata`, repeated fields, fields of another type, invalid JSON,
-//! deep nesting) it answers `None`, and the caller parses with `serde_json`,
-//! whose verdict and message then stand.
+//! anything else (escapes in those fields, in the keys of the manifest, of
+//! its `metadata`, labels or annotations, repeated fields, fields of another
+//! type, invalid JSON, deep nesting) it answers `None`, and the caller
+//! parses with `serde_json`, whose verdict and message then stand.
+
+use std::borrow::Cow;
+
+use super::metadata::{HostField, HostFields, Metadata, is_reserved};
 
 /// What the sandbox rules read in a manifest.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct Head<'a> {
     pub(super) api_version: Option<&'a str>,
     pub(super) kind: Option<&'a str>,
     /// `Some` when `metadata` is an object.
-    pub(super) metadata: Option<MetadataHead<'a>>,
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(super) struct MetadataHead<'a> {
-    pub(super) name: Option<&'a str>,
-    pub(super) namespace: Option<&'a str>,
+    pub(super) metadata: Option<Metadata<'a>>,
 }
 
 /// Deeper nesting is left to `serde_json` (whose own limit is 128).
@@ -55,6 +55,9 @@ enum Field {
     Metadata,
     Name,
     Namespace,
+    Labels,
+    Annotations,
+    Host(HostField),
     Other,
 }
 
@@ -66,7 +69,9 @@ impl Field {
             "metadata" => Self::Metadata,
             "name" => Self::Name,
             "namespace" => Self::Namespace,
-            _ => Self::Other,
+            "labels" => Self::Labels,
+            "annotations" => Self::Annotations,
+            _ => HostField::of(key).map_or(Self::Other, Self::Host),
         }
     }
 }
@@ -100,19 +105,66 @@ impl<'a> Scanner<'a> {
                 head.metadata = Some(scanner.metadata()?);
                 Some(())
             }
-            Field::Name | Field::Namespace | Field::Other => scanner.value(1),
+            Field::Name
+            | Field::Namespace
+            | Field::Labels
+            | Field::Annotations
+            | Field::Host(_)
+            | Field::Other => scanner.value(1),
         })?;
         Some(head)
     }
 
-    fn metadata(&mut self) -> Option<MetadataHead<'a>> {
-        let mut metadata = MetadataHead::default();
+    fn metadata(&mut self) -> Option<Metadata<'a>> {
+        let (mut name, mut namespace) = (None, None);
+        let (mut labels, mut annotations) = (None, None);
+        let (mut host_fields, mut seen) = (HostFields::default(), HostFields::default());
         self.object(|scanner| match scanner.key()? {
-            Field::Name => set_once(&mut metadata.name, scanner.plain_string()?),
-            Field::Namespace => set_once(&mut metadata.namespace, scanner.plain_string()?),
+            Field::Name => set_once(&mut name, scanner.plain_string()?),
+            Field::Namespace => set_once(&mut namespace, scanner.plain_string()?),
+            Field::Labels => set_once(&mut labels, scanner.reserved_key()?),
+            Field::Annotations => set_once(&mut annotations, scanner.reserved_key()?),
+            Field::Host(field) => {
+                if seen.contains(field) {
+                    return None;
+                }
+                seen.insert(field);
+                if scanner.literal("null").is_some() {
+                    return Some(());
+                }
+                host_fields.insert(field);
+                scanner.value(2)
+            }
             Field::ApiVersion | Field::Kind | Field::Metadata | Field::Other => scanner.value(2),
         })?;
-        Some(metadata)
+        Some(Metadata {
+            name: name.map(Cow::Borrowed),
+            namespace: namespace.map(Cow::Borrowed),
+            host_fields,
+            reserved_label: labels.flatten().map(Cow::Borrowed),
+            reserved_annotation: annotations.flatten().map(Cow::Borrowed),
+        })
+    }
+
+    /// A `labels` or `annotations` object (or `null`): its first key with
+    /// the host's prefix, if any. Keys with escapes are for `serde_json`.
+    fn reserved_key(&mut self) -> Option<Option<&'a str>> {
+        if self.literal("null").is_some() {
+            return Some(None);
+        }
+        if self.peek()? != b'{' {
+            return None;
+        }
+        let mut reserved = None;
+        self.object(|scanner| {
+            let key = scanner.plain_string()?;
+            scanner.colon()?;
+            if reserved.is_none() && is_reserved(key) {
+                reserved = Some(key);
+            }
+            scanner.value(3)
+        })?;
+        Some(reserved)
     }
 
     /// `{ "key": value, ... }`, calling `member` at each key to read the
@@ -282,7 +334,7 @@ fn nested(depth: usize) -> Option<usize> {
 
 /// Sets a field seen for the first time; a second time is for `serde_json`
 /// to judge.
-fn set_once<'a>(slot: &mut Option<&'a str>, value: &'a str) -> Option<()> {
+fn set_once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
     slot.replace(value).is_none().then_some(())
 }
 
@@ -309,6 +361,8 @@ static SPECIAL: [bool; 256] = {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use proptest::prelude::*;
 
     use super::*;
@@ -326,15 +380,71 @@ mod tests {
     }
 
     #[derive(serde::Deserialize, Debug)]
+    #[serde(rename_all = "camelCase")]
     struct SerdeMetadata {
         #[serde(default)]
         name: Option<String>,
         #[serde(default)]
         namespace: Option<String>,
+        #[serde(default)]
+        finalizers: Option<serde_json::Value>,
+        #[serde(default)]
+        owner_references: Option<serde_json::Value>,
+        #[serde(default)]
+        generate_name: Option<serde_json::Value>,
+        #[serde(default)]
+        uid: Option<serde_json::Value>,
+        #[serde(default)]
+        resource_version: Option<serde_json::Value>,
+        #[serde(default)]
+        managed_fields: Option<serde_json::Value>,
+        #[serde(default)]
+        labels: Option<BTreeMap<String, serde_json::Value>>,
+        #[serde(default)]
+        annotations: Option<BTreeMap<String, serde_json::Value>>,
+    }
+
+    impl SerdeMetadata {
+        fn host_fields(&self) -> HostFields {
+            let mut fields = HostFields::default();
+            for (field, value) in [
+                (HostField::Finalizers, &self.finalizers),
+                (HostField::OwnerReferences, &self.owner_references),
+                (HostField::GenerateName, &self.generate_name),
+                (HostField::Uid, &self.uid),
+                (HostField::ResourceVersion, &self.resource_version),
+                (HostField::ManagedFields, &self.managed_fields),
+            ] {
+                if value.is_some() {
+                    fields.insert(field);
+                }
+            }
+            fields
+        }
+    }
+
+    /// The reserved key the fast path reported is one of the map's, and it
+    /// reports one exactly when the map has one.
+    fn same_reserved(
+        fast: Option<&str>,
+        slow: Option<&BTreeMap<String, serde_json::Value>>,
+        text: &str,
+    ) {
+        let reserved: Vec<&str> = slow
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .map(String::as_str)
+            .filter(|k| is_reserved(k))
+            .collect();
+        match fast {
+            Some(key) => assert!(reserved.contains(&key), "{text}: {key} not in {reserved:?}"),
+            None => assert!(reserved.is_empty(), "{text}: missed {reserved:?}"),
+        }
     }
 
     /// The fast path never accepts what `serde_json` refuses, and reads the
-    /// same fields when it answers.
+    /// same fields when it answers; and the slow path (`Metadata`'s own
+    /// `Deserialize`) reads what the fast path reads.
     fn agrees_with_serde(text: &str) -> bool {
         let fast = head(text);
         let slow = serde_json::from_str::<SerdeHead>(text);
@@ -345,11 +455,25 @@ mod tests {
                 assert_eq!(fast.api_version, slow.api_version.as_deref(), "{text}");
                 assert_eq!(fast.kind, slow.kind.as_deref(), "{text}");
                 let slow_meta = slow.metadata.as_ref();
-                assert_eq!(
-                    fast.metadata.map(|m| (m.name, m.namespace)),
-                    slow_meta.map(|m| (m.name.as_deref(), m.namespace.as_deref())),
-                    "{text}"
-                );
+                assert_eq!(fast.metadata.is_some(), slow_meta.is_some(), "{text}");
+                if let (Some(fast), Some(slow)) = (&fast.metadata, slow_meta) {
+                    assert_eq!(fast.name.as_deref(), slow.name.as_deref(), "{text}");
+                    assert_eq!(
+                        fast.namespace.as_deref(),
+                        slow.namespace.as_deref(),
+                        "{text}"
+                    );
+                    assert_eq!(fast.host_fields, slow.host_fields(), "{text}");
+                    same_reserved(fast.reserved_label.as_deref(), slow.labels.as_ref(), text);
+                    same_reserved(
+                        fast.reserved_annotation.as_deref(),
+                        slow.annotations.as_ref(),
+                        text,
+                    );
+                }
+                let output: super::super::Head<'_> =
+                    serde_json::from_str(text).expect("the slow path reads it too");
+                assert_eq!(output.metadata.as_ref(), fast.metadata.as_ref(), "{text}");
                 true
             }
         }
@@ -364,9 +488,9 @@ mod tests {
         assert_eq!(head.kind, Some("Pod"));
         assert_eq!(
             head.metadata,
-            Some(MetadataHead {
-                name: Some("w-0"),
-                namespace: None
+            Some(Metadata {
+                name: Some("w-0".into()),
+                ..Metadata::default()
             })
         );
         assert!(agrees_with_serde(POD));

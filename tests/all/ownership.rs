@@ -1,0 +1,361 @@
+//! What a DataJob may own, end to end: a child name taken by someone else
+//! (a team's own ConfigMap, another DataJob's child) is refused and the
+//! object left alone; pruning deletes only what the DataJob controls;
+//! metadata the host owns, duplicate children and cluster-scoped kinds are
+//! refused before anything is applied.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use policyhost::operator::{Operator, Options};
+use policyhost::policies::load;
+use policyhost::runtime::AllowedKind;
+use serde_json::json;
+
+use crate::common::cluster::{Env, condition, eventually};
+use crate::common::{guest_bytes, runtime};
+
+fn config_maps(env: &Env) -> Api<ConfigMap> {
+    Api::namespaced(env.client.clone(), &env.namespace)
+}
+
+fn config_map(name: &str, labels: &[(&str, &str)], data: &[(&str, &str)]) -> ConfigMap {
+    let own = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: (!labels.is_empty()).then(|| own(labels)),
+            ..ObjectMeta::default()
+        },
+        data: Some(own(data)),
+        ..ConfigMap::default()
+    }
+}
+
+/// Waits for `Ready=False` on DataJob `name` and returns its reason and message.
+async fn refused(env: &Env, name: &str) -> (String, String) {
+    let job = env
+        .wait_job(name, "Ready=False", |j| {
+            condition(j, "Ready").is_some_and(|c| c.status == "False")
+        })
+        .await;
+    let ready = condition(&job, "Ready").expect("Ready");
+    (ready.reason.clone(), ready.message.clone())
+}
+
+/// Waits for a warning Event on DataJob `job` with `reason`; returns its note.
+async fn warning(env: &Env, job: &str, reason: &str) -> String {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+    eventually(&format!("a {reason} warning Event on {job}"), || {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find_map(|e| {
+                    (e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some(reason)
+                        && e.involved_object.name.as_deref() == Some(job))
+                    .then(|| e.message.unwrap_or_default())
+                })
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_own_configmap_is_never_adopted_changed_or_deleted() {
+    let env = Env::start(&["claims-name"]).await;
+    let maps = config_maps(&env);
+    let mine = maps
+        .create(
+            &PostParams::default(),
+            &config_map("settings", &[], &[("owner", "team")]),
+        )
+        .await
+        .expect("the team's ConfigMap");
+
+    env.create_job("thief", "claims-name", json!({"name": "settings"}))
+        .await;
+    let (reason, message) = refused(&env, "thief").await;
+    assert_eq!(reason, "ChildConflict", "{message}");
+    assert!(
+        message.contains("ConfigMap settings already exists") && message.contains("no controller"),
+        "{message}"
+    );
+    let note = warning(&env, "thief", "ChildConflict").await;
+    assert!(note.contains("ConfigMap settings"), "{note}");
+
+    let after = maps.get("settings").await.expect("still there");
+    assert_eq!(
+        after.resource_version(),
+        mine.resource_version(),
+        "never written"
+    );
+    assert!(after.owner_references().is_empty(), "never adopted");
+    assert!(after.labels().is_empty(), "never labelled");
+
+    // Deleting the DataJob garbage-collects nothing of the team's.
+    env.jobs()
+        .delete("thief", &DeleteParams::default())
+        .await
+        .expect("delete the DataJob");
+    eventually("the DataJob gone", || {
+        let jobs = env.jobs();
+        async move { jobs.get_opt("thief").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let survived = maps.get("settings").await.expect("survives the DataJob");
+    assert_eq!(survived.uid(), mine.uid());
+    assert_eq!(survived.data, mine.data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_datajob_claiming_a_name_is_refused_and_the_first_keeps_its_child_without_a_fight()
+{
+    let env = Env::start(&["claims-name"]).await;
+    let maps = config_maps(&env);
+    let first = env
+        .create_job("first", "claims-name", json!({"name": "shared"}))
+        .await;
+    env.wait_job("first", "Ready=True", |j| {
+        condition(j, "Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let child = maps.get("shared").await.expect("the first DataJob's child");
+    assert_eq!(child.owner_references()[0].uid, first.uid().expect("uid"));
+
+    env.create_job("second", "claims-name", json!({"name": "shared"}))
+        .await;
+    let (reason, message) = refused(&env, "second").await;
+    assert_eq!(reason, "ChildConflict");
+    assert!(
+        message.contains("ConfigMap shared already exists and is controlled by DataJob first"),
+        "{message}"
+    );
+    // The second keeps being retried with backoff (50 ms, 100 ms, ...):
+    // over this window it is refused again and again, and not one write
+    // reaches the child.
+    let writes = |cluster: &devcluster::DevCluster| {
+        cluster
+            .counters()
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.user_agent.starts_with("policyhost/")
+                    && r.resource == "configmaps"
+                    && r.name == "shared"
+                    && !matches!(r.verb.as_str(), "get" | "list" | "watch")
+            })
+            .count()
+    };
+    let before = env.cluster.as_ref().map(writes);
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let now = maps.get("shared").await.expect("still there");
+        assert_eq!(now.resource_version(), child.resource_version(), "no fight");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let (Some(cluster), Some(before)) = (env.cluster.as_ref(), before) {
+        assert_eq!(
+            writes(cluster),
+            before,
+            "no write to the child while refused"
+        );
+    }
+    let kept = maps.get("shared").await.expect("the child");
+    assert_eq!(kept.owner_references().len(), 1);
+    assert_eq!(kept.owner_references()[0].uid, first.uid().expect("uid"));
+    assert_eq!(
+        kept.data
+            .as_ref()
+            .and_then(|d| d.get("claimedBy"))
+            .map(String::as_str),
+        Some("first")
+    );
+    let first_now = env.jobs().get("first").await.expect("first");
+    assert_eq!(
+        condition(&first_now, "Ready").map(|c| c.status.as_str()),
+        Some("True")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_deletes_only_children_the_datajob_controls() {
+    let env = Env::start(&["claims-name"]).await;
+    let maps = config_maps(&env);
+    // Carries the operator's labels for DataJob `keeper`, but no owner
+    // reference: in the child cache, never in the owner index.
+    let instance = env.instance();
+    let forged = maps
+        .create(
+            &PostParams::default(),
+            &config_map(
+                "keeper-forged",
+                &[
+                    ("policyhost.dev/managed-by", instance.as_str()),
+                    ("policyhost.dev/datajob", "keeper"),
+                ],
+                &[("owner", "team")],
+            ),
+        )
+        .await
+        .expect("a ConfigMap labelled as the DataJob's child");
+
+    env.create_job("keeper", "claims-name", json!({"name": "keeper-a"}))
+        .await;
+    eventually("keeper-a created", || {
+        let maps = maps.clone();
+        async move { maps.get_opt("keeper-a").await.ok()? }
+    })
+    .await;
+    env.patch_spec("keeper", json!({"params": {"name": "keeper-b"}}))
+        .await;
+    eventually("keeper-a pruned, keeper-b created", || {
+        let maps = maps.clone();
+        async move {
+            let a = maps.get_opt("keeper-a").await.ok()?;
+            let b = maps.get_opt("keeper-b").await.ok()?;
+            (a.is_none_or(|a| a.metadata.deletion_timestamp.is_some()) && b.is_some()).then_some(())
+        }
+    })
+    .await;
+    let survived = maps
+        .get("keeper-forged")
+        .await
+        .expect("not pruned: the DataJob does not control it");
+    assert_eq!(survived.resource_version(), forged.resource_version());
+}
+
+/// Each mode of `host-metadata`, and what the `InvalidOutput` message names.
+const HOST_METADATA: &[(&str, &str)] = &[
+    ("finalizers", "metadata.finalizers"),
+    ("ownerReferences", "metadata.ownerReferences"),
+    ("policyLabel", "label `policyhost.dev/policy`"),
+    ("reservedLabel", "label `policyhost.dev/managed-by`"),
+    (
+        "reservedAnnotation",
+        "annotation `policyhost.dev/force-release`",
+    ),
+    ("generateName", "metadata.generateName"),
+    ("uid", "metadata.uid"),
+    ("resourceVersion", "metadata.resourceVersion"),
+    ("managedFields", "metadata.managedFields"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_metadata_duplicates_and_cluster_scoped_kinds_are_invalid_output_and_nothing_is_applied()
+ {
+    let env = Env::start(&["host-metadata", "duplicate-children", "cluster-scoped"]).await;
+    let mut expected: Vec<(String, &str)> = Vec::new();
+    for (mode, named) in HOST_METADATA {
+        let name = format!("meta-{}", mode.to_ascii_lowercase());
+        env.create_job(&name, "host-metadata", json!({ "mode": mode }))
+            .await;
+        expected.push((name, named));
+    }
+    env.create_job("twins", "duplicate-children", json!({}))
+        .await;
+    expected.push(("twins".into(), "duplicates children[0]"));
+    env.create_job("global", "cluster-scoped", json!({})).await;
+    expected.push((
+        "global".into(),
+        "kind `v1` `Namespace` is not in the policy's allowed kinds",
+    ));
+
+    for (job, named) in &expected {
+        let (reason, message) = refused(&env, job).await;
+        assert_eq!(reason, "InvalidOutput", "{job}: {message}");
+        assert!(message.contains(named), "{job}: {message}");
+    }
+    let maps = config_maps(&env)
+        .list(&ListParams::default())
+        .await
+        .expect("list ConfigMaps");
+    let applied: Vec<String> = maps
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .filter(|n| n.ends_with("-meta") || n.starts_with("twins"))
+        .collect();
+    assert!(applied.is_empty(), "applied: {applied:?}");
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    assert!(
+        namespaces
+            .get_opt("global-ns")
+            .await
+            .expect("get")
+            .is_none(),
+        "no Namespace was created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_scoped_child_kind_is_refused_at_operator_start() {
+    let env = Env::cluster_only().await;
+    let options = Options {
+        namespaces: vec![env.namespace.clone()],
+        instance: env.instance(),
+        child_kinds: vec![
+            AllowedKind::new("v1", "ConfigMap"),
+            AllowedKind::new("v1", "Namespace"),
+        ],
+        ..Options::default()
+    };
+    let error = match Operator::new(env.client_config(), options).await {
+        Ok(_) => panic!("an operator with a cluster-scoped child kind started"),
+        Err(error) => error,
+    };
+    assert!(
+        matches!(error, policyhost::operator::Error::ClusterScopedKind { .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "v1 Namespace is cluster-scoped: a child kind must be namespaced (remove it from --child-kind)"
+    );
+}
+
+#[test]
+fn a_policy_whose_allowed_kinds_name_a_cluster_scoped_kind_is_refused_at_load() {
+    let runtime = runtime();
+    let data = BTreeMap::from([(
+        "allowedKinds".to_owned(),
+        "v1/ConfigMap, v1/Namespace".to_owned(),
+    )]);
+    let binary = BTreeMap::from([(
+        "policy.wasm".to_owned(),
+        k8s_openapi::ByteString(guest_bytes("cluster-scoped")),
+    )]);
+    // The host's child kinds are namespaced (the operator refuses any other
+    // at start), so a cluster-scoped kind is never one it manages.
+    let error = load::load_blocking(
+        &runtime,
+        &load::Config::default(),
+        "cluster-scoped",
+        &data,
+        &binary,
+    )
+    .expect_err("a cluster-scoped kind in allowedKinds");
+    assert_eq!(error.reason(), "InvalidConfig");
+    assert!(
+        matches!(
+            &error,
+            load::Error::Config(policyhost::policies::configmap::Error::KindNotManaged { .. })
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("v1/Namespace"), "{error}");
+}
