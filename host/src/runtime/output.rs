@@ -12,6 +12,7 @@ use serde_json::error::Category;
 use serde_json::{Map, Value};
 
 mod scan;
+pub(crate) mod status;
 
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
 use super::error::{Error, Result};
@@ -230,6 +231,8 @@ pub(crate) fn validate(
         requeue_after_ms,
         events,
     } = result;
+    let status = self::status::check(status)?;
+    self::status::check_events(&events)?;
     let children = children
         .into_iter()
         .enumerate()
