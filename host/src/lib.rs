@@ -2,6 +2,7 @@
 //! logic as sandboxed WebAssembly components.
 
 pub mod apply;
+pub mod asks;
 pub mod cache;
 pub mod chain;
 pub mod controller;

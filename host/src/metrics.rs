@@ -138,6 +138,9 @@ pub struct Metrics {
     /// Time from a key's enqueue (the change that made it work) to the end
     /// of its reconcile's last write: queue wait plus reconcile.
     pub reconcile_latency: Histogram,
+    /// Events not recorded on DataJobs of a policy, over the per-result cap
+    /// or the per-DataJob rate.
+    pub events_dropped_total: Family<PolicyLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -273,8 +276,15 @@ impl Default for Metrics {
             "Time from a DataJob's enqueue to the last write of its reconcile",
             reconcile_latency.clone(),
         );
+        let events_dropped_total = Family::<PolicyLabel, Counter>::default();
+        registry.register(
+            "events_dropped",
+            "Events not recorded on DataJobs of a policy: over the per-result cap or the per-DataJob rate",
+            events_dropped_total.clone(),
+        );
         Self {
             registry,
+            events_dropped_total,
             reconcile_total,
             reconcile_duration,
             guest_fuel,
@@ -387,6 +397,15 @@ impl Metrics {
                 policy: policy.to_owned(),
             })
             .set(seconds);
+    }
+
+    /// Counts `count` Events dropped on DataJobs of `policy`.
+    pub fn events_dropped(&self, policy: &str, count: u64) {
+        self.events_dropped_total
+            .get_or_create(&PolicyLabel {
+                policy: policy.to_owned(),
+            })
+            .inc_by(count);
     }
 
     /// Counts one force release of a DataJob of `policy`.

@@ -17,6 +17,7 @@ use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 use tracing::{info, warn};
 
+use crate::asks::Asks;
 use crate::cache::{self, Scope};
 use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
@@ -84,6 +85,8 @@ pub struct Options {
     pub runtime: RuntimeConfig,
     /// The cleanup budget where a DataJob's `spec.cleanup` sets none.
     pub cleanup: Budget,
+    /// The floors and caps on what one result may ask for.
+    pub asks: Asks,
     /// Leader election; `None` leads at once, alone (one replica, `dev`).
     pub leader: Option<leader::Config>,
     /// How children are cached: [`cache::Mode::Indexed`] (the design), or
@@ -108,6 +111,7 @@ impl Default for Options {
             backoff: Backoff::default(),
             runtime: RuntimeConfig::default(),
             cleanup: Budget::default(),
+            asks: Asks::default(),
             leader: None,
             cache: cache::Mode::default(),
         }
@@ -284,6 +288,7 @@ impl Operator {
                 backoff: options.backoff,
                 child_kinds,
                 cleanup: options.cleanup,
+                asks: options.asks,
                 leadership: leadership.clone(),
                 cache: options.cache,
             },

@@ -633,9 +633,15 @@ struct OperatorProcess {
 
 impl OperatorProcess {
     fn start(env: &Env, kubeconfig: &Path, policies: &Path, run: u32) -> Self {
+        Self::start_with(env, kubeconfig, policies, run, &[])
+    }
+
+    /// Like [`start`](Self::start), with more flags.
+    fn start_with(env: &Env, kubeconfig: &Path, policies: &Path, run: u32, flags: &[&str]) -> Self {
         let log = std::env::temp_dir().join(format!("policyhost-{}-run{run}.log", env.namespace));
         let child = Command::new(common::policyhost_bin())
             .args(["run", "--listen", "127.0.0.1:0", "--workers", "4"])
+            .args(flags)
             // One replica, restarted: no Lease to wait for.
             .arg("--leader-elect=false")
             .arg("--kubeconfig")
@@ -650,6 +656,11 @@ impl OperatorProcess {
             .spawn()
             .expect("start policyhost run");
         Self { child, log }
+    }
+
+    /// What it logged so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// SIGKILL (what `Child::kill` sends on Unix): no shutdown, no cleanup.
@@ -798,4 +809,96 @@ async fn killing_the_operator_at_any_point_converges_and_releases_each_datajob_o
         history.assert_held_while_terminating(name);
     }
     history.assert_held_while_terminating("crash-between");
+}
+
+/// The (attempts, lastAttemptTime) of `name`'s cleanup record, in the order
+/// the watch showed them, each once.
+fn recorded_attempts(history: &History, name: &str) -> Vec<(u32, k8s_openapi::jiff::Timestamp)> {
+    let mut attempts: Vec<(u32, k8s_openapi::jiff::Timestamp)> = Vec::new();
+    for seen in history.of(name) {
+        let (Seen::Applied(job) | Seen::Deleted(job)) = seen;
+        let record = cleanup(&job);
+        if let Some(at) = record.last_attempt_time
+            && attempts.last().is_none_or(|(n, _)| *n != record.attempts)
+        {
+            attempts.push((record.attempts, at.0));
+        }
+    }
+    attempts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_operator_keeps_a_failing_cleanups_backoff_instead_of_calling_it_at_every_start()
+ {
+    let env = Env::cluster_only().await;
+    let kubeconfig = env.kubeconfig_file();
+    let policies = policy_dir(&[FLAKY.to_owned()]);
+    let history = History::start(&env);
+    // Every failure waits at least 10 s: long enough for restarts to fall
+    // inside the wait.
+    let floor = ["--min-cleanup-retry", "10s"];
+    let operator = OperatorProcess::start_with(&env, &kubeconfig, &policies, 1, &floor);
+    create(&env, "looping", FLAKY, json!({"failures": 1000}), None, &[]).await;
+    env.wait_job("looping", "the finalizer and its child", |j| {
+        holds(j) && phase(j) == Some("Running")
+    })
+    .await;
+    delete(&env, "looping").await;
+    env.wait_job("looping", "a first failed attempt", |j| {
+        cleanup(j).failures >= 1
+    })
+    .await;
+    operator.kill();
+
+    // The crash loop: each run starts, finds the failed attempt in status,
+    // defers the next one, and dies.
+    let mut deferred = 0;
+    for run in 2..=3 {
+        let operator = OperatorProcess::start_with(&env, &kubeconfig, &policies, run, &floor);
+        eventually("the restarted run to reach the DataJob", || async {
+            let log = operator.log();
+            (defers(&log) || cleanup_calls(&log) > 0).then_some(())
+        })
+        .await;
+        let log = operator.kill();
+        deferred += usize::from(cleanup_calls(&log) == 0);
+    }
+    assert!(
+        deferred >= 1,
+        "no restarted run found the wait still running"
+    );
+
+    // A run that stays calls cleanup again once the wait is over.
+    let operator = OperatorProcess::start_with(&env, &kubeconfig, &policies, 4, &floor);
+    env.wait_job("looping", "a second failed attempt", |j| {
+        cleanup(j).failures >= 2
+    })
+    .await;
+    operator.kill();
+    let attempts = recorded_attempts(&history, "looping");
+    assert!(attempts.len() >= 2, "{attempts:?}");
+    for pair in attempts.windows(2) {
+        let gap = pair[1].1.duration_since(pair[0].1);
+        // lastAttemptTime has whole seconds: 10 s apart can read as 9.
+        assert!(
+            gap >= k8s_openapi::jiff::SignedDuration::from_secs(9),
+            "attempts {} and {} only {gap:?} apart: {attempts:?}",
+            pair[0].0,
+            pair[1].0
+        );
+    }
+}
+
+/// Whether a run's log shows it deferring the cleanup of `looping`.
+fn defers(log: &str) -> bool {
+    log.lines().any(|l| {
+        l.contains("cleanup waits out the last attempt's backoff") && l.contains("looping")
+    })
+}
+
+/// How many `cleanup` calls a run's log shows failing.
+fn cleanup_calls(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("cleanup failed; the finalizer is kept"))
+        .count()
 }

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod asks;
 mod binary;
 mod cli;
 mod delivery;

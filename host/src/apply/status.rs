@@ -20,6 +20,11 @@ use crate::runtime::output::ReportedCondition;
 pub const READY: &str = "Ready";
 /// The condition the host sets while `spec.suspend` is true.
 pub const SUSPENDED: &str = "Suspended";
+/// The `Ready=False` reason of a status the API server refused.
+pub const STATUS_REJECTED: &str = "StatusRejected";
+
+/// The longest refusal message kept in the [`STATUS_REJECTED`] condition.
+const MAX_REFUSAL: usize = 512;
 
 /// A condition before the host stamps its transition time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,14 +168,38 @@ impl Writes {
 
 /// Writes `status` unless the DataJob already has it (per a cache that has
 /// caught up with the last write); true if written.
+///
+/// # Errors
+///
+/// The API server's refusal. When it refuses the status itself (too large,
+/// invalid: see [`refused`]), the small status [`fallback`] is written first,
+/// so the DataJob shows why, and the error is still returned: the caller
+/// retries with backoff.
 pub async fn write(
     api: &Api<DataJob>,
     writes: &Writes,
     job: &DataJob,
     status: DataJobStatus,
 ) -> kube::Result<bool> {
+    match apply(api, writes, job, &status).await {
+        Err(error) if refused(&error) => {
+            let fallback = fallback(status, &error);
+            tracing::warn!(job = %job.key(), %error, "the API server refused the status; writing a small one naming the refusal");
+            apply(api, writes, job, &fallback).await?;
+            Err(error)
+        }
+        written => written,
+    }
+}
+
+async fn apply(
+    api: &Api<DataJob>,
+    writes: &Writes,
+    job: &DataJob,
+    status: &DataJobStatus,
+) -> kube::Result<bool> {
     let key = job.key();
-    if job.status.as_ref() == Some(&status) && writes.caught_up(&key, job) {
+    if job.status.as_ref() == Some(status) && writes.caught_up(&key, job) {
         return Ok(false);
     }
     let body = json!({
@@ -187,6 +216,77 @@ pub async fn write(
         .await?;
     writes.record(key, &written);
     Ok(true)
+}
+
+/// True when the API server refused the status as such: a bad request
+/// (400, devcluster's answer to a body over 3 MiB), too large (413, or
+/// etcd's "request is too large"), or invalid (422). Retrying the same
+/// status cannot help.
+#[must_use]
+pub fn refused(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            matches!(status.code, 400 | 413 | 422) || status.message.contains("too large")
+        }
+        _ => false,
+    }
+}
+
+/// What to write when the server refused `status`: only what the host
+/// owns, which is small and always accepted — phase, generation, policy
+/// version, child counts, the cleanup record (so a Terminating DataJob keeps
+/// its attempts and backoff) and the finalizer's conditions — with
+/// `Ready=False` [`STATUS_REJECTED`] quoting the refusal. The policy's
+/// message, conditions and outputs are dropped.
+#[must_use]
+pub fn fallback(status: DataJobStatus, error: &kube::Error) -> DataJobStatus {
+    let mut why = error.to_string();
+    crate::runtime::output::status::truncate(&mut why, MAX_REFUSAL);
+    let message = format!(
+        "the API server refused the status the policy reported ({why}); its message, conditions and outputs are not recorded"
+    );
+    // Kept while Ready stays False, so that the same refusal writes the same
+    // fallback, which is then skipped as unchanged.
+    let since = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY && c.status == "False")
+        .map_or_else(
+            || Time(Timestamp::now()),
+            |c| c.last_transition_time.clone(),
+        );
+    let mut conditions: Vec<Condition> = status
+        .conditions
+        .into_iter()
+        .filter(|c| {
+            c.type_ == SUSPENDED || crate::finalizer::CONDITIONS.contains(&c.type_.as_str())
+        })
+        .collect();
+    conditions.insert(
+        0,
+        Condition {
+            type_: READY.to_owned(),
+            status: "False".to_owned(),
+            reason: STATUS_REJECTED.to_owned(),
+            message: message.clone(),
+            last_transition_time: since,
+            observed_generation: status.observed_generation,
+        },
+    );
+    let mut phase = status.phase;
+    if phase.as_ref().is_some_and(|p| p.len() > 63) {
+        phase = None;
+    }
+    DataJobStatus {
+        phase,
+        message: Some(message),
+        conditions,
+        observed_generation: status.observed_generation,
+        policy: status.policy,
+        children: status.children,
+        cleanup: status.cleanup,
+        outputs: None,
+    }
 }
 
 fn count(children: &[std::sync::Arc<ChildRecord>]) -> ChildCounts {
@@ -245,6 +345,88 @@ mod tests {
 
     fn ready(status: bool, reason: &str) -> NewCondition {
         NewCondition::new(READY, status, reason, "m")
+    }
+
+    #[test]
+    fn a_refused_status_falls_back_to_what_the_host_owns_with_the_refusal_named() {
+        let mut outputs = serde_json::Map::new();
+        outputs.insert("blob".into(), "x".repeat(4 << 20).into());
+        let big = DataJobStatus {
+            phase: Some("Running".into()),
+            message: Some("m".repeat(1000)),
+            conditions: vec![
+                condition(READY, "True", "Reconciled"),
+                condition("PolicyOwn", "True", "Whatever"),
+                condition(crate::finalizer::CLEANUP_FAILED, "True", "Trap"),
+            ],
+            observed_generation: Some(3),
+            cleanup: Some(crate::crd::CleanupStatus {
+                attempts: 4,
+                ..crate::crd::CleanupStatus::default()
+            }),
+            outputs: Some(outputs),
+            ..DataJobStatus::default()
+        };
+        let error = kube::Error::Api(
+            kube::core::Status::failure("request entity too large", "RequestEntityTooLarge")
+                .with_code(413)
+                .boxed(),
+        );
+        assert!(refused(&error));
+        let small = fallback(big, &error);
+        let kinds: Vec<(&str, &str, &str)> = small
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("Ready", "False", STATUS_REJECTED),
+                ("CleanupFailed", "True", "Trap")
+            ]
+        );
+        assert!(
+            small.conditions[0]
+                .message
+                .contains("request entity too large")
+        );
+        assert_eq!(small.outputs, None);
+        assert_eq!(
+            small.cleanup.as_ref().map(|c| c.attempts),
+            Some(4),
+            "the backoff survives"
+        );
+        assert_eq!(small.phase.as_deref(), Some("Running"));
+        assert!(serde_json::to_string(&small).unwrap().len() < 2048);
+    }
+
+    #[test]
+    fn only_refusals_of_the_status_itself_fall_back() {
+        let api = |code: u16, message: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure(message, "R")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        assert!(refused(&api(422, "invalid")));
+        assert!(refused(&api(400, "cannot read request body")));
+        assert!(refused(&api(500, "etcdserver: request is too large")));
+        assert!(!refused(&api(409, "conflict")));
+        assert!(!refused(&api(503, "unavailable")));
+        assert!(!refused(&api(404, "not found")));
+    }
+
+    fn condition(kind: &str, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: kind.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            last_transition_time: Time(Timestamp::from_second(1).unwrap()),
+            observed_generation: None,
+        }
     }
 
     #[test]

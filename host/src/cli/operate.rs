@@ -9,13 +9,14 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use policyhost::asks::Asks;
 use policyhost::cache;
 use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
 use policyhost::runtime::AllowedKind;
 use tracing::info;
 
-use super::leader::LeaderArgs;
+use super::leader::{LeaderArgs, parse_duration};
 
 /// Arguments of `run`.
 #[derive(Debug, Args)]
@@ -82,6 +83,22 @@ pub(crate) struct OperatorArgs {
     /// How children are cached.
     #[arg(long, value_enum, default_value_t)]
     cache: CacheArg,
+    /// The shortest `requeue-after` a reconcile result gets: a policy asking
+    /// for less (0 included) waits this long.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    min_requeue: Duration,
+    /// The shortest wait between two `cleanup` calls of one DataJob: the
+    /// floor on `retry-after` and on a failed cleanup's backoff.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    min_cleanup_retry: Duration,
+    /// Events recorded of one reconcile result; the rest are dropped and
+    /// reported in one `EventsDropped` Event.
+    #[arg(long, value_name = "N", default_value_t = Asks::default().events.per_result)]
+    max_events_per_result: u32,
+    /// Events per minute on one DataJob (host and policy Events), in bursts
+    /// of as many; the rest are dropped and reported.
+    #[arg(long, value_name = "N", default_value_t = Asks::default().events.per_minute)]
+    events_per_minute: u32,
 }
 
 /// `--cache` values.
@@ -144,6 +161,14 @@ impl OperatorArgs {
             cache: match self.cache {
                 CacheArg::Indexed => cache::Mode::Indexed,
                 CacheArg::Naive => cache::Mode::Naive,
+            },
+            asks: Asks {
+                min_requeue: self.min_requeue,
+                min_cleanup_retry: self.min_cleanup_retry,
+                events: policyhost::apply::events::Limits {
+                    per_result: self.max_events_per_result,
+                    per_minute: self.events_per_minute,
+                },
             },
             ..defaults
         }

@@ -23,14 +23,13 @@ use crate::cache::{Cached as _, Index, ObjectKey};
 use crate::chain::display_chain;
 use crate::crd::{DataJob, DataJobStatus, PolicyRef};
 use crate::finalizer::machine::{
-    self, Action, After, Availability, Budget, Observed, Outcome, Recall,
+    self, Action, After, Availability, Budget, Observed, Outcome, Pacing, Recall,
 };
 use crate::finalizer::status::{self, Record};
 use crate::finalizer::{
     CLEANUP_BLOCKED, CLEANUP_FAILED, FORCE_RELEASE_ANNOTATION, POLICY_UNAVAILABLE, Pending, patch,
 };
 use crate::projection;
-use crate::queue::Backoff;
 use crate::runtime::{self, Cleaned, Context, Input, Policy};
 
 /// The log target of force releases: one line per release, for audit.
@@ -46,7 +45,7 @@ const PENDING: &str = "pending";
 /// The finalizer's settings and memory, shared by the workers.
 pub struct Finalizers {
     budget: Budget,
-    backoff: Backoff,
+    pacing: Pacing,
     pending: Index<DataJob>,
     /// What this process remembers of DataJobs (by uid): `cleanup`
     /// returned `done`, or the removal went through; until the cache shows
@@ -55,13 +54,14 @@ pub struct Finalizers {
 }
 
 impl Finalizers {
-    /// The host's default budget, the backoff for failed cleanups, and the
-    /// DataJob index registered with [`pending_index`].
+    /// The host's default budget, the spacing of cleanup calls (backoff of
+    /// failures, floor on `retry-after`), and the DataJob index registered
+    /// with [`pending_index`].
     #[must_use]
-    pub fn new(budget: Budget, backoff: Backoff, pending: Index<DataJob>) -> Self {
+    pub fn new(budget: Budget, pacing: Pacing, pending: Index<DataJob>) -> Self {
         Self {
             budget,
-            backoff,
+            pacing,
             pending,
             memory: Mutex::new(HashMap::new()),
         }
@@ -115,7 +115,14 @@ pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -
         Ok(_) => Availability::Available,
         Err(why) => Availability::Unavailable(why.to_string()),
     };
-    let next = match (machine::decide(&observed, recall, &availability), policy) {
+    let decision = machine::decide(
+        &observed,
+        recall,
+        &availability,
+        Timestamp::now(),
+        &finalizers.pacing,
+    );
+    let next = match (decision, policy) {
         (Action::Reconcile, _) => return None,
         (Action::AddFinalizer, _) => add_finalizer(shared, job).await,
         (Action::Nothing, _) => {
@@ -123,6 +130,10 @@ pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -
             Next::AwaitChange
         }
         (Action::AwaitRelease, _) => Next::AwaitChange,
+        (Action::AwaitBackoff { left }, _) => {
+            debug!(job = %key, ?left, "cleanup waits out the last attempt's backoff");
+            Next::RequeueAfter(left)
+        }
         (Action::ForceRelease, policy) => {
             force_release(shared, key, job, &observed, policy.ok()).await
         }
@@ -218,7 +229,7 @@ async fn clean(
 
     let now = Timestamp::now();
     let finalizers = &shared.finalizers;
-    match machine::after_cleanup(observed, attempt, &outcome, now, &finalizers.backoff) {
+    match machine::after_cleanup(observed, attempt, &outcome, now, &finalizers.pacing) {
         After::Release => {
             debug!(job = %key, attempt, "cleanup done");
             finalizers.remember(key, &observed.uid, Recall::Cleaned);

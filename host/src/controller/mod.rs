@@ -40,9 +40,10 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info, info_span};
 
 use crate::apply::{Events, status};
+use crate::asks::Asks;
 use crate::cache::{self, Cached, ChildCaches, Index, ObjectKey, Store};
 use crate::crd::DataJob;
-use crate::finalizer::Budget;
+use crate::finalizer::{Budget, machine::Pacing};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::policies::Registry;
@@ -65,6 +66,8 @@ pub struct Config {
     pub child_kinds: Vec<ApiResource>,
     /// The cleanup budget where a DataJob's `spec.cleanup` sets none.
     pub cleanup: Budget,
+    /// The floors and caps on what one result may ask for.
+    pub asks: Asks,
     /// Whether this replica leads (always, without leader election).
     pub leadership: Leadership,
     /// How children are cached: indexed (the design) or naive (a baseline
@@ -100,6 +103,8 @@ pub struct Shared {
     pub leadership: Leadership,
     /// What the last status writes left, so a lagging cache cannot hide one.
     pub status_writes: status::Writes,
+    /// The floors and caps on what one result may ask for.
+    pub asks: Asks,
 }
 
 /// The DataJob controller.
@@ -126,7 +131,12 @@ impl Controller {
         let children = ChildCaches::with_mode(config.cache, &config.child_kinds, &scopes);
         let instance = config.watch.instance.clone();
         let shared = Arc::new(Shared {
-            events: Events::new(client.clone(), &instance),
+            events: Events::new(
+                client.clone(),
+                &instance,
+                config.asks.events,
+                Arc::clone(&metrics),
+            ),
             client,
             runtime,
             registry,
@@ -136,9 +146,17 @@ impl Controller {
             queue: WorkQueue::new(config.backoff),
             metrics,
             instance,
-            finalizers: finalizer::Finalizers::new(config.cleanup, config.backoff, pending),
+            finalizers: finalizer::Finalizers::new(
+                config.cleanup,
+                Pacing {
+                    backoff: config.backoff,
+                    min_retry: config.asks.min_cleanup_retry,
+                },
+                pending,
+            ),
             leadership: config.leadership.clone(),
             status_writes: status::Writes::default(),
+            asks: config.asks,
         });
         Self { shared, config }
     }

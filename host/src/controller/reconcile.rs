@@ -217,21 +217,13 @@ async fn succeed(
             result: "StatusFailed",
         };
     }
-    for event in &reconciled.events {
-        shared
-            .events
-            .publish(
-                job,
-                event.kind == "Warning",
-                "Reconcile",
-                &event.reason,
-                &event.message,
-            )
-            .await;
-    }
+    shared
+        .events
+        .publish_result(job, "Reconcile", &reconciled.events)
+        .await;
     Done {
         next: reconciled.requeue_after_ms.map_or(Next::AwaitChange, |ms| {
-            Next::RequeueAfter(Duration::from_millis(ms))
+            Next::RequeueAfter(shared.asks.requeue_after(ms))
         }),
         result: "success",
     }

@@ -22,6 +22,12 @@
 //!                        │      └─────────┘       ForceRelease (Event, audit)
 //!                        └────────────────────────────┘
 //! ```
+//!
+//! Terminating waits out what the last recorded call earned before it calls
+//! `cleanup` again ([`Observed::wait_left`]): the backoff of its failures, or
+//! the floor on `retry-after`. The wait is read from `status.cleanup`, so a
+//! restarted (or crash-looping) operator keeps it, and a change that queues
+//! the DataJob early does not shorten it.
 
 use std::time::Duration;
 
@@ -67,6 +73,41 @@ impl Budget {
     }
 }
 
+/// How far apart the host spaces the `cleanup` calls of one DataJob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    /// Backoff of failed calls, by recorded failures; its `max` is the pace
+    /// of a blocked DataJob.
+    pub backoff: Backoff,
+    /// The shortest time between two calls: the floor on a `retry-after`
+    /// answer (a policy asking for 0 ms gets this) and on a failure's backoff.
+    pub min_retry: Duration,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Self {
+            backoff: Backoff::default(),
+            min_retry: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Pacing {
+    /// The wait before the next call after one whose answer asked for
+    /// `wanted` (a `retry-after`, or a failure's backoff), once the budget is
+    /// `exhausted` or not.
+    #[must_use]
+    pub fn wait(&self, wanted: Duration, exhausted: bool) -> Duration {
+        let floored = wanted.max(self.min_retry);
+        if exhausted {
+            floored.max(self.backoff.max)
+        } else {
+            floored
+        }
+    }
+}
+
 /// What the machine decides on, read from a DataJob.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
@@ -82,6 +123,10 @@ pub struct Observed {
     pub attempts: u32,
     /// `status.cleanup.failures`: how many of them failed.
     pub failures: u32,
+    /// `status.cleanup.lastAttemptTime`: when the last recorded call ran.
+    pub last_attempt: Option<Timestamp>,
+    /// The condition [`CLEANUP_FAILED`] is true: the last recorded call failed.
+    pub last_failed: bool,
     /// The condition [`CLEANUP_BLOCKED`] is true.
     pub blocked: bool,
     /// The condition [`POLICY_UNAVAILABLE`] is true.
@@ -113,6 +158,10 @@ impl Observed {
                 .is_some_and(|v| v == "true"),
             attempts: cleanup.map_or(0, |c| c.attempts),
             failures: cleanup.map_or(0, |c| c.failures),
+            last_attempt: cleanup
+                .and_then(|c| c.last_attempt_time.as_ref())
+                .map(|t| t.0),
+            last_failed: condition(CLEANUP_FAILED),
             blocked: condition(CLEANUP_BLOCKED),
             policy_unavailable: condition(POLICY_UNAVAILABLE),
             budget: defaults.with_spec(job.spec.cleanup.as_ref()),
@@ -127,6 +176,29 @@ impl Observed {
             let ms = now.as_millisecond().saturating_sub(since.as_millisecond());
             Duration::from_millis(u64::try_from(ms).unwrap_or(0))
         })
+    }
+
+    /// How much of the wait the last recorded `cleanup` call earned is left
+    /// at `now`: the backoff of its failures (the longest once blocked) or,
+    /// after a `retry-after`, the floor `pacing.min_retry` (status does not
+    /// keep the delay asked for; the floor is what a restart can promise).
+    /// Zero when nothing was recorded. Never more than the whole wait, so a
+    /// `lastAttemptTime` in the future (a clock ahead, a hand edit) cannot
+    /// hold cleanup back longer than one wait.
+    #[must_use]
+    pub fn wait_left(&self, now: Timestamp, pacing: &Pacing) -> Duration {
+        let Some(last) = self.last_attempt else {
+            return Duration::ZERO;
+        };
+        let earned = if self.last_failed {
+            pacing.backoff.delay(self.failures)
+        } else {
+            Duration::ZERO
+        };
+        let wait = pacing.wait(earned, self.blocked);
+        let since = now.as_millisecond().saturating_sub(last.as_millisecond());
+        let since = Duration::from_millis(u64::try_from(since).unwrap_or(0));
+        wait.saturating_sub(since)
     }
 
     /// The budget exhausted after `failures` failed calls at `now`, if it is.
@@ -242,11 +314,23 @@ pub enum Action {
         /// Recorded attempts + 1.
         attempt: u32,
     },
+    /// Not yet: the last recorded `cleanup` call earned a wait that is not
+    /// over. Look again after this long.
+    AwaitBackoff {
+        /// What is left of the wait.
+        left: Duration,
+    },
 }
 
-/// The decision for a DataJob in `observed` state.
+/// The decision for a DataJob in `observed` state at `now`.
 #[must_use]
-pub fn decide(observed: &Observed, recall: Recall, policy: &Availability) -> Action {
+pub fn decide(
+    observed: &Observed,
+    recall: Recall,
+    policy: &Availability,
+    now: Timestamp,
+    pacing: &Pacing,
+) -> Action {
     match State::of(observed, recall) {
         State::Unfinalized => Action::AddFinalizer,
         State::Active => Action::Reconcile,
@@ -259,8 +343,11 @@ pub fn decide(observed: &Observed, recall: Recall, policy: &Availability) -> Act
                 message: message.clone(),
                 newly: !observed.policy_unavailable,
             },
-            Availability::Available => Action::CallCleanup {
-                attempt: observed.attempts.saturating_add(1),
+            Availability::Available => match observed.wait_left(now, pacing) {
+                Duration::ZERO => Action::CallCleanup {
+                    attempt: observed.attempts.saturating_add(1),
+                },
+                left => Action::AwaitBackoff { left },
             },
         },
     }
@@ -361,15 +448,18 @@ pub enum After {
 
 /// The decision after `cleanup` attempt `attempt` of `observed` returned
 /// `outcome` at `now`. Failures back off exponentially with the recorded
-/// failures; once the budget is exhausted every retry waits the longest
-/// backoff.
+/// failures; a `retry-after` waits what it asked for, at least
+/// `pacing.min_retry`; once the budget is exhausted every retry waits the
+/// longest backoff. The time budget counts from the deletion request, so
+/// every kind of answer spends it: a policy that keeps answering
+/// `retry-after` is blocked when it runs out, as one that keeps failing is.
 #[must_use]
 pub fn after_cleanup(
     observed: &Observed,
     attempt: u32,
     outcome: &Outcome,
     now: Timestamp,
-    backoff: &Backoff,
+    pacing: &Pacing,
 ) -> After {
     let (failures, failure, wanted) = match outcome {
         Outcome::Done => return After::Release,
@@ -379,16 +469,12 @@ pub fn after_cleanup(
             (
                 failures,
                 Some((reason.clone(), message.clone())),
-                backoff.delay(failures),
+                pacing.backoff.delay(failures),
             )
         }
     };
     let exhausted = observed.exhausted(failures, now);
-    let requeue_after = if exhausted.is_some() {
-        wanted.max(backoff.max)
-    } else {
-        wanted
-    };
+    let requeue_after = pacing.wait(wanted, exhausted.is_some());
     After::Keep(Keep {
         attempts: attempt.max(observed.attempts),
         failures,
@@ -462,11 +548,21 @@ mod tests {
         Timestamp::from_second(second).unwrap()
     }
 
-    fn backoff() -> Backoff {
-        Backoff {
-            base: Duration::from_secs(1),
-            max: Duration::from_secs(60),
+    fn pacing() -> Pacing {
+        Pacing {
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(60),
+            },
+            min_retry: Duration::from_secs(1),
         }
+    }
+
+    /// The time the decision tables decide at: long after any recorded attempt.
+    const NOW: i64 = 1_000;
+
+    fn decide_now(observed: &Observed, recall: Recall, policy: &Availability) -> Action {
+        decide(observed, recall, policy, at(NOW), &pacing())
     }
 
     /// A fixture DataJob: `job().finalized().deleted(100)...`.
@@ -500,6 +596,14 @@ mod tests {
                 failures,
                 ..CleanupStatus::default()
             });
+            self
+        }
+        fn last_attempt(mut self, second: i64) -> Self {
+            let status = self.0.status.get_or_insert_with(DataJobStatus::default);
+            status
+                .cleanup
+                .get_or_insert_with(CleanupStatus::default)
+                .last_attempt_time = Some(Time(at(second)));
             self
         }
         fn condition(mut self, kind: &str, status: bool) -> Self {
@@ -551,14 +655,14 @@ mod tests {
     #[test]
     fn a_datajob_without_the_finalizer_gets_it_before_anything_else() {
         assert_eq!(
-            decide(&job().observed(), Recall::Nothing, &AVAILABLE),
+            decide_now(&job().observed(), Recall::Nothing, &AVAILABLE),
             Action::AddFinalizer
         );
         // Even with someone else's finalizer, or with its policy missing.
         let mut other = job();
         other.0.finalizers_mut().push("example.com/other".into());
         assert_eq!(
-            decide(
+            decide_now(
                 &other.observed(),
                 Recall::Nothing,
                 &Availability::Unavailable("gone".into())
@@ -570,7 +674,7 @@ mod tests {
     #[test]
     fn a_finalized_datajob_is_reconciled() {
         assert_eq!(
-            decide(&job().finalized().observed(), Recall::Nothing, &AVAILABLE),
+            decide_now(&job().finalized().observed(), Recall::Nothing, &AVAILABLE),
             Action::Reconcile
         );
     }
@@ -578,12 +682,12 @@ mod tests {
     #[test]
     fn a_deleted_datajob_without_the_finalizer_is_left_alone() {
         assert_eq!(
-            decide(&job().deleted(5).observed(), Recall::Nothing, &AVAILABLE),
+            decide_now(&job().deleted(5).observed(), Recall::Nothing, &AVAILABLE),
             Action::Nothing
         );
         // Also once the removal this process made shows in the cache.
         assert_eq!(
-            decide(&job().deleted(5).observed(), Recall::Released, &AVAILABLE),
+            decide_now(&job().deleted(5).observed(), Recall::Released, &AVAILABLE),
             Action::Nothing
         );
     }
@@ -592,12 +696,12 @@ mod tests {
     fn a_terminating_datajob_is_cleaned_up_with_the_next_attempt_number() {
         let observed = job().finalized().deleted(5).attempts(3, 2).observed();
         assert_eq!(
-            decide(&observed, Recall::Nothing, &AVAILABLE),
+            decide_now(&observed, Recall::Nothing, &AVAILABLE),
             Action::CallCleanup { attempt: 4 }
         );
         let first = job().finalized().deleted(5).observed();
         assert_eq!(
-            decide(&first, Recall::Nothing, &AVAILABLE),
+            decide_now(&first, Recall::Nothing, &AVAILABLE),
             Action::CallCleanup { attempt: 1 }
         );
     }
@@ -606,7 +710,7 @@ mod tests {
     fn a_cleaned_datajob_goes_straight_to_the_removal() {
         let observed = job().finalized().deleted(5).observed();
         assert_eq!(
-            decide(&observed, Recall::Cleaned, &AVAILABLE),
+            decide_now(&observed, Recall::Cleaned, &AVAILABLE),
             Action::RemoveFinalizer
         );
         // Even if a person annotated it meanwhile: cleanup did succeed.
@@ -616,7 +720,7 @@ mod tests {
             .annotated(FORCE_RELEASE_ANNOTATION, "true")
             .observed();
         assert_eq!(
-            decide(&annotated, Recall::Cleaned, &AVAILABLE),
+            decide_now(&annotated, Recall::Cleaned, &AVAILABLE),
             Action::RemoveFinalizer
         );
     }
@@ -629,12 +733,12 @@ mod tests {
             .annotated(FORCE_RELEASE_ANNOTATION, "true")
             .observed();
         assert_eq!(
-            decide(&stale, Recall::Released, &AVAILABLE),
+            decide_now(&stale, Recall::Released, &AVAILABLE),
             Action::AwaitRelease
         );
         let cleaned_before = job().finalized().deleted(5).observed();
         assert_eq!(
-            decide(&cleaned_before, Recall::Released, &AVAILABLE),
+            decide_now(&cleaned_before, Recall::Released, &AVAILABLE),
             Action::AwaitRelease
         );
     }
@@ -647,12 +751,12 @@ mod tests {
             .annotated(FORCE_RELEASE_ANNOTATION, "true")
             .observed();
         assert_eq!(
-            decide(&observed, Recall::Nothing, &AVAILABLE),
+            decide_now(&observed, Recall::Nothing, &AVAILABLE),
             Action::ForceRelease
         );
         let unavailable = Availability::Unavailable("gone".into());
         assert_eq!(
-            decide(&observed, Recall::Nothing, &unavailable),
+            decide_now(&observed, Recall::Nothing, &unavailable),
             Action::ForceRelease
         );
     }
@@ -666,7 +770,7 @@ mod tests {
                 .annotated(FORCE_RELEASE_ANNOTATION, value)
                 .observed();
             assert_eq!(
-                decide(&observed, Recall::Nothing, &AVAILABLE),
+                decide_now(&observed, Recall::Nothing, &AVAILABLE),
                 Action::CallCleanup { attempt: 1 },
                 "{value:?}"
             );
@@ -675,7 +779,7 @@ mod tests {
             .finalized()
             .annotated(FORCE_RELEASE_ANNOTATION, "true");
         assert_eq!(
-            decide(&active.observed(), Recall::Nothing, &AVAILABLE),
+            decide_now(&active.observed(), Recall::Nothing, &AVAILABLE),
             Action::Reconcile
         );
     }
@@ -685,7 +789,7 @@ mod tests {
         let unavailable = Availability::Unavailable("no policy of this name is loaded".into());
         let observed = job().finalized().deleted(5).observed();
         assert_eq!(
-            decide(&observed, Recall::Nothing, &unavailable),
+            decide_now(&observed, Recall::Nothing, &unavailable),
             Action::ReportPolicyUnavailable {
                 message: "no policy of this name is loaded".into(),
                 newly: true
@@ -697,12 +801,12 @@ mod tests {
             .condition(POLICY_UNAVAILABLE, true)
             .observed();
         assert!(matches!(
-            decide(&reported, Recall::Nothing, &unavailable),
+            decide_now(&reported, Recall::Nothing, &unavailable),
             Action::ReportPolicyUnavailable { newly: false, .. }
         ));
         // It returns: cleanup resumes.
         assert_eq!(
-            decide(&reported, Recall::Nothing, &AVAILABLE),
+            decide_now(&reported, Recall::Nothing, &AVAILABLE),
             Action::CallCleanup { attempt: 1 }
         );
     }
@@ -711,7 +815,7 @@ mod tests {
     fn done_releases() {
         let observed = job().finalized().deleted(5).attempts(7, 7).observed();
         assert_eq!(
-            after_cleanup(&observed, 8, &Outcome::Done, at(10), &backoff()),
+            after_cleanup(&observed, 8, &Outcome::Done, at(10), &pacing()),
             After::Release
         );
     }
@@ -724,7 +828,7 @@ mod tests {
             2,
             &Outcome::RetryAfter(Duration::from_millis(2000)),
             at(10),
-            &backoff(),
+            &pacing(),
         ));
         assert_eq!(
             keep,
@@ -753,7 +857,7 @@ mod tests {
                     failures + 1,
                     &failed("Trap"),
                     at(10),
-                    &backoff(),
+                    &pacing(),
                 ));
                 assert_eq!(keep.failures, failures + 1);
                 assert_eq!(keep.attempts, failures + 1);
@@ -777,7 +881,7 @@ mod tests {
             3,
             &failed("OutOfFuel"),
             at(10),
-            &backoff(),
+            &pacing(),
         ));
         assert_eq!(
             keep.exhausted,
@@ -787,7 +891,7 @@ mod tests {
             })
         );
         assert!(keep.newly_blocked);
-        assert_eq!(keep.requeue_after, backoff().max);
+        assert_eq!(keep.requeue_after, pacing().backoff.max);
         // Already blocked: no second Event, still the longest backoff.
         let blocked = job()
             .finalized()
@@ -801,11 +905,11 @@ mod tests {
             4,
             &failed("OutOfFuel"),
             at(10),
-            &backoff(),
+            &pacing(),
         ));
         assert!(!keep.newly_blocked);
         assert!(keep.exhausted.is_some());
-        assert_eq!(keep.requeue_after, backoff().max);
+        assert_eq!(keep.requeue_after, pacing().backoff.max);
     }
 
     #[test]
@@ -816,10 +920,10 @@ mod tests {
             .budget(None, Some(30))
             .observed();
         let wait = Outcome::RetryAfter(Duration::from_secs(2));
-        let early = kept(after_cleanup(&observed, 1, &wait, at(129), &backoff()));
+        let early = kept(after_cleanup(&observed, 1, &wait, at(129), &pacing()));
         assert_eq!(early.exhausted, None);
         assert_eq!(early.requeue_after, Duration::from_secs(2));
-        let late = kept(after_cleanup(&observed, 1, &wait, at(130), &backoff()));
+        let late = kept(after_cleanup(&observed, 1, &wait, at(130), &pacing()));
         assert_eq!(
             late.exhausted,
             Some(Exhausted::Timeout {
@@ -827,7 +931,7 @@ mod tests {
                 limit: Duration::from_secs(30)
             })
         );
-        assert_eq!(late.requeue_after, backoff().max);
+        assert_eq!(late.requeue_after, pacing().backoff.max);
     }
 
     #[test]
@@ -839,7 +943,7 @@ mod tests {
             .condition(CLEANUP_BLOCKED, true)
             .observed();
         assert_eq!(
-            after_cleanup(&observed, 21, &Outcome::Done, at(100_000), &backoff()),
+            after_cleanup(&observed, 21, &Outcome::Done, at(100_000), &pacing()),
             After::Release
         );
     }
@@ -858,7 +962,7 @@ mod tests {
             4,
             &failed("Trap"),
             at(10),
-            &backoff(),
+            &pacing(),
         ));
         assert_eq!(keep.exhausted, None);
         assert_eq!(keep.requeue_after, Duration::from_secs(8));
@@ -927,5 +1031,171 @@ mod tests {
             timeout.contains("90s after deletion was requested (budget: 60s"),
             "{timeout}"
         );
+    }
+
+    #[test]
+    fn a_restarted_host_waits_out_the_backoff_the_recorded_failures_earned() {
+        // Three recorded failures, the last at second 100: backoff(3) = 4 s.
+        // The status is all a restarted host knows, and all it needs.
+        let failing = job()
+            .finalized()
+            .deleted(5)
+            .attempts(3, 3)
+            .last_attempt(100)
+            .condition(CLEANUP_FAILED, true)
+            .observed();
+        let table = [
+            (
+                100,
+                Action::AwaitBackoff {
+                    left: Duration::from_secs(4),
+                },
+            ),
+            (
+                101,
+                Action::AwaitBackoff {
+                    left: Duration::from_secs(3),
+                },
+            ),
+            (
+                103,
+                Action::AwaitBackoff {
+                    left: Duration::from_secs(1),
+                },
+            ),
+            (104, Action::CallCleanup { attempt: 4 }),
+            (500, Action::CallCleanup { attempt: 4 }),
+        ];
+        for (second, expected) in table {
+            assert_eq!(
+                decide(&failing, Recall::Nothing, &AVAILABLE, at(second), &pacing()),
+                expected,
+                "at second {second}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_blocked_cleanup_waits_the_longest_backoff_across_restarts() {
+        let blocked = job()
+            .finalized()
+            .deleted(5)
+            .attempts(10, 10)
+            .last_attempt(100)
+            .condition(CLEANUP_FAILED, true)
+            .condition(CLEANUP_BLOCKED, true)
+            .observed();
+        assert_eq!(
+            decide(&blocked, Recall::Nothing, &AVAILABLE, at(150), &pacing()),
+            Action::AwaitBackoff {
+                left: Duration::from_secs(10)
+            }
+        );
+        assert_eq!(
+            decide(&blocked, Recall::Nothing, &AVAILABLE, at(160), &pacing()),
+            Action::CallCleanup { attempt: 11 }
+        );
+    }
+
+    #[test]
+    fn after_a_retry_after_a_restarted_host_waits_at_least_the_floor() {
+        let retrying = job()
+            .finalized()
+            .deleted(5)
+            .attempts(2, 0)
+            .last_attempt(100)
+            .condition(CLEANUP_FAILED, false)
+            .observed();
+        assert_eq!(
+            decide(&retrying, Recall::Nothing, &AVAILABLE, at(100), &pacing()),
+            Action::AwaitBackoff {
+                left: Duration::from_secs(1)
+            }
+        );
+        assert_eq!(
+            decide(&retrying, Recall::Nothing, &AVAILABLE, at(101), &pacing()),
+            Action::CallCleanup { attempt: 3 }
+        );
+    }
+
+    #[test]
+    fn a_last_attempt_in_the_future_holds_cleanup_back_one_wait_at_most() {
+        let skewed = job()
+            .finalized()
+            .deleted(5)
+            .attempts(3, 3)
+            .last_attempt(10_000)
+            .condition(CLEANUP_FAILED, true)
+            .observed();
+        assert_eq!(
+            decide(&skewed, Recall::Nothing, &AVAILABLE, at(100), &pacing()),
+            Action::AwaitBackoff {
+                left: Duration::from_secs(4)
+            }
+        );
+    }
+
+    #[test]
+    fn the_wait_never_applies_to_a_release_or_a_force_release() {
+        let waiting = job()
+            .finalized()
+            .deleted(5)
+            .attempts(3, 3)
+            .last_attempt(100)
+            .condition(CLEANUP_FAILED, true);
+        assert_eq!(
+            decide(
+                &waiting.observed(),
+                Recall::Cleaned,
+                &AVAILABLE,
+                at(100),
+                &pacing()
+            ),
+            Action::RemoveFinalizer
+        );
+        let annotated = waiting
+            .annotated(FORCE_RELEASE_ANNOTATION, "true")
+            .observed();
+        assert_eq!(
+            decide(&annotated, Recall::Nothing, &AVAILABLE, at(100), &pacing()),
+            Action::ForceRelease
+        );
+    }
+
+    #[test]
+    fn a_zero_retry_after_and_a_short_failure_backoff_wait_the_floor() {
+        let observed = job().finalized().deleted(5).observed();
+        let fast = Pacing {
+            backoff: Backoff {
+                base: Duration::from_millis(50),
+                max: Duration::from_secs(60),
+            },
+            min_retry: Duration::from_secs(1),
+        };
+        let zero = Outcome::RetryAfter(Duration::ZERO);
+        let keep = kept(after_cleanup(&observed, 1, &zero, at(10), &fast));
+        assert_eq!(keep.requeue_after, Duration::from_secs(1));
+        let keep = kept(after_cleanup(&observed, 1, &failed("Trap"), at(10), &fast));
+        assert_eq!(keep.requeue_after, Duration::from_secs(1));
+        // What a policy asks above the floor, it gets.
+        let long = Outcome::RetryAfter(Duration::from_secs(7));
+        let keep = kept(after_cleanup(&observed, 1, &long, at(10), &fast));
+        assert_eq!(keep.requeue_after, Duration::from_secs(7));
+    }
+
+    #[test]
+    fn retries_spend_the_time_budget_so_a_policy_answering_zero_forever_is_blocked() {
+        let observed = job()
+            .finalized()
+            .deleted(100)
+            .attempts(5_000, 0)
+            .budget(None, Some(60))
+            .observed();
+        let zero = Outcome::RetryAfter(Duration::ZERO);
+        let keep = kept(after_cleanup(&observed, 5_001, &zero, at(160), &pacing()));
+        assert_eq!(keep.attempts, 5_001);
+        assert!(matches!(keep.exhausted, Some(Exhausted::Timeout { .. })));
+        assert!(keep.newly_blocked);
+        assert_eq!(keep.requeue_after, pacing().backoff.max);
     }
 }

@@ -18,9 +18,12 @@
 //! 3. `done`: the finalizer is removed with a JSON patch that tests the
 //!    DataJob's uid and the list entry it removes ([`patch::remove`]);
 //!    conflicts are retried from fresh cache state.
-//! 4. `retry-after`: called again then. A failure (policy error, trap, out of
-//!    fuel, deadline): recorded in `status.cleanup`, condition
-//!    [`CLEANUP_FAILED`], a warning Event, exponential backoff.
+//! 4. `retry-after`: called again then, at least the floor
+//!    ([`Pacing::min_retry`], `--min-cleanup-retry`) later. A failure
+//!    (policy error, trap, out of fuel, deadline): recorded in
+//!    `status.cleanup`, condition [`CLEANUP_FAILED`], a warning Event,
+//!    exponential backoff (never under the floor either). Every answer
+//!    spends the time budget, which counts from the deletion request.
 //! 5. Budget exhausted (`spec.cleanup`, host defaults): condition
 //!    [`CLEANUP_BLOCKED`] and a warning Event; retries go on at the longest
 //!    backoff, and the finalizer stays.
@@ -39,6 +42,11 @@
 //! - Nothing is kept in memory that a restart needs: the attempt count lives
 //!   in `status.cleanup`. A restart may call `cleanup` again, even after it
 //!   returned `done` (policies must make cleanup idempotent).
+//! - The backoff survives restarts: `cleanup` is called no sooner than
+//!   `status.cleanup.lastAttemptTime` plus the wait that attempt earned (its
+//!   failures' backoff, the longest once blocked, the floor after a
+//!   `retry-after`), so a crash-looping operator does not hammer a failing
+//!   cleanup, and neither does a child's change that queues the DataJob.
 
 pub mod machine;
 pub mod patch;
@@ -48,7 +56,8 @@ pub mod status;
 mod model;
 
 pub use machine::{
-    Action, After, Availability, Budget, Exhausted, Keep, Observed, Outcome, Pending, Recall, State,
+    Action, After, Availability, Budget, Exhausted, Keep, Observed, Outcome, Pacing, Pending,
+    Recall, State,
 };
 
 /// The finalizer the host puts on every DataJob it manages.
@@ -63,3 +72,5 @@ pub const CLEANUP_FAILED: &str = "CleanupFailed";
 pub const CLEANUP_BLOCKED: &str = "CleanupBlocked";
 /// Condition: the DataJob's policy has no version in service.
 pub const POLICY_UNAVAILABLE: &str = "PolicyUnavailable";
+/// The conditions the finalizer owns.
+pub const CONDITIONS: [&str; 3] = [CLEANUP_FAILED, CLEANUP_BLOCKED, POLICY_UNAVAILABLE];

@@ -17,6 +17,12 @@
 //! - no other controller's finalizer is ever removed by the host, and the
 //!   host's finalizer is never there twice.
 //!
+//! And on every `cleanup` call made from a cache that shows the server's
+//! state (as after a restart, which lists afresh): the call comes no sooner
+//! than the wait the last *recorded* call earned (its failures' backoff,
+//! the longest once blocked, or the `retry-after` floor), however often the
+//! host restarted or reconciled in between.
+//!
 //! And at the end, once the faults stop and cleanup succeeds: a deleted
 //! DataJob has been released, a live one holds the finalizer.
 
@@ -28,7 +34,9 @@ use kube::ResourceExt;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::machine::{self, Action, After, Availability, Budget, Observed, Outcome, Recall};
+use super::machine::{
+    self, Action, After, Availability, Budget, Observed, Outcome, Pacing, Recall,
+};
 use super::status::{self, Record};
 use super::{FINALIZER, FORCE_RELEASE_ANNOTATION, patch};
 use crate::crd::{DataJob, DataJobSpec};
@@ -132,6 +140,10 @@ struct Server {
     now: Timestamp,
     /// Ground truth: the uids whose `cleanup` returned `done`.
     done: HashSet<String>,
+    /// Ground truth: the earliest next `cleanup` call the last recorded call
+    /// allows, by uid and recorded attempt count (a later write of a stale
+    /// status may replace that record; then it no longer binds).
+    not_before: Option<(String, u32, Timestamp)>,
     others: u32,
 }
 
@@ -152,6 +164,7 @@ impl Server {
             uids: 0,
             now: Timestamp::from_second(1_700_000_000).unwrap(),
             done: HashSet::new(),
+            not_before: None,
             others: 0,
         };
         server.create();
@@ -265,7 +278,7 @@ struct Host {
     recall: Option<(String, Recall)>,
     policy_available: bool,
     budget: Budget,
-    backoff: Backoff,
+    pacing: Pacing,
 }
 
 impl Host {
@@ -292,11 +305,11 @@ impl Host {
         } else {
             Availability::Unavailable("no policy of this name is loaded".into())
         };
-        match machine::decide(&observed, recall, &policy) {
+        match machine::decide(&observed, recall, &policy, server.now, &self.pacing) {
             Action::AddFinalizer => {
                 let _ = server.patch(next_fault(), &patch::add(&job));
             }
-            Action::Reconcile | Action::AwaitRelease => {}
+            Action::Reconcile | Action::AwaitRelease | Action::AwaitBackoff { .. } => {}
             Action::Nothing => self.recall = None,
             Action::ForceRelease | Action::RemoveFinalizer => {
                 self.release(server, &observed.uid, &mut next_fault, fresh_on_conflict);
@@ -307,6 +320,17 @@ impl Host {
                 let _ = server.write_status(next_fault(), &status);
             }
             Action::CallCleanup { attempt } => {
+                if self.cache == server.object
+                    && let Some((uid, attempts, not_before)) = &server.not_before
+                    && *uid == observed.uid
+                    && *attempts == observed.attempts
+                {
+                    assert!(
+                        server.now >= *not_before,
+                        "cleanup called at {} before {not_before}, the wait the last recorded call earned",
+                        server.now
+                    );
+                }
                 let outcome = match answer {
                     Answer::Done => {
                         server.done.insert(observed.uid.clone());
@@ -318,20 +342,25 @@ impl Host {
                         message: "planned".into(),
                     },
                 };
-                match machine::after_cleanup(
-                    &observed,
-                    attempt,
-                    &outcome,
-                    server.now,
-                    &self.backoff,
-                ) {
+                match machine::after_cleanup(&observed, attempt, &outcome, server.now, &self.pacing)
+                {
                     After::Release => {
                         self.recall = Some((observed.uid.clone(), Recall::Cleaned));
                         self.release(server, &observed.uid, &mut next_fault, fresh_on_conflict);
                     }
                     After::Keep(keep) => {
                         let status = status::terminating(&job, Record::Kept(&keep), server.now);
-                        let _ = server.write_status(next_fault(), &status);
+                        if server.write_status(next_fault(), &status).is_ok() {
+                            // What a restart can read back: a retry-after's
+                            // own delay is not recorded, its floor is.
+                            let wait = if keep.failure.is_none() && keep.exhausted.is_none() {
+                                self.pacing.min_retry
+                            } else {
+                                keep.requeue_after
+                            };
+                            server.not_before =
+                                Some((observed.uid.clone(), keep.attempts, server.now + wait));
+                        }
                     }
                 }
             }
@@ -384,9 +413,12 @@ fn run(ops: &[Op]) {
             max_attempts: 3,
             timeout: Duration::from_secs(300),
         },
-        backoff: Backoff {
-            base: Duration::from_secs(1),
-            max: Duration::from_secs(60),
+        pacing: Pacing {
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(60),
+            },
+            min_retry: Duration::from_secs(1),
         },
     };
     for op in ops {
@@ -448,6 +480,8 @@ fn run(ops: &[Op]) {
     // Convergence: the faults stop, the policy is back and its cleanup succeeds.
     host.policy_available = true;
     for _ in 0..10 {
+        // Each time past the longest wait a recorded call can earn.
+        server.now += host.pacing.backoff.max + host.pacing.min_retry;
         host.cache.clone_from(&server.object);
         host.reconcile(&mut server, Answer::Done, &[], true);
     }
@@ -512,7 +546,7 @@ fn a_restart_between_done_and_the_removal_calls_cleanup_again() {
         recall: None,
         policy_available: true,
         budget: Budget::default(),
-        backoff: Backoff::default(),
+        pacing: Pacing::default(),
     };
     host.reconcile(&mut server, Answer::Done, &[], true);
     host.cache.clone_from(&server.object);
@@ -535,6 +569,12 @@ fn a_restart_between_done_and_the_removal_calls_cleanup_again() {
         "a failing second cleanup keeps the finalizer"
     );
     host.cache.clone_from(&server.object);
+    host.reconcile(&mut server, Answer::Done, &[], true);
+    assert!(
+        server.object.is_some(),
+        "the failure's backoff is not over yet"
+    );
+    server.now += Duration::from_secs(1);
     host.reconcile(&mut server, Answer::Done, &[], true);
     assert!(server.object.is_none(), "released after the second done");
 }

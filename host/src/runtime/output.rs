@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 pub mod metadata;
 mod scan;
+pub(crate) mod status;
 mod unique;
 
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
@@ -221,6 +222,8 @@ pub(crate) fn validate(
         requeue_after_ms,
         events,
     } = result;
+    let status = self::status::check(status)?;
+    self::status::check_events(&events)?;
     let children = children
         .into_iter()
         .enumerate()
