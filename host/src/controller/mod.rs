@@ -26,6 +26,7 @@
 //! - A follower reconciles nothing; its writes are fenced in the client
 //!   ([`crate::leader::FenceLayer`]).
 
+mod access;
 pub mod finalizer;
 pub mod reconcile;
 
@@ -70,6 +71,9 @@ pub struct Config {
     /// How children are cached: indexed (the design) or naive (a baseline
     /// to measure against).
     pub cache: cache::Mode,
+    /// The namespace policy ConfigMaps are loaded from: its DataJobs are
+    /// refused (`PolicyNamespace`), since their children could be policies.
+    pub policy_namespace: Option<String>,
 }
 
 /// What the workers share.
@@ -100,6 +104,8 @@ pub struct Shared {
     pub leadership: Leadership,
     /// What the last status writes left, so a lagging cache cannot hide one.
     pub status_writes: status::Writes,
+    /// The namespace of the policy ConfigMaps, whose DataJobs are refused.
+    pub policy_namespace: Option<String>,
 }
 
 /// The DataJob controller.
@@ -139,6 +145,7 @@ impl Controller {
             finalizers: finalizer::Finalizers::new(config.cleanup, config.backoff, pending),
             leadership: config.leadership.clone(),
             status_writes: status::Writes::default(),
+            policy_namespace: config.policy_namespace.clone(),
         });
         Self { shared, config }
     }
