@@ -324,6 +324,8 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
     let env = Env::cluster_only().await;
     let kubeconfig = env.kubeconfig_file();
     let policies = policy_dir(&["fanout", "panics", "flaky-cleanup"], &env.namespace);
+    // Not the DataJobs' namespace: DataJobs in the policy namespace are refused.
+    let policy_namespace = format!("{}-policies", env.namespace);
     let replica = Replica::start(
         "metrics",
         &kubeconfig,
@@ -333,7 +335,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
             "--policy-dir",
             &policies.to_string_lossy(),
             "--policy-namespace",
-            &env.namespace,
+            &policy_namespace,
             "--lease-namespace",
             &env.namespace,
             "--cleanup-timeout",

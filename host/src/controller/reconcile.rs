@@ -89,6 +89,7 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         && let Err(denied) = access::policy(shared, &job)
         && denied.refuses_the_job()
     {
+        let started = Instant::now();
         let children = job
             .uid()
             .map(|uid| shared.children.of(&uid))
@@ -96,7 +97,7 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         let done = fail(shared, &job, None, &Failure::Denied(denied), &children).await;
         shared
             .metrics
-            .reconciled(&job.spec.policy, done.result, Duration::ZERO);
+            .reconciled(&job.spec.policy, done.result, started.elapsed());
         return done.next;
     }
     // The finalizer first: added before any side effect; a deleted DataJob

@@ -43,9 +43,7 @@ impl Access {
             [] => None,
             ["*"] => Some(Self::Everyone),
             names => {
-                let valid = names
-                    .iter()
-                    .all(|name| configmap::check_name(name).is_ok());
+                let valid = names.iter().all(|name| configmap::check_name(name).is_ok());
                 valid.then(|| Self::Namespaces(names.iter().map(|n| (*n).to_owned()).collect()))
             }
         }
@@ -95,7 +93,9 @@ mod tests {
 
     #[test]
     fn an_empty_list_a_bad_name_or_a_star_among_names_does_not_parse() {
-        for text in ["", " , ", "Team-A", "team_a", "-a", "a,*", "*,*", "team-a/x"] {
+        for text in [
+            "", " , ", "Team-A", "team_a", "-a", "a,*", "*,*", "team-a/x",
+        ] {
             assert_eq!(Access::parse(text), None, "{text:?}");
         }
         assert_eq!(Access::parse(&"a".repeat(64)), None, "longer than a label");

@@ -764,12 +764,18 @@ mod tests {
                 .namespaces,
             Some(Access::Everyone)
         );
-        assert_eq!(Settings::default().namespaces, None, "no key: the host decides");
+        assert_eq!(
+            Settings::default().namespaces,
+            None,
+            "no key: the host decides"
+        );
         for bad in ["", "Team-A", "team-a,*"] {
             let error = Settings::parse(&data(&[("allowedNamespaces", bad)])).unwrap_err();
             assert_eq!(
                 error.to_string(),
-                format!("`data.allowedNamespaces` is `{bad}`; expected `*`, or a list of namespace names such as team-a,team-a-ci")
+                format!(
+                    "`data.allowedNamespaces` is `{bad}`; expected `*`, or a list of namespace names such as team-a,team-a-ci"
+                )
             );
             assert_eq!(error.reason(), "InvalidConfig");
         }

@@ -30,9 +30,7 @@ pub enum Foreign {
         name: String,
     },
     /// It carries a label the host sets on the children it applies.
-    #[error(
-        "the ConfigMap has the child label `{label}`: it is a DataJob's child, never a policy"
-    )]
+    #[error("the ConfigMap has the child label `{label}`: it is a DataJob's child, never a policy")]
     ChildLabel {
         /// The label.
         label: &'static str,
@@ -88,7 +86,10 @@ mod tests {
 
     #[test]
     fn a_published_policy_configmap_is_not_foreign() {
-        assert_eq!(Foreign::of(&labelled(&[("policyhost.dev/policy", "fanout")])), None);
+        assert_eq!(
+            Foreign::of(&labelled(&[("policyhost.dev/policy", "fanout")])),
+            None
+        );
         assert_eq!(Foreign::of(&ObjectMeta::default()), None);
     }
 
@@ -116,12 +117,17 @@ mod tests {
     #[test]
     fn a_configmap_with_either_child_label_of_any_instance_is_never_a_policy() {
         for label in ["policyhost.dev/managed-by", "policyhost.dev/datajob"] {
-            let meta = labelled(&[("policyhost.dev/policy", "fanout"), (label, "other-instance")]);
+            let meta = labelled(&[
+                ("policyhost.dev/policy", "fanout"),
+                (label, "other-instance"),
+            ]);
             let foreign = Foreign::of(&meta).expect("foreign");
             assert_eq!(foreign.reason(), "ChildConfigMap");
             assert_eq!(
                 foreign.to_string(),
-                format!("the ConfigMap has the child label `{label}`: it is a DataJob's child, never a policy")
+                format!(
+                    "the ConfigMap has the child label `{label}`: it is a DataJob's child, never a policy"
+                )
             );
         }
     }
