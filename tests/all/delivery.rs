@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use policyhost::crd::DataJob;
+use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::policies::configmap::{self, Compression, MODULE_GZ_KEY, MODULE_KEY, Settings};
 use policyhost::policies::publish;
 use policyhost::policies::report::Annotations;
@@ -1056,12 +1056,17 @@ async fn a_datajob_in_the_policy_namespace_is_refused_before_any_call_and_no_pol
     assert_eq!(forger.error, None, "the forger is a loadable policy");
 
     let jobs: Api<DataJob> = Api::namespaced(env.client.clone(), &env.policy_namespace);
-    jobs.create(
-        &PostParams::default(),
-        &crate::common::job("hijack", &env.policy_namespace, json!({"target": "fanout"})),
-    )
-    .await
-    .expect("create the DataJob in the policy namespace");
+    let hijack = DataJob::new(
+        "hijack",
+        DataJobSpec {
+            policy: "policy-forger".into(),
+            params: serde_json::Map::from_iter([("target".to_owned(), json!("fanout"))]),
+            ..DataJobSpec::default()
+        },
+    );
+    jobs.create(&PostParams::default(), &hijack)
+        .await
+        .expect("create the DataJob in the policy namespace");
     let job = eventually("the DataJob refused for its namespace", || async {
         jobs.get("hijack")
             .await
@@ -1244,8 +1249,8 @@ async fn a_policy_serves_only_the_namespaces_it_allows_and_a_swap_that_changes_t
     let component = guest_bytes("fanout");
     let verdict = push_allowing(&env, &component, "team-a").await;
     assert_eq!(verdict.error, None);
-    env.create_job("elsewhere", "fanout", fanout_forever(1))
-        .await;
+    // Workers that finish, so that a cleanup, once allowed, is done.
+    env.create_job("elsewhere", "fanout", fanout(1)).await;
     let job = env
         .wait_job("elsewhere", "PolicyNotAllowed", |j| {
             ready_reason(j) == Some("PolicyNotAllowed")

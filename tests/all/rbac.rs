@@ -573,7 +573,7 @@ fn guide_publisher_rbac() -> Vec<Value> {
     let start = section.find("```yaml\n").expect("a YAML block") + "```yaml\n".len();
     let block = &section[start..start + section[start..].find("\n```").expect("its end")];
     serde_yaml::Deserializer::from_str(block)
-        .map(|doc| serde::Deserialize::deserialize(doc).expect("a YAML document"))
+        .map(|doc| <Value as serde::Deserialize>::deserialize(doc).expect("a YAML document"))
         .collect()
 }
 
