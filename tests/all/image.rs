@@ -171,8 +171,6 @@ async fn the_static_binary_runs_the_operator_until_sigterm() {
     let env = Env::cluster_only().await;
     let kubeconfig = env.kubeconfig_file();
     let policies = policy_dir(&["fanout"], &format!("static-{}", env.namespace));
-    // Not the DataJobs' namespace: DataJobs in the policy namespace are refused.
-    let policy_namespace = format!("{}-policies", env.namespace);
     let mut replica = Replica::start_program(
         &bin,
         "static",
@@ -183,7 +181,7 @@ async fn the_static_binary_runs_the_operator_until_sigterm() {
             "--policy-dir",
             &policies.to_string_lossy(),
             "--policy-namespace",
-            &policy_namespace,
+            &env.policy_namespace,
             "--lease-namespace",
             &env.namespace,
         ],

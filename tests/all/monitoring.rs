@@ -324,8 +324,6 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
     let env = Env::cluster_only().await;
     let kubeconfig = env.kubeconfig_file();
     let policies = policy_dir(&["fanout", "panics", "flaky-cleanup"], &env.namespace);
-    // Not the DataJobs' namespace: DataJobs in the policy namespace are refused.
-    let policy_namespace = format!("{}-policies", env.namespace);
     let replica = Replica::start(
         "metrics",
         &kubeconfig,
@@ -335,7 +333,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
             "--policy-dir",
             &policies.to_string_lossy(),
             "--policy-namespace",
-            &policy_namespace,
+            &env.policy_namespace,
             "--lease-namespace",
             &env.namespace,
             "--cleanup-timeout",
@@ -371,7 +369,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
     ))
     .await;
     // A policy version the host rejects.
-    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     configmaps
         .create(
             &PostParams::default(),
