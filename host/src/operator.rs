@@ -63,6 +63,12 @@ pub struct Options {
     pub policy_namespace: Option<String>,
     /// Largest policy component a ConfigMap may carry, after decompression.
     pub max_policy_bytes: u64,
+    /// A host shared by teams: every policy ConfigMap must say whose
+    /// DataJobs may use it (`data.allowedNamespaces`), and only `policy-<name>`
+    /// may provide the policy `<name>`, so that RBAC on ConfigMap names is
+    /// RBAC on policies. Off, a ConfigMap without the key serves every
+    /// namespace (one team, the quick start).
+    pub strict_policy_tenancy: bool,
     /// Kinds of children policies may create: each is watched and cached.
     pub child_kinds: Vec<AllowedKind>,
     /// Average API writes per second (default 1,000).
@@ -103,6 +109,7 @@ impl Default for Options {
             policy_dir: None,
             policy_namespace: None,
             max_policy_bytes: policies::load::Config::default().max_module_bytes,
+            strict_policy_tenancy: false,
             child_kinds: AllowedKind::defaults(),
             api_qps: NonZeroU32::new(1000).unwrap_or(NonZeroU32::MIN),
             api_burst: NonZeroU32::new(2000).unwrap_or(NonZeroU32::MIN),
@@ -266,6 +273,7 @@ impl Operator {
                     load: policies::load::Config {
                         max_module_bytes: options.max_policy_bytes,
                         child_kinds: options.child_kinds.clone(),
+                        strict_tenancy: options.strict_policy_tenancy,
                     },
                     workers: 2,
                     instance: options.instance.clone(),
@@ -291,6 +299,7 @@ impl Operator {
                 asks: options.asks,
                 leadership: leadership.clone(),
                 cache: options.cache,
+                policy_namespace: options.policy_namespace.clone(),
             },
         );
         Ok(Self {

@@ -13,10 +13,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use policyhost::crd::DataJob;
+use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::policies::configmap::{self, Compression, MODULE_GZ_KEY, MODULE_KEY, Settings};
 use policyhost::policies::publish;
 use policyhost::policies::report::Annotations;
@@ -68,10 +68,16 @@ fn fanout_forever(replicas: u32) -> Value {
         "podAnnotations": {"devcluster.policyhost.dev/run-seconds": "-1"}})
 }
 
-/// The ConfigMap that ships `component` as policy `name` in the test namespace.
+/// The ConfigMap that ships `component` as policy `name` in the test's policy namespace.
 fn policy_map(env: &Env, name: &str, component: &[u8], settings: &Settings) -> ConfigMap {
-    configmap::build(name, &env.namespace, component, settings, Compression::Auto)
-        .expect("a policy ConfigMap")
+    configmap::build(
+        name,
+        &env.policy_namespace,
+        component,
+        settings,
+        Compression::Auto,
+    )
+    .expect("a policy ConfigMap")
 }
 
 /// Applies `map` and waits for the host's verdict on it.
@@ -108,7 +114,7 @@ fn status_digest(job: &DataJob) -> Option<&str> {
 
 /// Events on the ConfigMap `name` with reason `reason`.
 async fn events_on(env: &Env, name: &str, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     events
         .list(&ListParams::default())
         .await
@@ -261,7 +267,7 @@ fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
     let bomb = custom_section(good, "padding", &vec![0; 20 << 20]);
     let oversize = configmap::build(
         "fanout",
-        &env.namespace,
+        &env.policy_namespace,
         &bomb,
         &Settings::default(),
         Compression::Always,
@@ -497,7 +503,7 @@ async fn deleting_the_configmap_takes_the_policy_out_of_service_and_datajobs_kee
         .wait_job("keep", "Running", |j| phase(j) == Some("Running"))
         .await;
 
-    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     maps.delete("policy-fanout", &DeleteParams::default())
         .await
         .expect("delete the policy ConfigMap");
@@ -558,7 +564,7 @@ async fn a_second_configmap_naming_the_same_policy_is_rejected_until_the_first_g
     );
     assert_eq!(serving(&env, "fanout"), Some(digest(&first)));
 
-    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     maps.delete("policy-fanout", &DeleteParams::default())
         .await
         .expect("delete the first");
@@ -579,7 +585,7 @@ async fn a_component_too_large_for_a_plain_configmap_travels_gzipped() {
     assert!(matches!(
         configmap::build(
             "big",
-            &env.namespace,
+            &env.policy_namespace,
             &large,
             &Settings::default(),
             Compression::Never
@@ -744,13 +750,13 @@ fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
     file
 }
 
-/// `policy list -o json` for the test namespace.
+/// `policy list -o json` for the test's policy namespace.
 fn list(env: &Env, config: &Path) -> Vec<Value> {
     let out = policyhost(&[
         "policy",
         "list",
         "--namespace",
-        &env.namespace,
+        &env.policy_namespace,
         "--kubeconfig",
         path(config),
         "-o",
@@ -766,6 +772,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
     let config = kubeconfig(&env);
     let fanout = guest("fanout");
     let fanout_digest = digest(&guest_bytes("fanout"));
+    let allowed = format!("{},team-b", env.namespace);
 
     let out = policyhost(&[
         "policy",
@@ -774,7 +781,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         "--name",
         "fanout",
         "--namespace",
-        &env.namespace,
+        &env.policy_namespace,
         "--kubeconfig",
         path(&config),
         "--memory",
@@ -783,6 +790,8 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         "2s",
         "--fuel",
         "100000000",
+        "--allowed-namespaces",
+        &allowed,
         "--wait",
     ]);
     let stdout = text(&out.stdout);
@@ -790,7 +799,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
     assert!(
         stdout.contains(&format!(
             "configmap/policy-fanout applied in namespace {}",
-            env.namespace
+            env.policy_namespace
         )),
         "{stdout}"
     );
@@ -809,7 +818,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         (limits.memory_bytes, limits.timeout, limits.fuel),
         (32 << 20, Duration::from_secs(2), 100_000_000)
     );
-    let map: ConfigMap = Api::namespaced(env.client.clone(), &env.namespace)
+    let map: ConfigMap = Api::namespaced(env.client.clone(), &env.policy_namespace)
         .get("policy-fanout")
         .await
         .expect("the ConfigMap");
@@ -826,6 +835,10 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
     assert_eq!(rows[0]["digest"], fanout_digest.as_str());
     assert_eq!(rows[0]["servingDigest"], fanout_digest.as_str());
     assert!(rows[0]["loadedAt"].is_string());
+    assert_eq!(rows[0]["allowedNamespaces"], allowed.as_str());
+    let registry = &env.operator().shared.registry;
+    assert!(registry.get_for("fanout", &env.namespace).is_ok());
+    assert!(registry.get_for("fanout", "team-c").is_err());
 
     // Refused before anything is written: the same checks as `policy check`.
     let out = policyhost(&[
@@ -835,7 +848,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         "--name",
         "fanout",
         "--namespace",
-        &env.namespace,
+        &env.policy_namespace,
         "--kubeconfig",
         path(&config),
     ]);
@@ -852,7 +865,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         "--name",
         "fanout",
         "--namespace",
-        &env.namespace,
+        &env.policy_namespace,
         "--kubeconfig",
         path(&config),
         "--fuel",
@@ -879,7 +892,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         "--name",
         "fanout",
         "--namespace",
-        &env.namespace,
+        &env.policy_namespace,
         "--kubeconfig",
         path(&config),
         "--allowed-kinds",
@@ -906,7 +919,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         "policy",
         "list",
         "--namespace",
-        &env.namespace,
+        &env.policy_namespace,
         "--kubeconfig",
         path(&config),
     ]);
@@ -938,7 +951,9 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
     let job = dir.join("job.yaml");
     std::fs::write(
         &job,
-        "apiVersion: policyhost.dev/v1alpha1\nkind: DataJob\nmetadata: {name: live, namespace: default}\n\
+        // Not in `default`: that is dev's policy namespace, where DataJobs are refused.
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: dev-team}\n---\n\
+         apiVersion: policyhost.dev/v1alpha1\nkind: DataJob\nmetadata: {name: live, namespace: dev-team}\n\
          spec: {policy: fanout, params: {replicas: 1, image: busybox, podAnnotations: {devcluster.policyhost.dev/run-seconds: \"-1\"}}}\n",
     )
     .expect("write the DataJob");
@@ -964,7 +979,7 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
             .await
             .ok()?;
         let client = Client::try_from(config).ok()?;
-        Api::<DataJob>::namespaced(client.clone(), "default")
+        Api::<DataJob>::namespaced(client.clone(), "dev-team")
             .get_opt("live")
             .await
             .ok()
@@ -972,7 +987,7 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
             .map(|_| client)
     })
     .await;
-    let jobs: Api<DataJob> = Api::namespaced(client.clone(), "default");
+    let jobs: Api<DataJob> = Api::namespaced(client.clone(), "dev-team");
     let first = digest(&guest_bytes("fanout"));
     eventually("the DataJob reconciled by the published fanout", || async {
         let job = jobs.get("live").await.ok()?;
@@ -999,4 +1014,351 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
         (map.annotations().get(configmap::LOADED_DIGEST_ANNOTATION) == Some(&second)).then_some(())
     })
     .await;
+}
+
+// --- Tenancy: who may publish and who may use a policy ----------------------
+
+/// Events on the DataJob `name` of `namespace` with reason `reason`.
+async fn job_events(env: &Env, namespace: &str, name: &str, reason: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), namespace);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("DataJob")
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
+
+/// Whether the operator ever called `policy` (a call records its fuel).
+fn called(env: &Env, policy: &str) -> bool {
+    env.operator().metrics.render().contains(&format!(
+        "policyhost_guest_fuel_consumed_count{{policy=\"{policy}\"}}"
+    ))
+}
+
+fn ready_reason(job: &DataJob) -> Option<&str> {
+    condition(job, "Ready").map(|c| c.reason.as_str())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datajob_in_the_policy_namespace_is_refused_before_any_call_and_no_policy_configmap_appears()
+ {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let fanout = version(&guest_bytes("fanout"), "serving");
+    push(&env, "fanout", &fanout).await;
+    let forger = push(&env, "policy-forger", &guest_bytes("policy-forger")).await;
+    assert_eq!(forger.error, None, "the forger is a loadable policy");
+
+    let jobs: Api<DataJob> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let hijack = DataJob::new(
+        "hijack",
+        DataJobSpec {
+            policy: "policy-forger".into(),
+            params: serde_json::Map::from_iter([("target".to_owned(), json!("fanout"))]),
+            ..DataJobSpec::default()
+        },
+    );
+    jobs.create(&PostParams::default(), &hijack)
+        .await
+        .expect("create the DataJob in the policy namespace");
+    let job = eventually("the DataJob refused for its namespace", || async {
+        jobs.get("hijack")
+            .await
+            .ok()
+            .filter(|j| ready_reason(j) == Some("PolicyNamespace"))
+    })
+    .await;
+    let ready = condition(&job, "Ready").expect("Ready");
+    assert_eq!(ready.status, "False");
+    assert!(
+        ready
+            .message
+            .contains("holds this host's policy ConfigMaps"),
+        "{ready:?}"
+    );
+    assert!(
+        job.finalizers().is_empty(),
+        "nothing is done for it, not even the finalizer"
+    );
+    eventually("a PolicyNamespace Event on the DataJob", || async {
+        let events = job_events(&env, &env.policy_namespace, "hijack", "PolicyNamespace").await;
+        events
+            .first()
+            .map(|e| assert_eq!(e.type_.as_deref(), Some("Warning")))
+    })
+    .await;
+
+    assert!(
+        !called(&env, "policy-forger"),
+        "the policy was never called"
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    assert!(
+        maps.get_opt("policy-fanout-forged")
+            .await
+            .expect("get")
+            .is_none(),
+        "no new policy ConfigMap"
+    );
+    let serving_map = maps
+        .get("policy-fanout")
+        .await
+        .expect("the serving ConfigMap");
+    assert!(
+        serving_map.owner_references().is_empty()
+            && !serving_map
+                .data
+                .as_ref()
+                .is_some_and(|d| d.get("description").is_some_and(|t| t.contains("forged"))),
+        "the serving ConfigMap is untouched: {:?}",
+        serving_map.metadata
+    );
+    assert_eq!(serving(&env, "fanout"), Some(digest(&fanout)));
+
+    // Deleting it waits on nothing.
+    jobs.delete("hijack", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the refused DataJob gone", || async {
+        jobs.get_opt("hijack")
+            .await
+            .ok()
+            .and_then(|j| j.is_none().then_some(()))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_with_an_owner_reference_or_child_labels_is_ignored_and_the_serving_version_keeps_serving()
+ {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let good = version(&guest_bytes("fanout"), "good");
+    let other = version(&guest_bytes("fanout"), "from-a-child");
+    push(&env, "fanout", &good).await;
+    env.create_job("steady", "fanout", fanout_forever(1)).await;
+    env.wait_job("steady", "reconciled", |j| {
+        status_digest(j) == Some(&digest(&good))
+    })
+    .await;
+
+    // A real owner, so that nothing garbage-collects the owned ConfigMaps.
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let owner = maps
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("owner".into()),
+                    ..Default::default()
+                },
+                ..ConfigMap::default()
+            },
+        )
+        .await
+        .expect("create the owner");
+    let owner_ref = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "owner".into(),
+        uid: owner.uid().expect("uid"),
+        controller: Some(true),
+        ..Default::default()
+    };
+    let mut owned = policy_map(&env, "fanout", &other, &Settings::default());
+    owned.metadata.name = Some("fanout-owned".into());
+    owned.metadata.owner_references = Some(vec![owner_ref.clone()]);
+    let mut child = policy_map(&env, "fanout", &other, &Settings::default());
+    child.metadata.name = Some("fanout-child".into());
+    child.metadata.labels.get_or_insert_default().insert(
+        "policyhost.dev/managed-by".into(),
+        "another-instance".into(),
+    );
+    // And the serving ConfigMap itself, given an owner and new content.
+    let mut taken = policy_map(&env, "fanout", &other, &Settings::default());
+    taken.metadata.owner_references = Some(vec![owner_ref]);
+    for map in [&owned, &child, &taken] {
+        publish::apply(&env.client, map).await.expect("apply");
+    }
+    for (name, says) in [
+        ("fanout-owned", "has an ownerReference (ConfigMap owner)"),
+        (
+            "fanout-child",
+            "has the child label `policyhost.dev/managed-by`",
+        ),
+        ("policy-fanout", "has an ownerReference (ConfigMap owner)"),
+    ] {
+        let event = wait_event(&env, name, "PolicyIgnored", says).await;
+        assert_eq!(event.type_.as_deref(), Some("Warning"));
+    }
+    assert_eq!(
+        serving(&env, "fanout"),
+        Some(digest(&good)),
+        "the last clean version keeps serving"
+    );
+    for name in ["fanout-owned", "fanout-child"] {
+        let map = maps.get(name).await.expect("get");
+        assert!(
+            map.annotations()
+                .get(configmap::OBSERVED_ANNOTATION)
+                .is_none(),
+            "{name}: not the host's to annotate, and no Conflict claimed"
+        );
+    }
+    let metrics = env.operator().metrics.render();
+    for reason in ["OwnedConfigMap", "ChildConfigMap"] {
+        assert!(
+            metrics.contains(&format!(
+                "policyhost_policy_load_errors_total{{policy=\"fanout\",reason=\"{reason}\"}}"
+            )),
+            "{reason}: {metrics}"
+        );
+    }
+    // DataJobs keep reconciling on the clean version.
+    env.patch_spec("steady", json!({"params": fanout_forever(2)}))
+        .await;
+    env.wait_pods("steady", "two workers", |p| p.len() == 2)
+        .await;
+    let job = env
+        .wait_job("steady", "reconciled again", |j| {
+            j.status.as_ref().and_then(|s| s.observed_generation) == j.metadata.generation
+        })
+        .await;
+    assert_eq!(status_digest(&job), Some(digest(&good).as_str()));
+}
+
+/// Pushes fanout `component` allowing `namespaces`; returns the verdict.
+async fn push_allowing(env: &Env, component: &[u8], namespaces: &str) -> Annotations {
+    let settings = Settings::parse(&BTreeMap::from([(
+        configmap::keys::ALLOWED_NAMESPACES.to_owned(),
+        namespaces.to_owned(),
+    )]))
+    .expect("a valid list");
+    push_map(env, &policy_map(env, "fanout", component, &settings)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_serves_only_the_namespaces_it_allows_and_a_swap_that_changes_the_list_requeues_its_datajobs()
+ {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let component = guest_bytes("fanout");
+    let verdict = push_allowing(&env, &component, "team-a").await;
+    assert_eq!(verdict.error, None);
+    // Workers that finish, so that a cleanup, once allowed, is done.
+    env.create_job("elsewhere", "fanout", fanout(1)).await;
+    let job = env
+        .wait_job("elsewhere", "PolicyNotAllowed", |j| {
+            ready_reason(j) == Some("PolicyNotAllowed")
+        })
+        .await;
+    let message = &condition(&job, "Ready").expect("Ready").message;
+    assert!(
+        message.contains(&format!(
+            "does not allow DataJobs of namespace {}",
+            env.namespace
+        )) && message.contains("`team-a`"),
+        "{message}"
+    );
+    assert!(job.finalizers().is_empty(), "refused: no finalizer either");
+    assert!(!called(&env, "fanout"), "never a call");
+    eventually("a PolicyNotAllowed Event", || async {
+        (!job_events(&env, &env.namespace, "elsewhere", "PolicyNotAllowed")
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+
+    // The team lets this namespace in: the swap re-queues the DataJob.
+    push_allowing(&env, &component, &format!("team-a,{}", env.namespace)).await;
+    env.wait_pods("elsewhere", "a worker", |p| p.len() == 1)
+        .await;
+    env.wait_job("elsewhere", "Ready", |j| {
+        ready_reason(j) == Some("Reconciled")
+    })
+    .await;
+
+    // And out again: refused, its children kept, its deletion waits.
+    push_allowing(&env, &component, "team-a").await;
+    env.wait_job("elsewhere", "PolicyNotAllowed again", |j| {
+        ready_reason(j) == Some("PolicyNotAllowed")
+    })
+    .await;
+    env.wait_pods("elsewhere", "the worker kept", |p| p.len() == 1)
+        .await;
+    env.jobs()
+        .delete("elsewhere", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let terminating = env
+        .wait_job("elsewhere", "cleanup waiting for the policy", |j| {
+            j.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.reason == "PolicyUnavailable" && c.message.contains("does not allow DataJobs")
+                })
+            })
+        })
+        .await;
+    assert!(
+        !terminating.finalizers().is_empty(),
+        "the finalizer is kept"
+    );
+    push_allowing(&env, &component, "*").await;
+    let jobs = env.jobs();
+    eventually("the DataJob cleaned up and gone", || async {
+        jobs.get_opt("elsewhere")
+            .await
+            .ok()
+            .and_then(|j| j.is_none().then_some(()))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_host_refuses_a_policy_without_allowed_namespaces_or_from_a_configmap_of_another_name()
+ {
+    let mut setup = OperatorSetup::configmaps();
+    setup.strict_policy_tenancy = true;
+    let env = Env::start_with(setup).await;
+    let component = guest_bytes("fanout");
+
+    let verdict = push(&env, "fanout", &component).await;
+    let error = verdict.error.unwrap_or_default();
+    assert!(
+        error.starts_with("InvalidConfig: ")
+            && error.contains("`data.allowedNamespaces` is required on this host"),
+        "{error}"
+    );
+    assert_eq!(serving(&env, "fanout"), None);
+
+    let verdict = push_allowing(&env, &component, &env.namespace).await;
+    assert_eq!(verdict.error, None);
+    let d = digest(&component);
+    assert_eq!(serving(&env, "fanout"), Some(d.clone()));
+
+    // Another team's ConfigMap, which its RBAC lets it write, relabelled to
+    // claim this policy: refused for its name, whatever the load order.
+    let mut sneaky = policy_map(
+        &env,
+        "fanout",
+        &version(&component, "sneaky"),
+        &Settings::parse(&BTreeMap::from([(
+            configmap::keys::ALLOWED_NAMESPACES.to_owned(),
+            "*".to_owned(),
+        )]))
+        .expect("settings"),
+    );
+    sneaky.metadata.name = Some("policy-reports".into());
+    let verdict = push_map(&env, &sneaky).await;
+    let error = verdict.error.unwrap_or_default();
+    assert!(
+        error.starts_with("NameMismatch: ") && error.contains("only the ConfigMap `policy-fanout`"),
+        "{error}"
+    );
+    assert_eq!(serving(&env, "fanout"), Some(d));
 }

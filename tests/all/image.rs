@@ -181,7 +181,7 @@ async fn the_static_binary_runs_the_operator_until_sigterm() {
             "--policy-dir",
             &policies.to_string_lossy(),
             "--policy-namespace",
-            &env.namespace,
+            &env.policy_namespace,
             "--lease-namespace",
             &env.namespace,
         ],

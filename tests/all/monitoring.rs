@@ -333,7 +333,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
             "--policy-dir",
             &policies.to_string_lossy(),
             "--policy-namespace",
-            &env.namespace,
+            &env.policy_namespace,
             "--lease-namespace",
             &env.namespace,
             "--cleanup-timeout",
@@ -369,7 +369,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
     ))
     .await;
     // A policy version the host rejects.
-    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     configmaps
         .create(
             &PostParams::default(),

@@ -561,3 +561,117 @@ async fn the_operator_uses_exactly_the_permissions_deploy_grants_and_each_rule_i
     assert!(rules_checked >= 6, "{rules_checked} rules checked");
     drop(running);
 }
+
+/// The objects of the YAML block of the operator guide's policy delivery
+/// section: each team's ConfigMap, and its publisher Role and RoleBinding.
+fn guide_publisher_rbac() -> Vec<Value> {
+    let guide = std::fs::read_to_string(workspace().join("docs/operator.md")).expect("the guide");
+    let heading = "### Policy delivery: who may publish and who may use a policy\n";
+    let section = &guide[guide.find(heading).expect("the policy delivery section")..];
+    let section = &section[heading.len()..];
+    let section = &section[..section.find("\n### ").unwrap_or(section.len())];
+    let start = section.find("```yaml\n").expect("a YAML block") + "```yaml\n".len();
+    let block = &section[start..start + section[start..].find("\n```").expect("its end")];
+    serde_yaml::Deserializer::from_str(block)
+        .map(|doc| <Value as serde::Deserialize>::deserialize(doc).expect("a YAML document"))
+        .collect()
+}
+
+/// `policy push` run as `kubeconfig`'s user, of fanout as policy `name`.
+fn push_as(kubeconfig: &std::path::Path, name: &str) -> std::process::Output {
+    std::process::Command::new(policyhost_bin())
+        .args(["policy", "push"])
+        .arg(crate::common::guest("fanout"))
+        .args(["--name", name, "--namespace", NAMESPACE, "--kubeconfig"])
+        .arg(kubeconfig)
+        .env("POLICYHOST_LOG", "warn")
+        .output()
+        .expect("run policyhost policy push")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_guide_s_rbac_a_team_may_replace_its_own_policy_but_not_another_team_s() {
+    let objects = guide_publisher_rbac();
+    let env = Env::cluster_only().await;
+    let Some(cluster) = env.cluster.as_ref() else {
+        println!("skipped: needs devcluster's request records");
+        return;
+    };
+    // The platform team's part: the namespace and each team's ConfigMap.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());
+    let namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("ns");
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create the policy namespace");
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let precreated: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ConfigMap")
+        .collect();
+    assert_eq!(precreated.len(), 2, "one ConfigMap per team");
+    for map in precreated {
+        let map: ConfigMap = serde_json::from_value(map.clone()).expect("a ConfigMap");
+        maps.create(&PostParams::default(), &map)
+            .await
+            .expect("create a team's ConfigMap");
+    }
+
+    let team_a = "system:serviceaccount:team-a:publisher";
+    let admin = env.kubeconfig_file();
+    let kubeconfig = admin.with_extension("team-a.kubeconfig");
+    crate::common::process::kubeconfig_with_token(&admin, team_a, &kubeconfig);
+    let granted = grants(&objects, team_a);
+    assert!(!granted.is_empty(), "the guide binds a Role to team A");
+    // Every authorizer request team A's pushes onto ConfigMap `name` made,
+    // and whether the guide's rules allow it.
+    let verdicts = |name: &str| -> Vec<(Attributes, bool)> {
+        cluster
+            .counters()
+            .requests()
+            .iter()
+            .filter(|r| r.identity == team_a && r.resource == "configmaps" && r.name == name)
+            .flat_map(attributes)
+            .map(|a| {
+                let allowed = !allowing(&granted, &a).is_empty();
+                (a, allowed)
+            })
+            .collect()
+    };
+
+    // Its own: devcluster lets every request through, the rules decide.
+    let out = push_as(&kubeconfig, "etl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let own = verdicts("policy-etl");
+    assert!(own.iter().any(|(a, _)| a.verb == "patch"), "{own:?}");
+    assert!(own.iter().all(|(_, allowed)| *allowed), "{own:?}");
+
+    // Team B's: the apply that would replace it is denied.
+    push_as(&kubeconfig, "reports");
+    let other = verdicts("policy-reports");
+    assert!(other.iter().any(|(a, _)| a.verb == "patch"), "{other:?}");
+    assert!(other.iter().all(|(_, allowed)| !*allowed), "{other:?}");
+
+    // A policy nobody created for it: the apply would create, which is denied.
+    push_as(&kubeconfig, "brand-new");
+    let new = verdicts("policy-brand-new");
+    assert!(
+        new.iter()
+            .any(|(a, allowed)| a.verb == "create" && !*allowed),
+        "{new:?}"
+    );
+
+    // And team B may replace its own.
+    let team_b = grants(&objects, "system:serviceaccount:team-b:publisher");
+    let mut patch = other
+        .iter()
+        .find(|(a, _)| a.verb == "patch")
+        .map(|(a, _)| a.clone())
+        .expect("a patch");
+    patch.user = "system:serviceaccount:team-b:publisher".into();
+    assert!(!allowing(&team_b, &patch).is_empty());
+}

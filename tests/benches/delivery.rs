@@ -77,7 +77,7 @@ async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
     let digest = Digest::of(component).to_hex();
     let map = configmap::build(
         "fanout",
-        &env.namespace,
+        &env.policy_namespace,
         component,
         &Settings::default(),
         Compression::Auto,

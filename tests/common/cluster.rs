@@ -98,6 +98,9 @@ pub struct Env {
     pub client: Client,
     /// The test's namespace.
     pub namespace: String,
+    /// The namespace of the test operator's policy ConfigMaps (watched for
+    /// DataJobs too, which the operator refuses there).
+    pub policy_namespace: String,
     config: kube::Config,
     operator: Option<RunningOperator>,
 }
@@ -125,8 +128,10 @@ pub struct OperatorSetup {
     /// The operator's API write limit (writes/s, bursts of twice that), if
     /// not the default.
     pub api_qps: Option<std::num::NonZeroU32>,
-    /// Also serve the policy ConfigMaps of the test namespace (hot swap).
+    /// Also serve the policy ConfigMaps of the test's policy namespace (hot swap).
     pub policy_configmaps: bool,
+    /// `--strict-policy-tenancy`.
+    pub strict_policy_tenancy: bool,
     /// How children are cached.
     pub cache: policyhost::cache::Mode,
 }
@@ -144,11 +149,12 @@ impl OperatorSetup {
             streaming_lists: StreamingLists::Auto,
             api_qps: None,
             policy_configmaps: false,
+            strict_policy_tenancy: false,
             cache: policyhost::cache::Mode::Indexed,
         }
     }
 
-    /// An operator serving only the policy ConfigMaps of the test namespace.
+    /// An operator serving only the policy ConfigMaps of the test's policy namespace.
     pub fn configmaps() -> Self {
         Self {
             policy_configmaps: true,
@@ -192,24 +198,28 @@ impl Env {
         let client = Client::try_from(config.clone()).expect("client");
         install_crd(&client).await;
         let namespace = format!("e2e-{}-{}", std::process::id(), unique());
+        let policy_namespace = format!("{namespace}-policies");
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: ObjectMeta {
-                        name: Some(namespace.clone()),
-                        ..ObjectMeta::default()
+        for name in [&namespace, &policy_namespace] {
+            namespaces
+                .create(
+                    &PostParams::default(),
+                    &Namespace {
+                        metadata: ObjectMeta {
+                            name: Some(name.clone()),
+                            ..ObjectMeta::default()
+                        },
+                        ..Namespace::default()
                     },
-                    ..Namespace::default()
-                },
-            )
-            .await
-            .expect("create the test namespace");
+                )
+                .await
+                .expect("create the test namespaces");
+        }
         Self {
             cluster,
             client,
             namespace,
+            policy_namespace,
             config,
             operator: None,
         }
@@ -223,13 +233,22 @@ impl Env {
             api_burst: setup.api_qps.map_or(defaults.api_burst, |qps| {
                 qps.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1))
             }),
-            namespaces: vec![self.namespace.clone()],
+            // A cluster-wide operator sees DataJobs in its policy namespace
+            // too: watch it, so that the refusal there is tested.
+            namespaces: if setup.policy_configmaps {
+                vec![self.namespace.clone(), self.policy_namespace.clone()]
+            } else {
+                vec![self.namespace.clone()]
+            },
             instance: self.instance(),
             workers: setup.workers,
             policy_dir: Some(policy_dir(&setup.policies)),
             backoff: setup.backoff,
             streaming_lists: setup.streaming_lists,
-            policy_namespace: setup.policy_configmaps.then(|| self.namespace.clone()),
+            policy_namespace: setup
+                .policy_configmaps
+                .then(|| self.policy_namespace.clone()),
+            strict_policy_tenancy: setup.strict_policy_tenancy,
             cache: setup.cache,
             runtime: RuntimeConfig {
                 threads: 2,

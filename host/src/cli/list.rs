@@ -58,6 +58,8 @@ struct Row {
     error: Option<String>,
     /// Limits the host lowered to its maxima.
     clamped: Option<String>,
+    /// Whose DataJobs may use it (`data.allowedNamespaces`), as written.
+    allowed_namespaces: Option<String>,
 }
 
 /// Largest component `list` inflates to digest it.
@@ -117,6 +119,7 @@ fn row(map: &ConfigMap) -> Row {
         loaded_at: annotations.loaded_at,
         error: annotations.error,
         clamped: annotations.clamped,
+        allowed_namespaces: data.get(configmap::keys::ALLOWED_NAMESPACES).cloned(),
     }
 }
 

@@ -56,6 +56,12 @@ pub(crate) struct OperatorArgs {
     /// Largest policy component a ConfigMap may carry, after decompression.
     #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
     max_policy_bytes: u64,
+    /// For a host shared by teams: every policy ConfigMap must list the
+    /// namespaces whose DataJobs may use it (`data.allowedNamespaces`), and only the
+    /// ConfigMap `policy-<name>` may provide the policy `<name>`. Without it,
+    /// a ConfigMap without `allowedNamespaces` serves every namespace.
+    #[arg(long)]
+    strict_policy_tenancy: bool,
     /// A kind of child policies may create, as `APIVERSION/KIND` (repeatable);
     /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret, batch/v1/Job.
     #[arg(long = "child-kind", value_name = "APIVERSION/KIND", value_parser = parse_kind)]
@@ -141,6 +147,7 @@ impl OperatorArgs {
             policy_dir: self.policy_dir.clone(),
             policy_namespace: self.policy_namespace.clone(),
             max_policy_bytes: self.max_policy_bytes,
+            strict_policy_tenancy: self.strict_policy_tenancy,
             child_kinds: if self.child_kinds.is_empty() {
                 defaults.child_kinds.clone()
             } else {
@@ -212,7 +219,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                     .filter(|ns| !ns.is_empty())
             })
             .unwrap_or_else(|| config.default_namespace.clone());
-        info!(%namespace, "watching policy ConfigMaps");
+        info!(%namespace, "watching policy ConfigMaps (DataJobs in this namespace are refused)");
         options.policy_namespace = Some(namespace);
         let operator = Operator::new(config, options).await?;
         if let Some(addr) = operator.listen_addr() {

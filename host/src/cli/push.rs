@@ -46,6 +46,11 @@ pub(crate) struct PushArgs {
     /// every kind the host manages.
     #[arg(long, value_name = "KINDS")]
     allowed_kinds: Option<String>,
+    /// Namespaces whose DataJobs may use the policy, e.g. `team-a,team-a-ci`,
+    /// or `*` for all; default: unset, which a host run with
+    /// `--strict-policy-tenancy` refuses and any other reads as `*`.
+    #[arg(long, value_name = "NAMESPACES")]
+    allowed_namespaces: Option<String>,
     /// A line for people, kept in the ConfigMap.
     #[arg(long)]
     description: Option<String>,
@@ -92,6 +97,7 @@ impl PushArgs {
             (keys::MAX_CHILDREN, self.max_children.clone()),
             (keys::MAX_OUTPUT_BYTES, self.max_output_bytes.clone()),
             (keys::ALLOWED_KINDS, self.allowed_kinds.clone()),
+            (keys::ALLOWED_NAMESPACES, self.allowed_namespaces.clone()),
             (keys::DESCRIPTION, self.description.clone()),
         ]
         .into_iter()

@@ -110,7 +110,9 @@ pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -
     let finalizers = &shared.finalizers;
     let observed = Observed::of(job, finalizers.budget);
     let recall = finalizers.recall(key, &observed.uid);
-    let policy = shared.registry.get(&job.spec.policy);
+    // A DataJob that may not call its policy is never cleaned up by it
+    // either: the finalizer stays, as for a missing policy.
+    let policy = super::access::policy(shared, job);
     let availability = match &policy {
         Ok(_) => Availability::Available,
         Err(why) => Availability::Unavailable(why.to_string()),

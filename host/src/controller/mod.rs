@@ -26,6 +26,7 @@
 //! - A follower reconciles nothing; its writes are fenced in the client
 //!   ([`crate::leader::FenceLayer`]).
 
+mod access;
 pub mod finalizer;
 pub mod reconcile;
 
@@ -73,6 +74,9 @@ pub struct Config {
     /// How children are cached: indexed (the design) or naive (a baseline
     /// to measure against).
     pub cache: cache::Mode,
+    /// The namespace policy ConfigMaps are loaded from: its DataJobs are
+    /// refused (`PolicyNamespace`), since their children could be policies.
+    pub policy_namespace: Option<String>,
 }
 
 /// What the workers share.
@@ -105,6 +109,8 @@ pub struct Shared {
     pub status_writes: status::Writes,
     /// The floors and caps on what one result may ask for.
     pub asks: Asks,
+    /// The namespace of the policy ConfigMaps, whose DataJobs are refused.
+    pub policy_namespace: Option<String>,
 }
 
 /// The DataJob controller.
@@ -157,6 +163,7 @@ impl Controller {
             leadership: config.leadership.clone(),
             status_writes: status::Writes::default(),
             asks: config.asks,
+            policy_namespace: config.policy_namespace.clone(),
         });
         Self { shared, config }
     }

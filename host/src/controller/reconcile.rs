@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use tracing::{debug, warn};
 
-use super::Shared;
+use super::{Shared, access};
 use crate::apply::children::{self, Summary};
 use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
 use crate::cache::{Cached as _, ChildRecord, ObjectKey};
@@ -35,8 +35,9 @@ pub enum Next {
 /// Why a reconcile did not go through, as a condition reason.
 #[derive(Debug)]
 enum Failure {
-    /// The policy named in the spec has no version in service.
-    PolicyUnavailable(String),
+    /// The policy named in the spec has no version in service, or the
+    /// DataJob may not call it (its namespace).
+    Denied(access::Denied),
     /// The guest faulted, or reported its own error.
     Guest(runtime::Error),
     /// The API server refused a write.
@@ -46,7 +47,7 @@ enum Failure {
 impl Failure {
     fn reason(&self) -> &'static str {
         match self {
-            Self::PolicyUnavailable(_) => "PolicyUnavailable",
+            Self::Denied(denied) => denied.reason(),
             Self::Guest(error) => error.reason(),
             Self::Apply(error) => error.reason(),
         }
@@ -54,17 +55,18 @@ impl Failure {
 
     fn message(&self) -> String {
         match self {
-            Self::PolicyUnavailable(why) => why.clone(),
+            Self::Denied(denied) => denied.to_string(),
             Self::Guest(error) => display_chain(error),
             Self::Apply(error) => display_chain(error),
         }
     }
 
     /// Invalid params only change with the spec, which re-queues the DataJob
-    /// anyway; a missing policy re-queues it when the policy arrives.
+    /// anyway; a missing or refusing policy re-queues it when the policy
+    /// changes.
     fn next(&self) -> Next {
         match self {
-            Self::PolicyUnavailable(_) => Next::AwaitChange,
+            Self::Denied(_) => Next::AwaitChange,
             Self::Guest(runtime::Error::PolicyError(runtime::PolicyError::InvalidParams(_))) => {
                 Next::AwaitChange
             }
@@ -81,6 +83,23 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         shared.status_writes.forget(key);
         return Next::AwaitChange;
     };
+    // A DataJob refused for its namespace gets nothing, not even the
+    // finalizer: no call, no cleanup to wait for when it is deleted.
+    if job.metadata.deletion_timestamp.is_none()
+        && let Err(denied) = access::policy(shared, &job)
+        && denied.refuses_the_job()
+    {
+        let started = Instant::now();
+        let children = job
+            .uid()
+            .map(|uid| shared.children.of(&uid))
+            .unwrap_or_default();
+        let done = fail(shared, &job, None, &Failure::Denied(denied), &children).await;
+        shared
+            .metrics
+            .reconciled(&job.spec.policy, done.result, started.elapsed());
+        return done.next;
+    }
     // The finalizer first: added before any side effect; a deleted DataJob
     // is cleaned up, never reconciled.
     if let Some(next) = super::finalizer::step(shared, key, &job).await {
@@ -137,10 +156,7 @@ async fn run_policy(
     children: &[Arc<ChildRecord>],
     attempt: u32,
 ) -> PolicyOutcome {
-    let policy = shared
-        .registry
-        .get(&job.spec.policy)
-        .map_err(|why| (None, Failure::PolicyUnavailable(why.to_string())))?;
+    let policy = access::policy(shared, job).map_err(|denied| (None, Failure::Denied(denied)))?;
     let acting = PolicyRef {
         name: policy.name().to_owned(),
         digest: policy.digest().to_string(),

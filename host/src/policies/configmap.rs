@@ -20,6 +20,7 @@
 //!   maxChildren: "1000"                     # desired children per result
 //!   maxOutputBytes: 4Mi                     # bytes of strings per result
 //!   allowedKinds: v1/Pod,batch/v1/Job       # kinds the policy may create
+//!   allowedNamespaces: team-a,team-a-ci     # whose DataJobs may use it (`*`, the default: all)
 //!   description: one line for people        # free text, ignored by the host
 //! ```
 //!
@@ -41,6 +42,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 use sha2::{Digest as _, Sha256};
 
+use super::access::Access;
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
 
 /// The label that marks a policy ConfigMap; its value is the policy's name.
@@ -83,6 +85,9 @@ pub mod keys {
     pub const MAX_OUTPUT_BYTES: &str = "maxOutputBytes";
     /// Kinds the policy may create: `APIVERSION/KIND`, comma or newline separated.
     pub const ALLOWED_KINDS: &str = "allowedKinds";
+    /// Namespaces whose DataJobs may use the policy: names, or `*` for all
+    /// (see [`super::super::access`]).
+    pub const ALLOWED_NAMESPACES: &str = "allowedNamespaces";
     /// Free text for people.
     pub const DESCRIPTION: &str = "description";
 
@@ -95,6 +100,7 @@ pub mod keys {
         MAX_CHILDREN,
         MAX_OUTPUT_BYTES,
         ALLOWED_KINDS,
+        ALLOWED_NAMESPACES,
         DESCRIPTION,
     ];
 }
@@ -185,6 +191,24 @@ pub enum Error {
     /// Compressing failed (an I/O error of the in-memory encoder).
     #[error("cannot compress the component")]
     Compress(#[source] std::io::Error),
+    /// The host is strict about tenancy (`--strict-policy-tenancy`) and the
+    /// ConfigMap does not say whose DataJobs may use the policy.
+    #[error(
+        "`data.{}` is required on this host: list the namespaces whose DataJobs may use the policy, or `*`",
+        keys::ALLOWED_NAMESPACES
+    )]
+    NamespacesRequired,
+    /// The host is strict about tenancy and the ConfigMap's name is not
+    /// `policy-<policy>`: RBAC on ConfigMap names must be RBAC on policy names.
+    #[error(
+        "ConfigMap {configmap} names policy `{policy}`; on this host only the ConfigMap `policy-{policy}` may provide it"
+    )]
+    NameMismatch {
+        /// The ConfigMap's name.
+        configmap: String,
+        /// The policy its label names.
+        policy: String,
+    },
 }
 
 impl Error {
@@ -195,9 +219,11 @@ impl Error {
             Self::NoModule | Self::TwoModules => "NoModule",
             Self::Gzip(_) => "Corrupt",
             Self::TooLarge { .. } | Self::DoesNotFit { .. } => "TooLarge",
-            Self::Invalid { .. } | Self::UnknownKey { .. } | Self::KindNotManaged { .. } => {
-                "InvalidConfig"
-            }
+            Self::Invalid { .. }
+            | Self::UnknownKey { .. }
+            | Self::KindNotManaged { .. }
+            | Self::NamespacesRequired => "InvalidConfig",
+            Self::NameMismatch { .. } => "NameMismatch",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::InvalidName(_) => "InvalidName",
             Self::Compress(_) => "CompressFailed",
@@ -214,6 +240,9 @@ pub struct Settings {
     pub allowed_kinds: Option<Vec<AllowedKind>>,
     /// The digest the component must have.
     pub sha256: Option<Digest>,
+    /// Whose DataJobs may use it (unset: every namespace's, unless the host
+    /// requires the key).
+    pub namespaces: Option<Access>,
     /// Free text.
     pub description: Option<String>,
 }
@@ -270,6 +299,10 @@ impl Settings {
                     settings.allowed_kinds =
                         Some(parse_kinds(text).ok_or_else(|| invalid(KINDS_EXPECTED))?);
                 }
+                keys::ALLOWED_NAMESPACES => {
+                    settings.namespaces =
+                        Some(Access::parse(text).ok_or_else(|| invalid(NAMESPACES_EXPECTED))?);
+                }
                 keys::DESCRIPTION => settings.description = Some(value.clone()),
                 _ => return Err(Error::UnknownKey { key: key.clone() }),
             }
@@ -322,6 +355,9 @@ impl Settings {
                 keys::ALLOWED_KINDS,
                 kinds.iter().map(kind_text).collect::<Vec<_>>().join(","),
             );
+        }
+        if let Some(access) = &self.namespaces {
+            put(keys::ALLOWED_NAMESPACES, access.to_string());
         }
         if let Some(description) = &self.description {
             put(keys::DESCRIPTION, description.clone());
@@ -501,6 +537,7 @@ const TIMEOUT_EXPECTED: &str = "a positive duration such as 500ms, 2s or 1m";
 const CHILDREN_EXPECTED: &str = "an integer from 0 to 4294967295";
 const OUTPUT_EXPECTED: &str = "a positive byte quantity, such as 4Mi";
 const KINDS_EXPECTED: &str = "a list of APIVERSION/KIND such as v1/Pod,batch/v1/Job";
+const NAMESPACES_EXPECTED: &str = "`*`, or a list of namespace names such as team-a,team-a-ci";
 
 fn parse_digest(text: &str) -> Option<Digest> {
     let hex = text.strip_prefix("sha256:").unwrap_or(text);
@@ -710,10 +747,56 @@ mod tests {
         );
         assert_eq!(
             error_of(&[("memroy", "64Mi")]),
-            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, description"
+            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, allowedNamespaces, description"
         );
         let error = Settings::parse(&data(&[("fuel", "x")])).unwrap_err();
         assert_eq!(error.reason(), "InvalidConfig");
+    }
+
+    #[test]
+    fn namespaces_name_whose_datajobs_may_use_the_policy_and_a_bad_list_names_the_key() {
+        let settings = Settings::parse(&data(&[("allowedNamespaces", "team-a, team-b")])).unwrap();
+        let access = settings.namespaces.expect("a list");
+        assert!(access.allows("team-a") && access.allows("team-b") && !access.allows("team-c"));
+        assert_eq!(
+            Settings::parse(&data(&[("allowedNamespaces", "*")]))
+                .unwrap()
+                .namespaces,
+            Some(Access::Everyone)
+        );
+        assert_eq!(
+            Settings::default().namespaces,
+            None,
+            "no key: the host decides"
+        );
+        for bad in ["", "Team-A", "team-a,*"] {
+            let error = Settings::parse(&data(&[("allowedNamespaces", bad)])).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "`data.allowedNamespaces` is `{bad}`; expected `*`, or a list of namespace names such as team-a,team-a-ci"
+                )
+            );
+            assert_eq!(error.reason(), "InvalidConfig");
+        }
+    }
+
+    #[test]
+    fn tenancy_errors_name_the_key_or_the_configmap_the_policy_must_come_from() {
+        assert_eq!(
+            Error::NamespacesRequired.to_string(),
+            "`data.allowedNamespaces` is required on this host: list the namespaces whose DataJobs may use the policy, or `*`"
+        );
+        assert_eq!(Error::NamespacesRequired.reason(), "InvalidConfig");
+        let mismatch = Error::NameMismatch {
+            configmap: "policy-etl".into(),
+            policy: "reports".into(),
+        };
+        assert_eq!(
+            mismatch.to_string(),
+            "ConfigMap policy-etl names policy `reports`; on this host only the ConfigMap `policy-reports` may provide it"
+        );
+        assert_eq!(mismatch.reason(), "NameMismatch");
     }
 
     #[test]
@@ -745,11 +828,13 @@ mod tests {
             },
             allowed_kinds: Some(vec![AllowedKind::new("batch/v1", "Job")]),
             sha256: Some(Digest::of(b"x")),
+            namespaces: Some(Access::parse("team-b,team-a").expect("a list")),
             description: Some("d".into()),
         };
         let data = settings.to_data();
         assert_eq!(data["memory"], "96Mi");
         assert_eq!(data["timeout"], "1500ms");
+        assert_eq!(data["allowedNamespaces"], "team-a,team-b");
         assert_eq!(Settings::parse(&data).unwrap(), settings);
     }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 
+use super::access::Access;
 use super::configmap::{self, Module, Settings};
 use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Runtime};
 
@@ -58,6 +59,10 @@ pub struct Config {
     /// The kinds of children the host manages: the default allow-list, and
     /// the kinds an allow-list may name.
     pub child_kinds: Vec<AllowedKind>,
+    /// A host shared by teams (`--strict-policy-tenancy`): a ConfigMap must
+    /// say whose DataJobs may use its policy (`data.allowedNamespaces`), and only
+    /// `policy-<name>` may provide the policy `<name>`.
+    pub strict_tenancy: bool,
 }
 
 impl Default for Config {
@@ -65,6 +70,7 @@ impl Default for Config {
         Self {
             max_module_bytes: 16 << 20,
             child_kinds: AllowedKind::defaults(),
+            strict_tenancy: false,
         }
     }
 }
@@ -74,6 +80,8 @@ impl Default for Config {
 pub struct Loaded {
     /// The compiled, validated, pre-linked policy.
     pub policy: Arc<Policy>,
+    /// Whose DataJobs may call it.
+    pub access: Access,
     /// Whether it came gzip'd.
     pub compressed: bool,
     /// Time from the start of the load to a version ready to serve.
@@ -107,6 +115,10 @@ pub fn load_blocking(
     let started = Instant::now();
     let settings = Settings::parse(data)?;
     settings.check_kinds(&config.child_kinds)?;
+    if config.strict_tenancy && settings.namespaces.is_none() {
+        return Err(configmap::Error::NamespacesRequired.into());
+    }
+    let access = settings.namespaces.clone().unwrap_or_default();
     let module = Module::find(binary_data)?;
     let compressed = matches!(module, Module::Gzip(_));
     let bytes = module.decode(config.max_module_bytes)?;
@@ -124,6 +136,7 @@ pub fn load_blocking(
     let policy = check(runtime, spec, &bytes)?;
     Ok(Loaded {
         policy,
+        access,
         compressed,
         took: started.elapsed(),
     })

@@ -2,9 +2,11 @@
 //! ConfigMaps in the operator's namespace (hot-swapped, see [`source`]) and,
 //! for development, a local directory ([`dir`]).
 
+pub mod access;
 pub mod configmap;
 pub mod dir;
 pub mod load;
+pub mod provenance;
 pub mod publish;
 mod registry;
 pub mod report;

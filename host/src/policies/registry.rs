@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use tokio::sync::broadcast;
 
+use super::access::Access;
 use crate::runtime::Policy;
 
 /// Why a policy name has no version to call.
@@ -17,6 +18,14 @@ pub enum Unavailable {
     Rejected(Rejection),
     /// It was taken out of service (its ConfigMap was deleted) at this time.
     Removed(SystemTime),
+    /// A version serves, but not DataJobs of this namespace (its
+    /// ConfigMap's `data.allowedNamespaces`).
+    NotAllowed {
+        /// The DataJob's namespace.
+        namespace: String,
+        /// Whose DataJobs may use it.
+        allowed: Access,
+    },
 }
 
 impl std::fmt::Display for Unavailable {
@@ -31,6 +40,10 @@ impl std::fmt::Display for Unavailable {
             Self::Removed(_) => {
                 f.write_str("the policy was taken out of service: its source was removed")
             }
+            Self::NotAllowed { namespace, allowed } => write!(
+                f,
+                "the policy does not allow DataJobs of namespace {namespace} (its ConfigMap's `data.allowedNamespaces` is `{allowed}`)"
+            ),
         }
     }
 }
@@ -51,6 +64,8 @@ pub struct Rejection {
 pub struct Entry {
     /// The version in service, if any.
     pub serving: Option<Arc<Policy>>,
+    /// Whose DataJobs may call the version in service.
+    pub access: Access,
     /// When the version in service was installed.
     pub loaded_at: Option<SystemTime>,
     /// The last rejected version, if it came after the one in service.
@@ -96,25 +111,62 @@ impl Registry {
                 serving: Some(policy),
                 ..
             }) => Ok(Arc::clone(policy)),
-            Some(Entry {
-                rejected: Some(rejection),
-                ..
-            }) => Err(Unavailable::Rejected(rejection.clone())),
-            Some(Entry {
-                removed_at: Some(at),
-                ..
-            }) => Err(Unavailable::Removed(*at)),
-            _ => Err(Unavailable::Unknown),
+            entry => Err(Self::unavailable(entry)),
         }
     }
 
-    /// Puts `policy` in service under its name, replacing any previous version.
-    /// Returns the version it replaced.
+    /// The version of `name` in service, if DataJobs of `namespace` may
+    /// call it. The version and its access are read under one lock, so a
+    /// swap that changes both is never seen half done.
+    pub fn get_for(&self, name: &str, namespace: &str) -> Result<Arc<Policy>, Unavailable> {
+        match self.read().get(name) {
+            Some(Entry {
+                serving: Some(policy),
+                access,
+                ..
+            }) => {
+                if access.allows(namespace) {
+                    Ok(Arc::clone(policy))
+                } else {
+                    Err(Unavailable::NotAllowed {
+                        namespace: namespace.to_owned(),
+                        allowed: access.clone(),
+                    })
+                }
+            }
+            entry => Err(Self::unavailable(entry)),
+        }
+    }
+
+    /// Why an entry with no version in service has none.
+    fn unavailable(entry: Option<&Entry>) -> Unavailable {
+        match entry {
+            Some(Entry {
+                rejected: Some(rejection),
+                ..
+            }) => Unavailable::Rejected(rejection.clone()),
+            Some(Entry {
+                removed_at: Some(at),
+                ..
+            }) => Unavailable::Removed(*at),
+            _ => Unavailable::Unknown,
+        }
+    }
+
+    /// Puts `policy` in service under its name for DataJobs of every
+    /// namespace, replacing any previous version. Returns the version it replaced.
     pub fn install(&self, policy: Arc<Policy>) -> Option<Arc<Policy>> {
+        self.install_for(policy, Access::Everyone)
+    }
+
+    /// Puts `policy` in service for the DataJobs `access` allows, replacing
+    /// any previous version (and its access). Returns the version it replaced.
+    pub fn install_for(&self, policy: Arc<Policy>, access: Access) -> Option<Arc<Policy>> {
         let name = policy.name().to_owned();
         let previous = {
             let mut entries = self.write();
             let entry = entries.entry(name.clone()).or_default();
+            entry.access = access;
             entry.rejected = None;
             entry.removed_at = None;
             entry.loaded_at = Some(SystemTime::now());
@@ -213,6 +265,18 @@ mod tests {
     }
 
     #[test]
+    fn a_namespace_the_policy_does_not_allow_is_named_with_the_list() {
+        let why = Unavailable::NotAllowed {
+            namespace: "team-b".into(),
+            allowed: Access::parse("team-a,shared").expect("a list"),
+        };
+        assert_eq!(
+            why.to_string(),
+            "the policy does not allow DataJobs of namespace team-b (its ConfigMap's `data.allowedNamespaces` is `shared,team-a`)"
+        );
+    }
+
+    #[test]
     fn a_removed_policy_says_so_until_another_version_comes() {
         let registry = Registry::new();
         assert_eq!(registry.get("p").unwrap_err(), Unavailable::Unknown);
@@ -230,5 +294,12 @@ mod tests {
             registry.get("p").unwrap_err(),
             Unavailable::Rejected(_)
         ));
+        assert!(
+            matches!(
+                registry.get_for("p", "team-a").unwrap_err(),
+                Unavailable::Rejected(_)
+            ),
+            "no version in service: why, whatever the namespace"
+        );
     }
 }

@@ -25,6 +25,9 @@
 //!   of that version, reported on its ConfigMap.
 //! - Two ConfigMaps naming the same policy: the first one serves, the other
 //!   is rejected (`Conflict`) until the first is deleted, then takes over.
+//! - A ConfigMap that looks like a DataJob's child (an ownerReference, the
+//!   host's child labels: [`super::provenance`]) is never loaded and claims
+//!   nothing; the version in service keeps serving.
 //! - [`ConfigMapSource::ready`] completes once the first list is loaded, so
 //!   the controller can start without reporting every DataJob's policy as
 //!   unavailable during a restart.
@@ -48,6 +51,7 @@ use tracing::{debug, info, warn};
 
 use super::configmap::{self, POLICY_LABEL};
 use super::load;
+use super::provenance::Foreign;
 use super::registry::Registry;
 use super::report::{self, Annotations};
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store};
@@ -89,6 +93,8 @@ pub struct Record {
     pub policy: String,
     /// [`configmap::fingerprint`] of its `data` and `binaryData`.
     pub fingerprint: String,
+    /// Why it may not be a policy at all (a DataJob's child), if so.
+    pub foreign: Option<Foreign>,
 }
 
 impl Cached for Record {
@@ -295,6 +301,7 @@ fn record(map: &ConfigMap, fingerprint: String) -> Record {
             .cloned()
             .unwrap_or_default(),
         fingerprint,
+        foreign: Foreign::of(meta),
     }
 }
 
@@ -354,6 +361,7 @@ impl Inner {
                     old.fingerprint == new.fingerprint
                         && old.policy == new.policy
                         && old.uid == new.uid
+                        && old.foreign == new.foreign
                 });
                 if same {
                     return;
@@ -376,6 +384,10 @@ impl Inner {
 
     /// Loads one version and swaps it in, or records its rejection.
     async fn present(&self, record: &Record, content: Content) {
+        if let Some(foreign) = &record.foreign {
+            self.ignored(record, foreign).await;
+            return;
+        }
         let policy = record.policy.as_str();
         let previous = self
             .state()
@@ -391,6 +403,19 @@ impl Inner {
             let rejection = Rejection {
                 reason: "InvalidName",
                 message: format!("the `{POLICY_LABEL}` label is empty: it names the policy"),
+            };
+            self.rejected(record, rejection, false).await;
+            return;
+        }
+        if self.config.load.strict_tenancy && record.key.name() != configmap::configmap_name(policy)
+        {
+            let error = configmap::Error::NameMismatch {
+                configmap: record.key.name().to_owned(),
+                policy: policy.to_owned(),
+            };
+            let rejection = Rejection {
+                reason: error.reason(),
+                message: error.to_string(),
             };
             self.rejected(record, rejection, false).await;
             return;
@@ -429,7 +454,9 @@ impl Inner {
     async fn serve(&self, record: &Record, loaded: load::Loaded) {
         let policy = Arc::clone(&loaded.policy);
         let digest = policy.digest().to_hex();
-        let replaced = self.registry.install(Arc::clone(&policy));
+        let replaced = self
+            .registry
+            .install_for(Arc::clone(&policy), loaded.access.clone());
         let replaced_digest = replaced.map(|p| p.digest().to_hex());
         self.metrics
             .policy_swapped(&record.policy, replaced_digest.as_deref(), Some(&digest));
@@ -503,6 +530,35 @@ impl Inner {
             .await;
     }
 
+    /// Leaves a ConfigMap that may not be a policy alone: no load, no claim
+    /// on the policy (the version in service keeps serving), no annotation
+    /// (it is not the host's to write); a warning, the load-error metric and
+    /// an Event say why.
+    async fn ignored(&self, record: &Record, foreign: &Foreign) {
+        let reason = foreign.reason();
+        self.metrics.policy_rejected(&record.policy, reason);
+        warn!(
+            policy = %record.policy,
+            configmap = %record.key,
+            reason,
+            why = %foreign,
+            "ConfigMap ignored: not a policy source"
+        );
+        if !self.config.leadership.permits_writes() {
+            return;
+        }
+        let note = format!("not loaded as policy `{}`: {foreign}", record.policy);
+        report::event(
+            &self.client,
+            &self.config.instance,
+            reference(record),
+            true,
+            "PolicyIgnored",
+            &note,
+        )
+        .await;
+    }
+
     /// Writes the annotations and the Event on the ConfigMap.
     async fn report(
         &self,
@@ -533,18 +589,10 @@ impl Inner {
             debug!(configmap = %record.key, reason, "not leading: the leader reports the load");
             return;
         }
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ConfigMap".into()),
-            name: Some(record.key.name().to_owned()),
-            namespace: record.key.namespace().map(str::to_owned),
-            uid: Some(record.uid.clone()),
-            ..ObjectReference::default()
-        };
         report::event(
             &self.client,
             &self.config.instance,
-            reference,
+            reference(record),
             warning,
             reason,
             note,
@@ -649,6 +697,18 @@ impl Inner {
         {
             self.ready.send_replace(true);
         }
+    }
+}
+
+/// The Event reference to a policy ConfigMap.
+fn reference(record: &Record) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some(record.key.name().to_owned()),
+        namespace: record.key.namespace().map(str::to_owned),
+        uid: Some(record.uid.clone()),
+        ..ObjectReference::default()
     }
 }
 
