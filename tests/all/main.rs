@@ -8,6 +8,7 @@ mod common;
 
 mod binary;
 mod cli;
+mod compilation;
 mod delivery;
 mod deploy;
 mod finalizer;

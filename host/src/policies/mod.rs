@@ -6,6 +6,7 @@ pub mod configmap;
 pub mod dir;
 pub mod load;
 pub mod publish;
+pub mod refusal;
 mod registry;
 pub mod report;
 pub mod source;
