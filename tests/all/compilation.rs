@@ -141,8 +141,13 @@ fn a_tiny_gzipped_component_that_asks_for_a_huge_compile_is_refused_before_compi
 fn every_example_policy_is_far_below_every_static_limit() {
     let limits = Footprint::LIMITS.figures();
     for name in common::policy_crates() {
-        let footprint = Footprint::of(&guest_bytes(&name)).expect("it parses");
-        eprintln!("{name}: {footprint:?}");
+        let bytes = guest_bytes(&name);
+        let started = Instant::now();
+        let footprint = Footprint::of(&bytes).expect("it parses");
+        let took = started.elapsed();
+        eprintln!("{name}: {footprint:?} in {took:?}");
+        // What the check adds to a first compile (about 150 ms for fanout).
+        assert!(took < Duration::from_millis(20), "{name}: {took:?}");
         for ((measure, figure), (_, limit)) in footprint.figures().into_iter().zip(limits) {
             // Nesting is a small count in any component: a quarter of it.
             let margin = if measure == Measure::Nesting { 4 } else { 10 };

@@ -208,7 +208,15 @@ impl Compiler {
                     limit,
                     remembered: false,
                 };
-                self.lock().insert(digest, refusal.clone());
+                let mut refused = self.lock();
+                if refused.len() >= MAX_REMEMBERED {
+                    // Bounded: a team pushing endless bombs must not grow
+                    // the host. A forgotten refusal costs one capped compile.
+                    let forget = refused.keys().next().copied();
+                    forget.map(|digest| refused.remove(&digest));
+                }
+                refused.insert(digest, refusal.clone());
+                drop(refused);
                 Error::CompileLimitExceeded(refusal)
             }
         })
@@ -218,6 +226,9 @@ impl Compiler {
         self.refused.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+/// Refusals a runtime keeps in memory.
+const MAX_REMEMBERED: usize = 1024;
 
 /// Why a compile produced no component.
 pub(crate) enum Stopped {
@@ -239,3 +250,97 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// scale"), and one compile runs at a time, so the operator and a compile
 /// at its cap fit in the Pod.
 pub const DEFAULT_MEMORY_BYTES: u64 = 384 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::engine::EngineConfig;
+
+    fn engine() -> Engine {
+        Engine::new(&EngineConfig {
+            max_instances: 2,
+            ..EngineConfig::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_remembered_refusal_is_recalled_only_for_its_digest_and_limits() {
+        let engine = engine();
+        let compiler = Compiler::new(CompileConfig::default(), &engine);
+        let digest = Digest::of(b"component");
+        let recorded = Refusal {
+            digest: digest.to_hex(),
+            limits: compiler.key.clone(),
+            limit: CompileLimit::Time { limit_ms: 10 },
+            remembered: false,
+        };
+        let recalled = compiler.recall(digest, Some(&recorded)).unwrap();
+        assert!(recalled.remembered);
+        assert_eq!(recalled.limit, recorded.limit);
+        assert_eq!(compiler.recall(Digest::of(b"other"), Some(&recorded)), None);
+        let other_limits = Refusal {
+            limits: "0000000000000000".into(),
+            ..recorded.clone()
+        };
+        assert_eq!(compiler.recall(digest, Some(&other_limits)), None);
+        // Nothing was learnt from the record: without it, nothing is recalled.
+        assert_eq!(compiler.recall(digest, None), None);
+    }
+
+    #[test]
+    fn other_limits_or_caps_make_another_key() {
+        let engine = engine();
+        let default = Compiler::new(CompileConfig::default(), &engine).key;
+        let lower = Compiler::new(
+            CompileConfig {
+                limits: Footprint {
+                    locals: 10,
+                    ..Footprint::LIMITS
+                },
+                process: None,
+            },
+            &engine,
+        )
+        .key;
+        let capped = Compiler::new(
+            CompileConfig {
+                process: Some(CompileProcess::policyhost(1 << 30, DEFAULT_TIMEOUT)),
+                ..CompileConfig::default()
+            },
+            &engine,
+        )
+        .key;
+        assert_ne!(default, lower);
+        assert_ne!(default, capped);
+        assert_eq!(default, Compiler::new(CompileConfig::default(), &engine).key);
+    }
+
+    #[test]
+    fn a_component_over_a_static_limit_is_refused_and_remembered() {
+        let engine = engine();
+        let compiler = Compiler::new(
+            CompileConfig {
+                limits: Footprint {
+                    functions: 1,
+                    ..Footprint::LIMITS
+                },
+                process: None,
+            },
+            &engine,
+        );
+        let bytes = wat::parse_str("(component (core module (func) (func)))").unwrap();
+        let digest = Digest::of(&bytes);
+        let Err(Error::CompileLimitExceeded(refusal)) = compiler.compile(&engine, digest, &bytes)
+        else {
+            panic!("refused")
+        };
+        assert!(!refusal.remembered);
+        assert_eq!(refusal.digest, digest.to_hex());
+        assert_eq!(
+            refusal.to_string(),
+            "the component has 2 defined functions, the limit is 1"
+        );
+        assert_eq!(compiler.recall(digest, None).map(|r| r.limit), Some(refusal.limit));
+    }
+}
