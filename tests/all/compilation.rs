@@ -232,6 +232,26 @@ fn a_compile_past_its_memory_cap_is_stopped_and_refused() {
 }
 
 #[test]
+fn compiled_code_larger_than_the_host_takes_back_is_refused() {
+    let runtime = runtime_with(CompileConfig {
+        process: Some(CompileProcess {
+            max_artifact_bytes: 64 << 10,
+            ..capped(
+                policyhost::runtime::compile::DEFAULT_MEMORY_BYTES,
+                Duration::from_secs(60),
+            )
+        }),
+        ..CompileConfig::default()
+    });
+    let refusal = refusal_of(
+        runtime
+            .load(PolicySpec::new("fanout"), &guest_bytes("fanout"))
+            .expect_err("its compiled code is about 1 MB"),
+    );
+    assert_eq!(refusal.limit, CompileLimit::Artifact { limit: 64 << 10 });
+}
+
+#[test]
 fn a_refusal_recorded_by_a_previous_run_is_recalled_without_compiling() {
     let bytes = guest_bytes("fanout");
     // A refusal of these very bytes, recorded under this host's limits by

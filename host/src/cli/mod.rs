@@ -228,26 +228,3 @@ fn report_error(error: &runtime::Error) {
         source = cause.source();
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_compile_process_subcommand_parses_the_caps_the_host_appends() {
-        let cli = Cli::try_parse_from([
-            "policyhost",
-            runtime::compile::SUBCOMMAND,
-            "--memory-bytes=268435456",
-            "--cpu-seconds=20",
-        ])
-        .expect("the hidden subcommand parses");
-        assert!(matches!(
-            cli.command,
-            Command::CompileComponent(CompileArgs {
-                memory_bytes: 268_435_456,
-                cpu_seconds: 20
-            })
-        ));
-    }
-}

@@ -313,7 +313,10 @@ mod tests {
         .key;
         assert_ne!(default, lower);
         assert_ne!(default, capped);
-        assert_eq!(default, Compiler::new(CompileConfig::default(), &engine).key);
+        assert_eq!(
+            default,
+            Compiler::new(CompileConfig::default(), &engine).key
+        );
     }
 
     #[test]
@@ -341,6 +344,9 @@ mod tests {
             refusal.to_string(),
             "the component has 2 defined functions, the limit is 1"
         );
-        assert_eq!(compiler.recall(digest, None).map(|r| r.limit), Some(refusal.limit));
+        assert_eq!(
+            compiler.recall(digest, None).map(|r| r.limit),
+            Some(refusal.limit)
+        );
     }
 }

@@ -109,9 +109,12 @@ pub(super) fn compile(
             }
         });
         let artifact = scope.spawn(move || {
+            // Past the limit the rest is drained, not kept: the child must
+            // not block on a full pipe, nor the host hold its output.
             let mut out = Vec::new();
-            if let Some(stdout) = stdout {
-                let _ = stdout.take(limit + 1).read_to_end(&mut out);
+            if let Some(mut stdout) = stdout {
+                let _ = (&mut stdout).take(limit + 1).read_to_end(&mut out);
+                let _ = std::io::copy(&mut stdout, &mut std::io::sink());
             }
             out
         });
