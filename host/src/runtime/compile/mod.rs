@@ -212,8 +212,9 @@ impl Compiler {
                 if refused.len() >= MAX_REMEMBERED {
                     // Bounded: a team pushing endless bombs must not grow
                     // the host. A forgotten refusal costs one capped compile.
-                    let forget = refused.keys().next().copied();
-                    forget.map(|digest| refused.remove(&digest));
+                    if let Some(forget) = refused.keys().next().copied() {
+                        refused.remove(&forget);
+                    }
                 }
                 refused.insert(digest, refusal.clone());
                 drop(refused);

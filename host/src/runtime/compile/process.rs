@@ -90,7 +90,8 @@ pub(super) fn compile(
         // Allocators reserve address space they may never touch (mimalloc
         // a 1 GiB arena, glibc 64 MiB per thread): without these the
         // address-space cap would count reservations, not what the compile
-        // maps (fanout: 1.3 GiB reserved, 163 MiB mapped, 50 MiB resident).
+        // maps (fanout's compile: about 1.3 GiB of address space without
+        // them, 163 MiB with them, 50 MiB resident).
         .env("MIMALLOC_ARENA_RESERVE", "0")
         .env("MALLOC_ARENA_MAX", "1")
         .stdin(Stdio::piped())
