@@ -9,6 +9,7 @@ mod common;
 mod asks;
 mod binary;
 mod cli;
+mod compilation;
 mod delivery;
 mod deploy;
 mod finalizer;

@@ -46,6 +46,21 @@ enum Command {
     /// publish them to a cluster and list what it serves.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Compile a component read from stdin under the given caps, writing the
+    /// compiled code to stdout: the operator's own compile process.
+    #[command(name = runtime::compile::SUBCOMMAND, hide = true)]
+    CompileComponent(CompileArgs),
+}
+
+/// The caps the operator hands its compile process.
+#[derive(Debug, Args)]
+struct CompileArgs {
+    /// Address space the process may map.
+    #[arg(long)]
+    memory_bytes: u64,
+    /// CPU seconds the process may use.
+    #[arg(long)]
+    cpu_seconds: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -132,6 +147,9 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Test(args)) => golden::run(&args),
         Command::Policy(PolicyCommand::Push(args)) => push::run(&args),
         Command::Policy(PolicyCommand::List(args)) => list::run(&args),
+        Command::CompileComponent(args) => {
+            Ok(runtime::compile::serve(args.memory_bytes, args.cpu_seconds))
+        }
     };
     match outcome {
         Ok(code) => code,

@@ -13,7 +13,7 @@ use policyhost::asks::Asks;
 use policyhost::cache;
 use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
-use policyhost::runtime::AllowedKind;
+use policyhost::runtime::{AllowedKind, RuntimeConfig, compile};
 use tracing::info;
 
 use super::leader::{LeaderArgs, parse_duration};
@@ -105,6 +105,40 @@ pub(crate) struct OperatorArgs {
     /// of as many; the rest are dropped and reported.
     #[arg(long, value_name = "N", default_value_t = Asks::default().events.per_minute)]
     events_per_minute: u32,
+    #[command(flatten)]
+    compile: CompileArgs,
+}
+
+/// How policy components are compiled.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CompileArgs {
+    /// Address space a policy's compile process may map, in bytes; a
+    /// compile that needs more is stopped and the version rejected.
+    #[arg(long, value_name = "BYTES", default_value_t = compile::DEFAULT_MEMORY_BYTES)]
+    compile_memory: u64,
+    /// Seconds a policy's compile may take before it is killed and the
+    /// version rejected.
+    #[arg(long, value_name = "SECONDS", default_value_t = compile::DEFAULT_TIMEOUT.as_secs())]
+    compile_timeout: u64,
+    /// Compile in the operator's own process: static limits only, no
+    /// memory or time cap (for platforms where a child process cannot run).
+    #[arg(long)]
+    compile_in_process: bool,
+}
+
+impl CompileArgs {
+    /// The compile configuration these arguments stand for.
+    fn config(&self) -> compile::CompileConfig {
+        compile::CompileConfig {
+            process: (!self.compile_in_process).then(|| {
+                compile::CompileProcess::policyhost(
+                    self.compile_memory,
+                    Duration::from_secs(self.compile_timeout.max(1)),
+                )
+            }),
+            ..compile::CompileConfig::default()
+        }
+    }
 }
 
 /// `--cache` values.
@@ -176,6 +210,10 @@ impl OperatorArgs {
                     per_result: self.max_events_per_result,
                     per_minute: self.events_per_minute,
                 },
+            },
+            runtime: RuntimeConfig {
+                compile: self.compile.config(),
+                ..defaults.runtime.clone()
             },
             ..defaults
         }

@@ -13,7 +13,7 @@ use k8s_openapi::ByteString;
 
 use super::access::Access;
 use super::configmap::{self, Module, Settings};
-use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Runtime};
+use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Refusal, Runtime};
 
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -25,8 +25,9 @@ pub enum Error {
     /// digest mismatch, too large.
     #[error(transparent)]
     Config(#[from] configmap::Error),
-    /// The component is not a loadable policy: corrupt, a core module, the
-    /// wrong world, an import the sandbox does not provide.
+    /// The component is not a loadable policy: corrupt, a core module, too
+    /// expensive to compile, the wrong world, an import the sandbox does
+    /// not provide.
     #[error(transparent)]
     Component(runtime::Error),
     /// The component loaded but could not be instantiated under its limits
@@ -88,17 +89,20 @@ pub struct Loaded {
     pub took: Duration,
 }
 
-/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`.
+/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`;
+/// `remembered` is the compile refusal recorded on it, if any (see
+/// [`super::refusal`]).
 pub async fn load(
     runtime: &Runtime,
     config: &Config,
     name: &str,
     data: BTreeMap<String, String>,
     binary_data: BTreeMap<String, ByteString>,
+    remembered: Option<Refusal>,
 ) -> Result<Loaded> {
     let (runtime, config, name) = (runtime.clone(), config.clone(), name.to_owned());
     tokio::task::spawn_blocking(move || {
-        load_blocking(&runtime, &config, &name, &data, &binary_data)
+        load_blocking(&runtime, &config, &name, &data, &binary_data, remembered)
     })
     .await
     .map_err(Error::Interrupted)?
@@ -111,6 +115,7 @@ pub fn load_blocking(
     name: &str,
     data: &BTreeMap<String, String>,
     binary_data: &BTreeMap<String, ByteString>,
+    remembered: Option<Refusal>,
 ) -> Result<Loaded> {
     let started = Instant::now();
     let settings = Settings::parse(data)?;
@@ -128,11 +133,14 @@ pub fn load_blocking(
             return Err(configmap::Error::DigestMismatch { pinned, actual }.into());
         }
     }
-    let spec = PolicySpec::new(name).limits(settings.limits).allowed_kinds(
-        settings
-            .allowed_kinds
-            .unwrap_or_else(|| config.child_kinds.clone()),
-    );
+    let spec = PolicySpec::new(name)
+        .limits(settings.limits)
+        .allowed_kinds(
+            settings
+                .allowed_kinds
+                .unwrap_or_else(|| config.child_kinds.clone()),
+        )
+        .remembered(remembered);
     let policy = check(runtime, spec, &bytes)?;
     Ok(Loaded {
         policy,

@@ -8,6 +8,7 @@ pub mod dir;
 pub mod load;
 pub mod provenance;
 pub mod publish;
+pub mod refusal;
 mod registry;
 pub mod report;
 pub mod source;

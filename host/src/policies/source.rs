@@ -52,6 +52,7 @@ use tracing::{debug, info, warn};
 use super::configmap::{self, POLICY_LABEL};
 use super::load;
 use super::provenance::Foreign;
+use super::refusal;
 use super::registry::Registry;
 use super::report::{self, Annotations};
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store};
@@ -111,6 +112,8 @@ impl Cached for Record {
 struct Content {
     data: BTreeMap<String, String>,
     binary_data: BTreeMap<String, ByteString>,
+    /// The compile refusal the host recorded on it.
+    refused: Option<crate::runtime::Refusal>,
 }
 
 /// What a worker has to do for one ConfigMap.
@@ -281,7 +284,15 @@ fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Record {
     let data = map.data.clone().unwrap_or_default();
     let binary_data = map.binary_data.clone().unwrap_or_default();
     let record = record(&map, configmap::fingerprint(&data, &binary_data));
-    contents.insert(record.key.clone(), Content { data, binary_data });
+    let refused = refusal::read(map.metadata.annotations.as_ref());
+    contents.insert(
+        record.key.clone(),
+        Content {
+            data,
+            binary_data,
+            refused,
+        },
+    );
     record
 }
 
@@ -436,11 +447,15 @@ impl Inner {
             policy,
             content.data,
             content.binary_data,
+            content.refused,
         )
         .await;
         match result {
             Ok(loaded) => self.serve(record, loaded).await,
             Err(error) => {
+                if let Some(refusal) = refusal::to_record(&error) {
+                    self.record_refusal(record, refusal).await;
+                }
                 let rejection = Rejection {
                     reason: error.reason(),
                     message: display_chain(&error),
@@ -557,6 +572,20 @@ impl Inner {
             &note,
         )
         .await;
+
+    /// Keeps a compile refusal on the ConfigMap (the leader writes it), so
+    /// that the next start refuses the same bytes without compiling them.
+    async fn record_refusal(&self, record: &Record, refusal: &crate::runtime::Refusal) {
+        if !self.config.leadership.permits_writes() {
+            return;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(
+            self.client.clone(),
+            record.key.namespace().unwrap_or_default(),
+        );
+        if let Err(error) = refusal::write(&api, record.key.name(), refusal).await {
+            warn!(configmap = %record.key, %error, "cannot record the compile refusal");
+        }
     }
 
     /// Writes the annotations and the Event on the ConfigMap.

@@ -175,13 +175,9 @@ impl Engine {
             } else {
                 Enabled::No
             });
-        let mut wasm = wasmtime::Config::new();
-        wasm.consume_fuel(true)
-            .epoch_interruption(true)
-            .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64))
+        let mut wasm = compile_settings();
+        wasm.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64))
             .max_wasm_stack(config.max_wasm_stack)
-            .memory_init_cow(true)
-            .parallel_compilation(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = wasmtime::Engine::new(&wasm).map_err(|source| Error::Host {
             context: "configuring the WebAssembly engine",
@@ -251,6 +247,18 @@ impl Engine {
             ticks: ticks.saturating_add(1).saturating_add(behind),
         }
     }
+}
+
+/// The settings that shape compiled code, shared by the engine that runs
+/// policies and the one a compile process builds (see `compile::process`):
+/// code compiled by one loads into the other only if both agree on them.
+pub(crate) fn compile_settings() -> wasmtime::Config {
+    let mut wasm = wasmtime::Config::new();
+    wasm.consume_fuel(true)
+        .epoch_interruption(true)
+        .memory_init_cow(true)
+        .parallel_compilation(true);
+    wasm
 }
 
 impl Drop for Engine {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::bindings::PolicyError as WitPolicyError;
+use super::compile::Refusal;
 
 /// The result type of the runtime.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -10,7 +11,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Why a policy could not be loaded, or why one call to it failed.
 ///
 /// Load-time variants ([`Error::Corrupt`], [`Error::CoreModule`],
-/// [`Error::IncompatibleWorld`], [`Error::UnsupportedImport`]) mean the
+/// [`Error::CompileLimitExceeded`], [`Error::IncompatibleWorld`],
+/// [`Error::UnsupportedImport`]) mean the
 /// component is rejected and the previous version (if any) keeps serving.
 /// Call-time variants are guest faults: the host stays up, the DataJob gets a
 /// condition and an Event, and its key is retried with backoff.
@@ -28,6 +30,14 @@ pub enum Error {
         "policy is a core WebAssembly module, not a component (build it for the wasm32-wasip2 target)"
     )]
     CoreModule,
+
+    /// Compiling the component would cost more than the host allows: it is
+    /// over a static limit (functions, code size, locals, tables, ...,
+    /// counted before compiling), or its compile reached the memory or time
+    /// cap of the compile process and was stopped. The refusal names the
+    /// digest and the limits, so that it is not compiled again.
+    #[error("policy is too expensive to compile: {0}")]
+    CompileLimitExceeded(Refusal),
 
     /// The component does not implement the `policyhost:reconcile/datajob-policy`
     /// world: an export is missing or has the wrong type, or an allowed import
@@ -212,6 +222,7 @@ impl Error {
         match self {
             Self::Corrupt(_) => "Corrupt",
             Self::CoreModule => "CoreModule",
+            Self::CompileLimitExceeded(_) => "CompileLimitExceeded",
             Self::IncompatibleWorld { .. } => "IncompatibleWorld",
             Self::UnsupportedImport { .. } => "UnsupportedImport",
             Self::OutOfFuel { .. } => "OutOfFuel",
@@ -237,10 +248,20 @@ impl Error {
 
 #[cfg(test)]
 mod tests {
+    use super::super::compile::{CompileLimit, Measure, Over};
     use super::*;
 
     fn cause() -> wasmtime::Error {
         wasmtime::format_err!("cause")
+    }
+
+    fn refusal(limit: CompileLimit) -> Refusal {
+        Refusal {
+            digest: "ab".into(),
+            limits: "cd".into(),
+            limit,
+            remembered: false,
+        }
     }
 
     #[test]
@@ -253,6 +274,43 @@ mod tests {
             (
                 Error::CoreModule,
                 "policy is a core WebAssembly module, not a component (build it for the wasm32-wasip2 target)",
+            ),
+            (
+                Error::CompileLimitExceeded(refusal(CompileLimit::Static(Over {
+                    measure: Measure::FunctionBytes,
+                    at: "function body 3 of core module 1".into(),
+                    actual: 4_194_304,
+                    limit: 1_048_576,
+                }))),
+                "policy is too expensive to compile: function body 3 of core module 1 has 4194304 bytes of code in one function, the limit is 1048576",
+            ),
+            (
+                Error::CompileLimitExceeded(refusal(CompileLimit::Static(Over {
+                    measure: Measure::Functions,
+                    at: "the component".into(),
+                    actual: 50_001,
+                    limit: 50_000,
+                }))),
+                "policy is too expensive to compile: the component has 50001 defined functions, the limit is 50000",
+            ),
+            (
+                Error::CompileLimitExceeded(refusal(CompileLimit::Memory { limit: 268_435_456 })),
+                "policy is too expensive to compile: compiling it needs more than 268435456 bytes of memory",
+            ),
+            (
+                Error::CompileLimitExceeded(refusal(CompileLimit::Time { limit_ms: 10_000 })),
+                "policy is too expensive to compile: compiling it takes longer than 10000 ms",
+            ),
+            (
+                Error::CompileLimitExceeded(refusal(CompileLimit::Artifact { limit: 1024 })),
+                "policy is too expensive to compile: its compiled code is larger than 1024 bytes",
+            ),
+            (
+                Error::CompileLimitExceeded(Refusal {
+                    remembered: true,
+                    ..refusal(CompileLimit::Time { limit_ms: 5 })
+                }),
+                "policy is too expensive to compile: compiling it takes longer than 5 ms (refused before under the same limits; not compiled again)",
             ),
             (
                 Error::IncompatibleWorld {
@@ -368,6 +426,14 @@ mod tests {
     fn guest_faults_are_told_apart_from_load_errors() {
         assert!(Error::OutOfFuel { fuel: 1 }.is_guest_fault());
         assert!(!Error::CoreModule.is_guest_fault());
+        assert!(
+            !Error::CompileLimitExceeded(refusal(CompileLimit::Memory { limit: 1 }))
+                .is_guest_fault()
+        );
+        assert_eq!(
+            Error::CompileLimitExceeded(refusal(CompileLimit::Memory { limit: 1 })).reason(),
+            "CompileLimitExceeded"
+        );
         assert_eq!(
             Error::PolicyError(PolicyError::InvalidParams(String::new())).reason(),
             "InvalidParams"

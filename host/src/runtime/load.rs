@@ -1,5 +1,6 @@
-//! Loading a policy: bytes → digest → compile (cached) → validate world and
-//! imports → pre-link once.
+//! Loading a policy: bytes → digest → compile (cached; within the static
+//! limits and caps of [`super::compile`]) → validate world and imports →
+//! pre-link once.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use wasmtime::component::{Component, Linker};
 
 use super::bindings::DatajobPolicyPre;
 use super::cache::{Cache, Digest, Source};
+use super::compile::{Compiler, Refusal};
 use super::engine::Engine;
 use super::error::{Error, Result};
 use super::limits::{Clamped, HostMaxima, Limits, PolicyLimits};
@@ -27,6 +29,10 @@ pub struct PolicySpec {
     pub limits: PolicyLimits,
     /// The kinds it may create.
     pub allowed_kinds: Vec<AllowedKind>,
+    /// A refusal to compile these bytes recorded earlier (by a previous
+    /// run of the host, on the policy's ConfigMap): if it names the same
+    /// digest and limits, the component is refused again without compiling.
+    pub remembered: Option<Refusal>,
 }
 
 impl PolicySpec {
@@ -37,6 +43,7 @@ impl PolicySpec {
             name: name.into(),
             limits: PolicyLimits::default(),
             allowed_kinds: AllowedKind::defaults(),
+            remembered: None,
         }
     }
 
@@ -44,6 +51,13 @@ impl PolicySpec {
     #[must_use]
     pub fn limits(mut self, limits: PolicyLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Recalls a refusal recorded earlier (see [`PolicySpec::remembered`]).
+    #[must_use]
+    pub fn remembered(mut self, refusal: Option<Refusal>) -> Self {
+        self.remembered = refusal;
         self
     }
 
@@ -152,6 +166,7 @@ pub(crate) struct Loader<'a> {
     pub(crate) engine: &'a Engine,
     pub(crate) linker: &'a Linker<StoreState>,
     pub(crate) cache: &'a Cache,
+    pub(crate) compiler: &'a Compiler,
     pub(crate) defaults: &'a Limits,
     pub(crate) maxima: &'a HostMaxima,
     pub(crate) budgets: &'a Budgets,
@@ -162,9 +177,12 @@ impl Loader<'_> {
         let started = Instant::now();
         check_header(bytes)?;
         let digest = Digest::of(bytes);
+        if let Some(refusal) = self.compiler.recall(digest, spec.remembered.as_ref()) {
+            return Err(Error::CompileLimitExceeded(refusal));
+        }
         let engine = self.engine.wasmtime();
         let (component, source, _) = self.cache.get_or_compile(self.engine, digest, || {
-            Component::new(engine, bytes).map_err(Error::Corrupt)
+            self.compiler.compile(self.engine, digest, bytes)
         })?;
         let load_time = started.elapsed();
         let pre = match self.link(&component) {

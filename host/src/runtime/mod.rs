@@ -8,9 +8,11 @@
 //!    (the contract's `host` interface plus a deny-all WASI, see [`wasi`]),
 //!    the compile cache and the pool of threads guest calls run on.
 //! 2. Load each policy version with [`Runtime::load`] (blocking: it may
-//!    compile) or [`Runtime::load_async`] (compiles on the pool). The bytes
-//!    are digested, compiled once per digest, checked against the world and
-//!    the allowed imports, and pre-linked into a [`Policy`].
+//!    compile) or [`Runtime::load_async`] (on a blocking thread). The bytes
+//!    are digested, held to the static compile limits and compiled once per
+//!    digest (in a capped child process when configured, see [`compile`]),
+//!    checked against the world and the allowed imports, and pre-linked
+//!    into a [`Policy`].
 //! 3. Call it with [`Runtime::reconcile`] / [`Runtime::cleanup`] (async,
 //!    on the pool) or their `_blocking` twins. Each call instantiates a fresh
 //!    instance, so no state survives between calls or DataJobs.
@@ -45,6 +47,7 @@ mod bindings;
 mod cache;
 mod call;
 mod clock;
+pub mod compile;
 mod engine;
 mod error;
 mod limiter;
@@ -68,6 +71,7 @@ pub use bindings::{
 };
 pub use cache::{CacheStats, Digest, Source};
 pub use call::{CallReport, Input, Outcome};
+pub use compile::{CompileConfig, CompileLimit, CompileProcess, Footprint, Refusal};
 pub use engine::EngineConfig;
 pub use error::{Error, PolicyError, Result};
 pub use limiter::{MemoryAccount, MemoryLimiter};
@@ -97,6 +101,8 @@ pub struct RuntimeConfig {
     /// How many log records (`log()`, stdout, stderr) each policy may send
     /// to the host's log across calls.
     pub guest_logs: LogRate,
+    /// How components are compiled: static limits, and the compile process.
+    pub compile: CompileConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -108,6 +114,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             thread_grace: Duration::from_millis(100),
             guest_logs: LogRate::default(),
+            compile: CompileConfig::default(),
         }
     }
 }
@@ -122,6 +129,7 @@ struct Inner {
     engine: engine::Engine,
     linker: Linker<StoreState>,
     cache: cache::Cache,
+    compiler: compile::Compiler,
     pool: pool::Pool,
     defaults: Limits,
     maxima: HostMaxima,
@@ -156,11 +164,13 @@ impl Runtime {
         })?;
         let (defaults, _) =
             PolicyLimits::default().resolve(&config.defaults, &config.engine.maxima);
+        let compiler = compile::Compiler::new(config.compile, &engine);
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
                 linker,
                 cache: cache::Cache::new(config.cache_dir),
+                compiler,
                 pool,
                 defaults,
                 maxima: config.engine.maxima,
@@ -178,6 +188,7 @@ impl Runtime {
             engine: &inner.engine,
             linker: &inner.linker,
             cache: &inner.cache,
+            compiler: &inner.compiler,
             defaults: &inner.defaults,
             maxima: &inner.maxima,
             budgets: &inner.budgets,
@@ -186,14 +197,17 @@ impl Runtime {
         .map(Arc::new)
     }
 
-    /// [`Runtime::load`] on the call pool, off the async runtime.
+    /// [`Runtime::load`] on a blocking thread: off the async runtime, and
+    /// off the guest call threads, which a compile (up to its time cap)
+    /// would keep from the reconciles.
     pub async fn load_async(&self, spec: PolicySpec, bytes: Vec<u8>) -> Result<Arc<Policy>> {
         let this = self.clone();
-        self.inner
-            .pool
-            .run(None, move || this.load(spec, &bytes))
+        tokio::task::spawn_blocking(move || this.load(spec, &bytes))
             .await
-            .unwrap_or_else(|error| Err(pool_failed(error)))
+            .map_err(|error| Error::Host {
+                context: "loading the policy on a blocking thread",
+                source: wasmtime::Error::new(error),
+            })?
     }
 
     /// Calls `reconcile` on the current thread.

@@ -1,0 +1,376 @@
+//! Compilation is bounded: a component over a static limit is refused
+//! before compiling, a compile past the memory or time cap of the compile
+//! process is stopped, and a refusal is remembered across restarts while
+//! the last good version serves.
+
+use std::time::{Duration, Instant};
+
+use policyhost::policies::configmap::{self, Compression, Settings};
+use policyhost::policies::publish;
+use policyhost::policies::refusal::{self, COMPILE_REFUSED_ANNOTATION};
+use policyhost::runtime::{
+    CompileConfig, CompileLimit, CompileProcess, Error, Footprint, PolicySpec, Refusal, Runtime,
+    RuntimeConfig, Source, compile::Measure,
+};
+
+use crate::common::cluster::{Env, OperatorSetup, eventually};
+use crate::common::{self, guest_bytes, policyhost_bin};
+
+fn leb128(mut n: usize, out: &mut Vec<u8>) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+    out.push(id);
+    leb128(body.len(), out);
+    out.extend_from_slice(body);
+}
+
+/// A component holding one core module with one function of about
+/// `body_bytes` bytes: `local.get 0; local.get 0; i32.add; local.set 0`
+/// over and over. It gzips to a few KiB and asks Cranelift for an SSA value
+/// per instruction in a single function: hundreds of MiB and seconds of
+/// compile per MiB of body.
+fn compile_bomb(body_bytes: usize) -> Vec<u8> {
+    const STEP: [u8; 7] = [0x20, 0x00, 0x20, 0x00, 0x6a, 0x21, 0x00];
+    let mut code = vec![0x01, 0x01, 0x7f]; // one local declaration: 1 × i32
+    for _ in 0..body_bytes / STEP.len() {
+        code.extend_from_slice(&STEP);
+    }
+    code.push(0x0b); // end
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[0x01, 0x60, 0x00, 0x00], &mut module); // type: [] -> []
+    section(3, &[0x01, 0x00], &mut module); // one function of type 0
+    let mut bodies = vec![0x01];
+    leb128(code.len(), &mut bodies);
+    bodies.extend_from_slice(&code);
+    section(10, &bodies, &mut module);
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    section(1, &module, &mut component); // a core module section
+    component
+}
+
+fn runtime_with(compile: CompileConfig) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        threads: 2,
+        compile,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+/// The built `policyhost` binary as the compile process, with these caps.
+fn capped(memory_bytes: u64, timeout: Duration) -> CompileProcess {
+    CompileProcess {
+        program: policyhost_bin(),
+        ..CompileProcess::policyhost(memory_bytes, timeout)
+    }
+}
+
+fn refusal_of(error: Error) -> Refusal {
+    match error {
+        Error::CompileLimitExceeded(refusal) => refusal,
+        other => panic!("expected CompileLimitExceeded, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_tiny_gzipped_component_that_asks_for_a_huge_compile_is_refused_before_compiling() {
+    let bomb = compile_bomb(4 << 20);
+    let map = configmap::build(
+        "bomb",
+        "ns",
+        &bomb,
+        &Settings::default(),
+        Compression::Always,
+    )
+    .expect("a ConfigMap");
+    let shipped = map
+        .binary_data
+        .as_ref()
+        .and_then(|b| b.get(configmap::MODULE_GZ_KEY))
+        .map_or(0, |b| b.0.len());
+    assert!(shipped < 32 << 10, "{shipped} bytes gzip'd");
+    let runtime = common::runtime();
+    let started = Instant::now();
+    let error = runtime
+        .load(PolicySpec::new("bomb"), &bomb)
+        .expect_err("refused");
+    let took = started.elapsed();
+    assert_eq!(error.reason(), "CompileLimitExceeded");
+    let text = error.to_string();
+    assert!(
+        text.starts_with(
+            "policy is too expensive to compile: function body 1 of core module 1 has "
+        ) && text.ends_with(&format!(
+            " bytes of code in one function, the limit is {}",
+            Footprint::LIMITS.function_bytes
+        )),
+        "{text}"
+    );
+    let refusal = refusal_of(error);
+    assert!(
+        matches!(&refusal.limit, CompileLimit::Static(over) if over.measure == Measure::FunctionBytes),
+        "{refusal:?}"
+    );
+    assert_eq!(runtime.cache_stats().compiles, 0, "nothing was compiled");
+    assert!(
+        took < Duration::from_secs(1),
+        "the static check took {took:?}"
+    );
+
+    // The same bytes again: recalled, not measured again.
+    let again = refusal_of(
+        runtime
+            .load(PolicySpec::new("bomb"), &bomb)
+            .expect_err("refused"),
+    );
+    assert!(again.remembered);
+    assert!(again.to_string().ends_with("not compiled again)"));
+}
+
+#[test]
+fn every_example_policy_is_far_below_every_static_limit() {
+    let limits = Footprint::LIMITS.figures();
+    for name in common::policy_crates() {
+        let bytes = guest_bytes(&name);
+        let started = Instant::now();
+        let footprint = Footprint::of(&bytes).expect("it parses");
+        let took = started.elapsed();
+        eprintln!("{name}: {footprint:?} in {took:?}");
+        // What the check adds to a first compile (about 150 ms for fanout).
+        assert!(took < Duration::from_millis(20), "{name}: {took:?}");
+        for ((measure, figure), (_, limit)) in footprint.figures().into_iter().zip(limits) {
+            // Nesting is a small count in any component: a quarter of it.
+            let margin = if measure == Measure::Nesting { 4 } else { 10 };
+            assert!(
+                figure <= limit / margin,
+                "{name}: {figure} {measure}, the limit is {limit}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fanout_compiled_in_a_capped_child_process_runs_as_if_compiled_here() {
+    let runtime = runtime_with(CompileConfig {
+        process: Some(capped(
+            policyhost::runtime::compile::DEFAULT_MEMORY_BYTES,
+            Duration::from_secs(60),
+        )),
+        ..CompileConfig::default()
+    });
+    let bytes = guest_bytes("fanout");
+    let started = Instant::now();
+    let policy = runtime
+        .load(PolicySpec::new("fanout"), &bytes)
+        .expect("compiled in the child process");
+    let compile = started.elapsed();
+    assert_eq!(policy.source(), Source::Compiled);
+    let started = Instant::now();
+    let hit = runtime
+        .load(PolicySpec::new("fanout"), &bytes)
+        .expect("cache hit");
+    let hit_took = started.elapsed();
+    assert_eq!(hit.source(), Source::Memory);
+    let reconciled = runtime
+        .reconcile_blocking(&policy, &common::fanout_input(3))
+        .result
+        .expect("reconcile");
+    assert_eq!(reconciled.children.len(), 3);
+    eprintln!("compile in a child process {compile:?}, cache hit {hit_took:?}");
+    assert!(hit_took < Duration::from_millis(50), "{hit_took:?}");
+}
+
+#[test]
+fn a_compile_past_its_time_cap_is_killed_and_refused() {
+    let runtime = runtime_with(CompileConfig {
+        process: Some(capped(256 << 20, Duration::from_millis(1))),
+        ..CompileConfig::default()
+    });
+    let bytes = guest_bytes("fanout");
+    let started = Instant::now();
+    let refusal = refusal_of(
+        runtime
+            .load(PolicySpec::new("fanout"), &bytes)
+            .expect_err("killed at its time cap"),
+    );
+    let took = started.elapsed();
+    assert_eq!(refusal.limit, CompileLimit::Time { limit_ms: 1 });
+    assert_eq!(refusal.to_string(), "compiling it takes longer than 1 ms");
+    assert!(took < Duration::from_secs(2), "killed after {took:?}");
+}
+
+#[test]
+fn a_compile_past_its_memory_cap_is_stopped_and_refused() {
+    // Within the static limits once they are raised: only the cap stops it.
+    let bomb = compile_bomb(4 << 20);
+    let runtime = runtime_with(CompileConfig {
+        limits: Footprint {
+            function_bytes: u64::MAX,
+            code_bytes: u64::MAX,
+            ..Footprint::LIMITS
+        },
+        process: Some(capped(160 << 20, Duration::from_secs(120))),
+    });
+    let started = Instant::now();
+    let refusal = refusal_of(
+        runtime
+            .load(PolicySpec::new("bomb"), &bomb)
+            .expect_err("stopped at its memory cap"),
+    );
+    eprintln!("stopped after {:?}", started.elapsed());
+    assert_eq!(refusal.limit, CompileLimit::Memory { limit: 160 << 20 });
+}
+
+#[test]
+fn compiled_code_larger_than_the_host_takes_back_is_refused() {
+    let runtime = runtime_with(CompileConfig {
+        process: Some(CompileProcess {
+            max_artifact_bytes: 64 << 10,
+            ..capped(
+                policyhost::runtime::compile::DEFAULT_MEMORY_BYTES,
+                Duration::from_secs(60),
+            )
+        }),
+        ..CompileConfig::default()
+    });
+    let refusal = refusal_of(
+        runtime
+            .load(PolicySpec::new("fanout"), &guest_bytes("fanout"))
+            .expect_err("its compiled code is about 1 MB"),
+    );
+    assert_eq!(refusal.limit, CompileLimit::Artifact { limit: 64 << 10 });
+}
+
+#[test]
+fn a_refusal_recorded_by_a_previous_run_is_recalled_without_compiling() {
+    let bytes = guest_bytes("fanout");
+    // A refusal of these very bytes, recorded under this host's limits by
+    // an earlier run (a time cap, which a later, idle run might not hit).
+    let first = runtime_with(CompileConfig {
+        process: Some(capped(256 << 20, Duration::from_millis(1))),
+        ..CompileConfig::default()
+    });
+    let recorded = refusal_of(
+        first
+            .load(PolicySpec::new("fanout"), &bytes)
+            .expect_err("refused"),
+    );
+    let same_limits = || CompileConfig {
+        process: Some(capped(256 << 20, Duration::from_millis(1))),
+        ..CompileConfig::default()
+    };
+    let restarted = runtime_with(same_limits());
+    let recalled = refusal_of(
+        restarted
+            .load(
+                PolicySpec::new("fanout").remembered(Some(recorded.clone())),
+                &bytes,
+            )
+            .expect_err("recalled"),
+    );
+    assert!(recalled.remembered);
+    assert_eq!(recalled.limit, recorded.limit);
+    assert_eq!(restarted.cache_stats().compiles, 0);
+
+    // Other limits: the recorded refusal does not apply, it compiles.
+    let raised = common::runtime();
+    let policy = raised
+        .load(PolicySpec::new("fanout").remembered(Some(recorded)), &bytes)
+        .expect("compiled under other limits");
+    assert_eq!(policy.source(), Source::Compiled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serves_and_a_restart_does_not_compile_it()
+ {
+    let mut env = Env::start_with(OperatorSetup::configmaps()).await;
+    let good = guest_bytes("fanout");
+    let good_digest = policyhost::runtime::Digest::of(&good).to_hex();
+    let map = configmap::build(
+        "fanout",
+        &env.namespace,
+        &good,
+        &Settings::default(),
+        Compression::Auto,
+    )
+    .expect("a policy ConfigMap");
+    publish::apply(&env.client, &map).await.expect("apply");
+    let verdict = publish::wait_observed(&env.client, &map, Duration::from_secs(60))
+        .await
+        .expect("verdict");
+    assert_eq!(verdict.error, None);
+
+    let bomb = compile_bomb(4 << 20);
+    let bomb_map = configmap::build(
+        "fanout",
+        &env.namespace,
+        &bomb,
+        &Settings::default(),
+        Compression::Always,
+    )
+    .expect("a few KiB gzip'd");
+    publish::apply(&env.client, &bomb_map).await.expect("apply");
+    let verdict = publish::wait_observed(&env.client, &bomb_map, Duration::from_secs(60))
+        .await
+        .expect("verdict");
+    let error = verdict.error.unwrap_or_default();
+    assert!(
+        error.starts_with("CompileLimitExceeded: policy is too expensive to compile: function body 1 of core module 1 has "),
+        "{error}"
+    );
+    assert_eq!(verdict.loaded_digest.as_deref(), Some(good_digest.as_str()));
+    let registry = &env.operator().shared.registry;
+    assert_eq!(
+        registry.get("fanout").ok().map(|p| p.digest().to_hex()),
+        Some(good_digest.clone()),
+        "the last good version keeps serving"
+    );
+    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let name = bomb_map.metadata.name.clone().expect("a name");
+    let recorded = eventually("the refusal on the ConfigMap", || async {
+        let map = maps.get(&name).await.ok()?;
+        refusal::read(map.metadata.annotations.as_ref())
+    })
+    .await;
+    assert_eq!(
+        recorded.digest,
+        policyhost::runtime::Digest::of(&bomb).to_hex()
+    );
+    let text = maps
+        .get(&name)
+        .await
+        .expect("get")
+        .metadata
+        .annotations
+        .and_then(|a| a.get(COMPILE_REFUSED_ANNOTATION).cloned())
+        .unwrap_or_default();
+    assert!(text.contains("\"functionBytes\""), "{text}");
+
+    // A restart: the ConfigMap still carries the refused version, which is
+    // refused again from the record, without being compiled.
+    env.stop_operator().await;
+    env.start_operator(OperatorSetup::configmaps()).await;
+    eventually("the recalled refusal reported", || async {
+        let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+            kube::Api::namespaced(env.client.clone(), &env.namespace);
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("PolicyRejected")
+                && e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("not compiled again"))
+        })
+    })
+    .await;
+}
