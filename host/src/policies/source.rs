@@ -572,6 +572,7 @@ impl Inner {
             &note,
         )
         .await;
+    }
 
     /// Keeps a compile refusal on the ConfigMap (the leader writes it), so
     /// that the next start refuses the same bytes without compiling them.
