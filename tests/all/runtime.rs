@@ -322,7 +322,10 @@ fn a_sleep_past_the_deadline_ends_at_once_with_deadline_exceeded() {
     for guest in [&policy, &load(&runtime, "endless-wait", deadline(1000))] {
         eprintln!("{} imports {:?}", guest.name(), guest.imports());
         assert!(
-            guest.imports().iter().any(|i| i.starts_with("wasi:clocks/monotonic-clock@")),
+            guest
+                .imports()
+                .iter()
+                .any(|i| i.starts_with("wasi:clocks/monotonic-clock@")),
             "{} waits through the monotonic clock",
             guest.name()
         );
