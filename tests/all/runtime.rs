@@ -322,7 +322,10 @@ fn a_sleep_past_the_deadline_ends_at_once_with_deadline_exceeded() {
     for guest in [&policy, &load(&runtime, "endless-wait", deadline(1000))] {
         eprintln!("{} imports {:?}", guest.name(), guest.imports());
         assert!(
-            guest.imports().iter().any(|i| i.starts_with("wasi:clocks/monotonic-clock@")),
+            guest
+                .imports()
+                .iter()
+                .any(|i| i.starts_with("wasi:clocks/monotonic-clock@")),
             "{} waits through the monotonic clock",
             guest.name()
         );
@@ -444,8 +447,10 @@ fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest()
         ..RuntimeConfig::default()
     })
     .expect("runtime");
-    let policy = load(&runtime, "log-flood", PolicyLimits::default());
-    let flood = input(job("adversary", "team-a", json!({"lines": 2000})));
+    // The operator's maximum deadline: a debug build on a busy machine
+    // writes the flood slowly, and the test is about the logs.
+    let policy = load(&runtime, "log-flood", deadline(10_000));
+    let flood = input(job("adversary", "team-a", json!({"lines": 1000})));
     let sink = Sink::default();
     let subscriber = {
         let sink = sink.clone();
@@ -476,7 +481,7 @@ fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest()
                 .is_some_and(|t| t.starts_with("policyhost::guest"))
         })
         .collect();
-    // 5 calls × 6,000 lines written; the host logs the policy's burst plus
+    // 5 calls × 3,000 lines written; the host logs the policy's burst plus
     // its rate over the test's time, not thousands.
     let bound = f64::from(rate.burst) + f64::from(rate.per_second) * elapsed.as_secs_f64() + 1.0;
     eprintln!(
@@ -498,8 +503,8 @@ fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest()
         assert_eq!(record["fields"]["job"], "team-a/adversary", "{record}");
     }
     for report in &reports {
-        assert_eq!(report.log_lines, 2000);
-        assert!(report.log_dropped >= 2000 - 100, "{report:?}");
+        assert_eq!(report.log_lines, 1000);
+        assert!(report.log_dropped >= 1000 - 100, "{report:?}");
         assert!(report.output_dropped > 0, "{report:?}");
     }
     assert!(
