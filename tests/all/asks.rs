@@ -146,7 +146,7 @@ async fn a_zero_requeue_beside_fanout_neither_slows_fanout_nor_writes_faster_tha
     // the first one.
     let floor_bound = elapsed + 2.0;
     assert!(
-        reconciles >= 3.0 && reconciles <= floor_bound,
+        (3.0..=floor_bound).contains(&reconciles),
         "{reconciles} reconciles in {elapsed:.1}s"
     );
     assert!(
