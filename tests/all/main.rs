@@ -10,6 +10,7 @@ mod binary;
 mod cli;
 mod delivery;
 mod deploy;
+mod fairness;
 mod finalizer;
 mod golden;
 mod guests;

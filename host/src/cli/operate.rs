@@ -10,9 +10,10 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use policyhost::cache;
+use policyhost::fair::Share;
 use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
-use policyhost::runtime::AllowedKind;
+use policyhost::runtime::{self, AllowedKind};
 use tracing::info;
 
 use super::leader::LeaderArgs;
@@ -82,6 +83,21 @@ pub(crate) struct OperatorArgs {
     /// How children are cached.
     #[arg(long, value_enum, default_value_t)]
     cache: CacheArg,
+    /// The largest fair share a policy ConfigMap's `share` may ask for;
+    /// larger ones are clamped (and reported on the ConfigMap).
+    #[arg(long, value_name = "N", default_value_t = runtime::DEFAULT_MAX_SHARE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_share: u32,
+    /// The longest deadline a policy may get per call, in milliseconds
+    /// (its ConfigMap's `timeout` and the default are clamped to it).
+    #[arg(long, value_name = "MS", default_value_t = max_timeout_ms(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_timeout: u64,
+}
+
+/// The default of `--max-timeout`: the host maxima's deadline.
+fn max_timeout_ms() -> u64 {
+    u64::try_from(runtime::HostMaxima::default().0.timeout.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `--cache` values.
@@ -117,6 +133,9 @@ impl OperatorArgs {
     /// The operator options these arguments stand for.
     pub(crate) fn options(&self, listen: Option<SocketAddr>) -> Options {
         let defaults = Options::default();
+        let mut runtime = defaults.runtime.clone();
+        runtime.max_share = Share::new(self.max_share).unwrap_or_default();
+        runtime.engine.maxima.0.timeout = Duration::from_millis(self.max_timeout);
         Options {
             namespaces: self.namespaces.clone(),
             instance: self.instance.clone(),
@@ -145,6 +164,7 @@ impl OperatorArgs {
                 CacheArg::Indexed => cache::Mode::Indexed,
                 CacheArg::Naive => cache::Mode::Naive,
             },
+            runtime,
             ..defaults
         }
     }

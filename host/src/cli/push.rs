@@ -49,6 +49,10 @@ pub(crate) struct PushArgs {
     /// A line for people, kept in the ConfigMap.
     #[arg(long)]
     description: Option<String>,
+    /// Fair share beside other policies (workers, call threads, API
+    /// writes); default 1, clamped to the host's `--max-share`.
+    #[arg(long, value_name = "N")]
+    share: Option<String>,
     /// When to gzip the component.
     #[arg(long, value_enum, default_value_t)]
     gzip: GzipArg,
@@ -93,6 +97,7 @@ impl PushArgs {
             (keys::MAX_OUTPUT_BYTES, self.max_output_bytes.clone()),
             (keys::ALLOWED_KINDS, self.allowed_kinds.clone()),
             (keys::DESCRIPTION, self.description.clone()),
+            (keys::SHARE, self.share.clone()),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_owned(), value?)))
@@ -107,6 +112,7 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime(1)?;
     let spec = PolicySpec::new(&args.name)
         .limits(settings.limits)
+        .share(settings.share)
         .allowed_kinds(
             settings
                 .allowed_kinds

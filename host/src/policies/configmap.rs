@@ -21,12 +21,14 @@
 //!   maxOutputBytes: 4Mi                     # bytes of strings per result
 //!   allowedKinds: v1/Pod,batch/v1/Job       # kinds the policy may create
 //!   description: one line for people        # free text, ignored by the host
+//!   share: "2"                              # fair share of workers, call threads
+//!                                           # and API writes (default 1)
 //! ```
 //!
-//! Limits are clamped to the host's maxima (the host says so in the
-//! `PolicyLoaded` Event and the [`CLAMPED_ANNOTATION`]); an unknown key or a
-//! bad value rejects the version with an error naming the key, so a typo
-//! never goes unnoticed.
+//! Limits and the share are clamped to the host's maxima (`--max-share`
+//! for the share; the host says so in the `PolicyLoaded` Event and the
+//! [`CLAMPED_ANNOTATION`]); an unknown key or a bad value rejects the
+//! version with an error naming the key, so a typo never goes unnoticed.
 //!
 //! The host reports what it did with annotations on the ConfigMap (read by
 //! `policyhost policy list`) and with Events (`PolicyLoaded`,
@@ -41,6 +43,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 use sha2::{Digest as _, Sha256};
 
+use crate::fair::Share;
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
 
 /// The label that marks a policy ConfigMap; its value is the policy's name.
@@ -85,6 +88,9 @@ pub mod keys {
     pub const ALLOWED_KINDS: &str = "allowedKinds";
     /// Free text for people.
     pub const DESCRIPTION: &str = "description";
+    /// Fair share beside other policies (workers, call threads, API
+    /// writes): a positive integer, clamped to the host's `--max-share`.
+    pub const SHARE: &str = "share";
 
     /// Every key the host reads.
     pub const ALL: &[&str] = &[
@@ -96,6 +102,7 @@ pub mod keys {
         MAX_OUTPUT_BYTES,
         ALLOWED_KINDS,
         DESCRIPTION,
+        SHARE,
     ];
 }
 
@@ -216,6 +223,8 @@ pub struct Settings {
     pub sha256: Option<Digest>,
     /// Free text.
     pub description: Option<String>,
+    /// The fair share asked for (unset: 1).
+    pub share: Option<Share>,
 }
 
 impl Settings {
@@ -271,6 +280,13 @@ impl Settings {
                         Some(parse_kinds(text).ok_or_else(|| invalid(KINDS_EXPECTED))?);
                 }
                 keys::DESCRIPTION => settings.description = Some(value.clone()),
+                keys::SHARE => {
+                    let share = parse_integer(text)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .and_then(Share::new)
+                        .ok_or_else(|| invalid(SHARE_EXPECTED))?;
+                    settings.share = Some(share);
+                }
                 _ => return Err(Error::UnknownKey { key: key.clone() }),
             }
         }
@@ -325,6 +341,9 @@ impl Settings {
         }
         if let Some(description) = &self.description {
             put(keys::DESCRIPTION, description.clone());
+        }
+        if let Some(share) = self.share {
+            put(keys::SHARE, share.to_string());
         }
         data
     }
@@ -501,6 +520,7 @@ const TIMEOUT_EXPECTED: &str = "a positive duration such as 500ms, 2s or 1m";
 const CHILDREN_EXPECTED: &str = "an integer from 0 to 4294967295";
 const OUTPUT_EXPECTED: &str = "a positive byte quantity, such as 4Mi";
 const KINDS_EXPECTED: &str = "a list of APIVERSION/KIND such as v1/Pod,batch/v1/Job";
+const SHARE_EXPECTED: &str = "a positive integer, such as 2";
 
 fn parse_digest(text: &str) -> Option<Digest> {
     let hex = text.strip_prefix("sha256:").unwrap_or(text);
@@ -621,8 +641,10 @@ mod tests {
             ("maxOutputBytes", "1M"),
             ("allowedKinds", "v1/Pod, batch/v1/Job\nv1/ConfigMap"),
             ("description", "fan out"),
+            ("share", "3"),
         ]))
         .expect("valid settings");
+        assert_eq!(settings.share, Share::new(3));
         assert_eq!(settings.sha256, Some(digest));
         assert_eq!(
             settings.limits,
@@ -710,7 +732,19 @@ mod tests {
         );
         assert_eq!(
             error_of(&[("memroy", "64Mi")]),
-            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, description"
+            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, description, share"
+        );
+        assert_eq!(
+            error_of(&[("share", "0")]),
+            "`data.share` is `0`; expected a positive integer, such as 2"
+        );
+        assert_eq!(
+            error_of(&[("share", "-1")]),
+            "`data.share` is `-1`; expected a positive integer, such as 2"
+        );
+        assert_eq!(
+            error_of(&[("share", "99999999999")]),
+            "`data.share` is `99999999999`; expected a positive integer, such as 2"
         );
         let error = Settings::parse(&data(&[("fuel", "x")])).unwrap_err();
         assert_eq!(error.reason(), "InvalidConfig");
@@ -746,6 +780,7 @@ mod tests {
             allowed_kinds: Some(vec![AllowedKind::new("batch/v1", "Job")]),
             sha256: Some(Digest::of(b"x")),
             description: Some("d".into()),
+            share: Share::new(4),
         };
         let data = settings.to_data();
         assert_eq!(data["memory"], "96Mi");

@@ -116,11 +116,14 @@ pub fn load_blocking(
             return Err(configmap::Error::DigestMismatch { pinned, actual }.into());
         }
     }
-    let spec = PolicySpec::new(name).limits(settings.limits).allowed_kinds(
-        settings
-            .allowed_kinds
-            .unwrap_or_else(|| config.child_kinds.clone()),
-    );
+    let spec = PolicySpec::new(name)
+        .limits(settings.limits)
+        .share(settings.share)
+        .allowed_kinds(
+            settings
+                .allowed_kinds
+                .unwrap_or_else(|| config.child_kinds.clone()),
+        );
     let policy = check(runtime, spec, &bytes)?;
     Ok(Loaded {
         policy,

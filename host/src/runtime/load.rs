@@ -9,9 +9,10 @@ use wasmtime::component::{Component, Linker};
 
 use super::bindings::DatajobPolicyPre;
 use super::cache::{Cache, Digest, Source};
+use crate::fair::{Share, Tenant};
 use super::engine::Engine;
 use super::error::{Error, Result};
-use super::limits::{Clamped, HostMaxima, Limits, PolicyLimits};
+use super::limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
 use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
@@ -26,6 +27,8 @@ pub struct PolicySpec {
     pub limits: PolicyLimits,
     /// The kinds it may create.
     pub allowed_kinds: Vec<AllowedKind>,
+    /// The fair share it asks for (unset: [`Share::DEFAULT`]).
+    pub share: Option<Share>,
 }
 
 impl PolicySpec {
@@ -36,7 +39,15 @@ impl PolicySpec {
             name: name.into(),
             limits: PolicyLimits::default(),
             allowed_kinds: AllowedKind::defaults(),
+            share: None,
         }
+    }
+
+    /// Asks for this fair share.
+    #[must_use]
+    pub fn share(mut self, share: Option<Share>) -> Self {
+        self.share = share;
+        self
     }
 
     /// Asks for these limits.
@@ -66,6 +77,7 @@ pub struct Policy {
     pub(crate) limits: Limits,
     pub(crate) clamped: Vec<Clamped>,
     pub(crate) allowed_kinds: Vec<AllowedKind>,
+    pub(crate) tenant: Tenant,
     pub(crate) imports: Vec<String>,
     pub(crate) size: usize,
     pub(crate) load_time: Duration,
@@ -113,6 +125,13 @@ impl Policy {
         &self.allowed_kinds
     }
 
+    /// The policy as a tenant of the host: its name and its fair share
+    /// (after clamping).
+    #[must_use]
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
     /// The component's imports, e.g. `wasi:cli/environment@0.2.3`.
     #[must_use]
     pub fn imports(&self) -> &[String] {
@@ -151,6 +170,7 @@ pub(crate) struct Loader<'a> {
     pub(crate) cache: &'a Cache,
     pub(crate) defaults: &'a Limits,
     pub(crate) maxima: &'a HostMaxima,
+    pub(crate) max_share: Share,
 }
 
 impl Loader<'_> {
@@ -176,13 +196,24 @@ impl Loader<'_> {
             .imports(engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let (limits, clamped) = spec.limits.resolve(self.defaults, self.maxima);
+        let (limits, mut clamped) = spec.limits.resolve(self.defaults, self.maxima);
+        let share = spec.share.unwrap_or_default();
+        if share > self.max_share {
+            clamped.push(Clamped {
+                limit: LimitKind::Share,
+                requested: u64::from(share.get()),
+                applied: u64::from(self.max_share.get()),
+            });
+        }
+        let share = share.min(self.max_share);
         for c in &clamped {
             tracing::warn!(policy = %spec.name, limit = %c.limit, requested = c.requested, applied = c.applied, "policy limit clamped to the host maximum");
         }
         tracing::debug!(policy = %spec.name, %digest, ?source, ?load_time, "policy loaded");
+        let name: Arc<str> = spec.name.into();
         Ok(Policy {
-            name: spec.name.into(),
+            tenant: Tenant::new(Arc::clone(&name), share),
+            name,
             digest,
             digest_hex: digest.to_hex(),
             pre,

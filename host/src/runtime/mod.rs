@@ -13,7 +13,9 @@
 //!    the allowed imports, and pre-linked into a [`Policy`].
 //! 3. Call it with [`Runtime::reconcile`] / [`Runtime::cleanup`] (async,
 //!    on the pool) or their `_blocking` twins. Each call instantiates a fresh
-//!    instance, so no state survives between calls or DataJobs.
+//!    instance, so no state survives between calls or DataJobs. Async calls
+//!    pass a fair [`Gate`] first: one slot per pool thread, shared between
+//!    policies by their shares (see [`crate::fair`]).
 //!
 //! # Guarantees
 //!
@@ -59,13 +61,15 @@ use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker};
 
+use crate::fair::{Gate, Share};
+
 pub use bindings::{
     Child, ChildPhase, CleanupResult, Condition, Context, DataJob, DesiredChild, Event, KeyValue,
     Level, ReconcileResult, Status,
 };
 pub use cache::{CacheStats, Digest, Source};
 pub use call::{CallReport, Input, Outcome};
-pub use engine::EngineConfig;
+pub use engine::{Allowance, EngineConfig, PER_CALL};
 pub use error::{Error, PolicyError, Result};
 pub use limiter::{MemoryAccount, MemoryLimiter};
 pub use limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
@@ -86,6 +90,9 @@ pub struct RuntimeConfig {
     pub threads: usize,
     /// Directory for compiled components, reused across restarts.
     pub cache_dir: Option<PathBuf>,
+    /// The largest fair share a policy may ask for; larger ones are clamped
+    /// (and reported like clamped limits).
+    pub max_share: Share,
 }
 
 impl Default for RuntimeConfig {
@@ -95,7 +102,30 @@ impl Default for RuntimeConfig {
             defaults: Limits::default(),
             threads: std::thread::available_parallelism().map_or(2, usize::from),
             cache_dir: None,
+            max_share: Share::new(DEFAULT_MAX_SHARE).unwrap_or_default(),
         }
+    }
+}
+
+/// The default of [`RuntimeConfig::max_share`]: enough to give a critical
+/// team ten times the default, not enough to shut the others out.
+pub const DEFAULT_MAX_SHARE: u32 = 10;
+
+/// Instances kept beyond one per call thread, for calls that do not pass
+/// the [`Gate`]: trial instantiations of versions being loaded (the policy
+/// ConfigMap source loads two at a time) and the CLI's blocking calls.
+pub const RESERVED_INSTANCES: u32 = 4;
+
+impl RuntimeConfig {
+    /// The instance pool this configuration needs: one instance per call
+    /// thread (the gate admits no more calls) plus [`RESERVED_INSTANCES`],
+    /// or the configured size if that is larger.
+    #[must_use]
+    pub fn instances_needed(&self) -> u32 {
+        let threads = u32::try_from(self.threads.max(1)).unwrap_or(u32::MAX);
+        self.engine
+            .max_instances
+            .max(threads.saturating_add(RESERVED_INSTANCES))
     }
 }
 
@@ -110,8 +140,11 @@ struct Inner {
     linker: Linker<StoreState>,
     cache: cache::Cache,
     pool: pool::Pool,
+    /// Admits async calls to the pool, fairly between policies.
+    calls: Arc<Gate>,
     defaults: Limits,
     maxima: HostMaxima,
+    max_share: Share,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -124,8 +157,14 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Builds the engine, the linker and the call pool.
+    ///
+    /// The instance pool is sized by [`RuntimeConfig::instances_needed`]:
+    /// every call the runtime can have in flight finds its instance.
     pub fn new(config: RuntimeConfig) -> Result<Self> {
-        let engine = engine::Engine::new(&config.engine)?;
+        let engine = engine::Engine::new(&EngineConfig {
+            max_instances: config.instances_needed(),
+            ..config.engine.clone()
+        })?;
         let mut linker = Linker::new(engine.wasmtime());
         let link = |linker: &mut Linker<StoreState>| -> wasmtime::Result<()> {
             bindings::add_log_to_linker::<StoreState, HasSelf<StoreState>>(linker, |s| s)?;
@@ -135,7 +174,8 @@ impl Runtime {
             context: "linking the host interfaces",
             source,
         })?;
-        let pool = pool::Pool::new(config.threads).map_err(|source| Error::Io {
+        let threads = config.threads.max(1);
+        let pool = pool::Pool::new(threads).map_err(|source| Error::Io {
             context: "starting the guest call threads".into(),
             source,
         })?;
@@ -147,8 +187,13 @@ impl Runtime {
                 linker,
                 cache: cache::Cache::new(config.cache_dir),
                 pool,
+                // As many calls as threads: a queue inside the pool would be
+                // first come, first served, so the fair choice is made here,
+                // when a thread is free.
+                calls: Gate::new(threads),
                 defaults,
                 maxima: config.engine.maxima,
+                max_share: config.max_share,
             }),
         })
     }
@@ -163,6 +208,7 @@ impl Runtime {
             cache: &inner.cache,
             defaults: &inner.defaults,
             maxima: &inner.maxima,
+            max_share: inner.max_share,
         }
         .load(spec, bytes)
         .map(Arc::new)
@@ -189,8 +235,10 @@ impl Runtime {
     }
 
     /// Calls `reconcile` on the call pool; waits (asynchronously) for a slot
-    /// when every thread is busy and its queue is full.
+    /// when every thread is busy, behind the calls of policies that hold
+    /// fewer threads per share than this one.
     pub async fn reconcile(&self, policy: Arc<Policy>, input: Input) -> Outcome<Reconciled> {
+        let _slot = self.inner.calls.acquire(policy.tenant()).await;
         let this = self.clone();
         self.inner
             .pool
@@ -199,8 +247,9 @@ impl Runtime {
             .unwrap_or_else(closed_outcome)
     }
 
-    /// Calls `cleanup` on the call pool.
+    /// Calls `cleanup` on the call pool, like [`Runtime::reconcile`].
     pub async fn cleanup(&self, policy: Arc<Policy>, input: Input) -> Outcome<Cleaned> {
+        let _slot = self.inner.calls.acquire(policy.tenant()).await;
         let this = self.clone();
         self.inner
             .pool
@@ -226,6 +275,12 @@ impl Runtime {
     #[must_use]
     pub fn maxima(&self) -> &HostMaxima {
         &self.inner.maxima
+    }
+
+    /// Async calls of `policy` running now (holding a call thread).
+    #[must_use]
+    pub fn calls_running(&self, policy: &str) -> usize {
+        self.inner.calls.held(policy)
     }
 }
 
