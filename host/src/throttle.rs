@@ -269,7 +269,10 @@ mod tests {
             took < Duration::from_millis(800),
             "5 writes beside a flood of 100 took {took:?}"
         );
-        assert!(flood_left > 40, "the flood was still queued ({flood_left} left)");
+        assert!(
+            flood_left > 40,
+            "the flood was still queued ({flood_left} left)"
+        );
         flood.abort_all();
     }
 }

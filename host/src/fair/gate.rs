@@ -184,15 +184,15 @@ impl Drop for Wait<'_> {
             return;
         }
         let mut state = self.gate.lock();
-        if let Some(queue) = state.waiting.get_mut(self.tenant) {
-            if let Some(at) = queue.iter().position(|w| w.id == self.id) {
-                queue.remove(at);
-                if queue.is_empty() {
-                    state.waiting.remove(self.tenant);
-                    state.ledger.retire(self.tenant);
-                }
-                return;
+        if let Some(queue) = state.waiting.get_mut(self.tenant)
+            && let Some(at) = queue.iter().position(|w| w.id == self.id)
+        {
+            queue.remove(at);
+            if queue.is_empty() {
+                state.waiting.remove(self.tenant);
+                state.ledger.retire(self.tenant);
             }
+            return;
         }
         // Not queued any more: it was granted a slot it will not use.
         drop(state);
@@ -265,9 +265,21 @@ mod tests {
         let gate = Gate::new(2);
         let mut jobs = JoinSet::new();
         let start = Instant::now();
-        submit(&gate, &mut jobs, &tenant("noisy", 1), 100, Duration::from_secs(1));
+        submit(
+            &gate,
+            &mut jobs,
+            &tenant("noisy", 1),
+            100,
+            Duration::from_secs(1),
+        );
         settle().await;
-        submit(&gate, &mut jobs, &tenant("quiet", 1), 1, Duration::from_millis(10));
+        submit(
+            &gate,
+            &mut jobs,
+            &tenant("quiet", 1),
+            1,
+            Duration::from_millis(10),
+        );
         let finished = jobs.join_all().await;
         let quiet = finished
             .iter()
@@ -281,8 +293,20 @@ mod tests {
     async fn while_both_wait_slots_are_held_in_proportion_to_shares() {
         let gate = Gate::new(4);
         let mut jobs = JoinSet::new();
-        submit(&gate, &mut jobs, &tenant("three", 3), 200, Duration::from_secs(1));
-        submit(&gate, &mut jobs, &tenant("one", 1), 200, Duration::from_secs(1));
+        submit(
+            &gate,
+            &mut jobs,
+            &tenant("three", 3),
+            200,
+            Duration::from_secs(1),
+        );
+        submit(
+            &gate,
+            &mut jobs,
+            &tenant("one", 1),
+            200,
+            Duration::from_secs(1),
+        );
         // After the first round, the slots settle at 3 : 1.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         for _ in 0..5 {
@@ -297,9 +321,21 @@ mod tests {
         let gate = Gate::new(1);
         let mut jobs = JoinSet::new();
         let start = Instant::now();
-        submit(&gate, &mut jobs, &tenant("big", 1000), 5000, Duration::from_millis(1));
+        submit(
+            &gate,
+            &mut jobs,
+            &tenant("big", 1000),
+            5000,
+            Duration::from_millis(1),
+        );
         settle().await;
-        submit(&gate, &mut jobs, &tenant("small", 1), 2, Duration::from_millis(1));
+        submit(
+            &gate,
+            &mut jobs,
+            &tenant("small", 1),
+            2,
+            Duration::from_millis(1),
+        );
         let mut small_done = Vec::new();
         while let Some(job) = jobs.join_next().await {
             let (name, at) = job.expect("job");
@@ -312,7 +348,10 @@ mod tests {
         }
         jobs.abort_all();
         // One grant for small per thousand for big (plus the first grant).
-        assert!(small_done[1] <= Duration::from_millis(1010), "{small_done:?}");
+        assert!(
+            small_done[1] <= Duration::from_millis(1010),
+            "{small_done:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -18,7 +18,8 @@ const GRANT_COST: u128 = 1 << 32;
 ///    moves a tenant's virtual time on by `1 / share`, and a tenant that
 ///    was idle starts at the current virtual time, so it neither banks
 ///    credit while idle nor is penalised for having been busy before;
-/// 3. then whoever was served longest ago.
+/// 3. then whoever was served longest ago, and among tenants never served,
+///    whoever came first.
 ///
 /// The ledger is pure bookkeeping: callers hold it under their own lock.
 /// Accounts of tenants that hold nothing are dropped with [`retire`](Self::retire),
@@ -30,6 +31,8 @@ pub struct Ledger {
     clock: u128,
     /// Grants so far, to order ties.
     grants: u64,
+    /// Accounts opened so far, to order ties among tenants never served.
+    opened: u64,
 }
 
 #[derive(Debug)]
@@ -40,6 +43,8 @@ struct Account {
     next_start: u128,
     /// When (in grants) it was last served.
     last_served: u64,
+    /// When (in accounts) it came.
+    opened: u64,
 }
 
 impl Ledger {
@@ -51,17 +56,21 @@ impl Ledger {
 
     /// Makes `tenant` known (or updates its share), so that it can be picked.
     pub fn enter(&mut self, tenant: &Tenant) {
-        let clock = self.clock;
-        let account = self
-            .accounts
-            .entry(Arc::clone(tenant.key()))
-            .or_insert(Account {
+        self.account(tenant.key()).share = tenant.share().get();
+    }
+
+    fn account(&mut self, name: &Arc<str>) -> &mut Account {
+        let (clock, opened) = (self.clock, &mut self.opened);
+        self.accounts.entry(Arc::clone(name)).or_insert_with(|| {
+            *opened += 1;
+            Account {
                 share: 1,
                 held: 0,
                 next_start: clock,
                 last_served: 0,
-            });
-        account.share = tenant.share().get();
+                opened: *opened,
+            }
+        })
     }
 
     /// The candidate to serve next, by the rule above; `None` when there is
@@ -71,19 +80,18 @@ impl Ledger {
     where
         I: IntoIterator<Item = &'a Arc<str>>,
     {
-        candidates
-            .into_iter()
-            .min_by_key(|name| self.order(name))
+        candidates.into_iter().min_by_key(|name| self.order(name))
     }
 
-    fn order(&self, name: &str) -> (u128, u128, u64) {
+    fn order(&self, name: &str) -> (u128, u128, u64, u64) {
         match self.accounts.get(name) {
             Some(account) => (
                 account.held as u128 * GRANT_COST / u128::from(account.share),
                 account.next_start.max(self.clock),
                 account.last_served,
+                account.opened,
             ),
-            None => (0, self.clock, 0),
+            None => (0, self.clock, 0, u64::MAX),
         }
     }
 
@@ -91,15 +99,7 @@ impl Ledger {
     pub fn grant(&mut self, name: &Arc<str>) {
         self.grants += 1;
         let (clock, grants) = (self.clock, self.grants);
-        let account = self
-            .accounts
-            .entry(Arc::clone(name))
-            .or_insert(Account {
-                share: 1,
-                held: 0,
-                next_start: clock,
-                last_served: 0,
-            });
+        let account = self.account(name);
         let start = account.next_start.max(clock);
         account.next_start = start + GRANT_COST / u128::from(account.share);
         account.held += 1;
@@ -210,7 +210,11 @@ mod tests {
     #[test]
     fn a_small_share_is_not_starved_beside_a_large_one() {
         let mut ledger = Ledger::new();
-        let served = serve(&mut ledger, &[tenant("big", 1000), tenant("small", 1)], 10_010);
+        let served = serve(
+            &mut ledger,
+            &[tenant("big", 1000), tenant("small", 1)],
+            10_010,
+        );
         assert_eq!(served["small"], 10);
     }
 

@@ -143,7 +143,9 @@ pub async fn writing_for<F: Future>(tenant: Tenant, work: F) -> F::Output {
 /// [`writing_for`].
 #[must_use]
 pub fn current_writer() -> Tenant {
-    WRITER.try_with(Clone::clone).unwrap_or_else(|_| Tenant::host())
+    WRITER
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| Tenant::host())
 }
 
 #[cfg(test)]

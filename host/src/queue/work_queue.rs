@@ -620,7 +620,10 @@ mod tests {
             leases.push(next_string(&q).await);
         }
         let keys: Vec<&str> = leases.iter().map(|l| l.key().as_str()).collect();
-        assert_eq!(keys, (0..8).map(|n| format!("alone/{n}")).collect::<Vec<_>>());
+        assert_eq!(
+            keys,
+            (0..8).map(|n| format!("alone/{n}")).collect::<Vec<_>>()
+        );
     }
 
     #[tokio::test(start_paused = true)]

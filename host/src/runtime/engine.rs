@@ -348,8 +348,10 @@ mod tests {
     /// A component of `modules` core instances of a module with one memory.
     fn component_with_memories(modules: usize) -> Vec<u8> {
         let instances = "(core instance (instantiate $m))".repeat(modules);
-        wat::parse_str(format!("(component (core module $m (memory 1)) {instances})"))
-            .expect("valid component text")
+        wat::parse_str(format!(
+            "(component (core module $m (memory 1)) {instances})"
+        ))
+        .expect("valid component text")
     }
 
     fn instantiate(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<()> {

@@ -9,13 +9,13 @@ use wasmtime::component::{Component, Linker};
 
 use super::bindings::DatajobPolicyPre;
 use super::cache::{Cache, Digest, Source};
-use crate::fair::{Share, Tenant};
 use super::engine::Engine;
 use super::error::{Error, Result};
 use super::limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
 use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
+use crate::fair::{Share, Tenant};
 
 /// What the host is told about a policy besides its bytes (from its
 /// ConfigMap, or the command line).
