@@ -6,6 +6,18 @@
 //! (`qps` tokens a second, up to `burst` at once), like client-go's
 //! flowcontrol. Reads and watches are not limited: they are served from the
 //! cache or are long-lived streams.
+//!
+//! The bucket is shared fairly between policies: writers wait for their
+//! turn at a one-slot [`Gate`] in front of it, which hands the next token to
+//! the waiting policy furthest behind its share (see [`crate::fair`]). A
+//! policy alone gets every token; a policy that floods takes only its share
+//! while others write. Whose a write is comes from the task-local set by
+//! [`fair::writing_for`] around each reconcile; writes outside one (policy
+//! ConfigMap annotations, Events of the loader) are the host's.
+//!
+//! The budget stays a layer on the client, rather than moving to each place
+//! the controller writes, so that no write can bypass it: children, status,
+//! finalizer patches and Events all go through the same client.
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -17,10 +29,31 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::{Method, Request};
 use tower::{Layer, Service};
 
+use crate::fair::{self, Gate};
+
 /// Shares one token bucket between every service it wraps.
 #[derive(Clone)]
 pub struct WriteThrottleLayer {
-    bucket: Arc<DefaultDirectRateLimiter>,
+    budget: Arc<Budget>,
+}
+
+/// The token bucket and the turns to take from it.
+struct Budget {
+    bucket: DefaultDirectRateLimiter,
+    turns: Arc<Gate>,
+}
+
+impl Budget {
+    /// Waits for a token, in the current writer's fair turn.
+    ///
+    /// Called from the response future, so that the task-local writer is
+    /// the caller's even under a `tower::buffer::Buffer` (kube's client has
+    /// one), whose worker task runs `Service::call`.
+    async fn until_ready(&self) {
+        let writer = fair::current_writer();
+        let _turn = self.turns.acquire(&writer).await;
+        self.bucket.until_ready().await;
+    }
 }
 
 impl WriteThrottleLayer {
@@ -32,7 +65,10 @@ impl WriteThrottleLayer {
 
     fn with_quota(quota: Quota) -> Self {
         Self {
-            bucket: Arc::new(RateLimiter::direct(quota)),
+            budget: Arc::new(Budget {
+                bucket: RateLimiter::direct(quota),
+                turns: Gate::new(1),
+            }),
         }
     }
 }
@@ -43,7 +79,7 @@ impl<S> Layer<S> for WriteThrottleLayer {
     fn layer(&self, inner: S) -> Self::Service {
         WriteThrottle {
             inner,
-            bucket: Arc::clone(&self.bucket),
+            budget: Arc::clone(&self.budget),
         }
     }
 }
@@ -55,7 +91,7 @@ impl<S> Layer<S> for WriteThrottleLayer {
 #[derive(Clone)]
 pub struct WriteThrottle<S> {
     inner: S,
-    bucket: Arc<DefaultDirectRateLimiter>,
+    budget: Arc<Budget>,
 }
 
 /// True for the methods that change state on a Kubernetes API server.
@@ -82,10 +118,10 @@ where
         // stays behind for the next caller (the tower idiom for delayed calls).
         let fresh = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, fresh);
-        let bucket = is_write(request.method()).then(|| Arc::clone(&self.bucket));
+        let budget = is_write(request.method()).then(|| Arc::clone(&self.budget));
         Box::pin(async move {
-            if let Some(bucket) = bucket {
-                bucket.until_ready().await;
+            if let Some(budget) = budget {
+                budget.until_ready().await;
             }
             ready.call(request).await
         })
@@ -181,5 +217,62 @@ mod tests {
                 .is_err(),
             "a second write within the hour waits"
         );
+    }
+
+    /// Sends one write through `service` (a buffered throttle) as `tenant`.
+    async fn write_as<S>(service: S, tenant: fair::Tenant)
+    where
+        S: Service<Request<()>> + Send,
+        S::Future: Send,
+        S::Error: std::fmt::Debug,
+    {
+        fair::writing_for(tenant, async move {
+            let ready = service.oneshot(request(Method::PATCH));
+            ready.await.expect("accepted");
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_policy_writing_little_is_not_held_behind_one_writing_much_through_a_buffer() {
+        let qps = NonZeroU32::new(50).expect("non-zero");
+        let layer = WriteThrottleLayer::new(qps, NonZeroU32::MIN);
+        // kube's client puts a Buffer in front of every layer: `call` runs
+        // on its worker task, not the writer's.
+        let service = tower::buffer::Buffer::new(layer.layer(Accept), 1024);
+        let share = fair::Share::DEFAULT;
+        let (noisy, quiet) = (
+            fair::Tenant::new("noisy", share),
+            fair::Tenant::new("quiet", share),
+        );
+        let mut flood = tokio::task::JoinSet::new();
+        for _ in 0..100 {
+            flood.spawn(write_as(service.clone(), noisy.clone()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let start = Instant::now();
+        for _ in 0..5 {
+            write_as(service.clone(), quiet.clone()).await;
+        }
+        let took = start.elapsed();
+        let flood_left = flood.len() - {
+            let mut finished = 0;
+            while flood.try_join_next().is_some() {
+                finished += 1;
+            }
+            finished
+        };
+        // First come, first served, the five would wait for the hundred
+        // (two seconds at 50/s); taking turns, each waits for one of the
+        // flood's tokens at most.
+        assert!(
+            took < Duration::from_millis(800),
+            "5 writes beside a flood of 100 took {took:?}"
+        );
+        assert!(
+            flood_left > 40,
+            "the flood was still queued ({flood_left} left)"
+        );
+        flood.abort_all();
     }
 }

@@ -12,6 +12,7 @@ mod cli;
 mod compilation;
 mod delivery;
 mod deploy;
+mod fairness;
 mod finalizer;
 mod golden;
 mod guests;

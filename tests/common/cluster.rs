@@ -134,6 +134,8 @@ pub struct OperatorSetup {
     pub strict_policy_tenancy: bool,
     /// How children are cached.
     pub cache: policyhost::cache::Mode,
+    /// The host's longest call deadline (`--max-timeout`), if not the default.
+    pub max_timeout: Option<Duration>,
 }
 
 impl OperatorSetup {
@@ -151,6 +153,7 @@ impl OperatorSetup {
             policy_configmaps: false,
             strict_policy_tenancy: false,
             cache: policyhost::cache::Mode::Indexed,
+            max_timeout: None,
         }
     }
 
@@ -228,6 +231,14 @@ impl Env {
     /// Starts an operator for this namespace and waits until its caches are synced.
     pub async fn start_operator(&mut self, setup: OperatorSetup) {
         let defaults = Options::default();
+        let mut runtime = RuntimeConfig {
+            threads: 2,
+            cache_dir: Some(super::target_dir().join("policyhost-test-cache")),
+            ..RuntimeConfig::default()
+        };
+        if let Some(timeout) = setup.max_timeout {
+            runtime.engine.maxima.0.timeout = timeout;
+        }
         let options = Options {
             api_qps: setup.api_qps.unwrap_or(defaults.api_qps),
             api_burst: setup.api_qps.map_or(defaults.api_burst, |qps| {
@@ -250,11 +261,7 @@ impl Env {
                 .then(|| self.policy_namespace.clone()),
             strict_policy_tenancy: setup.strict_policy_tenancy,
             cache: setup.cache,
-            runtime: RuntimeConfig {
-                threads: 2,
-                cache_dir: Some(super::target_dir().join("policyhost-test-cache")),
-                ..RuntimeConfig::default()
-            },
+            runtime,
             ..defaults
         };
         let operator = Operator::new(self.config.clone(), options)

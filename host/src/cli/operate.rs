@@ -11,9 +11,10 @@ use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use policyhost::asks::Asks;
 use policyhost::cache;
+use policyhost::fair::Share;
 use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
-use policyhost::runtime::{AllowedKind, RuntimeConfig, compile};
+use policyhost::runtime::{self, AllowedKind, compile};
 use tracing::info;
 
 use super::leader::{LeaderArgs, parse_duration};
@@ -105,6 +106,16 @@ pub(crate) struct OperatorArgs {
     /// of as many; the rest are dropped and reported.
     #[arg(long, value_name = "N", default_value_t = Asks::default().events.per_minute)]
     events_per_minute: u32,
+    /// The largest fair share a policy ConfigMap's `share` may ask for;
+    /// larger ones are clamped (and reported on the ConfigMap).
+    #[arg(long, value_name = "N", default_value_t = runtime::DEFAULT_MAX_SHARE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_share: u32,
+    /// The longest deadline a policy may get per call, in milliseconds
+    /// (its ConfigMap's `timeout` and the default are clamped to it).
+    #[arg(long, value_name = "MS", default_value_t = max_timeout_ms(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_timeout: u64,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -141,6 +152,11 @@ impl CompileArgs {
     }
 }
 
+/// The default of `--max-timeout`: the host maxima's deadline.
+fn max_timeout_ms() -> u64 {
+    u64::try_from(runtime::HostMaxima::default().0.timeout.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// `--cache` values.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
 pub(crate) enum CacheArg {
@@ -174,6 +190,10 @@ impl OperatorArgs {
     /// The operator options these arguments stand for.
     pub(crate) fn options(&self, listen: Option<SocketAddr>) -> Options {
         let defaults = Options::default();
+        let mut runtime = defaults.runtime.clone();
+        runtime.max_share = Share::new(self.max_share).unwrap_or_default();
+        runtime.engine.maxima.0.timeout = Duration::from_millis(self.max_timeout);
+        runtime.compile = self.compile.config();
         Options {
             namespaces: self.namespaces.clone(),
             instance: self.instance.clone(),
@@ -211,10 +231,7 @@ impl OperatorArgs {
                     per_minute: self.events_per_minute,
                 },
             },
-            runtime: RuntimeConfig {
-                compile: self.compile.config(),
-                ..defaults.runtime.clone()
-            },
+            runtime,
             ..defaults
         }
     }

@@ -54,6 +54,10 @@ pub(crate) struct PushArgs {
     /// A line for people, kept in the ConfigMap.
     #[arg(long)]
     description: Option<String>,
+    /// Fair share beside other policies (workers, call threads, API
+    /// writes); default 1, clamped to the host's `--max-share`.
+    #[arg(long, value_name = "N")]
+    share: Option<String>,
     /// When to gzip the component.
     #[arg(long, value_enum, default_value_t)]
     gzip: GzipArg,
@@ -99,6 +103,7 @@ impl PushArgs {
             (keys::ALLOWED_KINDS, self.allowed_kinds.clone()),
             (keys::ALLOWED_NAMESPACES, self.allowed_namespaces.clone()),
             (keys::DESCRIPTION, self.description.clone()),
+            (keys::SHARE, self.share.clone()),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_owned(), value?)))
@@ -113,6 +118,7 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime(1)?;
     let spec = PolicySpec::new(&args.name)
         .limits(settings.limits)
+        .share(settings.share)
         .allowed_kinds(
             settings
                 .allowed_kinds

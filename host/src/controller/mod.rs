@@ -8,7 +8,8 @@
 //! 2. [`Controller::run`] starts one watch stream per kind and namespace, waits
 //!    until every cache has completed its first list, then starts
 //!    `workers` workers.
-//! 3. A worker takes a key (never one another worker holds), reconciles it
+//! 3. A worker takes a key (never one another worker holds; between
+//!    policies, fairly by share: see [`crate::fair`]), reconciles it
 //!    ([`reconcile::reconcile`]), and tells the queue what next: nothing until
 //!    a change, a requeue after the policy's delay, or a retry with
 //!    exponential backoff. The finalizer comes first (`finalizer::step`):
@@ -44,6 +45,7 @@ use crate::apply::{Events, status};
 use crate::asks::Asks;
 use crate::cache::{self, Cached, ChildCaches, Index, ObjectKey, Store};
 use crate::crd::DataJob;
+use crate::fair::{self, Tenant};
 use crate::finalizer::{Budget, machine::Pacing};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -136,6 +138,10 @@ impl Controller {
         let jobs = jobs.scopes(scopes.clone()).build();
         let children = ChildCaches::with_mode(config.cache, &config.child_kinds, &scopes);
         let instance = config.watch.instance.clone();
+        let queue = WorkQueue::with_tenants(config.backoff, {
+            let (jobs, registry) = (jobs.clone(), Arc::clone(&registry));
+            move |key: &ObjectKey| tenant_of(&jobs, &registry, key)
+        });
         let shared = Arc::new(Shared {
             events: Events::new(
                 client.clone(),
@@ -149,7 +155,7 @@ impl Controller {
             jobs,
             jobs_by_policy,
             children,
-            queue: WorkQueue::new(config.backoff),
+            queue,
             metrics,
             instance,
             finalizers: finalizer::Finalizers::new(
@@ -248,9 +254,12 @@ async fn worker(shared: Arc<Shared>) {
         }
         let attempt = queue.failures(&key).saturating_add(1);
         let started = Instant::now();
-        let next = reconcile::reconcile(&shared, &key, attempt)
-            .instrument(info_span!("reconcile", job = %key, attempt))
-            .await;
+        let next = fair::writing_for(
+            lease.tenant().clone(),
+            reconcile::reconcile(&shared, &key, attempt),
+        )
+        .instrument(info_span!("reconcile", job = %key, attempt))
+        .await;
         match next {
             Next::AwaitChange => queue.forget(&key),
             Next::RequeueAfter(delay) => {
@@ -272,6 +281,15 @@ async fn worker(shared: Arc<Shared>) {
             .work_duration
             .observe(started.elapsed().as_secs_f64());
     }
+}
+
+/// Whose work a DataJob is: its policy's, if that policy is in service
+/// (with the policy's share); otherwise the host's, so that DataJobs naming
+/// policies that do not exist share one line instead of opening one each.
+fn tenant_of(jobs: &Store<DataJob>, registry: &Registry, key: &ObjectKey) -> Tenant {
+    jobs.get(key)
+        .and_then(|job| registry.get(&job.spec.policy).ok())
+        .map_or_else(Tenant::host, |policy| policy.tenant().clone())
 }
 
 /// Queues every DataJob of a policy when the policy changes.

@@ -22,12 +22,14 @@
 //!   allowedKinds: v1/Pod,batch/v1/Job       # kinds the policy may create
 //!   allowedNamespaces: team-a,team-a-ci     # whose DataJobs may use it (`*`, the default: all)
 //!   description: one line for people        # free text, ignored by the host
+//!   share: "2"                              # fair share of workers, call threads
+//!                                           # and API writes (default 1)
 //! ```
 //!
-//! Limits are clamped to the host's maxima (the host says so in the
-//! `PolicyLoaded` Event and the [`CLAMPED_ANNOTATION`]); an unknown key or a
-//! bad value rejects the version with an error naming the key, so a typo
-//! never goes unnoticed.
+//! Limits and the share are clamped to the host's maxima (`--max-share`
+//! for the share; the host says so in the `PolicyLoaded` Event and the
+//! [`CLAMPED_ANNOTATION`]); an unknown key or a bad value rejects the
+//! version with an error naming the key, so a typo never goes unnoticed.
 //!
 //! The host reports what it did with annotations on the ConfigMap (read by
 //! `policyhost policy list`) and with Events (`PolicyLoaded`,
@@ -43,6 +45,7 @@ use kube::api::ObjectMeta;
 use sha2::{Digest as _, Sha256};
 
 use super::access::Access;
+use crate::fair::Share;
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
 
 /// The label that marks a policy ConfigMap; its value is the policy's name.
@@ -90,6 +93,9 @@ pub mod keys {
     pub const ALLOWED_NAMESPACES: &str = "allowedNamespaces";
     /// Free text for people.
     pub const DESCRIPTION: &str = "description";
+    /// Fair share beside other policies (workers, call threads, API
+    /// writes): a positive integer, clamped to the host's `--max-share`.
+    pub const SHARE: &str = "share";
 
     /// Every key the host reads.
     pub const ALL: &[&str] = &[
@@ -102,6 +108,7 @@ pub mod keys {
         ALLOWED_KINDS,
         ALLOWED_NAMESPACES,
         DESCRIPTION,
+        SHARE,
     ];
 }
 
@@ -245,6 +252,8 @@ pub struct Settings {
     pub namespaces: Option<Access>,
     /// Free text.
     pub description: Option<String>,
+    /// The fair share asked for (unset: 1).
+    pub share: Option<Share>,
 }
 
 impl Settings {
@@ -304,6 +313,13 @@ impl Settings {
                         Some(Access::parse(text).ok_or_else(|| invalid(NAMESPACES_EXPECTED))?);
                 }
                 keys::DESCRIPTION => settings.description = Some(value.clone()),
+                keys::SHARE => {
+                    let share = parse_integer(text)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .and_then(Share::new)
+                        .ok_or_else(|| invalid(SHARE_EXPECTED))?;
+                    settings.share = Some(share);
+                }
                 _ => return Err(Error::UnknownKey { key: key.clone() }),
             }
         }
@@ -361,6 +377,9 @@ impl Settings {
         }
         if let Some(description) = &self.description {
             put(keys::DESCRIPTION, description.clone());
+        }
+        if let Some(share) = self.share {
+            put(keys::SHARE, share.to_string());
         }
         data
     }
@@ -538,6 +557,7 @@ const CHILDREN_EXPECTED: &str = "an integer from 0 to 4294967295";
 const OUTPUT_EXPECTED: &str = "a positive byte quantity, such as 4Mi";
 const KINDS_EXPECTED: &str = "a list of APIVERSION/KIND such as v1/Pod,batch/v1/Job";
 const NAMESPACES_EXPECTED: &str = "`*`, or a list of namespace names such as team-a,team-a-ci";
+const SHARE_EXPECTED: &str = "a positive integer, such as 2";
 
 fn parse_digest(text: &str) -> Option<Digest> {
     let hex = text.strip_prefix("sha256:").unwrap_or(text);
@@ -658,8 +678,10 @@ mod tests {
             ("maxOutputBytes", "1M"),
             ("allowedKinds", "v1/Pod, batch/v1/Job\nv1/ConfigMap"),
             ("description", "fan out"),
+            ("share", "3"),
         ]))
         .expect("valid settings");
+        assert_eq!(settings.share, Share::new(3));
         assert_eq!(settings.sha256, Some(digest));
         assert_eq!(
             settings.limits,
@@ -747,7 +769,19 @@ mod tests {
         );
         assert_eq!(
             error_of(&[("memroy", "64Mi")]),
-            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, allowedNamespaces, description"
+            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, allowedNamespaces, description, share"
+        );
+        assert_eq!(
+            error_of(&[("share", "0")]),
+            "`data.share` is `0`; expected a positive integer, such as 2"
+        );
+        assert_eq!(
+            error_of(&[("share", "-1")]),
+            "`data.share` is `-1`; expected a positive integer, such as 2"
+        );
+        assert_eq!(
+            error_of(&[("share", "99999999999")]),
+            "`data.share` is `99999999999`; expected a positive integer, such as 2"
         );
         let error = Settings::parse(&data(&[("fuel", "x")])).unwrap_err();
         assert_eq!(error.reason(), "InvalidConfig");
@@ -830,6 +864,7 @@ mod tests {
             sha256: Some(Digest::of(b"x")),
             namespaces: Some(Access::parse("team-b,team-a").expect("a list")),
             description: Some("d".into()),
+            share: Share::new(4),
         };
         let data = settings.to_data();
         assert_eq!(data["memory"], "96Mi");

@@ -135,6 +135,7 @@ pub fn load_blocking(
     }
     let spec = PolicySpec::new(name)
         .limits(settings.limits)
+        .share(settings.share)
         .allowed_kinds(
             settings
                 .allowed_kinds

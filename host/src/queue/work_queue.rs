@@ -1,7 +1,8 @@
-//! A deduplicating work queue with delayed and rate-limited adds.
+//! A deduplicating work queue with delayed and rate-limited adds, served
+//! fairly between tenants.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -9,6 +10,10 @@ use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 
 use super::backoff::Backoff;
+use crate::fair::{Ledger, Tenant};
+
+/// Tells whose a key is (for the controller: the policy of the DataJob).
+pub type Classify<K> = Box<dyn Fn(&K) -> Tenant + Send + Sync>;
 
 /// A queue of keys to reconcile, with client-go's workqueue semantics.
 ///
@@ -23,36 +28,85 @@ use super::backoff::Backoff;
 /// - **Queue time**: a [`Lease`] tells when its key was first queued since it
 ///   was last handed out ([`Lease::queued_at`]; for a delayed add, when the
 ///   delay ended), so a worker can measure enqueue-to-done latency.
+/// - **Fair between tenants** (with [`with_tenants`](Self::with_tenants)):
+///   each tenant has its own ready line; [`next`](Self::next) serves the
+///   tenant holding the fewest leases per unit of share (see
+///   [`crate::fair`]), first in, first out within a tenant. It is work
+///   conserving: a tenant alone gets every worker. Without a classifier
+///   every key is the host's, and the queue is one first-in, first-out line.
 ///
 /// Concurrency is bounded by the number of workers calling `next`.
 pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
     wake: Notify,
     backoff: Backoff,
+    classify: Option<Classify<K>>,
 }
 
 struct State<K> {
-    /// Keys ready to be handed out, in order.
-    ready: VecDeque<K>,
+    /// Keys ready to be handed out, per tenant.
+    ready: Ready<K>,
     /// Keys that need work (queued, or changed while being worked on), with
-    /// the time each was first queued since it was last handed out.
-    dirty: HashMap<K, Instant>,
-    /// Keys handed out and not yet done.
-    processing: HashSet<K>,
+    /// the time each was first queued since it was last handed out, and
+    /// whose it was then.
+    dirty: HashMap<K, (Instant, Tenant)>,
+    /// Keys handed out and not yet done, with the tenant each counts against.
+    processing: HashMap<K, Arc<str>>,
     /// Delayed adds, earliest first; `seq` breaks ties.
     waiting: BTreeSet<(Instant, u64, K)>,
-    /// The pending delayed time of each waiting key.
-    waiting_until: HashMap<K, (Instant, u64)>,
+    /// The pending delayed time of each waiting key, and its tenant.
+    waiting_until: HashMap<K, (Instant, u64, Tenant)>,
     /// Consecutive failures per key.
     failures: HashMap<K, u32>,
     next_seq: u64,
     shut_down: bool,
 }
 
+/// The ready keys: one first-in, first-out line per tenant, and the ledger
+/// that picks which line goes next.
+struct Ready<K> {
+    lines: HashMap<Arc<str>, VecDeque<K>>,
+    ledger: Ledger,
+    len: usize,
+}
+
+impl<K> Ready<K> {
+    fn push(&mut self, key: K, tenant: &Tenant) {
+        self.ledger.enter(tenant);
+        self.lines
+            .entry(Arc::clone(tenant.key()))
+            .or_default()
+            .push_back(key);
+        self.len += 1;
+    }
+
+    /// The next key by the ledger's choice of tenant, counted as held.
+    fn pop(&mut self) -> Option<(K, Arc<str>)> {
+        let tenant = Arc::clone(self.ledger.pick(self.lines.keys())?);
+        let line = self.lines.get_mut(&tenant)?;
+        let key = line.pop_front()?;
+        if line.is_empty() {
+            self.lines.remove(&tenant);
+        }
+        self.len -= 1;
+        self.ledger.grant(&tenant);
+        Some((key, tenant))
+    }
+
+    /// A lease of `tenant` ended.
+    fn release(&mut self, tenant: &str) {
+        self.ledger.release(tenant);
+        if !self.lines.contains_key(tenant) {
+            self.ledger.retire(tenant);
+        }
+    }
+}
+
 /// A key handed out by [`WorkQueue::next`]; dropping it marks the work done.
 pub struct Lease<K: Clone + Eq + Hash + Ord> {
     key: K,
     queued_at: Instant,
+    tenant: Tenant,
     queue: Arc<WorkQueue<K>>,
 }
 
@@ -70,6 +124,12 @@ impl<K: Clone + Eq + Hash + Ord> Lease<K> {
     pub fn queued_at(&self) -> Instant {
         self.queued_at
     }
+
+    /// Whose key it is: the tenant it was handed out under.
+    #[must_use]
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
 }
 
 impl<K: Clone + Eq + Hash + Ord> Drop for Lease<K> {
@@ -82,11 +142,30 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// An empty queue retrying failed keys with `backoff`.
     #[must_use]
     pub fn new(backoff: Backoff) -> Arc<Self> {
+        Self::build(backoff, None)
+    }
+
+    /// An empty queue that serves the tenants `classify` tells apart
+    /// fairly. `classify` runs when a key is added, outside the queue's
+    /// lock (it may read caches that have their own).
+    #[must_use]
+    pub fn with_tenants(
+        backoff: Backoff,
+        classify: impl Fn(&K) -> Tenant + Send + Sync + 'static,
+    ) -> Arc<Self> {
+        Self::build(backoff, Some(Box::new(classify)))
+    }
+
+    fn build(backoff: Backoff, classify: Option<Classify<K>>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
-                ready: VecDeque::new(),
+                ready: Ready {
+                    lines: HashMap::new(),
+                    ledger: Ledger::new(),
+                    len: 0,
+                },
                 dirty: HashMap::new(),
-                processing: HashSet::new(),
+                processing: HashMap::new(),
                 waiting: BTreeSet::new(),
                 waiting_until: HashMap::new(),
                 failures: HashMap::new(),
@@ -95,13 +174,21 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             }),
             wake: Notify::new(),
             backoff,
+            classify,
         })
+    }
+
+    fn tenant_of(&self, key: &K) -> Tenant {
+        self.classify
+            .as_ref()
+            .map_or_else(Tenant::host, |classify| classify(key))
     }
 
     /// Queues `key` now (unless it is already queued).
     pub fn add(&self, key: K) {
+        let tenant = self.tenant_of(&key);
         let mut state = self.lock();
-        if state.enqueue(key, Instant::now()) {
+        if state.enqueue(key, Instant::now(), tenant) {
             drop(state);
             self.wake.notify_one();
         }
@@ -113,11 +200,12 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             return self.add(key);
         }
         let at = Instant::now() + delay;
+        let tenant = self.tenant_of(&key);
         let mut state = self.lock();
         if state.shut_down {
             return;
         }
-        if let Some(&(pending, seq)) = state.waiting_until.get(&key) {
+        if let Some(&(pending, seq, _)) = state.waiting_until.get(&key) {
             if pending <= at {
                 return;
             }
@@ -126,7 +214,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         let seq = state.next_seq;
         state.next_seq += 1;
         state.waiting.insert((at, seq, key.clone()));
-        state.waiting_until.insert(key, (at, seq));
+        state.waiting_until.insert(key, (at, seq, tenant));
         drop(state);
         // A sleeping worker may need to wake earlier than it planned.
         self.wake.notify_waiters();
@@ -159,7 +247,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Keys ready to be worked on now (the queue depth).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.lock().ready.len()
+        self.lock().ready.len
     }
 
     /// True when no key is ready now.
@@ -199,11 +287,14 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                     return None;
                 }
                 state.promote_due(Instant::now());
-                if let Some(key) = state.ready.pop_front() {
-                    // A ready key is always dirty; `now` is only a fallback.
-                    let queued_at = state.dirty.remove(&key).unwrap_or_else(Instant::now);
-                    state.processing.insert(key.clone());
-                    let more = !state.ready.is_empty();
+                if let Some((key, held_by)) = state.ready.pop() {
+                    // A ready key is always dirty; the fallback is never used.
+                    let (queued_at, tenant) = state
+                        .dirty
+                        .remove(&key)
+                        .unwrap_or_else(|| (Instant::now(), Tenant::host()));
+                    state.processing.insert(key.clone(), held_by);
+                    let more = state.ready.len > 0;
                     drop(state);
                     if more {
                         self.wake.notify_one();
@@ -211,6 +302,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                     return Some(Lease {
                         key,
                         queued_at,
+                        tenant,
                         queue: Arc::clone(self),
                     });
                 }
@@ -231,9 +323,15 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Ends work on `key`; re-queues it if it changed meanwhile.
     fn done(&self, key: &K) {
         let mut state = self.lock();
-        state.processing.remove(key);
-        if state.dirty.contains_key(key) && !state.shut_down {
-            state.ready.push_back(key.clone());
+        if let Some(held_by) = state.processing.remove(key) {
+            state.ready.release(&held_by);
+        }
+        if state.shut_down {
+            return;
+        }
+        if let Some((_, tenant)) = state.dirty.get(key) {
+            let tenant = tenant.clone();
+            state.ready.push(key.clone(), &tenant);
             drop(state);
             self.wake.notify_one();
         }
@@ -248,7 +346,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 impl<K: Clone + Eq + Hash + Ord> State<K> {
     /// Marks `key` dirty (queued at `at`, unless it is dirty already) and
     /// queues it unless it is queued or in flight; true if queued now.
-    fn enqueue(&mut self, key: K, at: Instant) -> bool {
+    fn enqueue(&mut self, key: K, at: Instant, tenant: Tenant) -> bool {
         if self.shut_down {
             return false;
         }
@@ -256,14 +354,14 @@ impl<K: Clone + Eq + Hash + Ord> State<K> {
             Entry::Occupied(_) => return false,
             Entry::Vacant(entry) => {
                 let key = entry.key().clone();
-                entry.insert(at);
+                entry.insert((at, tenant.clone()));
                 key
             }
         };
-        if self.processing.contains(&key) {
+        if self.processing.contains_key(&key) {
             return false;
         }
-        self.ready.push_back(key);
+        self.ready.push(key, &tenant);
         true
     }
 
@@ -276,8 +374,11 @@ impl<K: Clone + Eq + Hash + Ord> State<K> {
             let Some((at, _, key)) = self.waiting.pop_first() else {
                 break;
             };
-            self.waiting_until.remove(&key);
-            self.enqueue(key, at);
+            let tenant = self
+                .waiting_until
+                .remove(&key)
+                .map_or_else(Tenant::host, |(_, _, tenant)| tenant);
+            self.enqueue(key, at, tenant);
         }
     }
 }
@@ -475,5 +576,85 @@ mod tests {
         }
         seen.sort_unstable();
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+
+    /// A queue whose keys `"<tenant>/<n>"` belong to `<tenant>`, of share
+    /// 3 for `three` and 1 otherwise.
+    fn tenant_queue() -> Arc<WorkQueue<String>> {
+        WorkQueue::with_tenants(Backoff::default(), |key: &String| {
+            let name = key.split('/').next().unwrap_or_default();
+            let share = if name == "three" { 3 } else { 1 };
+            Tenant::new(name, crate::fair::Share::new(share).expect("non-zero"))
+        })
+    }
+
+    async fn next_string(q: &Arc<WorkQueue<String>>) -> Lease<String> {
+        tokio::time::timeout(Duration::from_secs(60), q.next())
+            .await
+            .expect("a key within the timeout")
+            .expect("queue is running")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tenant_queued_behind_a_hundred_keys_of_another_is_served_second() {
+        let q = tenant_queue();
+        for n in 0..100 {
+            q.add(format!("noisy/{n}"));
+        }
+        q.add("quiet/0".to_owned());
+        let first = next_string(&q).await;
+        let second = next_string(&q).await;
+        assert_eq!(first.key(), "noisy/0");
+        assert_eq!(second.key(), "quiet/0", "not behind the other 99");
+        assert_eq!(second.tenant().name(), "quiet");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tenant_alone_gets_every_worker_in_order() {
+        let q = tenant_queue();
+        for n in 0..8 {
+            q.add(format!("alone/{n}"));
+        }
+        let mut leases = Vec::new();
+        for _ in 0..8 {
+            leases.push(next_string(&q).await);
+        }
+        let keys: Vec<&str> = leases.iter().map(|l| l.key().as_str()).collect();
+        assert_eq!(
+            keys,
+            (0..8).map(|n| format!("alone/{n}")).collect::<Vec<_>>()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn leases_held_follow_the_shares_while_both_tenants_have_keys() {
+        let q = tenant_queue();
+        for n in 0..50 {
+            q.add(format!("three/{n}"));
+            q.add(format!("one/{n}"));
+        }
+        let mut held: Vec<Lease<String>> = Vec::new();
+        for _ in 0..8 {
+            held.push(next_string(&q).await);
+        }
+        // Workers finish one at a time and take the next key.
+        for _ in 0..40 {
+            held.remove(0);
+            held.push(next_string(&q).await);
+        }
+        let three = held.iter().filter(|l| l.tenant().name() == "three").count();
+        assert_eq!((three, held.len() - three), (6, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_added_while_in_flight_comes_back_under_its_tenant() {
+        let q = tenant_queue();
+        q.add("quiet/0".to_owned());
+        let lease = next_string(&q).await;
+        q.add("quiet/0".to_owned());
+        drop(lease);
+        let again = next_string(&q).await;
+        assert_eq!(again.tenant().name(), "quiet");
+        assert_eq!(q.in_flight(), 1);
     }
 }

@@ -20,7 +20,11 @@ use super::limits::HostMaxima;
 pub struct EngineConfig {
     /// The largest limits any policy may get.
     pub maxima: HostMaxima,
-    /// Instances that may be alive at once (the pool's size).
+    /// Instances that may be alive at once (the pool's size), each with up
+    /// to [`PER_CALL`] core instances, memories and tables. The
+    /// [`Runtime`](super::Runtime) raises it to the calls it can have in
+    /// flight, so that the calls of one policy can never take the
+    /// instances another policy's calls need.
     pub max_instances: u32,
     /// The epoch period: deadlines are enforced within about one tick.
     pub epoch_tick: Duration,
@@ -54,6 +58,30 @@ impl Default for EngineConfig {
         }
     }
 }
+
+/// What one call may take from the instance pool: one component instance
+/// made of at most this many core instances, linear memories and tables.
+///
+/// A policy built for `wasm32-wasip2` needs 3 core instances (the program
+/// and two adapter shims), 1 memory and 2 tables. A component that needs
+/// more cannot be instantiated, so it is rejected at load time by the trial
+/// instantiation, instead of taking pool entries other calls need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allowance {
+    /// Core module instances.
+    pub core_instances: u32,
+    /// Linear memories (each capped by the policy's memory limit).
+    pub memories: u32,
+    /// Tables.
+    pub tables: u32,
+}
+
+/// The allowance of every call.
+pub const PER_CALL: Allowance = Allowance {
+    core_instances: 8,
+    memories: 2,
+    tables: 4,
+};
 
 /// The shared engine plus the thread that advances its epoch.
 ///
@@ -162,10 +190,16 @@ impl Engine {
     pub(crate) fn new(config: &EngineConfig) -> Result<Self> {
         let mut pool = PoolingAllocationConfig::new();
         let slots = config.max_instances.max(1);
+        // Per-call allowances × calls ≤ pool: the totals are exactly the
+        // allowance times the slots, and no component may take more than
+        // its allowance.
         pool.total_component_instances(slots)
-            .total_core_instances(slots * 8)
-            .total_memories(slots * 2)
-            .total_tables(slots * 4)
+            .max_core_instances_per_component(PER_CALL.core_instances)
+            .max_memories_per_component(PER_CALL.memories)
+            .max_tables_per_component(PER_CALL.tables)
+            .total_core_instances(slots.saturating_mul(PER_CALL.core_instances))
+            .total_memories(slots.saturating_mul(PER_CALL.memories))
+            .total_tables(slots.saturating_mul(PER_CALL.tables))
             .max_memory_size(usize::try_from(config.maxima.0.memory_bytes).unwrap_or(usize::MAX))
             .linear_memory_keep_resident(config.memory_keep_resident)
             .table_keep_resident(config.table_keep_resident)
@@ -317,5 +351,52 @@ mod tests {
         // The next call skips the idle ticks rather than owing them.
         let deadline = engine.deadline(Duration::from_secs(1));
         assert_eq!(deadline.ticks(), 1_001);
+    }
+
+    /// A component of `modules` core instances of a module with one memory.
+    fn component_with_memories(modules: usize) -> Vec<u8> {
+        let instances = "(core instance (instantiate $m))".repeat(modules);
+        wat::parse_str(format!(
+            "(component (core module $m (memory 1)) {instances})"
+        ))
+        .expect("valid component text")
+    }
+
+    fn instantiate(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<()> {
+        let component = wasmtime::component::Component::new(engine.wasmtime(), bytes)?;
+        let linker = wasmtime::component::Linker::<()>::new(engine.wasmtime());
+        let mut store = wasmtime::Store::new(engine.wasmtime(), ());
+        linker.instantiate(&mut store, &component).map(|_| ())
+    }
+
+    #[test]
+    fn a_component_over_its_per_call_allowance_cannot_instantiate_and_takes_nothing() {
+        let engine = Engine::new(&EngineConfig {
+            max_instances: 2,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let allowed = usize::try_from(PER_CALL.memories).unwrap();
+        let greedy = component_with_memories(allowed + 1);
+        let error = instantiate(&engine, &greedy).expect_err("over the allowance");
+        assert!(
+            format!("{error:?}").contains("memories"),
+            "the error names what is over: {error:?}"
+        );
+        // Every slot still holds a call that stays within the allowance.
+        let fair = component_with_memories(allowed);
+        let component = wasmtime::component::Component::new(engine.wasmtime(), &fair).unwrap();
+        let linker = wasmtime::component::Linker::<()>::new(engine.wasmtime());
+        let mut stores: Vec<_> = (0..2)
+            .map(|_| wasmtime::Store::new(engine.wasmtime(), ()))
+            .collect();
+        for store in &mut stores {
+            linker
+                .instantiate(&mut *store, &component)
+                .expect("an instance within the allowance");
+        }
+        // And the pool is exactly that: a third call at once finds no room.
+        let mut third = wasmtime::Store::new(engine.wasmtime(), ());
+        assert!(linker.instantiate(&mut third, &component).is_err());
     }
 }

@@ -87,6 +87,9 @@ pub enum LimitKind {
     OutputBytes,
     /// [`Limits::children`].
     Children,
+    /// The policy's fair share ([`crate::fair::Share`]), clamped to the
+    /// host's `--max-share`.
+    Share,
 }
 
 impl std::fmt::Display for LimitKind {
@@ -97,6 +100,7 @@ impl std::fmt::Display for LimitKind {
             Self::TimeoutMs => "timeoutMs",
             Self::OutputBytes => "outputBytes",
             Self::Children => "children",
+            Self::Share => "share",
         })
     }
 }

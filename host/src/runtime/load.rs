@@ -13,11 +13,12 @@ use super::cache::{Cache, Digest, Source};
 use super::compile::{Compiler, Refusal};
 use super::engine::Engine;
 use super::error::{Error, Result};
-use super::limits::{Clamped, HostMaxima, Limits, PolicyLimits};
+use super::limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
 use super::logs::{Budget, Budgets};
 use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
+use crate::fair::{Share, Tenant};
 
 /// What the host is told about a policy besides its bytes (from its
 /// ConfigMap, or the command line).
@@ -33,6 +34,8 @@ pub struct PolicySpec {
     /// run of the host, on the policy's ConfigMap): if it names the same
     /// digest and limits, the component is refused again without compiling.
     pub remembered: Option<Refusal>,
+    /// The fair share it asks for (unset: [`Share::DEFAULT`]).
+    pub share: Option<Share>,
 }
 
 impl PolicySpec {
@@ -44,7 +47,15 @@ impl PolicySpec {
             limits: PolicyLimits::default(),
             allowed_kinds: AllowedKind::defaults(),
             remembered: None,
+            share: None,
         }
+    }
+
+    /// Asks for this fair share.
+    #[must_use]
+    pub fn share(mut self, share: Option<Share>) -> Self {
+        self.share = share;
+        self
     }
 
     /// Asks for these limits.
@@ -81,6 +92,7 @@ pub struct Policy {
     pub(crate) limits: Limits,
     pub(crate) clamped: Vec<Clamped>,
     pub(crate) allowed_kinds: Vec<AllowedKind>,
+    pub(crate) tenant: Tenant,
     pub(crate) imports: Vec<String>,
     pub(crate) size: usize,
     pub(crate) load_time: Duration,
@@ -130,6 +142,13 @@ impl Policy {
         &self.allowed_kinds
     }
 
+    /// The policy as a tenant of the host: its name and its fair share
+    /// (after clamping).
+    #[must_use]
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
     /// The component's imports, e.g. `wasi:cli/environment@0.2.3`.
     #[must_use]
     pub fn imports(&self) -> &[String] {
@@ -170,6 +189,7 @@ pub(crate) struct Loader<'a> {
     pub(crate) defaults: &'a Limits,
     pub(crate) maxima: &'a HostMaxima,
     pub(crate) budgets: &'a Budgets,
+    pub(crate) max_share: Share,
 }
 
 impl Loader<'_> {
@@ -198,7 +218,16 @@ impl Loader<'_> {
             .imports(engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let (limits, clamped) = spec.limits.resolve(self.defaults, self.maxima);
+        let (limits, mut clamped) = spec.limits.resolve(self.defaults, self.maxima);
+        let share = spec.share.unwrap_or_default();
+        if share > self.max_share {
+            clamped.push(Clamped {
+                limit: LimitKind::Share,
+                requested: u64::from(share.get()),
+                applied: u64::from(self.max_share.get()),
+            });
+        }
+        let share = share.min(self.max_share);
         for c in &clamped {
             tracing::warn!(policy = %spec.name, limit = %c.limit, requested = c.requested, applied = c.applied, "policy limit clamped to the host maximum");
         }
@@ -206,6 +235,7 @@ impl Loader<'_> {
         let name: Arc<str> = spec.name.into();
         Ok(Policy {
             log_budget: self.budgets.of(&name),
+            tenant: Tenant::new(Arc::clone(&name), share),
             name,
             digest,
             digest_hex: digest.to_hex(),

@@ -15,7 +15,9 @@
 //!    into a [`Policy`].
 //! 3. Call it with [`Runtime::reconcile`] / [`Runtime::cleanup`] (async,
 //!    on the pool) or their `_blocking` twins. Each call instantiates a fresh
-//!    instance, so no state survives between calls or DataJobs.
+//!    instance, so no state survives between calls or DataJobs. Async calls
+//!    pass a fair [`Gate`] first: one slot per pool thread, shared between
+//!    policies by their shares (see [`crate::fair`]).
 //!
 //! # Guarantees
 //!
@@ -65,6 +67,8 @@ use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
 
+use crate::fair::{Gate, Share};
+
 pub use bindings::{
     Child, ChildPhase, CleanupResult, Condition, Context, DataJob, DesiredChild, Event, KeyValue,
     Level, ReconcileResult, Status,
@@ -72,7 +76,7 @@ pub use bindings::{
 pub use cache::{CacheStats, Digest, Source};
 pub use call::{CallReport, Input, Outcome};
 pub use compile::{CompileConfig, CompileLimit, CompileProcess, Footprint, Refusal};
-pub use engine::EngineConfig;
+pub use engine::{Allowance, EngineConfig, PER_CALL};
 pub use error::{Error, PolicyError, Result};
 pub use limiter::{MemoryAccount, MemoryLimiter};
 pub use limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
@@ -103,6 +107,9 @@ pub struct RuntimeConfig {
     pub guest_logs: LogRate,
     /// How components are compiled: static limits, and the compile process.
     pub compile: CompileConfig,
+    /// The largest fair share a policy may ask for; larger ones are clamped
+    /// (and reported like clamped limits).
+    pub max_share: Share,
 }
 
 impl Default for RuntimeConfig {
@@ -115,7 +122,30 @@ impl Default for RuntimeConfig {
             thread_grace: Duration::from_millis(100),
             guest_logs: LogRate::default(),
             compile: CompileConfig::default(),
+            max_share: Share::new(DEFAULT_MAX_SHARE).unwrap_or_default(),
         }
+    }
+}
+
+/// The default of [`RuntimeConfig::max_share`]: enough to give a critical
+/// team ten times the default, not enough to shut the others out.
+pub const DEFAULT_MAX_SHARE: u32 = 10;
+
+/// Instances kept beyond one per call thread, for calls that do not pass
+/// the [`Gate`]: trial instantiations of versions being loaded (the policy
+/// ConfigMap source loads two at a time) and the CLI's blocking calls.
+pub const RESERVED_INSTANCES: u32 = 4;
+
+impl RuntimeConfig {
+    /// The instance pool this configuration needs: one instance per call
+    /// thread (the gate admits no more calls) plus [`RESERVED_INSTANCES`],
+    /// or the configured size if that is larger.
+    #[must_use]
+    pub fn instances_needed(&self) -> u32 {
+        let threads = u32::try_from(self.threads.max(1)).unwrap_or(u32::MAX);
+        self.engine
+            .max_instances
+            .max(threads.saturating_add(RESERVED_INSTANCES))
     }
 }
 
@@ -131,10 +161,13 @@ struct Inner {
     cache: cache::Cache,
     compiler: compile::Compiler,
     pool: pool::Pool,
+    /// Admits async calls to the pool, fairly between policies.
+    calls: Arc<Gate>,
     defaults: Limits,
     maxima: HostMaxima,
     budgets: logs::Budgets,
     thread_grace: Duration,
+    max_share: Share,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -147,8 +180,14 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Builds the engine, the linker and the call pool.
+    ///
+    /// The instance pool is sized by [`RuntimeConfig::instances_needed`]:
+    /// every call the runtime can have in flight finds its instance.
     pub fn new(config: RuntimeConfig) -> Result<Self> {
-        let engine = engine::Engine::new(&config.engine)?;
+        let engine = engine::Engine::new(&EngineConfig {
+            max_instances: config.instances_needed(),
+            ..config.engine.clone()
+        })?;
         let mut linker = Linker::new(engine.wasmtime());
         let link = |linker: &mut Linker<StoreState>| -> wasmtime::Result<()> {
             bindings::add_log_to_linker::<StoreState, HasSelf<StoreState>>(linker, |s| s)?;
@@ -158,7 +197,8 @@ impl Runtime {
             context: "linking the host interfaces",
             source,
         })?;
-        let pool = pool::Pool::new(config.threads).map_err(|source| Error::Io {
+        let threads = config.threads.max(1);
+        let pool = pool::Pool::new(threads).map_err(|source| Error::Io {
             context: "starting the guest call threads".into(),
             source,
         })?;
@@ -172,10 +212,15 @@ impl Runtime {
                 cache: cache::Cache::new(config.cache_dir),
                 compiler,
                 pool,
+                // As many calls as threads: a queue inside the pool would be
+                // first come, first served, so the fair choice is made here,
+                // when a thread is free.
+                calls: Gate::new(threads),
                 defaults,
                 maxima: config.engine.maxima,
                 budgets: logs::Budgets::new(config.guest_logs),
                 thread_grace: config.thread_grace,
+                max_share: config.max_share,
             }),
         })
     }
@@ -191,7 +236,12 @@ impl Runtime {
             compiler: &inner.compiler,
             defaults: &inner.defaults,
             maxima: &inner.maxima,
-            budgets: &inner.budgets,
+    /// when every thread is busy, behind the calls of policies that hold
+    /// fewer threads per share than this one.
+    ///
+    /// The call holds its thread at most its timeout plus
+    /// [`RuntimeConfig::thread_grace`]; past that the answer is
+    /// `DeadlineExceeded` and the pool replaces the thread.
         }
         .load(spec, bytes)
         .map(Arc::new)
@@ -221,12 +271,10 @@ impl Runtime {
     }
 
     /// Calls `reconcile` on the call pool; waits (asynchronously) for a slot
-    /// when every thread is busy and its queue is full.
-    ///
-    /// The call holds its thread at most its timeout plus
-    /// [`RuntimeConfig::thread_grace`]; past that the answer is
-    /// `DeadlineExceeded` and the pool replaces the thread.
+    /// Calls `cleanup` on the call pool, bounded and admitted like
+    /// [`Runtime::reconcile`].
     pub async fn reconcile(&self, policy: Arc<Policy>, input: Input) -> Outcome<Reconciled> {
+        let _slot = self.inner.calls.acquire(policy.tenant()).await;
         let this = self.clone();
         let timeout = policy.limits.timeout;
         self.inner
@@ -241,7 +289,9 @@ impl Runtime {
     /// Calls `cleanup` on the call pool.
     ///
     /// Bounded like [`Runtime::reconcile`].
+    /// Calls `cleanup` on the call pool, like [`Runtime::reconcile`].
     pub async fn cleanup(&self, policy: Arc<Policy>, input: Input) -> Outcome<Cleaned> {
+        let _slot = self.inner.calls.acquire(policy.tenant()).await;
         let this = self.clone();
         let timeout = policy.limits.timeout;
         self.inner
@@ -281,6 +331,12 @@ impl Runtime {
     #[must_use]
     pub fn maxima(&self) -> &HostMaxima {
         &self.inner.maxima
+    }
+
+    /// Async calls of `policy` running now (holding a call thread).
+    #[must_use]
+    pub fn calls_running(&self, policy: &str) -> usize {
+        self.inner.calls.held(policy)
     }
 }
 
