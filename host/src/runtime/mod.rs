@@ -236,12 +236,8 @@ impl Runtime {
             compiler: &inner.compiler,
             defaults: &inner.defaults,
             maxima: &inner.maxima,
-    /// when every thread is busy, behind the calls of policies that hold
-    /// fewer threads per share than this one.
-    ///
-    /// The call holds its thread at most its timeout plus
-    /// [`RuntimeConfig::thread_grace`]; past that the answer is
-    /// `DeadlineExceeded` and the pool replaces the thread.
+            budgets: &inner.budgets,
+            max_share: inner.max_share,
         }
         .load(spec, bytes)
         .map(Arc::new)
@@ -271,8 +267,12 @@ impl Runtime {
     }
 
     /// Calls `reconcile` on the call pool; waits (asynchronously) for a slot
-    /// Calls `cleanup` on the call pool, bounded and admitted like
-    /// [`Runtime::reconcile`].
+    /// when every thread is busy, behind the calls of policies that hold
+    /// fewer threads per share than this one.
+    ///
+    /// The call holds its thread at most its timeout plus
+    /// [`RuntimeConfig::thread_grace`]; past that the answer is
+    /// `DeadlineExceeded` and the pool replaces the thread.
     pub async fn reconcile(&self, policy: Arc<Policy>, input: Input) -> Outcome<Reconciled> {
         let _slot = self.inner.calls.acquire(policy.tenant()).await;
         let this = self.clone();
@@ -286,10 +286,8 @@ impl Runtime {
             .unwrap_or_else(|error| failed_outcome(error, timeout))
     }
 
-    /// Calls `cleanup` on the call pool.
-    ///
-    /// Bounded like [`Runtime::reconcile`].
-    /// Calls `cleanup` on the call pool, like [`Runtime::reconcile`].
+    /// Calls `cleanup` on the call pool, bounded and admitted like
+    /// [`Runtime::reconcile`].
     pub async fn cleanup(&self, policy: Arc<Policy>, input: Input) -> Outcome<Cleaned> {
         let _slot = self.inner.calls.acquire(policy.tenant()).await;
         let this = self.clone();
