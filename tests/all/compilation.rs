@@ -298,7 +298,7 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
     let good_digest = policyhost::runtime::Digest::of(&good).to_hex();
     let map = configmap::build(
         "fanout",
-        &env.namespace,
+        &env.policy_namespace,
         &good,
         &Settings::default(),
         Compression::Auto,
@@ -313,7 +313,7 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
     let bomb = compile_bomb(4 << 20);
     let bomb_map = configmap::build(
         "fanout",
-        &env.namespace,
+        &env.policy_namespace,
         &bomb,
         &Settings::default(),
         Compression::Always,
@@ -336,7 +336,7 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
         "the last good version keeps serving"
     );
     let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-        kube::Api::namespaced(env.client.clone(), &env.namespace);
+        kube::Api::namespaced(env.client.clone(), &env.policy_namespace);
     let name = bomb_map.metadata.name.clone().expect("a name");
     let recorded = eventually("the refusal on the ConfigMap", || async {
         let map = maps.get(&name).await.ok()?;
@@ -363,7 +363,7 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
     env.start_operator(OperatorSetup::configmaps()).await;
     eventually("the recalled refusal reported", || async {
         let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-            kube::Api::namespaced(env.client.clone(), &env.namespace);
+            kube::Api::namespaced(env.client.clone(), &env.policy_namespace);
         let list = events.list(&Default::default()).await.ok()?;
         list.items.into_iter().find(|e| {
             e.reason.as_deref() == Some("PolicyRejected")

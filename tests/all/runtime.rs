@@ -426,7 +426,10 @@ struct Sink(Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        self.0
+            .lock()
+            .expect("the log buffer")
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
 

@@ -204,7 +204,7 @@ mod tests {
         let ours = owner("policyhost.dev/v1alpha1", "DataJob", "etl", "u1", true);
         assert_eq!(judge(std::slice::from_ref(&ours), "u1"), Verdict::Ours);
         assert_eq!(
-            judge(&[ours.clone()], "u2"),
+            judge(std::slice::from_ref(&ours), "u2"),
             Verdict::Taken(Holder::DataJob { name: "etl".into() })
         );
         let not_controller = owner("policyhost.dev/v1alpha1", "DataJob", "etl", "u1", false);

@@ -325,8 +325,14 @@ impl Drop for Pool {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let handles = std::mem::take(&mut self.workers().handles);
+        // The last `Runtime` can be dropped by a job on one of these threads
+        // (a call's closure holds a clone): that thread finishes by itself,
+        // and joining it from itself would fail.
+        let current = std::thread::current().id();
         for (_, thread) in handles {
-            let _ = thread.join();
+            if thread.thread().id() != current {
+                let _ = thread.join();
+            }
         }
     }
 }
