@@ -14,19 +14,7 @@ use policyhost::runtime::{
 };
 
 use crate::common::cluster::{Env, OperatorSetup, eventually};
-use crate::common::{self, guest_bytes, policyhost_bin};
-
-fn leb128(mut n: usize, out: &mut Vec<u8>) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
+use crate::common::{self, guest_bytes, leb128, policyhost_bin};
 
 fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
     out.push(id);

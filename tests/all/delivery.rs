@@ -24,7 +24,7 @@ use policyhost::runtime::Digest;
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
-use crate::common::{guest, guest_bytes, policyhost_bin, target_dir};
+use crate::common::{guest, guest_bytes, leb128, policyhost_bin, target_dir};
 
 /// `component` with a custom section appended: the same behaviour under
 /// another digest, i.e. another version of the policy.
@@ -33,17 +33,6 @@ fn version(component: &[u8], label: &str) -> Vec<u8> {
 }
 
 fn custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
-    fn leb128(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
     let mut body = Vec::new();
     leb128(name.len(), &mut body);
     body.extend_from_slice(name.as_bytes());

@@ -55,6 +55,20 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// Appends `n` as unsigned LEB128, the WebAssembly binary format's integer
+/// encoding (section and name lengths).
+pub fn leb128(mut n: usize, out: &mut Vec<u8>) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
 /// The bytes of [`guest`].
 pub fn guest_bytes(name: &str) -> Vec<u8> {
     std::fs::read(guest(name)).expect("read the guest component")
