@@ -1,0 +1,463 @@
+//! `cargo xtask cluster up|down|env`: the real Kubernetes control plane on
+//! loopback, built from `tools/kube/` — etcd, kube-apiserver (client
+//! certificates, RBAC), kube-controller-manager (garbage collector, namespace
+//! and service-account controllers), kube-scheduler and kwok with one fake
+//! Node.
+//!
+//! Everything lives in one state directory: certificates, etcd's data, each
+//! process's log and pid, and the admin kubeconfig. `down` stops exactly the
+//! processes whose pids `up` wrote there and removes the directory.
+
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::certs::Certificates;
+use crate::{kube, run, target_dir, workspace_root};
+
+/// The fake Node kwok keeps Ready; Pods are scheduled onto it.
+const NODE_NAME: &str = "kwok-node";
+/// How long `up` waits for each component.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long `down` waits for a process to exit after SIGTERM, before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `cluster up|down|env`.
+pub fn command(args: &[String]) -> Result<(), String> {
+    let dir = state_dir();
+    match args.first().map(String::as_str) {
+        Some("up") => {
+            let kubeconfig = up(&dir, Detach::Yes)?;
+            println!("KUBECONFIG={}", kubeconfig.display());
+            Ok(())
+        }
+        Some("down") => down(&dir),
+        Some("env") => {
+            let kubeconfig = kubeconfig_path(&dir);
+            if !kubeconfig.is_file() {
+                return Err("no cluster is up; run `cargo xtask cluster up`".to_owned());
+            }
+            println!(
+                "POLICYHOST_TEST_AUDIT_LOG={}",
+                audit_log_path(&dir).display()
+            );
+            println!("KUBECONFIG={}", kubeconfig.display());
+            Ok(())
+        }
+        _ => Err("usage: cargo xtask cluster up|down|env".to_owned()),
+    }
+}
+
+/// The state directory of the cluster `cluster up` starts.
+pub fn state_dir() -> PathBuf {
+    target_dir().join("kube").join("cluster")
+}
+
+/// A control plane that `down`s itself when dropped: what `cargo xtask test`
+/// runs the suite against, so that no process outlives it, even on failure.
+pub struct Running {
+    dir: PathBuf,
+    /// The admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// kube-apiserver's audit log: one JSON event per request.
+    pub audit_log: PathBuf,
+}
+
+impl Running {
+    /// Builds the programs if needed and starts a control plane in `dir`,
+    /// in this process's group: a Ctrl-C stops it with the xtask.
+    pub fn start(dir: PathBuf) -> Result<Self, String> {
+        // A control plane a killed run left behind goes first.
+        down(&dir)?;
+        let kubeconfig = up(&dir, Detach::No)?;
+        let audit_log = audit_log_path(&dir);
+        Ok(Self {
+            dir,
+            kubeconfig,
+            audit_log,
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Err(message) = down(&self.dir) {
+            eprintln!("xtask: {message}");
+        }
+    }
+}
+
+fn kubeconfig_path(dir: &Path) -> PathBuf {
+    dir.join("admin.kubeconfig")
+}
+
+fn audit_log_path(dir: &Path) -> PathBuf {
+    dir.join("logs").join("audit.log")
+}
+
+/// Whether the components outlive a Ctrl-C of the xtask that started them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Detach {
+    /// Their own process group: `cluster up` returns, they keep serving.
+    Yes,
+    /// The xtask's group: a Ctrl-C reaches them too.
+    No,
+}
+
+/// Starts every component in `dir` and returns the admin kubeconfig; on
+/// failure stops what it started.
+fn up(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
+    if dir.join("pids").is_dir() {
+        return Err(format!(
+            "a cluster is already up in {}; `cargo xtask cluster down` first",
+            dir.display()
+        ));
+    }
+    kube::build()?;
+    let result = start_components(dir, detach);
+    if result.is_err() {
+        let _ = down(dir);
+    }
+    result
+}
+
+fn start_components(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
+    let spawn = |name: &str, args: &[String]| spawn(dir, name, args, detach);
+    for sub in ["pids", "logs", "etcd"] {
+        fs::create_dir_all(dir.join(sub))
+            .map_err(|e| format!("cannot create {}: {e}", dir.join(sub).display()))?;
+    }
+    let certs = Certificates::generate(&dir.join("pki"))?;
+    let kubeconfig = kubeconfig_path(dir);
+    let api_port = free_port()?;
+    fs::write(&kubeconfig, admin_kubeconfig(&certs, api_port))
+        .map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
+
+    let etcd_port = free_port()?;
+    let peer_port = free_port()?;
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    spawn(
+        "etcd",
+        &[
+            "--name=node0".to_owned(),
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=node0={peer_url}"),
+            "--listen-metrics-urls=".to_owned(),
+            // Throwaway data: durability buys nothing and costs every write.
+            "--unsafe-no-fsync=true".to_owned(),
+            "--log-level=warn".to_owned(),
+        ],
+    )?;
+
+    let audit_policy = dir.join("audit-policy.yaml");
+    fs::write(&audit_policy, AUDIT_POLICY)
+        .map_err(|e| format!("cannot write {}: {e}", audit_policy.display()))?;
+    spawn(
+        "kube-apiserver",
+        &[
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", dir.join("pki").display()),
+            format!("--tls-cert-file={}", certs.server_cert.display()),
+            format!("--tls-private-key-file={}", certs.server_key.display()),
+            format!("--client-ca-file={}", certs.ca_cert.display()),
+            "--authorization-mode=RBAC".to_owned(),
+            "--anonymous-auth=false".to_owned(),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            format!(
+                "--service-account-key-file={}",
+                certs.service_account_key.display()
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                certs.service_account_key.display()
+            ),
+            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
+            // No kube-proxy or kubelets to reach: the `kubernetes` Service
+            // needs no endpoints.
+            "--endpoint-reconciler-type=none".to_owned(),
+            // No container ever runs here, so Pods need no ServiceAccount
+            // token; with the plugin, a Pod written into a namespace before
+            // the service-account controller made its `default` account is
+            // refused, a race no test is about.
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            format!("--audit-policy-file={}", audit_policy.display()),
+            format!("--audit-log-path={}", audit_log_path(dir).display()),
+            "--audit-log-format=json".to_owned(),
+            "--profiling=false".to_owned(),
+        ],
+    )?;
+    wait_ready(dir, &kubeconfig)?;
+
+    // The garbage collector reads the API's resources at start and then every
+    // 30 s: with the CRD installed first it collects DataJob children at once.
+    kubectl(
+        &kubeconfig,
+        &["apply", "-f"],
+        &workspace_root().join("deploy/crd.yaml"),
+    )?;
+    let kubeconfig_arg = format!("--kubeconfig={}", kubeconfig.display());
+    spawn(
+        "kube-controller-manager",
+        &[
+            kubeconfig_arg.clone(),
+            "--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,node-lifecycle-controller"
+                .to_owned(),
+            "--leader-elect=false".to_owned(),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={}", free_port()?),
+            "--profiling=false".to_owned(),
+        ],
+    )?;
+    spawn(
+        "kube-scheduler",
+        &[
+            kubeconfig_arg.clone(),
+            "--leader-elect=false".to_owned(),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={}", free_port()?),
+            "--profiling=false".to_owned(),
+        ],
+    )?;
+    let stages = workspace_root().join("tools/kube/kwok/stages.yaml");
+    spawn(
+        "kwok",
+        &[
+            kubeconfig_arg,
+            format!("--config={}", stages.display()),
+            "--manage-all-nodes=false".to_owned(),
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".to_owned(),
+            "--node-ip=10.0.0.1".to_owned(),
+            "--cidr=10.0.0.0/24".to_owned(),
+            format!("--server-address=127.0.0.1:{}", free_port()?),
+        ],
+    )?;
+    let node = dir.join("node.yaml");
+    fs::write(&node, node_manifest())
+        .map_err(|e| format!("cannot write {}: {e}", node.display()))?;
+    kubectl(&kubeconfig, &["apply", "-f"], &node)?;
+    kubectl(
+        &kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "--timeout=90s",
+            &format!("node/{NODE_NAME}"),
+        ],
+        Path::new(""),
+    )?;
+    wait_schedulable(&kubeconfig)?;
+    Ok(kubeconfig)
+}
+
+/// Waits until the node-lifecycle controller has lifted the `not-ready`
+/// taint every new Node starts with: until then no Pod is scheduled.
+fn wait_schedulable(kubeconfig: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let out = Command::new(kube::program("kubectl"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args(["get", "node", NODE_NAME, "-o", "jsonpath={.spec.taints}"])
+            .output()
+            .map_err(|e| format!("cannot run kubectl: {e}"))?;
+        if out.status.success() && out.stdout.trim_ascii().is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "node {NODE_NAME} still tainted after {READY_TIMEOUT:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Every request at the Metadata level: who did what to which object, and the
+/// answer's code, which the tests count requests by.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
+
+fn node_manifest() -> String {
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {NODE_NAME}\n  annotations:\n    kwok.x-k8s.io/node: fake\n  labels:\n    kubernetes.io/hostname: {NODE_NAME}\n    type: kwok\n"
+    )
+}
+
+fn admin_kubeconfig(certs: &Certificates, port: u16) -> String {
+    let mut text = String::new();
+    let _ = write!(
+        text,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: policyhost-real\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate: {cert}\n    client-key: {key}\ncontexts:\n- name: admin\n  context:\n    cluster: policyhost-real\n    user: admin\ncurrent-context: admin\n",
+        ca = certs.ca_cert.display(),
+        cert = certs.admin_cert.display(),
+        key = certs.admin_key.display(),
+    );
+    text
+}
+
+/// A port on 127.0.0.1 free right now (the kernel's pick).
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+/// Starts one component, logging to `logs/<name>.log`, and writes its pid.
+fn spawn(dir: &Path, name: &str, args: &[String], detach: Detach) -> Result<(), String> {
+    use std::os::unix::process::CommandExt as _;
+    let log_path = dir.join("logs").join(format!("{name}.log"));
+    let log = File::create(&log_path)
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+    let mut command = Command::new(kube::program(name));
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err);
+    if detach == Detach::Yes {
+        command.process_group(0);
+    }
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let pid_file = dir.join("pids").join(name);
+    fs::write(&pid_file, child.id().to_string())
+        .map_err(|e| format!("cannot write {}: {e}", pid_file.display()))
+}
+
+/// Waits until kube-apiserver answers `/readyz` with `ok`.
+fn wait_ready(dir: &Path, kubeconfig: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let out = Command::new(kube::program("kubectl"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args(["get", "--raw", "/readyz"])
+            .output()
+            .map_err(|e| format!("cannot run kubectl: {e}"))?;
+        if out.status.success() && out.stdout.starts_with(b"ok") {
+            return Ok(());
+        }
+        for name in ["etcd", "kube-apiserver"] {
+            if !alive(dir, name) {
+                return Err(format!(
+                    "{name} exited; its log is {}",
+                    dir.join("logs").join(format!("{name}.log")).display()
+                ));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "kube-apiserver not ready after {READY_TIMEOUT:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `kubectl --kubeconfig <admin> <args> [file]` with the built kubectl.
+fn kubectl(kubeconfig: &Path, args: &[&str], file: &Path) -> Result<(), String> {
+    let mut command = Command::new(kube::program("kubectl"));
+    command
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(args);
+    if !file.as_os_str().is_empty() {
+        command.arg(file);
+    }
+    run(command.stdout(Stdio::null()))
+}
+
+fn pid(dir: &Path, name: &str) -> Option<u32> {
+    fs::read_to_string(dir.join("pids").join(name))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether the process `up` recorded for `name` still runs: its pid is
+/// alive and runs that program (a pid left by a crashed run may have been
+/// reused since).
+fn alive(dir: &Path, name: &str) -> bool {
+    pid(dir, name).is_some_and(|pid| runs(pid, &kube::program(name)) && !zombie(pid))
+}
+
+fn runs(pid: u32, program: &Path) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        cmdline.split(|byte| *byte == 0).next() == Some(program.as_os_str().as_encoded_bytes())
+    })
+}
+
+/// A process that exited but was not reaped (a child of this xtask).
+fn zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
+}
+
+/// Stops the components `up` started in `dir`, newest first, and removes
+/// the directory.
+pub fn down(dir: &Path) -> Result<(), String> {
+    for name in [
+        "kwok",
+        "kube-scheduler",
+        "kube-controller-manager",
+        "kube-apiserver",
+        "etcd",
+    ] {
+        stop(dir, name)?;
+    }
+    if dir.exists() {
+        fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`].
+fn stop(dir: &Path, name: &str) -> Result<(), String> {
+    let Some(pid) = pid(dir, name) else {
+        return Ok(());
+    };
+    if alive(dir, name) {
+        signal("TERM", pid)?;
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while alive(dir, name) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+        }
+        if alive(dir, name) {
+            signal("KILL", pid)?;
+        }
+    }
+    let _ = fs::remove_file(dir.join("pids").join(name));
+    Ok(())
+}
+
+fn signal(name: &str, pid: u32) -> Result<(), String> {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .map_err(|e| format!("cannot run kill: {e}"))?;
+    // A process that exited meanwhile is what was wanted.
+    if status.success() || !Path::new(&format!("/proc/{pid}")).exists() {
+        Ok(())
+    } else {
+        Err(format!("kill -{name} {pid} failed with {status}"))
+    }
+}
