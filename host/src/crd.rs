@@ -1,7 +1,8 @@
 //! The `DataJob` custom resource (`policyhost.dev/v1alpha1`).
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
+use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -134,6 +135,31 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// The DataJob CRD as the API server should get it: the derived one, with
+/// schemars' unsigned integer formats (`uint32`, `uint64`), which
+/// kube-apiserver does not know and warns about on every apply, written as
+/// the `int64` it knows (each such field also has `minimum: 0`).
+pub fn definition() -> CustomResourceDefinition {
+    let mut crd = serde_json::to_value(DataJob::crd()).unwrap_or_default();
+    known_integer_formats(&mut crd);
+    serde_json::from_value(crd).unwrap_or_else(|_| DataJob::crd())
+}
+
+fn known_integer_formats(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(format)) = map.get_mut("format")
+                && format.starts_with("uint")
+            {
+                *format = "int64".to_owned();
+            }
+            map.values_mut().for_each(known_integer_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(known_integer_formats),
+        _ => {}
+    }
+}
+
 fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
@@ -151,13 +177,13 @@ fn optional_free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Sch
 
 #[cfg(test)]
 mod tests {
-    use kube::{CustomResourceExt, Resource};
+    use kube::Resource;
 
     use super::*;
 
     #[test]
     fn the_crd_has_the_documented_names_and_columns() {
-        let crd = DataJob::crd();
+        let crd = definition();
         assert_eq!(
             crd.metadata.name.as_deref(),
             Some("datajobs.policyhost.dev")
@@ -175,6 +201,32 @@ mod tests {
         let schema = serde_json::to_value(&version.schema).unwrap();
         let params = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["params"];
         assert_eq!(params["x-kubernetes-preserve-unknown-fields"], true);
+    }
+
+    #[test]
+    fn every_format_in_the_schema_is_one_kube_apiserver_knows() {
+        fn formats(value: &Value, found: &mut Vec<String>) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(Value::String(format)) = map.get("format") {
+                        found.push(format.clone());
+                    }
+                    map.values().for_each(|v| formats(v, found));
+                }
+                Value::Array(items) => items.iter().for_each(|v| formats(v, found)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        formats(&serde_json::to_value(definition()).unwrap(), &mut found);
+        assert!(found.iter().any(|f| f == "int64"), "{found:?}");
+        for format in &found {
+            assert!(
+                ["int32", "int64", "date-time", "double", "float", "byte"]
+                    .contains(&format.as_str()),
+                "{format} is not a format kube-apiserver knows"
+            );
+        }
     }
 
     #[test]

@@ -42,7 +42,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, ResourceExt};
 use plotters::prelude::*;
 use policyhost::crd::DataJob;
 use serde_json::{Value, json};
@@ -306,7 +306,7 @@ async fn install(client: &Client) -> anyhow::Result<()> {
     crds.patch(
         "datajobs.policyhost.dev",
         &PatchParams::apply("scale-bench").force(),
-        &Patch::Apply(DataJob::crd()),
+        &Patch::Apply(policyhost::crd::definition()),
     )
     .await
     .context("install the DataJob CRD")?;

@@ -184,11 +184,7 @@ fn serve_devcluster(args: &devcluster::cli::Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_crd() -> anyhow::Result<ExitCode> {
-    use kube::CustomResourceExt as _;
-    print!(
-        "{}",
-        serde_yaml::to_string(&policyhost::crd::DataJob::crd())?
-    );
+    print!("{}", serde_yaml::to_string(&policyhost::crd::definition())?);
     Ok(ExitCode::SUCCESS)
 }
 
