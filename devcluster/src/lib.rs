@@ -32,6 +32,7 @@ mod object;
 mod ops;
 mod pagination;
 pub mod patch;
+mod pod_update;
 pub mod pods;
 mod proto;
 mod rand;

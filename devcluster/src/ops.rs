@@ -742,6 +742,19 @@ impl Writer<'_> {
                 ));
             }
         }
+        if gr.group.is_empty()
+            && gr.resource == "pods"
+            && part == Part::Main
+            && crate::pod_update::changes_immutable_spec(&old_v, &result)
+        {
+            return Err(field_invalid(
+                rt,
+                &name,
+                "spec",
+                "FieldValueForbidden",
+                crate::pod_update::FORBIDDEN.to_owned(),
+            ));
+        }
         if rt.generation && !same_generation_view(rt, &old_v, &result) {
             let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             md(&mut result).insert("generation".into(), json!(g));

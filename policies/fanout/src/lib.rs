@@ -8,7 +8,10 @@
 //!
 //! One Pod per index `i` in `0..replicas`, named `<job>-worker-<i>`, restart
 //! policy `Never`, labelled `fanout.policyhost.dev/job`, `…/index` and
-//! `…/retry`, with `FANOUT_INDEX` and `FANOUT_REPLICAS` in its environment.
+//! `…/retry`, with `FANOUT_INDEX` in its environment. A Pod's spec depends
+//! on its index and the template params only, not on `replicas`: Kubernetes
+//! refuses any change to a running Pod's spec, so scaling must leave the
+//! Pods that stay as they are.
 //! A worker that fails is replaced by `<job>-worker-<i>-r<k>`, `k` counting
 //! the failures of that index. Failed Pods stay in the desired set: they are
 //! the record of the failures, so the retry count is read back from the
@@ -95,20 +98,13 @@ impl Policy for Fanout {
         let phase = phase(&slots, failures, params.backoff_limit);
 
         let mut desired = Vec::with_capacity(slots.len());
-        let replicas = params.replicas.to_string();
         let template = worker_template(job, &params)?;
         for (index, slot) in (0_u32..).zip(&slots) {
             for &retry in slot.failed.iter().chain(&slot.succeeded) {
-                desired.push(worker(&template, job, &replicas, index, retry)?);
+                desired.push(worker(&template, job, index, retry)?);
             }
             if phase != Phase::Failed && !slot.is_done() {
-                desired.push(worker(
-                    &template,
-                    job,
-                    &replicas,
-                    index,
-                    slot.current_retry(),
-                )?);
+                desired.push(worker(&template, job, index, slot.current_retry())?);
             }
         }
 
@@ -157,7 +153,6 @@ fn worker_template<'a>(job: &'a Job, params: &'a Params) -> Result<PodTemplate<'
 fn worker(
     template: &PodTemplate<'_>,
     job: &Job,
-    replicas: &str,
     index: u32,
     retry: u32,
 ) -> Result<DesiredChild, PolicyError> {
@@ -171,7 +166,6 @@ fn worker(
         .label("fanout.policyhost.dev/index", index_text.as_str())
         .label("fanout.policyhost.dev/retry", retry_text)
         .env("FANOUT_INDEX", index_text.as_str())
-        .env("FANOUT_REPLICAS", replicas)
         .build()?)
 }
 

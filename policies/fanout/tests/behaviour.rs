@@ -72,7 +72,7 @@ fn worker_pods_never_restart_and_carry_their_index() {
     assert_eq!(container["command"], json!(["true"]));
     assert_eq!(
         container["env"],
-        json!([{ "name": "FANOUT_INDEX", "value": "1" }, { "name": "FANOUT_REPLICAS", "value": "2" }])
+        json!([{ "name": "FANOUT_INDEX", "value": "1" }])
     );
     assert!(
         pod["metadata"].get("namespace").is_none(),
