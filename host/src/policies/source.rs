@@ -225,12 +225,41 @@ impl ConfigMapSource {
         let inner = self.inner;
         let mut tasks = JoinSet::new();
         tasks.spawn(watch_configmaps(Arc::clone(&inner)));
+        tasks.spawn(report_on_leadership(Arc::clone(&inner)));
         for _ in 0..inner.config.workers.max(1) {
             tasks.spawn(work(Arc::clone(&inner)));
         }
         shutdown.await;
         inner.queue.shut_down();
         tasks.shutdown().await;
+    }
+}
+
+/// Each time this replica becomes leader, writes on each ConfigMap the
+/// verdict it reached as a follower: a version pushed while no replica led
+/// (say, between a leader's death and its Lease's expiry) is loaded by every
+/// replica, and written by none until then.
+async fn report_on_leadership(inner: Arc<Inner>) {
+    let mut leading = inner.config.leadership.subscribe();
+    loop {
+        if *leading.borrow_and_update() {
+            let verdicts: Vec<(ObjectKey, Annotations)> = inner
+                .state()
+                .reported
+                .iter()
+                .map(|(key, reported)| (key.clone(), reported.annotations.clone()))
+                .collect();
+            for (key, annotations) in verdicts {
+                let api: Api<ConfigMap> =
+                    Api::namespaced(inner.client.clone(), key.namespace().unwrap_or_default());
+                if let Err(error) = annotations.write(&api, key.name()).await {
+                    warn!(configmap = %key, %error, "cannot annotate the policy ConfigMap");
+                }
+            }
+        }
+        if leading.changed().await.is_err() {
+            return;
+        }
     }
 }
 
