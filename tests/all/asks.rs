@@ -6,13 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use devcluster::counters::Request;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use policyhost::crd::{CleanupSpec, DataJob, DataJobSpec};
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, phase};
+use crate::common::requests::Request;
 
 const GREEDY: &str = "greedy";
 const FANOUT: &str = "fanout";
@@ -36,25 +36,6 @@ fn metric(env: &Env, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or(0.0)
-}
-
-/// The API requests the operator made since `since` (an index in the log).
-fn operator_requests(env: &Env, since: usize) -> Vec<Request> {
-    let cluster = env.cluster.as_ref().expect("devcluster");
-    cluster.counters().requests()[since..]
-        .iter()
-        .filter(|r| r.user_agent.starts_with("policyhost/"))
-        .cloned()
-        .collect()
-}
-
-fn log_position(env: &Env) -> usize {
-    env.cluster
-        .as_ref()
-        .expect("devcluster")
-        .counters()
-        .requests()
-        .len()
 }
 
 /// Status writes on DataJob `name` among `requests`.
@@ -113,7 +94,10 @@ async fn a_zero_requeue_beside_fanout_neither_slows_fanout_nor_writes_faster_tha
     fanout_convergence(&env, "warm", 2).await;
     let alone = fanout_convergence(&env, "alone", 10).await;
 
-    let since = log_position(&env);
+    let log = env
+        .requests()
+        .expect("a request log: devcluster or an audit log");
+    let since = log.mark();
     let flood_started = Instant::now();
     env.create_job("flood", GREEDY, json!({"requeueMs": 0, "events": 1000}))
         .await;
@@ -126,7 +110,7 @@ async fn a_zero_requeue_beside_fanout_neither_slows_fanout_nor_writes_faster_tha
         tokio::time::sleep(rest).await;
     }
     let elapsed = flood_started.elapsed().as_secs_f64();
-    let requests = operator_requests(&env, since);
+    let requests = log.operator_since(since, &env.namespace);
     let (events, event_writes) = events_on(&env, "flood").await;
     let reconciles = metric(
         &env,
@@ -352,9 +336,12 @@ async fn a_status_the_api_server_refuses_becomes_a_small_failure_condition_retri
     // Retried with backoff (50 ms doubling to 5 s here), not in a loop: in
     // 3 s that backoff allows at most 7 attempts, each sending the refused
     // status once and its small fallback at most once.
-    let since = log_position(&env);
+    let log = env
+        .requests()
+        .expect("a request log: devcluster or an audit log");
+    let since = log.mark();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let requests = operator_requests(&env, since);
+    let requests = log.operator_since(since, &env.namespace);
     let refused = requests
         .iter()
         .filter(|r| r.verb == "patch" && r.subresource == "status" && r.name == "bloated")

@@ -386,36 +386,24 @@ async fn each_kind_of_bad_version_is_rejected_with_its_reason_while_the_last_goo
     }
 
     let metrics = env.operator().metrics.render();
-    for reason in [
-        "Corrupt",
-        "CoreModule",
-        "IncompatibleWorld",
-        "UnsupportedImport",
-        "DigestMismatch",
-        "TooLarge",
-        "InvalidConfig",
-        "InstantiationFailed",
-        "NoModule",
-    ] {
-        assert!(
-            metrics.contains(&format!(
-                "policyhost_policy_load_errors_total{{policy=\"fanout\",reason=\"{reason}\"}}"
-            )),
-            "{reason}: {metrics}"
-        );
-    }
+    assert_load_errors_counted(
+        &metrics,
+        &[
+            "Corrupt",
+            "CoreModule",
+            "IncompatibleWorld",
+            "UnsupportedImport",
+            "DigestMismatch",
+            "TooLarge",
+            "InvalidConfig",
+            "InstantiationFailed",
+            "NoModule",
+        ],
+    );
 
     // The DataJob never noticed, and still reconciles on the good version.
-    env.patch_spec("steady", json!({"params": fanout_forever(2)}))
-        .await;
-    env.wait_pods("steady", "two workers", |p| p.len() == 2)
-        .await;
-    let job = env
-        .wait_job("steady", "reconciled again", |j| {
-            j.status.as_ref().and_then(|s| s.observed_generation) == j.metadata.generation
-                && condition(j, "Ready").is_some_and(|c| c.status == "True")
-        })
-        .await;
+    let job = reconciled_again(&env, "steady").await;
+    assert!(condition(&job, "Ready").is_some_and(|c| c.status == "True"));
     assert_eq!(status_digest(&job), Some(good_digest.as_str()));
     assert!(failed_reconciles(&env, "fanout").is_empty());
 
@@ -701,20 +689,6 @@ async fn swaps_under_load_never_fail_a_reconcile_and_every_status_names_a_good_v
 
 // --- The CLI against devcluster -------------------------------------------
 
-/// A kubeconfig file for the test's cluster.
-fn kubeconfig(env: &Env) -> PathBuf {
-    if let Some(path) = std::env::var_os("POLICYHOST_TEST_KUBECONFIG") {
-        return PathBuf::from(path);
-    }
-    let path = target_dir().join(format!("{}.kubeconfig", env.namespace));
-    env.cluster
-        .as_ref()
-        .expect("devcluster")
-        .write_kubeconfig(&path)
-        .expect("write the kubeconfig");
-    path
-}
-
 fn policyhost(args: &[&str]) -> Output {
     Command::new(policyhost_bin())
         .args(args)
@@ -758,7 +732,7 @@ fn list(env: &Env, config: &Path) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serves() {
     let env = Env::start_with(OperatorSetup::configmaps()).await;
-    let config = kubeconfig(&env);
+    let config = env.kubeconfig_file();
     let fanout = guest("fanout");
     let fanout_digest = digest(&guest_bytes("fanout"));
     let allowed = format!("{},team-b", env.namespace);
@@ -1200,7 +1174,15 @@ async fn a_configmap_with_an_owner_reference_or_child_labels_is_ignored_and_the_
         );
     }
     let metrics = env.operator().metrics.render();
-    for reason in ["OwnedConfigMap", "ChildConfigMap"] {
+    assert_load_errors_counted(&metrics, &["OwnedConfigMap", "ChildConfigMap"]);
+    // DataJobs keep reconciling on the clean version.
+    let job = reconciled_again(&env, "steady").await;
+    assert_eq!(status_digest(&job), Some(digest(&good).as_str()));
+}
+
+/// Asserts that `metrics` counts a load error of `fanout` for each reason.
+fn assert_load_errors_counted(metrics: &str, reasons: &[&str]) {
+    for reason in reasons {
         assert!(
             metrics.contains(&format!(
                 "policyhost_policy_load_errors_total{{policy=\"fanout\",reason=\"{reason}\"}}"
@@ -1208,17 +1190,18 @@ async fn a_configmap_with_an_owner_reference_or_child_labels_is_ignored_and_the_
             "{reason}: {metrics}"
         );
     }
-    // DataJobs keep reconciling on the clean version.
-    env.patch_spec("steady", json!({"params": fanout_forever(2)}))
+}
+
+/// Asks DataJob `name` for two forever-running workers and waits until they
+/// run and the status observes the change: it still reconciles.
+async fn reconciled_again(env: &Env, name: &str) -> DataJob {
+    env.patch_spec(name, json!({"params": fanout_forever(2)}))
         .await;
-    env.wait_pods("steady", "two workers", |p| p.len() == 2)
-        .await;
-    let job = env
-        .wait_job("steady", "reconciled again", |j| {
-            j.status.as_ref().and_then(|s| s.observed_generation) == j.metadata.generation
-        })
-        .await;
-    assert_eq!(status_digest(&job), Some(digest(&good).as_str()));
+    env.wait_pods(name, "two workers", |p| p.len() == 2).await;
+    env.wait_job(name, "reconciled again", |j| {
+        j.status.as_ref().and_then(|s| s.observed_generation) == j.metadata.generation
+    })
+    .await
 }
 
 /// Pushes fanout `component` allowing `namespaces`; returns the verdict.

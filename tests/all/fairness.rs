@@ -27,6 +27,16 @@ fn spin_input() -> policyhost::runtime::Input {
     input(job("noisy", "team-a", json!({})))
 }
 
+/// Waits until `infinite-loop` holds both call threads, or panics saying
+/// `never` after `patience`.
+async fn until_both_threads_loop(runtime: &Runtime, patience: Duration, never: &str) {
+    let busy = Instant::now();
+    while runtime.calls_running("infinite-loop") < 2 {
+        assert!(busy.elapsed() < patience, "{never}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waits_for_the_next_free_thread_not_behind_every_queued_call_of_another_policy() {
     let runtime = common::runtime();
@@ -40,14 +50,12 @@ async fn a_call_waits_for_the_next_free_thread_not_behind_every_queued_call_of_a
         let (runtime, noisy) = (runtime.clone(), Arc::clone(&noisy));
         calls.spawn(async move { runtime.reconcile(noisy, spin_input()).await.result });
     }
-    let busy = Instant::now();
-    while runtime.calls_running("infinite-loop") < 2 {
-        assert!(
-            busy.elapsed() < Duration::from_secs(10),
-            "the loop calls never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_both_threads_loop(
+        &runtime,
+        Duration::from_secs(10),
+        "the loop calls never ran",
+    )
+    .await;
     let start = Instant::now();
     let outcome = runtime.reconcile(fanout, fanout_input(10)).await;
     let waited = start.elapsed();
@@ -93,14 +101,12 @@ fn the_instance_pool_holds_every_call_in_flight_even_when_configured_smaller() {
                 tokio::spawn(async move { runtime.reconcile(noisy, spin_input()).await })
             })
             .collect();
-        let busy = Instant::now();
-        while runtime.calls_running("infinite-loop") < 2 {
-            assert!(
-                busy.elapsed() < Duration::from_secs(10),
-                "the loop calls never ran"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until_both_threads_loop(
+            &runtime,
+            Duration::from_secs(10),
+            "the loop calls never ran",
+        )
+        .await;
         // ...while loads of other policies still find instances for their
         // trial instantiation, and a blocking call still runs.
         let trials: Vec<_> = (0..2)
@@ -206,14 +212,12 @@ async fn fanout_converges_within_twice_its_time_alone_beside_a_hundred_datajobs_
     }
     // The noisy policy holds every call thread before fanout comes.
     let runtime = env.operator().shared.runtime.clone();
-    let busy = Instant::now();
-    while runtime.calls_running("infinite-loop") < 2 {
-        assert!(
-            busy.elapsed() < Duration::from_secs(30),
-            "the noisy DataJobs never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_both_threads_loop(
+        &runtime,
+        Duration::from_secs(30),
+        "the noisy DataJobs never ran",
+    )
+    .await;
     let queued = env.operator().shared.queue.len();
     let faults_before = noisy_faults(&env);
     let beside = fanout_convergence(&env, "beside", 10).await;

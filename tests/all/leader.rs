@@ -9,11 +9,9 @@ use std::time::{Duration, Instant};
 
 use devcluster::counters::Request;
 use devcluster::{DevCluster, Faults};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 
-use crate::common::cluster::{Env, eventually, phase};
+use crate::common::cluster::{Env, create_namespace, eventually, phase};
 use crate::common::process::{Replica, kubeconfig_with_token, policy_dir};
 
 /// Election timing of the test replicas: short, so failover takes seconds.
@@ -28,20 +26,7 @@ const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollect
 /// A namespace for the replicas' Lease, like `policyhost-system`.
 async fn ops_namespace(env: &Env) -> String {
     let name = format!("{}-ops", env.namespace);
-    let namespaces: Api<Namespace> = Api::all(env.client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .expect("create the operator namespace");
+    create_namespace(&env.client, &name).await;
     name
 }
 

@@ -16,6 +16,7 @@ use policyhost::runtime::AllowedKind;
 use serde_json::json;
 
 use crate::common::cluster::{Env, condition, eventually};
+use crate::common::requests::RequestLog;
 use crate::common::{guest_bytes, runtime};
 
 fn config_maps(env: &Env) -> Api<ConfigMap> {
@@ -148,32 +149,25 @@ async fn a_second_datajob_claiming_a_name_is_refused_and_the_first_keeps_its_chi
     // The second keeps being retried with backoff (50 ms, 100 ms, ...):
     // over this window it is refused again and again, and not one write
     // reaches the child.
-    let writes = |cluster: &devcluster::DevCluster| {
-        cluster
-            .counters()
-            .requests()
-            .iter()
-            .filter(|r| {
-                r.user_agent.starts_with("policyhost/")
-                    && r.resource == "configmaps"
-                    && r.name == "shared"
-                    && !matches!(r.verb.as_str(), "get" | "list" | "watch")
-            })
-            .count()
-    };
-    let before = env.cluster.as_ref().map(writes);
+    let log = env.requests();
+    let since = log.as_ref().map(RequestLog::mark);
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
         let now = maps.get("shared").await.expect("still there");
         assert_eq!(now.resource_version(), child.resource_version(), "no fight");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    if let (Some(cluster), Some(before)) = (env.cluster.as_ref(), before) {
-        assert_eq!(
-            writes(cluster),
-            before,
-            "no write to the child while refused"
-        );
+    if let (Some(log), Some(since)) = (log, since) {
+        let writes = log
+            .operator_since(since, &env.namespace)
+            .into_iter()
+            .filter(|r| {
+                r.resource == "configmaps"
+                    && r.name == "shared"
+                    && !matches!(r.verb.as_str(), "get" | "list" | "watch")
+            })
+            .count();
+        assert_eq!(writes, 0, "no write to the child while refused");
     }
     let kept = maps.get("shared").await.expect("the child");
     assert_eq!(kept.owner_references().len(), 1);

@@ -17,7 +17,7 @@ use devcluster::{Config as ClusterConfig, DevCluster, PodSimulation};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, ResourceExt};
 use policyhost::controller::Shared;
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::metrics::Metrics;
@@ -82,6 +82,24 @@ where
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// `POLICYHOST_TEST_KUBECONFIG`: the kubeconfig of the real cluster the
+/// tests run against, if any.
+pub fn real_kubeconfig() -> Option<PathBuf> {
+    std::env::var_os("POLICYHOST_TEST_KUBECONFIG").map(PathBuf::from)
+}
+
+/// The client configuration of [`real_kubeconfig`]'s current context.
+pub async fn real_cluster_config() -> Option<kube::Config> {
+    let path = real_kubeconfig()?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+        .unwrap_or_else(|e| panic!("read POLICYHOST_TEST_KUBECONFIG {}: {e}", path.display()));
+    Some(
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("a usable kubeconfig context"),
+    )
 }
 
 /// A unique suffix per environment in this test process.
@@ -181,15 +199,8 @@ impl Env {
 
     /// A cluster with the CRD and a fresh namespace, no operator yet.
     pub async fn cluster_only() -> Self {
-        let (cluster, config) = match std::env::var_os("POLICYHOST_TEST_KUBECONFIG") {
-            Some(path) => {
-                let kubeconfig = kube::config::Kubeconfig::read_from(PathBuf::from(path))
-                    .expect("read POLICYHOST_TEST_KUBECONFIG");
-                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                    .await
-                    .expect("a usable kubeconfig context");
-                (None, config)
-            }
+        let (cluster, config) = match real_cluster_config().await {
+            Some(config) => (None, config),
             None => {
                 let cluster = DevCluster::start(fast_pods())
                     .await
@@ -202,21 +213,8 @@ impl Env {
         install_crd(&client).await;
         let namespace = format!("e2e-{}-{}", std::process::id(), unique());
         let policy_namespace = format!("{namespace}-policies");
-        let namespaces: Api<Namespace> = Api::all(client.clone());
         for name in [&namespace, &policy_namespace] {
-            namespaces
-                .create(
-                    &PostParams::default(),
-                    &Namespace {
-                        metadata: ObjectMeta {
-                            name: Some(name.clone()),
-                            ..ObjectMeta::default()
-                        },
-                        ..Namespace::default()
-                    },
-                )
-                .await
-                .expect("create the test namespaces");
+            create_namespace(&client, name).await;
         }
         Self {
             cluster,
@@ -302,8 +300,8 @@ impl Env {
     /// A kubeconfig file for this environment's cluster, for the binaries
     /// (`policyhost run`, `policyhost status`) and kubectl.
     pub fn kubeconfig_file(&self) -> PathBuf {
-        if let Some(path) = std::env::var_os("POLICYHOST_TEST_KUBECONFIG") {
-            return PathBuf::from(path);
+        if let Some(path) = real_kubeconfig() {
+            return path;
         }
         let path = std::env::temp_dir().join(format!(
             "policyhost-e2e-{}-{}.kubeconfig",
@@ -316,6 +314,15 @@ impl Env {
             .write_kubeconfig(&path)
             .expect("write the kubeconfig");
         path
+    }
+
+    /// The requests this environment's cluster answered, where they can be
+    /// read: devcluster's log, or the real API server's audit log.
+    pub fn requests(&self) -> Option<super::requests::RequestLog<'_>> {
+        match &self.cluster {
+            Some(cluster) => Some(super::requests::RequestLog::Dev(cluster)),
+            None => super::requests::RequestLog::audit(),
+        }
     }
 
     /// The client configuration of this environment's cluster, for tests
@@ -435,10 +442,28 @@ pub fn condition<'a>(
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == kind))
 }
 
+/// Creates namespace `name`.
+pub async fn create_namespace(client: &Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.to_owned()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+}
+
 /// Installs (or updates) the DataJob CRD.
 pub async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = DataJob::crd();
+    let crd = policyhost::crd::definition();
     crds.patch(
         &crd.name_any(),
         &PatchParams::apply("policyhost-tests").force(),

@@ -14,6 +14,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
+use super::cluster::real_kubeconfig;
 use super::process::{Replica, kubeconfig_with_token, kubectl};
 use super::workspace;
 
@@ -47,10 +48,38 @@ pub struct Running {
     pub replicas: Vec<Replica>,
 }
 
-/// A kubeconfig presenting the ServiceAccount's identity, next to `admin`.
-pub fn service_account_kubeconfig(admin: &Path) -> PathBuf {
-    let path = admin.with_extension("sa.kubeconfig");
-    kubeconfig_with_token(admin, SERVICE_ACCOUNT_USER, &path);
+/// A kubeconfig presenting the ServiceAccount's identity, beside `into`:
+/// on devcluster a bearer token that names the user; on a real cluster a
+/// token the API server issues for the ServiceAccount (`kubectl create
+/// token`), which `admin` may request.
+pub fn service_account_kubeconfig(admin: &Path, into: &Path) -> PathBuf {
+    let path = into.join("service-account.kubeconfig");
+    if real_kubeconfig().is_none() {
+        kubeconfig_with_token(admin, SERVICE_ACCOUNT_USER, &path);
+        return path;
+    }
+    let (ok, token) = kubectl(
+        Some(admin),
+        &[
+            "create",
+            "token",
+            "policyhost",
+            "-n",
+            NAMESPACE,
+            "--duration=2h",
+        ],
+    );
+    assert!(ok, "kubectl create token: {token}");
+    let token_file = into.join("service-account.token");
+    std::fs::write(&token_file, token.trim()).expect("write the token");
+    let mut config = kube::config::Kubeconfig::read_from(admin).expect("read the kubeconfig");
+    for user in &mut config.auth_infos {
+        user.auth_info = Some(kube::config::AuthInfo {
+            token_file: Some(token_file.display().to_string()),
+            ..kube::config::AuthInfo::default()
+        });
+    }
+    std::fs::write(&path, serde_yaml::to_string(&config).expect("YAML")).expect("write");
     path
 }
 
@@ -85,7 +114,9 @@ pub async fn run_deployment(
         .filter(|a| *a != "run" && !a.starts_with("--listen"))
         .map(str::to_owned)
         .collect();
-    let sa_kubeconfig = service_account_kubeconfig(admin_kubeconfig);
+    let scratch = admin_kubeconfig.with_extension("replicas");
+    std::fs::create_dir_all(&scratch).expect("a directory for the replicas' kubeconfig");
+    let sa_kubeconfig = service_account_kubeconfig(admin_kubeconfig, &scratch);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let mut replicas = Vec::new();
     static STARTED: AtomicUsize = AtomicUsize::new(0);

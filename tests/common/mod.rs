@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod deployment;
 pub mod process;
 pub mod rbac;
+pub mod requests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
