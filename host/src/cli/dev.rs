@@ -18,10 +18,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
-use kube::{Client, CustomResourceExt, ResourceExt, discovery};
+use kube::{Client, ResourceExt, discovery};
 use policyhost::cache::ObjectKey;
 use policyhost::controller::Shared;
-use policyhost::crd::DataJob;
+
 use policyhost::operator::Operator;
 use policyhost::projection;
 use policyhost::runtime::ChildPhase;
@@ -39,6 +39,11 @@ pub(crate) struct DevArgs {
     /// Port of the embedded API server; 0 picks a free one.
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Run on the cluster of this kubeconfig instead of an embedded
+    /// devcluster: the CRD is installed there, the policies are published in
+    /// its policy namespace, and the operator runs here.
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub(crate) cluster: Option<PathBuf>,
     /// Where to write the kubeconfig of the embedded cluster.
     #[arg(
         long,
@@ -71,28 +76,15 @@ pub(crate) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
-    let cluster = DevCluster::start(Config {
-        port: args.port,
-        ..Config::default()
-    })
-    .await
-    .context("cannot start devcluster")?;
-    if let Some(dir) = args
-        .kubeconfig
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    cluster
-        .write_kubeconfig(&args.kubeconfig)
-        .context("cannot write the kubeconfig")?;
-    println!("devcluster serving on {}", cluster.url());
-    println!(
-        "  kubectl --kubeconfig {} get datajobs,pods",
-        args.kubeconfig.display()
-    );
-    let client = cluster.client().context("cannot connect to devcluster")?;
+    let (cluster, config) = match &args.cluster {
+        Some(kubeconfig) => (None, existing_cluster(kubeconfig).await?),
+        None => {
+            let cluster = embedded_cluster(args).await?;
+            let config = cluster.client_config()?;
+            (Some(cluster), config)
+        }
+    };
+    let client = kube::Client::try_from(config.clone()).context("cannot connect to the cluster")?;
     install_crd(&client).await?;
 
     // Policies take the production path: each `.wasm` of the directory is
@@ -112,7 +104,6 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         Some(watcher) => watcher.publish_all().await?,
         None => Vec::new(),
     };
-    let config = cluster.client_config()?;
     let mut options = args.operator.options(Some(args.listen));
     options.leader = args
         .leader
@@ -164,14 +155,57 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
     }
     let _ = stop.send(());
     running.await.context("the operator task failed")??;
-    cluster.shutdown().await;
+    if let Some(cluster) = cluster {
+        cluster.shutdown().await;
+    }
     Ok(code)
+}
+
+/// Starts the embedded devcluster and writes its kubeconfig.
+async fn embedded_cluster(args: &DevArgs) -> anyhow::Result<DevCluster> {
+    let cluster = DevCluster::start(Config {
+        port: args.port,
+        ..Config::default()
+    })
+    .await
+    .context("cannot start devcluster")?;
+    if let Some(dir) = args
+        .kubeconfig
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    cluster
+        .write_kubeconfig(&args.kubeconfig)
+        .context("cannot write the kubeconfig")?;
+    println!("devcluster serving on {}", cluster.url());
+    println!(
+        "  kubectl --kubeconfig {} get datajobs,pods",
+        args.kubeconfig.display()
+    );
+    Ok(cluster)
+}
+
+/// The client configuration of `kubeconfig`'s current context.
+async fn existing_cluster(kubeconfig: &Path) -> anyhow::Result<kube::Config> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("cannot read {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .with_context(|| format!("no usable context in {}", kubeconfig.display()))?;
+    println!("running on the cluster at {}", config.cluster_url);
+    println!(
+        "  kubectl --kubeconfig {} get datajobs,pods",
+        kubeconfig.display()
+    );
+    Ok(config)
 }
 
 /// Creates (or updates) the DataJob CRD.
 async fn install_crd(client: &Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = DataJob::crd();
+    let crd = policyhost::crd::definition();
     crds.patch(
         &crd.name_any(),
         &PatchParams::apply(DEV_MANAGER).force(),
