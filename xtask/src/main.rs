@@ -2,20 +2,28 @@
 //!
 //! - `guests`: builds every policy under `policies/` to a `wasm32-wasip2`
 //!   component in `<target>/wasm32-wasip2/guest/`.
-//! - `test`: installs what is missing, builds the guests, the binaries and the
-//!   static binary, then runs the whole test suite (which starts the static
-//!   binary too). `.ci/run` runs exactly this.
+//! - `test`: installs what is missing, builds the guests, the binaries, the
+//!   static binary and the real control plane, then runs the whole test
+//!   suite on devcluster (the static binary too) and the end-to-end tests
+//!   again on the real control plane. `.ci/run` runs exactly this.
 //! - `demo`: installs what is missing, builds the guests and runs the main job:
-//!   the operator on an embedded devcluster reconciling a sample DataJob.
+//!   the operator on an embedded devcluster (or, with `--real`, the real
+//!   control plane) reconciling a sample DataJob.
 //! - `bench scale`: builds the guests and the release binaries, then runs the
 //!   operator-at-scale benchmark (devcluster and `policyhost run` as
 //!   processes, both cache modes) and the children-lookup benchmark; see
 //!   `docs/BENCHMARKS.md`.
+//! - `cluster up|down|env`: the real Kubernetes control plane on loopback,
+//!   built from the Go modules in `tools/kube/` (see `cluster.rs`).
 //! - `static`: installs what is missing (the musl target, Debian's
 //!   `musl-tools`) and builds the static `policyhost` binary the container
 //!   image ships (the `Dockerfile` runs exactly this).
 //!
 //! It has no dependencies beyond `std`, so it builds in seconds on a fresh machine.
+
+mod certs;
+mod cluster;
+mod kube;
 
 use std::env;
 use std::ffi::OsString;
@@ -41,6 +49,7 @@ fn main() -> ExitCode {
         "test" => run_tests(rest),
         "demo" => run_demo(rest),
         "bench" => run_bench(rest),
+        "cluster" => cluster::command(rest),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "help" | "-h" | "--help" => {
             print_help();
@@ -66,11 +75,16 @@ fn print_help() {
          \x20             (ARGS are passed to `cargo test`)\n\
          demo [ARGS]   install prerequisites, build guests, run the operator on an\n\
          \x20             embedded devcluster until the sample DataJob finishes;\n\
-         \x20             --keep-running keeps it serving (ARGS go to `policyhost dev`)\n\
+         \x20             --keep-running keeps it serving; --real runs it on the real control\n\
+         \x20             plane instead (ARGS go to `policyhost dev`)\n\
          bench scale [ARGS]\n\
          \x20             build guests and release binaries, run the operator at scale\n\
          \x20             in both cache modes (ARGS go to tests/benches/scale.rs), then\n\
          \x20             the children-lookup benchmark\n\
+         cluster up|down|env\n\
+         \x20             build the real control plane from tools/kube/ if needed and start it\n\
+         \x20             on loopback (the last line of `up` is KUBECONFIG=<file>), stop it,\n\
+         \x20             or print its KUBECONFIG line\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
          \x20             <target>/{STATIC_TARGET}/release/policyhost"
@@ -114,16 +128,64 @@ fn run_bench(args: &[String]) -> Result<(), String> {
     ])
 }
 
-/// Builds the guests and then the whole test suite.
+/// The end-to-end modules of `tests/all` that run a second time against the
+/// real control plane: every one whose subject is the operator on a cluster.
+/// The RBAC proof runs first and alone: its operator is the one `deploy/`
+/// installs, which watches every namespace, and would reconcile the other
+/// tests' DataJobs.
+const REAL_SERVER_TESTS: &[&[&str]] = &[
+    &["rbac::"],
+    &[
+        "asks::",
+        "binary::",
+        "delivery::",
+        "deploy::",
+        "fairness::",
+        "finalizer::",
+        "leader::",
+        "loading::",
+        "monitoring::",
+        "operator::",
+        "ownership::",
+    ],
+];
+
+/// Builds the guests, the binaries and the real control plane, runs the
+/// whole test suite on devcluster, then the end-to-end tests again on the
+/// real control plane. With ARGS, both runs take them instead.
 fn run_tests(extra: &[String]) -> Result<(), String> {
-    ensure_kubectl()?;
+    let kube_bin = kube::build()?;
+    let path = path_with_kubectl(&kube_bin);
     prepare_guests()?;
     cargo(&["build", "--workspace", "--bins"])?;
     // The container's static binary, so that tests/all/image.rs starts it.
     build_static()?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
-    cargo_with_env(&args, &[("POLICYHOST_TEST_STATIC", "1")])
+    cargo_with_env(&args, &[("POLICYHOST_TEST_STATIC", "1"), ("PATH", &path)])?;
+
+    let cluster = cluster::Running::start(target_dir().join("kube").join("test-cluster"))?;
+    println!("xtask: the end-to-end tests again, on the real control plane");
+    let kubeconfig = cluster.kubeconfig.display().to_string();
+    let audit_log = cluster.audit_log.display().to_string();
+    let real = [
+        ("POLICYHOST_TEST_KUBECONFIG", kubeconfig.as_str()),
+        ("POLICYHOST_TEST_AUDIT_LOG", audit_log.as_str()),
+        ("PATH", path.as_str()),
+    ];
+    if !extra.is_empty() {
+        let mut args = vec!["test", "--workspace", "--test", "all"];
+        args.extend(extra.iter().map(String::as_str));
+        return cargo_with_env(&args, &real);
+    }
+    for modules in REAL_SERVER_TESTS {
+        // `--workspace`, as above: the same feature resolution, so nothing is
+        // built again (devcluster's own `all` has none of these modules).
+        let mut args = vec!["test", "--workspace", "--test", "all", "--"];
+        args.extend_from_slice(modules);
+        cargo_with_env(&args, &real)?;
+    }
+    Ok(())
 }
 
 /// Builds the guests and runs the main job: the operator on the embedded
@@ -152,9 +214,27 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
     if !keep_running {
         args.push("--until-settled".to_owned());
     }
-    args.extend(extra.iter().filter(|arg| *arg != "--keep-running").cloned());
+    // The real control plane instead of the embedded devcluster; it stops
+    // when the demo does.
+    let real = extra.iter().any(|arg| arg == "--real");
+    let cluster = if real {
+        let cluster = cluster::Running::start(target_dir().join("kube").join("demo-cluster"))?;
+        args.push("--cluster".to_owned());
+        args.push(cluster.kubeconfig.display().to_string());
+        Some(cluster)
+    } else {
+        None
+    };
+    args.extend(
+        extra
+            .iter()
+            .filter(|arg| !matches!(arg.as_str(), "--keep-running" | "--real"))
+            .cloned(),
+    );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    cargo(&args)
+    let outcome = cargo(&args);
+    drop(cluster);
+    outcome
 }
 
 /// Installs the guest target if needed and builds every policy crate.
@@ -272,17 +352,46 @@ fn static_binary() -> PathBuf {
         .join("policyhost")
 }
 
-/// Installs Debian's `kubernetes-client` when no `kubectl` is on the PATH.
-fn ensure_kubectl() -> Result<(), String> {
-    if Command::new("kubectl")
-        .args(["version", "--client"])
+/// The `PATH` the tests run with: the machine's own unless its kubectl is
+/// missing or older than the pinned release's minor - 1 (kubectl's skew
+/// policy), in which case the kubectl built from that release comes first.
+fn path_with_kubectl(kube_bin: &Path) -> String {
+    let path = env::var("PATH").unwrap_or_default();
+    let pinned = minor(kube::KUBERNETES_VERSION);
+    let machine = Command::new("kubectl")
+        .args(["version", "--client", "-o", "json"])
         .output()
-        .is_ok_and(|out| out.status.success())
-    {
-        return Ok(());
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| client_minor(&String::from_utf8_lossy(&out.stdout)));
+    if machine.is_some_and(|found| found + 1 >= pinned) {
+        return path;
     }
-    println!("xtask: kubectl not found, installing Debian's kubernetes-client");
-    apt_install("kubernetes-client")
+    println!(
+        "xtask: the machine's kubectl is {}; the tests use kubectl {} from {}",
+        machine.map_or("missing".to_owned(), |m| format!("1.{m}")),
+        kube::KUBERNETES_VERSION,
+        kube_bin.display()
+    );
+    format!("{}:{path}", kube_bin.display())
+}
+
+/// The minor of a `vMAJOR.MINOR.PATCH` version.
+fn minor(version: &str) -> u32 {
+    version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_default()
+}
+
+/// `clientVersion.minor` of `kubectl version --client -o json` (digits only:
+/// some builds say `"32+"`).
+fn client_minor(json: &str) -> Option<u32> {
+    let after = json.split("\"minor\"").nth(1)?;
+    let value = after.split('"').nth(1)?;
+    let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// `apt-get install` of a Debian package (through sudo unless root).
