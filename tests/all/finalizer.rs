@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use devcluster::{ErrorRule, Faults};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -474,6 +474,47 @@ async fn a_cleanup_that_traps_or_runs_out_of_fuel_keeps_the_finalizer_and_is_ret
             r#"policyhost_guest_faults_total{policy="flaky-cleanup",kind="Trap"}"#
         ) >= Some(1.0)
     );
+}
+
+/// Deleting a namespace deletes its DataJobs, and the namespace goes only
+/// once each of their cleanups succeeded: its finalizers hold each DataJob,
+/// and the namespace waits for them (kube-controller-manager's namespace
+/// controller on a real cluster, devcluster's own on devcluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_namespace_goes_only_after_each_datajobs_cleanup_succeeded() {
+    let env = Env::start(&[FLAKY]).await;
+    let history = History::start(&env);
+    let plans = [("once", 1_u32), ("twice", 2), ("thrice", 3)];
+    for (name, failures) in plans {
+        create(&env, name, FLAKY, json!({"failures": failures}), None, &[]).await;
+        env.wait_job(name, "reconciled", |j| phase(j) == Some("Running"))
+            .await;
+    }
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    namespaces
+        .delete(&env.namespace, &DeleteParams::default())
+        .await
+        .expect("delete the namespace");
+    eventually("the namespace to go", || async {
+        namespaces
+            .get_opt(&env.namespace)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    for (name, failures) in plans {
+        let last = eventually(&format!("the deletion of {name} in the watch"), || async {
+            history.released(name)
+        })
+        .await;
+        // The last status before the release recorded every planned
+        // failure: cleanup had failed that often, then succeeded.
+        let record = cleanup(&last);
+        assert_eq!(record.failures, failures, "{name}: {record:?}");
+        history.assert_held_while_terminating(name);
+    }
 }
 
 /// Runs `policyhost status ARGS --kubeconfig FILE` and returns its stdout.

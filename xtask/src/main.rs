@@ -154,12 +154,21 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
 /// whole test suite on devcluster, then the end-to-end tests again on the
 /// real control plane. With ARGS, both runs take them instead.
 fn run_tests(extra: &[String]) -> Result<(), String> {
-    let kube_bin = kube::build()?;
-    let path = path_with_kubectl(&kube_bin);
     prepare_guests()?;
-    cargo(&["build", "--workspace", "--bins"])?;
-    // The container's static binary, so that tests/all/image.rs starts it.
-    build_static()?;
+    // The binaries the tests start, built with the tests: one feature
+    // resolution (dev-dependencies included), so `cargo test` below builds
+    // nothing again.
+    cargo(&["build", "--workspace", "--bins", "--tests"])?;
+    // The container's static binary, so that tests/all/image.rs starts it,
+    // beside the control plane's Go build: the static binary's whole-program
+    // LTO runs on one core for minutes, and Go takes the other.
+    let control_plane = std::thread::spawn(kube::build);
+    let built = build_static();
+    let kube_bin = control_plane
+        .join()
+        .map_err(|_| "the control plane's build panicked".to_owned())??;
+    built?;
+    let path = path_with_kubectl(&kube_bin);
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
     cargo_with_env(&args, &[("POLICYHOST_TEST_STATIC", "1"), ("PATH", &path)])?;
