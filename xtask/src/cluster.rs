@@ -118,6 +118,10 @@ fn up(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
         ));
     }
     kube::build()?;
+    if Command::new("openssl").arg("version").output().is_err() {
+        println!("xtask: openssl not found, installing Debian's openssl");
+        crate::apt_install("openssl")?;
+    }
     let result = start_components(dir, detach);
     if result.is_err() {
         let _ = down(dir);
