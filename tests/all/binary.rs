@@ -48,7 +48,7 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
 
 /// A directory with just the fanout component.
 fn fanout_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("policyhost-bin-{}", std::process::id()));
+    let dir = crate::common::scratch().join(format!("policyhost-bin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("policy dir");
     std::fs::copy(guest("fanout"), dir.join("fanout.wasm")).expect("copy fanout");
     dir
@@ -61,7 +61,7 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
         eprintln!("skipped: needs devcluster's kubeconfig");
         return;
     };
-    let kubeconfig = std::env::temp_dir().join(format!("{}.kubeconfig", env.namespace));
+    let kubeconfig = crate::common::scratch().join(format!("{}.kubeconfig", env.namespace));
     cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut operator = Command::new(policyhost_bin())
@@ -170,7 +170,7 @@ fn the_crd_in_deploy_is_the_one_the_binary_prints() {
 #[test]
 fn devcluster_subcommand_serves_a_cluster_kubectl_can_use() {
     let kubeconfig =
-        std::env::temp_dir().join(format!("devcluster-sub-{}.kubeconfig", std::process::id()));
+        crate::common::scratch().join(format!("devcluster-sub-{}.kubeconfig", std::process::id()));
     let _ = std::fs::remove_file(&kubeconfig);
     let mut server = Command::new(policyhost_bin())
         .args(["devcluster", "--port", "0", "--kubeconfig"])

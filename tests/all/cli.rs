@@ -25,7 +25,7 @@ fn path(p: &Path) -> &str {
 
 /// A scratch file unique to this test process.
 fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("policyhost-cli-{}", std::process::id()));
+    let dir = crate::common::scratch().join(format!("policyhost-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let file = dir.join(name);
     std::fs::write(&file, bytes).expect("write scratch file");
@@ -246,7 +246,7 @@ fn test_fails_a_mismatching_case_and_lists_its_differences() {
 
 #[test]
 fn test_names_a_missing_case_file_and_an_invalid_case() {
-    let missing = std::env::temp_dir().join("policyhost-no-such-case.json");
+    let missing = crate::common::scratch().join("policyhost-no-such-case.json");
     let out = policyhost(&["policy", "test", path(&guest("fanout")), path(&missing)]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -216,8 +216,8 @@ async fn kubectl_apply_k_installs_every_object_and_reapplies_cleanly() {
             let cluster = DevCluster::start(ClusterConfig::default())
                 .await
                 .expect("devcluster");
-            let kubeconfig =
-                std::env::temp_dir().join(format!("deploy-{}.kubeconfig", cluster.addr().port()));
+            let kubeconfig = crate::common::scratch()
+                .join(format!("deploy-{}.kubeconfig", cluster.addr().port()));
             cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");
             let client = cluster.client().expect("client");
             (Some(cluster), kubeconfig, client)

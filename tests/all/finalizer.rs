@@ -679,7 +679,8 @@ impl OperatorProcess {
 
     /// Like [`start`](Self::start), with more flags.
     fn start_with(env: &Env, kubeconfig: &Path, policies: &Path, run: u32, flags: &[&str]) -> Self {
-        let log = std::env::temp_dir().join(format!("policyhost-{}-run{run}.log", env.namespace));
+        let log =
+            crate::common::scratch().join(format!("policyhost-{}-run{run}.log", env.namespace));
         let child = Command::new(common::policyhost_bin())
             .args(["run", "--listen", "127.0.0.1:0", "--workers", "4"])
             .args(flags)

@@ -128,7 +128,8 @@ fn copy_tree(from: &Path, to: &Path) {
 /// A directory laid out as a checkout after `cargo xtask guests`: the
 /// manifests and examples of the workspace and the built `fanout`.
 fn checkout(tag: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("policyhost-guide-{tag}-{}", std::process::id()));
+    let root =
+        crate::common::scratch().join(format!("policyhost-guide-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     copy_tree(&workspace().join("deploy"), &root.join("deploy"));
     copy_tree(&workspace().join("docs"), &root.join("docs"));

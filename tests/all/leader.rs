@@ -38,7 +38,7 @@ struct Pair {
 
 impl Pair {
     async fn start(env: &Env, cluster: &DevCluster, ops: &str) -> Self {
-        let base = std::env::temp_dir().join(format!("{}.kubeconfig", env.namespace));
+        let base = crate::common::scratch().join(format!("{}.kubeconfig", env.namespace));
         cluster.write_kubeconfig(&base).expect("kubeconfig");
         let policies = policy_dir(&["fanout"], &env.namespace);
         let policies = policies.to_string_lossy().into_owned();

@@ -1084,7 +1084,8 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let clock = Instant::now();
-    let dir = std::env::temp_dir().join(format!("policyhost-scale-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("policyhost-scale-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("policies"))?;
     std::fs::copy(fanout_guest()?, dir.join("policies/fanout.wasm"))?;
     let sample =

@@ -303,7 +303,7 @@ impl Env {
         if let Some(path) = real_kubeconfig() {
             return path;
         }
-        let path = std::env::temp_dir().join(format!(
+        let path = super::scratch().join(format!(
             "policyhost-e2e-{}-{}.kubeconfig",
             std::process::id(),
             unique()
@@ -475,7 +475,7 @@ pub async fn install_crd(client: &Client) {
 
 /// A directory holding just the named policies' components.
 pub fn policy_dir(policies: &[String]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
+    let dir = super::scratch().join(format!(
         "policyhost-e2e-{}-{}",
         std::process::id(),
         unique()

@@ -26,6 +26,16 @@ pub fn workspace() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// This test process's scratch directory, under cargo's temporary directory
+/// for tests (`<target>/tmp`), never the system's: kubeconfigs, policy
+/// directories and process logs of a run stay with the build and go with
+/// it (`cargo xtask test` empties it first).
+pub fn scratch() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    dir
+}
+
 /// The cargo target directory: `$CARGO_TARGET_DIR` or `<workspace>/target`.
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")

@@ -42,7 +42,7 @@ pub fn kubeconfig_with_token(kubeconfig: &Path, token: &str, into: &Path) {
 
 /// A directory holding the named policies' components.
 pub fn policy_dir(policies: &[&str], tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("policyhost-{tag}-{}", std::process::id()));
+    let dir = super::scratch().join(format!("policyhost-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create a policy directory");
     for name in policies {
         let source = guest(name);

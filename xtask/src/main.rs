@@ -169,6 +169,12 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
         .map_err(|_| "the control plane's build panicked".to_owned())??;
     built?;
     let path = path_with_kubectl(&kube_bin);
+    // The tests' scratch files (CARGO_TARGET_TMPDIR) of earlier runs.
+    let scratch = target_dir().join("tmp");
+    if scratch.exists() {
+        fs::remove_dir_all(&scratch)
+            .map_err(|e| format!("cannot empty {}: {e}", scratch.display()))?;
+    }
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
     cargo_with_env(&args, &[("POLICYHOST_TEST_STATIC", "1"), ("PATH", &path)])?;

@@ -15,7 +15,8 @@ struct Kubectl {
 
 impl Kubectl {
     fn new(c: &Cluster) -> Self {
-        let dir = std::env::temp_dir().join(format!("devcluster-kubectl-{}", c.dc.addr().port()));
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("devcluster-kubectl-{}", c.dc.addr().port()));
         std::fs::create_dir_all(&dir).unwrap();
         c.dc.write_kubeconfig(dir.join("kubeconfig")).unwrap();
         Self { dir }
