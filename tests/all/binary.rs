@@ -57,12 +57,7 @@ fn fanout_dir() -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
     let env = Env::cluster_only().await;
-    let Some(cluster) = env.cluster.as_ref() else {
-        eprintln!("skipped: needs devcluster's kubeconfig");
-        return;
-    };
-    let kubeconfig = crate::common::scratch().join(format!("{}.kubeconfig", env.namespace));
-    cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let kubeconfig = env.kubeconfig_file();
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut operator = Command::new(policyhost_bin())
         .args(["run", "--kubeconfig"])

@@ -1,18 +1,24 @@
-//! Leader election with two `policyhost run` processes against one
-//! devcluster: one leads, the other follows with warm caches and takes over
-//! when the leader is killed or cut off; a deposed leader sends no write.
+//! Leader election with two `policyhost run` processes on one Lease: one
+//! leads, the other follows with warm caches and takes over when the leader
+//! is killed or cut off; a deposed leader sends no write.
 //!
-//! Each replica presents its own bearer token, which devcluster records as
-//! the identity of every request, with its arrival order.
+//! Each replica has an identity of its own, which the request log records
+//! with every request in arrival order: on devcluster a bearer token, on a
+//! real cluster a ServiceAccount whose requests the audit log names. Cutting
+//! a leader off needs devcluster's fault injection.
 
 use std::time::{Duration, Instant};
 
-use devcluster::counters::Request;
-use devcluster::{DevCluster, Faults};
+use devcluster::Faults;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::common::cluster::{Env, create_namespace, eventually, phase};
+use crate::common::deployment::issued_token_kubeconfig;
 use crate::common::process::{Replica, kubeconfig_with_token, policy_dir};
+use crate::common::requests::Request;
 
 /// Election timing of the test replicas: short, so failover takes seconds.
 const LEASE: Duration = Duration::from_secs(4);
@@ -30,16 +36,18 @@ async fn ops_namespace(env: &Env) -> String {
     name
 }
 
-/// Two replicas, `replica-a` leading and `replica-b` following.
+/// Two replicas, `replica-a` leading and `replica-b` following, each with
+/// an identity of its own that the request log records.
 struct Pair {
     a: Replica,
     b: Replica,
+    /// The users `a` and `b` authenticate as.
+    identities: [String; 2],
 }
 
 impl Pair {
-    async fn start(env: &Env, cluster: &DevCluster, ops: &str) -> Self {
-        let base = crate::common::scratch().join(format!("{}.kubeconfig", env.namespace));
-        cluster.write_kubeconfig(&base).expect("kubeconfig");
+    async fn start(env: &Env, ops: &str) -> Self {
+        let base = env.kubeconfig_file();
         let policies = policy_dir(&["fanout"], &env.namespace);
         let policies = policies.to_string_lossy().into_owned();
         let timing = [
@@ -61,17 +69,55 @@ impl Pair {
             "--retry-period",
             timing[2].as_str(),
         ];
-        let replica = |name: &str| {
-            let kubeconfig = base.with_extension(format!("{name}.kubeconfig"));
-            kubeconfig_with_token(&base, name, &kubeconfig);
+        let scratch = crate::common::scratch();
+        let mut identities = Vec::new();
+        let mut replica = async |name: &str| {
+            let kubeconfig = scratch.join(format!("{}-{name}.kubeconfig", env.namespace));
+            identities.push(replica_identity(env, &base, ops, name, &kubeconfig).await);
             Replica::start(name, &kubeconfig, &args)
         };
-        let a = replica("replica-a");
+        let a = replica("replica-a").await;
         wait_leading(&a).await;
-        let b = replica("replica-b");
+        let b = replica("replica-b").await;
         wait_role(&b, "follower (leader: replica-a)").await;
-        Self { a, b }
+        let identities = identities.try_into().expect("two identities");
+        Self { a, b, identities }
     }
+}
+
+/// Writes `kubeconfig` for replica `name` and returns the user it
+/// authenticates as: on devcluster a bearer token naming it; on a real
+/// cluster a ServiceAccount `name` of namespace `ops`, bound to
+/// `cluster-admin` (the replicas' permissions are not the subject here).
+async fn replica_identity(
+    env: &Env,
+    admin: &std::path::Path,
+    ops: &str,
+    name: &str,
+    kubeconfig: &std::path::Path,
+) -> String {
+    if env.cluster.is_some() {
+        kubeconfig_with_token(admin, name, kubeconfig);
+        return name.to_owned();
+    }
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client.clone(), ops);
+    let account = serde_json::from_value(json!({"metadata": {"name": name}})).expect("an account");
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("create the replica's ServiceAccount");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ops}-{name}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ops}],
+    }))
+    .expect("a binding");
+    Api::<ClusterRoleBinding>::all(env.client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind the replica's ServiceAccount");
+    issued_token_kubeconfig(admin, ops, name, kubeconfig);
+    format!("system:serviceaccount:{ops}:{name}")
 }
 
 /// Waits until `/leaderz` answers 200.
@@ -125,12 +171,13 @@ fn params(replicas: u32, seconds: u32) -> serde_json::Value {
 async fn a_follower_takes_over_from_a_killed_leader_within_the_lease_duration_and_finishes_its_work()
  {
     let env = Env::cluster_only().await;
-    let Some(cluster) = env.cluster.as_ref() else {
-        eprintln!("skipped: needs devcluster's request records");
+    let Some(requests) = env.requests() else {
+        eprintln!("skipped: needs a request log (devcluster's, or the API server's audit log)");
         return;
     };
     let ops = ops_namespace(&env).await;
-    let mut pair = Pair::start(&env, cluster, &ops).await;
+    let mut pair = Pair::start(&env, &ops).await;
+    let [a, b] = pair.identities.clone();
 
     // Work in progress when the leader dies: Pods running for 3 s.
     env.create_job("before", "fanout", params(2, 3)).await;
@@ -163,9 +210,9 @@ async fn a_follower_takes_over_from_a_killed_leader_within_the_lease_duration_an
         })
         .await;
     }
-    let log = cluster.counters().requests();
-    let takeover_seq = first_lease_write(&log, "replica-b");
-    let late: Vec<_> = writes(&log, "replica-a")
+    let log = requests.all();
+    let takeover_seq = first_lease_write(&log, &b);
+    let late: Vec<_> = writes(&log, &a)
         .into_iter()
         .filter(|r| r.seq > takeover_seq)
         .collect();
@@ -173,7 +220,7 @@ async fn a_follower_takes_over_from_a_killed_leader_within_the_lease_duration_an
         late.is_empty(),
         "replica-a wrote after losing the Lease: {late:?}"
     );
-    let finished_by_b = writes(&log, "replica-b")
+    let finished_by_b = writes(&log, &b)
         .into_iter()
         .any(|r| r.resource == "datajobs" && r.subresource == "status" && r.name == "before");
     assert!(finished_by_b, "replica-b wrote the status of `before`");
@@ -186,11 +233,11 @@ async fn a_follower_takes_over_from_a_killed_leader_within_the_lease_duration_an
 async fn a_leader_cut_off_from_the_api_server_stops_writing_before_the_follower_takes_over() {
     let env = Env::cluster_only().await;
     let Some(cluster) = env.cluster.as_ref() else {
-        eprintln!("skipped: needs devcluster's request records and faults");
+        eprintln!("skipped: cutting a leader off needs devcluster's fault injection");
         return;
     };
     let ops = ops_namespace(&env).await;
-    let pair = Pair::start(&env, cluster, &ops).await;
+    let pair = Pair::start(&env, &ops).await;
 
     for i in 0..3 {
         env.create_job(&format!("job-{i}"), "fanout", params(2, 2))

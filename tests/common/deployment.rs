@@ -58,19 +58,19 @@ pub fn service_account_kubeconfig(admin: &Path, into: &Path) -> PathBuf {
         kubeconfig_with_token(admin, SERVICE_ACCOUNT_USER, &path);
         return path;
     }
+    issued_token_kubeconfig(admin, NAMESPACE, "policyhost", &path);
+    path
+}
+
+/// Writes `into`: `admin`'s cluster, authenticated by a token the API
+/// server issues for ServiceAccount `namespace/name`.
+pub fn issued_token_kubeconfig(admin: &Path, namespace: &str, name: &str, into: &Path) {
     let (ok, token) = kubectl(
         Some(admin),
-        &[
-            "create",
-            "token",
-            "policyhost",
-            "-n",
-            NAMESPACE,
-            "--duration=2h",
-        ],
+        &["create", "token", name, "-n", namespace, "--duration=2h"],
     );
     assert!(ok, "kubectl create token: {token}");
-    let token_file = into.join("service-account.token");
+    let token_file = into.with_extension("token");
     std::fs::write(&token_file, token.trim()).expect("write the token");
     let mut config = kube::config::Kubeconfig::read_from(admin).expect("read the kubeconfig");
     for user in &mut config.auth_infos {
@@ -79,8 +79,7 @@ pub fn service_account_kubeconfig(admin: &Path, into: &Path) -> PathBuf {
             ..kube::config::AuthInfo::default()
         });
     }
-    std::fs::write(&path, serde_yaml::to_string(&config).expect("YAML")).expect("write");
-    path
+    std::fs::write(into, serde_yaml::to_string(&config).expect("YAML")).expect("write");
 }
 
 /// Starts `count` replicas of the installed Deployment: its Pods (running
