@@ -130,11 +130,12 @@ fn run_bench(args: &[String]) -> Result<(), String> {
 
 /// The end-to-end modules of `tests/all` that run a second time against the
 /// real control plane: every one whose subject is the operator on a cluster.
-/// The RBAC proof runs first and alone: its operator is the one `deploy/`
-/// installs, which watches every namespace, and would reconcile the other
-/// tests' DataJobs.
+/// The RBAC tests run first, alone and one at a time: the proof's operator
+/// is the one `deploy/` installs, which watches every namespace and would
+/// reconcile the other tests' DataJobs, and both tests publish policies in
+/// `deploy/`'s namespace.
 const REAL_SERVER_TESTS: &[&[&str]] = &[
-    &["rbac::"],
+    &["rbac::", "--test-threads=1"],
     &[
         "asks::",
         "binary::",
