@@ -261,31 +261,21 @@ fn start_components(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
         ],
         Path::new(""),
     )?;
-    wait_schedulable(&kubeconfig)?;
+    wait_schedulable(dir, &kubeconfig)?;
     Ok(kubeconfig)
 }
 
 /// Waits until the node-lifecycle controller has lifted the `not-ready`
 /// taint every new Node starts with: until then no Pod is scheduled.
-fn wait_schedulable(kubeconfig: &Path) -> Result<(), String> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        let out = Command::new(kube::program("kubectl"))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .args(["get", "node", NODE_NAME, "-o", "jsonpath={.spec.taints}"])
-            .output()
-            .map_err(|e| format!("cannot run kubectl: {e}"))?;
-        if out.status.success() && out.stdout.trim_ascii().is_empty() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "node {NODE_NAME} still tainted after {READY_TIMEOUT:?}: {}",
-                String::from_utf8_lossy(&out.stdout)
-            ));
-        }
-        thread::sleep(Duration::from_millis(250));
-    }
+fn wait_schedulable(dir: &Path, kubeconfig: &Path) -> Result<(), String> {
+    let taints = ["get", "node", NODE_NAME, "-o", "jsonpath={.spec.taints}"];
+    poll_kubectl(
+        dir,
+        kubeconfig,
+        &taints,
+        &format!("node {NODE_NAME} untainted"),
+        |out| out.trim_ascii().is_empty(),
+    )
 }
 
 /// Every request at the Metadata level: who did what to which object, and the
@@ -346,14 +336,30 @@ fn spawn(dir: &Path, name: &str, args: &[String], detach: Detach) -> Result<(), 
 
 /// Waits until kube-apiserver answers `/readyz` with `ok`.
 fn wait_ready(dir: &Path, kubeconfig: &Path) -> Result<(), String> {
+    let readyz = ["get", "--raw", "/readyz"];
+    poll_kubectl(dir, kubeconfig, &readyz, "kube-apiserver ready", |out| {
+        out.starts_with(b"ok")
+    })
+}
+
+/// Runs kubectl `args` every 250 ms until it succeeds with an output `done`
+/// accepts; fails at once if etcd or kube-apiserver exited, or after
+/// [`READY_TIMEOUT`] naming `what` was awaited.
+fn poll_kubectl(
+    dir: &Path,
+    kubeconfig: &Path,
+    args: &[&str],
+    what: &str,
+    done: impl Fn(&[u8]) -> bool,
+) -> Result<(), String> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         let out = Command::new(kube::program("kubectl"))
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .args(["get", "--raw", "/readyz"])
+            .args(args)
             .output()
             .map_err(|e| format!("cannot run kubectl: {e}"))?;
-        if out.status.success() && out.stdout.starts_with(b"ok") {
+        if out.status.success() && done(&out.stdout) {
             return Ok(());
         }
         for name in ["etcd", "kube-apiserver"] {
@@ -366,7 +372,8 @@ fn wait_ready(dir: &Path, kubeconfig: &Path) -> Result<(), String> {
         }
         if Instant::now() > deadline {
             return Err(format!(
-                "kube-apiserver not ready after {READY_TIMEOUT:?}: {}",
+                "not {what} after {READY_TIMEOUT:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout).trim(),
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
