@@ -12,7 +12,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use devcluster::{ErrorRule, Faults};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -24,7 +23,8 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use crate::common;
-use crate::common::cluster::{Env, condition, eventually, phase, policy_dir};
+use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase, policy_dir};
+use crate::common::faults::{FaultProxy, Refuse};
 
 const FLAKY: &str = "flaky-cleanup";
 
@@ -583,11 +583,13 @@ async fn a_missing_policy_holds_the_finalizer_and_cleanup_resumes_when_it_return
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicts_on_the_finalizer_removal_are_retried_and_never_remove_another_controllers_finalizer()
  {
-    let env = Env::start(&[FLAKY]).await;
-    let Some(cluster) = env.cluster.as_ref() else {
-        eprintln!("skipped: needs devcluster's fault injection");
-        return;
-    };
+    let mut env = Env::cluster_only().await;
+    let proxy = FaultProxy::start(env.client_config()).await;
+    env.start_operator(OperatorSetup {
+        api: Some(proxy.config()),
+        ..OperatorSetup::with(&[FLAKY])
+    })
+    .await;
     create(
         &env,
         "shared",
@@ -603,29 +605,18 @@ async fn conflicts_on_the_finalizer_removal_are_retried_and_never_remove_another
     .await;
     edit_finalizers(&env, "shared", |f| f.push("example.com/last".into())).await;
 
-    // Every PATCH of a DataJob answers 409 Conflict.
-    cluster.faults().set(Faults {
-        errors: vec![ErrorRule {
-            verb: Some("patch".into()),
-            resource: Some("datajobs".into()),
-            rate: 1.0,
-            code: 409,
-            retry_after_seconds: None,
-        }],
-        ..Faults::default()
+    // Every PATCH of a DataJob by the operator answers 409 Conflict.
+    proxy.refuse(Refuse {
+        verb: "patch",
+        resource: "datajobs",
+        code: 409,
     });
-    let before = cluster.counters().requests().len();
     delete(&env, "shared").await;
     let removals = || {
-        cluster.counters().requests()[before..]
+        proxy
+            .refused()
             .iter()
-            .filter(|r| {
-                r.verb == "patch"
-                    && r.resource == "datajobs"
-                    && r.subresource.is_empty()
-                    && r.name == "shared"
-                    && r.user_agent.starts_with("policyhost/")
-            })
+            .filter(|r| r.subresource.is_empty() && r.name == "shared")
             .count()
     };
     eventually("three refused removals", || async {
@@ -642,7 +633,7 @@ async fn conflicts_on_the_finalizer_removal_are_retried_and_never_remove_another
         "nothing lost yet"
     );
 
-    cluster.faults().clear();
+    proxy.clear();
     let released = env
         .wait_job("shared", "our finalizer removed", |j| !holds(j))
         .await;
@@ -777,29 +768,23 @@ async fn killing_the_operator_at_any_point_converges_and_releases_each_datajob_o
 
     // A kill between `cleanup` returning done and the finalizer's removal:
     // while every DataJob PATCH conflicts, the removal cannot go through.
-    if let Some(cluster) = env.cluster.as_ref() {
-        cluster.faults().set(Faults {
-            errors: vec![ErrorRule {
-                verb: Some("patch".into()),
-                resource: Some("datajobs".into()),
-                rate: 1.0,
-                code: 409,
-                retry_after_seconds: None,
-            }],
-            ..Faults::default()
+    {
+        let proxy = FaultProxy::start(env.client_config()).await;
+        let through_proxy =
+            crate::common::scratch().join(format!("{}-proxy.kubeconfig", env.namespace));
+        proxy.write_kubeconfig(&through_proxy);
+        proxy.refuse(Refuse {
+            verb: "patch",
+            resource: "datajobs",
+            code: 409,
         });
-        let since = cluster.counters().requests().len();
         delete(&env, "crash-between").await;
-        let operator = OperatorProcess::start(&env, &kubeconfig, &policies, next_run());
+        let operator = OperatorProcess::start(&env, &through_proxy, &policies, next_run());
         eventually("a removal attempted after cleanup was done", || async {
-            cluster.counters().requests()[since..]
+            proxy
+                .refused()
                 .iter()
-                .any(|r| {
-                    r.verb == "patch"
-                        && r.subresource.is_empty()
-                        && r.name == "crash-between"
-                        && r.user_agent.starts_with("policyhost/")
-                })
+                .any(|r| r.subresource.is_empty() && r.name == "crash-between")
                 .then_some(())
         })
         .await;
@@ -814,9 +799,6 @@ async fn killing_the_operator_at_any_point_converges_and_releases_each_datajob_o
             holds(&still),
             "the removal did not go through before the kill"
         );
-        cluster.faults().clear();
-    } else {
-        delete(&env, "crash-between").await;
     }
 
     // The last run converges.
@@ -825,13 +807,11 @@ async fn killing_the_operator_at_any_point_converges_and_releases_each_datajob_o
         wait_gone(&env, name).await;
     }
     let log = operator.kill();
-    if env.cluster.is_some() {
-        assert!(
-            log.lines()
-                .any(|l| l.contains("cleanup done") && l.contains("crash-between")),
-            "cleanup ran again after the restart:\n{log}"
-        );
-    }
+    assert!(
+        log.lines()
+            .any(|l| l.contains("cleanup done") && l.contains("crash-between")),
+        "cleanup ran again after the restart:\n{log}"
+    );
     // Each DataJob was released exactly when its cleanup succeeded: the
     // policy answers done only to attempt failures + retries + 1, so the last
     // state recorded every planned answer, and no version lost the finalizer

@@ -154,6 +154,9 @@ pub struct OperatorSetup {
     pub cache: policyhost::cache::Mode,
     /// The host's longest call deadline (`--max-timeout`), if not the default.
     pub max_timeout: Option<Duration>,
+    /// How the operator reaches the API server, if not directly (say,
+    /// through a [`FaultProxy`](super::faults::FaultProxy)).
+    pub api: Option<kube::Config>,
 }
 
 impl OperatorSetup {
@@ -172,6 +175,7 @@ impl OperatorSetup {
             strict_policy_tenancy: false,
             cache: policyhost::cache::Mode::Indexed,
             max_timeout: None,
+            api: None,
         }
     }
 
@@ -262,7 +266,8 @@ impl Env {
             runtime,
             ..defaults
         };
-        let operator = Operator::new(self.config.clone(), options)
+        let api = setup.api.clone().unwrap_or_else(|| self.config.clone());
+        let operator = Operator::new(api, options)
             .await
             .expect("the operator starts");
         let shared = operator.shared();

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cluster;
 pub mod deployment;
+pub mod faults;
 pub mod process;
 pub mod rbac;
 pub mod requests;
