@@ -24,6 +24,22 @@ pub struct Refuse {
     pub code: u16,
 }
 
+impl Refuse {
+    /// Every request, answered with `code`: the client is cut off.
+    pub fn everything(code: u16) -> Self {
+        Self {
+            verb: "*",
+            resource: "*",
+            code,
+        }
+    }
+
+    fn matches(&self, target: &Target) -> bool {
+        (self.verb == "*" || self.verb == target.verb)
+            && (self.resource == "*" || self.resource == target.resource)
+    }
+}
+
 /// A request, as the authorizer would name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -114,7 +130,7 @@ async fn forward(State(inner): State<Arc<Inner>>, request: Request) -> Response 
     let target = Target::of(request.method(), request.uri());
     let refusal = lock(&inner.rules)
         .iter()
-        .find(|rule| rule.verb == target.verb && rule.resource == target.resource)
+        .find(|rule| rule.matches(&target))
         .map(|rule| rule.code);
     if let Some(code) = refusal {
         lock(&inner.refused).push(target);
