@@ -25,10 +25,16 @@ const NODE_NAME: &str = "kwok-node";
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long `down` waits for a process to exit after SIGTERM, before SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+const USAGE: &str = "usage: cargo xtask cluster up|down|env [--dir DIR]";
 
-/// `cluster up|down|env`.
+/// `cluster up|down|env [--dir DIR]`: DIR (default [`state_dir`]) lets
+/// several control planes run side by side.
 pub fn command(args: &[String]) -> Result<(), String> {
-    let dir = state_dir();
+    let dir = match args.get(1..) {
+        Some([flag, dir]) if flag == "--dir" => PathBuf::from(dir),
+        Some([]) | None => state_dir(),
+        Some(_) => return Err(USAGE.to_owned()),
+    };
     match args.first().map(String::as_str) {
         Some("up") => {
             let kubeconfig = up(&dir, Detach::Yes)?;
@@ -48,7 +54,7 @@ pub fn command(args: &[String]) -> Result<(), String> {
             println!("KUBECONFIG={}", kubeconfig.display());
             Ok(())
         }
-        _ => Err("usage: cargo xtask cluster up|down|env".to_owned()),
+        _ => Err(USAGE.to_owned()),
     }
 }
 

@@ -81,10 +81,11 @@ fn print_help() {
          \x20             build guests and release binaries, run the operator at scale\n\
          \x20             in both cache modes (ARGS go to tests/benches/scale.rs), then\n\
          \x20             the children-lookup benchmark\n\
-         cluster up|down|env\n\
+         cluster up|down|env [--dir DIR]\n\
          \x20             build the real control plane from tools/kube/ if needed and start it\n\
          \x20             on loopback (the last line of `up` is KUBECONFIG=<file>), stop it,\n\
-         \x20             or print its KUBECONFIG line\n\
+         \x20             or print its KUBECONFIG line; DIR holds its state (default\n\
+         \x20             target/kube/cluster), one per control plane\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
          \x20             <target>/{STATIC_TARGET}/release/policyhost"
