@@ -31,7 +31,9 @@ const USAGE: &str = "usage: cargo xtask cluster up|down|env [--dir DIR]";
 /// several control planes run side by side.
 pub fn command(args: &[String]) -> Result<(), String> {
     let dir = match args.get(1..) {
-        Some([flag, dir]) if flag == "--dir" => PathBuf::from(dir),
+        // Absolute: the kubeconfig names the certificates by path.
+        Some([flag, dir]) if flag == "--dir" => std::path::absolute(dir)
+            .map_err(|e| format!("{dir}: {e}"))?,
         Some([]) | None => state_dir(),
         Some(_) => return Err(USAGE.to_owned()),
     };
