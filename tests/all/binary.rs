@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::cluster::{Env, PATIENCE, eventually, phase};
-use crate::common::{guest, policyhost_bin, target_dir, workspace};
+use crate::common::{guest, policyhost_bin, workspace};
 
 /// A loopback port nobody listens on right now.
 fn free_port() -> u16 {
@@ -118,7 +118,7 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
 
 #[test]
 fn dev_runs_the_sample_datajob_to_success_on_the_embedded_cluster() {
-    let kubeconfig = target_dir().join(format!("dev-test-{}.kubeconfig", std::process::id()));
+    let kubeconfig = crate::common::scratch().join("dev-test.kubeconfig");
     let output = Command::new(policyhost_bin())
         .arg("dev")
         .arg("--policy-dir")
@@ -144,6 +144,7 @@ fn dev_runs_the_sample_datajob_to_success_on_the_embedded_cluster() {
     assert!(summary.contains("Succeeded"), "{summary}");
     assert!(summary.contains("5 total, 5 succeeded"), "{summary}");
     assert!(kubeconfig.is_file(), "the kubeconfig was written");
+    let _ = std::fs::remove_file(&kubeconfig);
 }
 
 #[test]

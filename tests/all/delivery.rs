@@ -24,7 +24,7 @@ use policyhost::runtime::Digest;
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
-use crate::common::{guest, guest_bytes, leb128, policyhost_bin, target_dir};
+use crate::common::{guest, guest_bytes, leb128, policyhost_bin};
 
 /// `component` with a custom section appended: the same behaviour under
 /// another digest, i.e. another version of the policy.
@@ -706,9 +706,7 @@ fn path(p: &Path) -> &str {
 }
 
 fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = target_dir().join(format!("delivery-scratch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let file = dir.join(name);
+    let file = crate::common::scratch().join(name);
     std::fs::write(&file, bytes).expect("write scratch file");
     file
 }
@@ -869,6 +867,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         stdout.contains(&format!("still serving sha256:{fanout_digest}")),
         "{stdout}"
     );
+    let _ = std::fs::remove_file(&other);
     let rows = list(&env, &config);
     assert_eq!(rows[0]["status"], "Rejected");
     assert_eq!(rows[0]["servingDigest"], fanout_digest.as_str());
@@ -906,7 +905,7 @@ impl Drop for Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
-    let dir = target_dir().join(format!("dev-policies-{}", std::process::id()));
+    let dir = crate::common::scratch().join("dev-policies");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("policy dir");
     std::fs::copy(guest("fanout"), dir.join("fanout.wasm")).expect("copy fanout");
@@ -920,7 +919,7 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
          spec: {policy: fanout, params: {replicas: 1, image: busybox, podAnnotations: {devcluster.policyhost.dev/run-seconds: \"-1\"}}}\n",
     )
     .expect("write the DataJob");
-    let _dev = Running(
+    let dev = Running(
         Command::new(policyhost_bin())
             .args([
                 "dev",
@@ -977,6 +976,8 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
         (map.annotations().get(configmap::LOADED_DIGEST_ANNOTATION) == Some(&second)).then_some(())
     })
     .await;
+    drop(dev);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // --- Tenancy: who may publish and who may use a policy ----------------------

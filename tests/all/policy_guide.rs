@@ -65,7 +65,7 @@ impl Drop for Background {
 
 /// A scratch directory laid out like a checkout.
 fn scratch() -> PathBuf {
-    let dir = target_dir().join(format!("policy-guide-{}", std::process::id()));
+    let dir = crate::common::scratch().join("policy-guide");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     for name in ["docs", "policies"] {

@@ -238,7 +238,7 @@ async fn bench() {
         println!("{line}");
     }
     // The compiled code of the one-off versions is of no further use.
-    let cache = common::target_dir().join("policyhost-test-cache");
+    let cache = common::compile_cache();
     if let Ok(entries) = std::fs::read_dir(&cache) {
         let names: Vec<String> = created.iter().map(Digest::to_hex).collect();
         for entry in entries.flatten() {

@@ -235,7 +235,7 @@ impl Env {
         let defaults = Options::default();
         let mut runtime = RuntimeConfig {
             threads: 2,
-            cache_dir: Some(super::target_dir().join("policyhost-test-cache")),
+            cache_dir: Some(super::compile_cache()),
             ..RuntimeConfig::default()
         };
         if let Some(timeout) = setup.max_timeout {

@@ -37,6 +37,14 @@ pub fn scratch() -> PathBuf {
     dir
 }
 
+/// The compile cache the tests' operators share (compiled components by
+/// digest), beside the scratch directories: the devcluster and the real
+/// control plane runs of `cargo xtask test` compile each guest once, and the
+/// next run starts empty.
+pub fn compile_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("policyhost-test-cache")
+}
+
 /// The cargo target directory: `$CARGO_TARGET_DIR` or `<workspace>/target`.
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")

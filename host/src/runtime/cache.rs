@@ -243,8 +243,13 @@ mod tests {
     #[test]
     fn the_disk_tier_survives_a_new_cache() {
         let engine = engine();
-        let dir =
-            std::env::temp_dir().join(format!("policyhost-cache-test-{}", std::process::id()));
+        // A unit test has no CARGO_TARGET_TMPDIR; cargo's directory for test
+        // data is `<target>/tmp`, and this binary is `<target>/<profile>/deps/<name>`.
+        let exe = std::env::current_exe().unwrap();
+        let target = exe.ancestors().nth(3).unwrap();
+        let dir = target
+            .join("tmp")
+            .join(format!("policyhost-cache-test-{}", std::process::id()));
         let bytes = wat::parse_str("(component)").unwrap();
         let digest = Digest::of(&bytes);
         let compiles = std::cell::Cell::new(0);
