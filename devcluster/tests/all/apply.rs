@@ -1,14 +1,12 @@
 //! Server-side apply, strategic merge patch and field ownership, driven by kube-rs and
 //! by the real `kubectl`.
 
-use std::process::Command;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{Cluster, api_error, start};
+use crate::common::{Cluster, Kubectl, api_error, start};
 
 fn cm(data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": data})
@@ -257,64 +255,6 @@ async fn strategic_merge_patch_merges_containers_by_name() {
             ("proxy".to_owned(), Some("proxy:2".to_owned()))
         ]
     );
-}
-
-/// `kubectl` against the cluster, from a temporary directory of manifests.
-struct Kubectl {
-    dir: std::path::PathBuf,
-}
-
-impl Kubectl {
-    fn new(c: &Cluster) -> Self {
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("devcluster-apply-{}", c.dc.addr().port()));
-        std::fs::create_dir_all(&dir).unwrap();
-        c.dc.write_kubeconfig(dir.join("kubeconfig")).unwrap();
-        Self { dir }
-    }
-
-    /// Runs kubectl off the async runtime; returns (success, stdout + stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String) {
-        let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig")
-            .arg(self.dir.join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.join("cache"))
-            .args(args);
-        let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-            .await
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, text) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed:\n{text}");
-        text
-    }
-
-    fn file(&self, name: &str, value: &Value) -> String {
-        let path = self.dir.join(name);
-        std::fs::write(&path, serde_yaml::to_string(value).unwrap()).unwrap();
-        path.display().to_string()
-    }
-
-    async fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&all).await).unwrap()
-    }
-}
-
-impl Drop for Kubectl {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,8 @@
 //! Shared helpers: start a cluster, typed and dynamic APIs, waiting on conditions.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use devcluster::{Config, DevCluster};
@@ -163,5 +165,100 @@ pub fn api_error(e: kube::Error) -> kube::core::Status {
     match e {
         kube::Error::Api(s) => *s,
         other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// `kubectl` against one cluster, with a directory of its own for the
+/// kubeconfig, kubectl's discovery cache and the manifests a test writes;
+/// removed when dropped.
+pub struct Kubectl {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    /// kubectl against `c`.
+    pub fn new(c: &Cluster) -> Self {
+        let kubectl = Self::in_dir(&format!("kubectl-{}", c.dc.addr().port()));
+        c.dc.write_kubeconfig(&kubectl.kubeconfig).unwrap();
+        kubectl
+    }
+
+    /// kubectl against the cluster `kubeconfig` names; `name` tells its
+    /// directory from others'.
+    pub fn with_kubeconfig(kubeconfig: &Path, name: &str) -> Self {
+        let kubectl = Self::in_dir(name);
+        std::fs::copy(kubeconfig, &kubectl.kubeconfig).unwrap();
+        kubectl
+    }
+
+    fn in_dir(name: &str) -> Self {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("devcluster-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        Self { dir, kubeconfig }
+    }
+
+    /// The command, not started.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.join("cache"))
+            .args(args);
+        cmd
+    }
+
+    /// Runs kubectl off the async runtime.
+    pub async fn output(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command(args);
+        tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
+            .await
+            .unwrap()
+    }
+
+    /// Runs kubectl; returns (success, stdout + stderr).
+    pub async fn run(&self, args: &[&str]) -> (bool, String) {
+        let out = self.output(args).await;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    /// Runs kubectl, which must succeed; returns stdout + stderr.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let (ok, text) = self.run(args).await;
+        assert!(ok, "kubectl {args:?} failed:\n{text}");
+        text
+    }
+
+    /// `kubectl ARGS -o json`, parsed.
+    pub async fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&all).await).unwrap()
+    }
+
+    /// A file `name` in this kubectl's directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Writes `value` as YAML into this kubectl's directory; returns its path.
+    pub fn file(&self, name: &str, value: &serde_json::Value) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, serde_yaml::to_string(value).unwrap()).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for Kubectl {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -1,69 +1,12 @@
 //! The same scenarios driven by the real `kubectl` binary.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{Cluster, datajob_crd, start};
-
-struct Kubectl {
-    dir: PathBuf,
-}
-
-impl Kubectl {
-    fn new(c: &Cluster) -> Self {
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("devcluster-kubectl-{}", c.dc.addr().port()));
-        std::fs::create_dir_all(&dir).unwrap();
-        c.dc.write_kubeconfig(dir.join("kubeconfig")).unwrap();
-        Self { dir }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig")
-            .arg(self.dir.join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.join("cache"))
-            .args(args);
-        cmd
-    }
-
-    /// Runs kubectl off the async runtime; returns (success, stdout + stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String) {
-        let mut cmd = self.command(args);
-        let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-            .await
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, text) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed:\n{text}");
-        text
-    }
-
-    fn file(&self, name: &str, value: &serde_json::Value) -> String {
-        let path = self.dir.join(name);
-        std::fs::write(&path, serde_yaml::to_string(value).unwrap()).unwrap();
-        path.display().to_string()
-    }
-}
-
-impl Drop for Kubectl {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use crate::common::{Kubectl, datajob_crd, start};
 
 fn datajob_manifest(name: &str, policy: &str) -> serde_json::Value {
     json!({"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "metadata": {"name": name}, "spec": {"policy": policy}})
@@ -248,7 +191,7 @@ async fn kubectl_generators_create_namespaces_configmaps_and_secrets() {
     let c = start().await;
     let k = Kubectl::new(&c);
     let wasm: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
-    let path = k.dir.join("policy.wasm");
+    let path = k.path("policy.wasm");
     std::fs::write(&path, &wasm).unwrap();
     k.ok(&["create", "namespace", "team-a"]).await;
     let from_file = format!("--from-file=policy.wasm={}", path.display());

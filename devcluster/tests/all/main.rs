@@ -8,6 +8,7 @@
 mod apply;
 mod common;
 mod crud;
+mod differential;
 mod faults;
 mod finalizers;
 mod gc;

@@ -1,0 +1,716 @@
+//! The conformance scenarios as raw requests, one per area of devcluster's
+//! conformance suite: create/read/update/delete and their errors, patches,
+//! server-side apply, the status subresource, finalizers, garbage
+//! collection, lists and pagination, watches, Pods.
+
+use std::path::Path;
+
+use http::Method;
+use serde_json::{Value, json};
+
+use super::compare::Report;
+use super::session::{Exchange, Server, Session};
+
+const CMS: &str = "/api/v1/namespaces/{ns}/configmaps";
+const DATAJOBS: &str = "/apis/policyhost.dev/v1alpha1/namespaces/{ns}/datajobs";
+const PODS: &str = "/api/v1/namespaces/{ns}/pods";
+const MERGE: &str = "application/merge-patch+json";
+const JSON_PATCH: &str = "application/json-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+#[derive(Debug, Clone, Copy)]
+enum Scenario {
+    Crud,
+    Patches,
+    Apply,
+    Status,
+    Finalizers,
+    Collection,
+    Reads,
+    Watches,
+    Pods,
+}
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario::Crud,
+    Scenario::Patches,
+    Scenario::Apply,
+    Scenario::Status,
+    Scenario::Finalizers,
+    Scenario::Collection,
+    Scenario::Reads,
+    Scenario::Watches,
+    Scenario::Pods,
+];
+
+impl Scenario {
+    fn name(self) -> String {
+        format!("{self:?}").to_lowercase()
+    }
+
+    async fn run(self, server: &Server) -> Vec<Exchange> {
+        let namespace = format!("diff-{}-{}", self.name(), std::process::id());
+        let mut s = Session::start(server, &namespace).await;
+        match self {
+            Self::Crud => crud(&mut s).await,
+            Self::Patches => patches(&mut s).await,
+            Self::Apply => apply(&mut s).await,
+            Self::Status => status(&mut s).await,
+            Self::Finalizers => finalizers(&mut s).await,
+            Self::Collection => collection(&mut s).await,
+            Self::Reads => reads(&mut s).await,
+            Self::Watches => watches(&mut s).await,
+            Self::Pods => pods(&mut s).await,
+        }
+        s.finish().await
+    }
+}
+
+/// Every scenario on a fresh devcluster and on the real server.
+pub async fn compare_all(real: &Path) -> Report {
+    let real = Server::real(real).await;
+    let mut report = Report::default();
+    for &scenario in SCENARIOS {
+        let devcluster = Server::devcluster().await;
+        let dev = scenario.run(&devcluster).await;
+        let real = scenario.run(&real).await;
+        report.add(&scenario.name(), &dev, &real);
+    }
+    report
+}
+
+fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+fn path(collection: &str, name: &str) -> String {
+    format!("{collection}/{name}")
+}
+
+fn rv(object: &Value) -> String {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn uid(object: &Value) -> String {
+    object["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn gone(status: u16, _: &Value) -> bool {
+    status == 404
+}
+
+async fn crud(s: &mut Session<'_>) {
+    let a = cm("a", json!({"k": "v"}));
+    let created = s.post("create", CMS, a.clone()).await;
+    s.get("get", &path(CMS, "a")).await;
+    s.post("create an existing name", CMS, a.clone()).await;
+    s.get("get a missing name", &path(CMS, "missing")).await;
+    let mut fresh = created.clone();
+    fresh["data"]["k"] = json!("fresh");
+    s.put("update", &path(CMS, "a"), fresh).await;
+    let mut stale = created.clone();
+    stale["data"]["k"] = json!("stale");
+    s.put(
+        "update from a stale resourceVersion",
+        &path(CMS, "a"),
+        stale,
+    )
+    .await;
+    s.put(
+        "update without a resourceVersion",
+        &path(CMS, "a"),
+        cm("a", json!({"k": "unconditional"})),
+    )
+    .await;
+    s.put(
+        "update another name than the path's",
+        &path(CMS, "a"),
+        cm("b", json!({})),
+    )
+    .await;
+    s.put(
+        "update a missing name",
+        &path(CMS, "missing"),
+        cm("missing", json!({})),
+    )
+    .await;
+    s.post("create an invalid name", CMS, cm("Not_A_Name", json!({})))
+        .await;
+    let mut elsewhere = cm("c", json!({}));
+    elsewhere["metadata"]["namespace"] = json!("elsewhere");
+    s.post("create with another namespace in the body", CMS, elsewhere)
+        .await;
+    s.post(
+        "create in a missing namespace",
+        "/api/v1/namespaces/{ns}-missing/configmaps",
+        cm("d", json!({})),
+    )
+    .await;
+    s.post(
+        "create with a generated name",
+        CMS,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}),
+    )
+    .await;
+    s.raw(
+        "create from a malformed body",
+        Method::POST,
+        CMS,
+        "application/json",
+        "{not json",
+    )
+    .await;
+    s.request(
+        "create from an unsupported media type",
+        Method::POST,
+        CMS,
+        &[("content-type", "text/plain")],
+        Some(&cm("e", json!({}))),
+    )
+    .await;
+    s.delete(
+        "delete with a wrong uid precondition",
+        &path(CMS, "a"),
+        Some(json!({"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})),
+    )
+    .await;
+    s.delete(
+        "delete with the uid precondition",
+        &path(CMS, "a"),
+        Some(json!({"preconditions": {"uid": uid(&created)}})),
+    )
+    .await;
+    s.delete("delete a missing name", &path(CMS, "a"), None)
+        .await;
+    s.get(
+        "get an unknown resource",
+        "/api/v1/namespaces/{ns}/nothings/x",
+    )
+    .await;
+    s.get(
+        "get an unknown group",
+        "/apis/nothing.example.com/v1/namespaces/{ns}/things",
+    )
+    .await;
+}
+
+async fn patches(s: &mut Session<'_>) {
+    let mut b = cm("b", json!({"a": "1", "b": "2"}));
+    b["metadata"]["labels"] = json!({"x": "1"});
+    let created = s.post("create", CMS, b).await;
+    let at = path(CMS, "b");
+    s.patch(
+        "merge patch",
+        &at,
+        MERGE,
+        json!({"data": {"b": null, "c": "3"}}),
+    )
+    .await;
+    s.patch(
+        "JSON patch",
+        &at,
+        JSON_PATCH,
+        json!([{"op": "replace", "path": "/data/a", "value": "9"}, {"op": "add", "path": "/metadata/labels/y", "value": "2"}]),
+    )
+    .await;
+    s.patch(
+        "JSON patch whose test fails",
+        &at,
+        JSON_PATCH,
+        json!([{"op": "test", "path": "/data/a", "value": "nope"}]),
+    )
+    .await;
+    s.patch(
+        "JSON patch of a missing path",
+        &at,
+        JSON_PATCH,
+        json!([{"op": "remove", "path": "/data/nothing"}]),
+    )
+    .await;
+    s.patch(
+        "strategic merge patch",
+        &at,
+        STRATEGIC,
+        json!({"metadata": {"labels": {"x": null, "z": "3"}}}),
+    )
+    .await;
+    let mut stale = json!({"data": {"a": "stale"}});
+    stale["metadata"] = json!({"resourceVersion": rv(&created)});
+    s.patch(
+        "merge patch from a stale resourceVersion",
+        &at,
+        MERGE,
+        stale,
+    )
+    .await;
+    s.patch(
+        "merge patch of a missing name",
+        &path(CMS, "missing"),
+        MERGE,
+        json!({"data": {"a": "1"}}),
+    )
+    .await;
+    s.raw(
+        "merge patch from a malformed body",
+        Method::PATCH,
+        &at,
+        MERGE,
+        "{not json",
+    )
+    .await;
+    s.patch(
+        "merge patch changing the name",
+        &at,
+        MERGE,
+        json!({"metadata": {"name": "other"}}),
+    )
+    .await;
+    s.post("create a DataJob", DATAJOBS, datajob("j", json!({})))
+        .await;
+    s.patch(
+        "strategic merge patch of a custom resource",
+        &path(DATAJOBS, "j"),
+        STRATEGIC,
+        json!({"spec": {"policy": "other"}}),
+    )
+    .await;
+    s.patch(
+        "merge patch of a custom resource",
+        &path(DATAJOBS, "j"),
+        MERGE,
+        json!({"spec": {"policy": "other", "params": {"n": 1}}}),
+    )
+    .await;
+}
+
+fn datajob(name: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    if spec.get("policy").is_none() {
+        spec["policy"] = json!("fanout");
+    }
+    json!({"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "metadata": {"name": name}, "spec": spec})
+}
+
+async fn apply(s: &mut Session<'_>) {
+    let at = path(CMS, "c");
+    let by = |manager: &str, force: bool| {
+        format!(
+            "{}?fieldManager={manager}{}",
+            path(CMS, "c"),
+            if force { "&force=true" } else { "" }
+        )
+    };
+    s.patch(
+        "apply creates",
+        &by("alpha", false),
+        APPLY,
+        cm("c", json!({"a": "1", "b": "2"})),
+    )
+    .await;
+    s.patch(
+        "apply the same again",
+        &by("alpha", false),
+        APPLY,
+        cm("c", json!({"a": "1", "b": "2"})),
+    )
+    .await;
+    s.patch(
+        "another manager's conflicting apply",
+        &by("beta", false),
+        APPLY,
+        cm("c", json!({"a": "changed"})),
+    )
+    .await;
+    s.patch(
+        "another manager's forced apply",
+        &by("beta", true),
+        APPLY,
+        cm("c", json!({"a": "changed"})),
+    )
+    .await;
+    s.patch(
+        "the first manager gives up a field",
+        &by("alpha", false),
+        APPLY,
+        cm("c", json!({"b": "2"})),
+    )
+    .await;
+    s.patch(
+        "an update by a third manager",
+        &format!("{at}?fieldManager=gamma"),
+        MERGE,
+        json!({"data": {"g": "1"}}),
+    )
+    .await;
+    s.patch(
+        "apply without a field manager",
+        &at,
+        APPLY,
+        cm("c", json!({"a": "1"})),
+    )
+    .await;
+    s.patch(
+        "apply with another kind",
+        &by("alpha", false),
+        APPLY,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c"}}),
+    )
+    .await;
+    s.get("get", &at).await;
+    s.post(
+        "dry-run create",
+        &format!("{CMS}?dryRun=All"),
+        cm("dry", json!({})),
+    )
+    .await;
+    s.get("the dry run stored nothing", &path(CMS, "dry")).await;
+    s.patch(
+        "apply a custom resource",
+        &format!("{}?fieldManager=alpha", path(DATAJOBS, "j")),
+        APPLY,
+        datajob("j", json!({"params": {"n": 1}})),
+    )
+    .await;
+}
+
+async fn status(s: &mut Session<'_>) {
+    let mut j = datajob("j", json!({"params": {}}));
+    j["status"] = json!({"phase": "Faked"});
+    let created = s.post("create with a status", DATAJOBS, j).await;
+    let at = path(DATAJOBS, "j");
+    let mut with_status = created.clone();
+    with_status["status"] = json!({"phase": "Running", "observedGeneration": 1});
+    with_status["spec"]["policy"] = json!("ignored");
+    s.put("update the status", &format!("{at}/status"), with_status)
+        .await;
+    s.patch(
+        "patch the spec",
+        &at,
+        MERGE,
+        json!({"spec": {"policy": "other"}, "status": {"phase": "Ignored"}}),
+    )
+    .await;
+    s.patch(
+        "patch the status",
+        &format!("{at}/status"),
+        MERGE,
+        json!({"status": {"phase": "Succeeded"}, "spec": {"policy": "ignored"}}),
+    )
+    .await;
+    s.patch(
+        "a metadata-only patch",
+        &at,
+        MERGE,
+        json!({"metadata": {"labels": {"l": "1"}}}),
+    )
+    .await;
+    s.get("get the status", &format!("{at}/status")).await;
+    s.post(
+        "create with an unknown field, strictly",
+        &format!("{DATAJOBS}?fieldValidation=Strict"),
+        datajob("strict", json!({"unknown": 1})),
+    )
+    .await;
+    s.post(
+        "create with an unknown field",
+        DATAJOBS,
+        datajob("pruned", json!({"unknown": 1})),
+    )
+    .await;
+    s.post(
+        "create with a wrongly typed field",
+        DATAJOBS,
+        datajob("typed", json!({"policy": 7})),
+    )
+    .await;
+    s.get(
+        "a status of a missing name",
+        &format!("{DATAJOBS}/missing/status"),
+    )
+    .await;
+}
+
+async fn finalizers(s: &mut Session<'_>) {
+    let mut f = cm("f", json!({}));
+    f["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let created = s.post("create with a finalizer", CMS, f).await;
+    let at = path(CMS, "f");
+    let from = format!("{CMS}?watch=1&resourceVersion={}", rv(&created));
+    s.watch(
+        "events until it is gone",
+        &from,
+        |events| events.iter().any(|e| e["type"] == "DELETED"),
+        async |s: &mut Session<'_>| {
+            s.delete("delete", &at, None).await;
+            s.get("get while it is deleted", &at).await;
+            s.patch(
+                "patch while it is deleted",
+                &at,
+                MERGE,
+                json!({"data": {"late": "1"}}),
+            )
+            .await;
+            s.patch(
+                "a new finalizer while it is deleted",
+                &at,
+                JSON_PATCH,
+                json!([{"op": "add", "path": "/metadata/finalizers/-", "value": "example.com/late"}]),
+            )
+            .await;
+            s.delete("delete again", &at, None).await;
+            s.patch(
+                "remove the finalizers",
+                &at,
+                MERGE,
+                json!({"metadata": {"finalizers": null}}),
+            )
+            .await;
+        },
+    )
+    .await;
+    s.get("get after the finalizers went", &at).await;
+}
+
+async fn collection(s: &mut Session<'_>) {
+    for (owner, policy) in [
+        ("background", "Background"),
+        ("foreground", "Foreground"),
+        ("orphan", "Orphan"),
+    ] {
+        let created = s
+            .post(&format!("create owner {owner}"), CMS, cm(owner, json!({})))
+            .await;
+        let mut dependent = cm(&format!("{owner}-dependent"), json!({}));
+        dependent["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": uid(&created),
+            "blockOwnerDeletion": true,
+        }]);
+        s.post(&format!("create {owner}'s dependent"), CMS, dependent)
+            .await;
+        s.delete(
+            &format!("delete owner {owner}"),
+            &path(CMS, owner),
+            Some(json!({"propagationPolicy": policy})),
+        )
+        .await;
+        s.eventually(&format!("owner {owner} is gone"), &path(CMS, owner), gone)
+            .await;
+        let dependent = path(CMS, &format!("{owner}-dependent"));
+        if policy == "Orphan" {
+            s.eventually("the orphan keeps no owner", &dependent, |_, body| {
+                body["metadata"].get("ownerReferences").is_none()
+            })
+            .await;
+        } else {
+            s.eventually(&format!("{owner}'s dependent is gone"), &dependent, gone)
+                .await;
+        }
+    }
+    s.delete(
+        "an unknown propagation policy",
+        &path(CMS, "orphan-dependent"),
+        Some(json!({"propagationPolicy": "Sideways"})),
+    )
+    .await;
+}
+
+async fn reads(s: &mut Session<'_>) {
+    for (name, tier) in [
+        ("r1", "a"),
+        ("r2", "b"),
+        ("r3", "a"),
+        ("r4", "b"),
+        ("r5", "a"),
+    ] {
+        let mut r = cm(name, json!({}));
+        r["metadata"]["labels"] = json!({"tier": tier});
+        s.post(&format!("create {name}"), CMS, r).await;
+    }
+    s.get("list", CMS).await;
+    s.get("by label", &format!("{CMS}?labelSelector=tier%3Da"))
+        .await;
+    s.get(
+        "by set-based label",
+        &format!("{CMS}?labelSelector=tier%20notin%20(a)"),
+    )
+    .await;
+    s.get(
+        "by name field",
+        &format!("{CMS}?fieldSelector=metadata.name%3Dr2"),
+    )
+    .await;
+    s.get(
+        "by an unsupported field",
+        &format!("{CMS}?fieldSelector=data.k%3Dv"),
+    )
+    .await;
+    s.get(
+        "by a malformed label selector",
+        &format!("{CMS}?labelSelector=tier%3D%3D%3D"),
+    )
+    .await;
+    let mut page = s.get("first page", &format!("{CMS}?limit=2")).await;
+    let mut n = 1;
+    while let Some(token) = page["metadata"]["continue"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+    {
+        n += 1;
+        let next = format!("{CMS}?limit=2&continue={}", urlencode(token));
+        page = s.get(&format!("page {n}"), &next).await;
+    }
+    s.get(
+        "a malformed continue token",
+        &format!("{CMS}?limit=2&continue=garbage"),
+    )
+    .await;
+    s.get(
+        "list from the cache",
+        &format!("{CMS}?resourceVersion=0&labelSelector=tier%3Db"),
+    )
+    .await;
+    s.get(
+        "across namespaces, by label",
+        "/api/v1/configmaps?labelSelector=tier%3Db",
+    )
+    .await;
+    s.request(
+        "as a table",
+        Method::GET,
+        &format!("{CMS}?labelSelector=tier%3Da"),
+        &[("accept", TABLE)],
+        None,
+    )
+    .await;
+    s.post("create a DataJob", DATAJOBS, datajob("j", json!({})))
+        .await;
+    s.request(
+        "custom resources as a table",
+        Method::GET,
+        DATAJOBS,
+        &[("accept", TABLE)],
+        None,
+    )
+    .await;
+}
+
+fn urlencode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+async fn watches(s: &mut Session<'_>) {
+    let start = s.post("create w0", CMS, cm("w0", json!({}))).await;
+    let from = rv(&start);
+    let selected = format!("{CMS}?watch=1&labelSelector=w%3Dyes&resourceVersion={from}");
+    s.watch(
+        "a selector's events",
+        &selected,
+        Session::events(3),
+        async |s: &mut Session<'_>| {
+            let mut w1 = cm("w1", json!({}));
+            w1["metadata"]["labels"] = json!({"w": "yes"});
+            s.post("create w1", CMS, w1).await;
+            s.post("create w2", CMS, cm("w2", json!({}))).await;
+            s.patch(
+                "update w1",
+                &path(CMS, "w1"),
+                MERGE,
+                json!({"data": {"a": "1"}}),
+            )
+            .await;
+            s.patch(
+                "w1 leaves the selector",
+                &path(CMS, "w1"),
+                MERGE,
+                json!({"metadata": {"labels": {"w": "no"}}}),
+            )
+            .await;
+        },
+    )
+    .await;
+    s.watch(
+        "replayed from a resourceVersion",
+        &format!("{CMS}?watch=1&resourceVersion={from}"),
+        Session::events(4),
+        async |_: &mut Session<'_>| {},
+    )
+    .await;
+    s.watch(
+        "a streaming list",
+        &format!(
+            "{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+        ),
+        |events| events.iter().any(|e| e["type"] == "BOOKMARK"),
+        async |_: &mut Session<'_>| {},
+    )
+    .await;
+    s.watch(
+        "one name",
+        &format!("{CMS}?watch=1&fieldSelector=metadata.name%3Dw2&resourceVersion={from}"),
+        |events| events.iter().any(|e| e["type"] == "DELETED"),
+        async |s: &mut Session<'_>| {
+            s.delete("delete w2", &path(CMS, "w2"), None).await;
+        },
+    )
+    .await;
+    s.get(
+        "a watch from a malformed resourceVersion",
+        &format!("{CMS}?watch=1&resourceVersion=abc"),
+    )
+    .await;
+    s.get(
+        "a streaming list without its match",
+        &format!("{CMS}?watch=1&sendInitialEvents=true"),
+    )
+    .await;
+}
+
+async fn pods(s: &mut Session<'_>) {
+    // Bound to a node no one runs: no scheduler or kubelet touches it.
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {
+            "nodeName": "nowhere",
+            "restartPolicy": "Never",
+            "containers": [{"name": "app", "image": "app:1"}],
+        },
+    });
+    s.post("create", PODS, pod).await;
+    let at = path(PODS, "p");
+    s.patch(
+        "change the image",
+        &at,
+        STRATEGIC,
+        json!({"spec": {"containers": [{"name": "app", "image": "app:2"}]}}),
+    )
+    .await;
+    s.patch(
+        "change the restart policy",
+        &at,
+        MERGE,
+        json!({"spec": {"restartPolicy": "Always"}}),
+    )
+    .await;
+    s.patch(
+        "the status",
+        &format!("{at}/status"),
+        MERGE,
+        json!({"status": {"phase": "Running"}}),
+    )
+    .await;
+    s.delete(
+        "delete at once",
+        &at,
+        Some(json!({"gracePeriodSeconds": 0})),
+    )
+    .await;
+    s.eventually("gone", &at, gone).await;
+}
