@@ -108,6 +108,9 @@ async fn session(server: &Server) -> Vec<Exchange> {
         let mut all = args.clone();
         all.extend(["-n", &ns]);
         let output = k.output(&all).await;
+        // The manifests' directory differs by server.
+        let dir = k.path("").display().to_string();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace(&dir, "<dir>/");
         let label = args
             .iter()
             .map(|a| a.rsplit('/').next().unwrap_or(a))
@@ -117,8 +120,8 @@ async fn session(server: &Server) -> Vec<Exchange> {
             &label,
             u16::try_from(output.status.code().unwrap_or(-1)).unwrap_or(u16::MAX),
             json!({
-                "stdout": lines(&String::from_utf8_lossy(&output.stdout)),
-                "stderr": lines(&String::from_utf8_lossy(&output.stderr)),
+                "stdout": lines(&text(&output.stdout)),
+                "stderr": lines(&text(&output.stderr)),
             }),
         );
     }
