@@ -301,10 +301,28 @@ impl ApiError {
             "code": self.code,
         });
         if let (Some(d), Some(m)) = (&self.details, v.as_object_mut()) {
-            m.insert("details".into(), d.clone());
+            m.insert("details".into(), without_empty_fields(d.clone()));
         }
         v
     }
+}
+
+/// `details` and its causes as Go encodes `StatusDetails`: every field is `omitempty`, so
+/// an empty name, group or field is left out rather than sent as `""`.
+fn without_empty_fields(mut details: Value) -> Value {
+    fn prune(m: &mut serde_json::Map<String, Value>) {
+        m.retain(|_, v| !matches!(v, Value::String(s) if s.is_empty()));
+    }
+    if let Some(m) = details.as_object_mut() {
+        prune(m);
+        if let Some(Value::Array(causes)) = m.get_mut("causes") {
+            causes
+                .iter_mut()
+                .filter_map(Value::as_object_mut)
+                .for_each(prune);
+        }
+    }
+    details
 }
 
 impl IntoResponse for ApiError {
@@ -376,5 +394,23 @@ mod tests {
             "ConfigMap \"x\" is invalid: metadata.name: Required value"
         );
         assert_eq!(e.code, 422);
+    }
+
+    #[test]
+    fn details_leave_out_empty_fields_as_go_omitempty_does() {
+        let e = ApiError::invalid(
+            "ListOptions",
+            "meta.k8s.io",
+            "",
+            vec![Cause {
+                reason: "FieldValueForbidden",
+                message: "Forbidden".into(),
+                field: String::new(),
+            }],
+        );
+        assert_eq!(
+            e.to_status()["details"],
+            json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": [{"reason": "FieldValueForbidden", "message": "Forbidden"}]})
+        );
     }
 }

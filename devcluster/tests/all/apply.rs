@@ -387,3 +387,21 @@ async fn kubectl_apply_of_a_built_in_kind_twice_patches_the_change() {
             .contains("deployment.apps/web unchanged")
     );
 }
+
+#[tokio::test]
+async fn apply_without_a_field_manager_is_422_whose_details_have_no_empty_name() {
+    let c = start().await;
+    let (code, status) = c
+        .raw_json(
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/settings",
+            "application/apply-patch+yaml",
+            cm(json!({"a": "1"})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        status["details"],
+        json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}]})
+    );
+}

@@ -160,6 +160,49 @@ where
     }
 }
 
+impl Cluster {
+    /// Sends `method path` with a JSON `body` (none when `Null`) as it is, and returns the
+    /// status code and the body, for the fields kube-rs's types would hide.
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: serde_json::Value,
+    ) -> (u16, String) {
+        let body = if body.is_null() {
+            Vec::new()
+        } else {
+            body.to_string().into_bytes()
+        };
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .body(body)
+            .unwrap();
+        let resp = self.client.send(req.map(Into::into)).await.unwrap();
+        let code = resp.status().as_u16();
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        (code, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    /// [`Cluster::raw`] for an answer in JSON.
+    pub async fn raw_json(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let (code, text) = self.raw(method, path, content_type, body).await;
+        (code, serde_json::from_str(&text).unwrap())
+    }
+}
+
 /// The API error inside a kube error.
 pub fn api_error(e: kube::Error) -> kube::core::Status {
     match e {
