@@ -151,7 +151,8 @@ pub fn validate_manager(manager: &str) -> Result<()> {
 /// The field manager of a non-apply write without a `fieldManager`
 /// parameter: the User-Agent up to its first `/`, without unprintable
 /// characters, cut to 128 bytes (`kubectl/v1.33.0 (linux/amd64)` gives
-/// `kubectl`).
+/// `kubectl`); `unknown` when that leaves nothing (no User-Agent, or one
+/// starting with `/`), as kube-apiserver records it.
 #[must_use]
 pub fn manager_from_user_agent(user_agent: &str) -> String {
     let prefix = user_agent.split('/').next().unwrap_or_default();
@@ -161,6 +162,9 @@ pub fn manager_from_user_agent(user_agent: &str) -> String {
             break;
         }
         out.push(c);
+    }
+    if out.is_empty() {
+        out.push_str("unknown");
     }
     out
 }

@@ -847,6 +847,8 @@ fn field_managers_default_to_the_user_agent_and_are_validated() {
         "kubectl"
     );
     assert_eq!(manager_from_user_agent("kube-rs"), "kube-rs");
+    assert_eq!(manager_from_user_agent(""), "unknown");
+    assert_eq!(manager_from_user_agent("/v1"), "unknown");
     assert_eq!(manager_from_user_agent(&"x".repeat(300)).len(), 128);
     assert!(validate_manager("policyhost").is_ok());
     let err = validate_manager(&"x".repeat(129)).expect_err("too long");

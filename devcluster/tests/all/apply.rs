@@ -405,3 +405,15 @@ async fn apply_without_a_field_manager_is_422_whose_details_have_no_empty_name()
         json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}]})
     );
 }
+
+#[tokio::test]
+async fn a_write_without_field_manager_or_user_agent_is_recorded_as_unknown() {
+    let c = start().await;
+    // kube-rs sends no User-Agent unless configured to.
+    let cm = c.cm("default", "a", json!({})).await;
+    let managers: Vec<_> = owners(&cm.metadata)
+        .into_iter()
+        .map(|(m, op, _)| (m, op))
+        .collect();
+    assert_eq!(managers, [("unknown".to_owned(), "Update".to_owned())]);
+}
