@@ -1,6 +1,6 @@
 //! The operator end to end: a DataJob's children and status, self-healing,
-//! pruning, suspend, guest faults, invalid params, retries with backoff, and
-//! no LIST on the reconcile path.
+//! pruning, suspend, guest faults, invalid params, retries with backoff, no
+//! LIST on the reconcile path, and watches cut mid-stream.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use policyhost::operator::StreamingLists;
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
+use crate::common::faults::FaultProxy;
 
 /// The annotations that make devcluster's simulated Pods run forever / fail.
 const RUN_FOREVER: (&str, &str) = ("devcluster.policyhost.dev/run-seconds", "-1");
@@ -439,4 +440,39 @@ async fn the_reconcile_path_issues_no_list_requests() {
         "the operator did write (children, status)"
     );
     assert_eq!(operator("list"), 0, "the operator listed during reconciles");
+}
+
+/// Watches cut mid-stream (a dropped connection, an API server restarting)
+/// are resumed from the last resourceVersion the operator saw: a DataJob
+/// created while they were down is reconciled, and nothing is listed again.
+/// The cuts come from a proxy between the operator and the API server, so
+/// this holds on both servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_cut_mid_stream_are_resumed_without_a_relist_and_miss_nothing() {
+    let mut env = Env::cluster_only().await;
+    let proxy = FaultProxy::start(env.client_config()).await;
+    env.start_operator(OperatorSetup {
+        api: Some(proxy.config()),
+        ..OperatorSetup::with(&["fanout"])
+    })
+    .await;
+    let succeeded = |j: &policyhost::crd::DataJob| phase(j) == Some("Succeeded");
+    env.create_job("before", "fanout", fanout(2, 1)).await;
+    env.wait_job("before", "Succeeded", succeeded).await;
+    let count = |verb: &str| proxy.passed().iter().filter(|t| t.verb == verb).count();
+    let (lists, watches) = (count("list"), count("watch"));
+
+    let cut = proxy.cut_watches();
+    assert!(
+        cut >= 2,
+        "the operator's watches (DataJobs, children) were open: {cut}"
+    );
+    env.create_job("after", "fanout", fanout(2, 1)).await;
+    env.wait_job("after", "Succeeded", succeeded).await;
+    assert!(
+        count("watch") >= watches + cut,
+        "each cut watch was opened again ({watches} before, {} now, {cut} cut)",
+        count("watch")
+    );
+    assert_eq!(count("list"), lists, "a cut watch was resumed by a relist");
 }

@@ -1,8 +1,9 @@
 //! Fault injection on any cluster: a proxy between an operator and its API
 //! server that answers the requests a rule names with an error `Status`
-//! instead of passing them on, and records what it refused. On devcluster
-//! and on a real kube-apiserver alike, only the operator behind the proxy
-//! sees the faults; the test's own client goes straight to the server.
+//! instead of passing them on, cuts open watches mid-stream when told, and
+//! records what it refused and what it passed on. On devcluster and on a
+//! real kube-apiserver alike, only the operator behind the proxy sees the
+//! faults; the test's own client goes straight to the server.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use http::{Method, StatusCode};
 use tokio::task::JoinHandle;
 
@@ -53,6 +55,10 @@ struct Inner {
     upstream: kube::Client,
     rules: Mutex<Vec<Refuse>>,
     refused: Mutex<Vec<Target>>,
+    passed: Mutex<Vec<Target>>,
+    /// Bumped to end every watch open at that moment; each open watch holds
+    /// a receiver.
+    cuts: tokio::sync::watch::Sender<u64>,
 }
 
 /// The running proxy; stops when dropped.
@@ -70,6 +76,8 @@ impl FaultProxy {
             upstream: kube::Client::try_from(upstream).expect("a client of the upstream"),
             rules: Mutex::new(Vec::new()),
             refused: Mutex::new(Vec::new()),
+            passed: Mutex::new(Vec::new()),
+            cuts: tokio::sync::watch::Sender::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -114,6 +122,19 @@ impl FaultProxy {
     pub fn refused(&self) -> Vec<Target> {
         lock(&self.inner.refused).clone()
     }
+
+    /// The requests passed on so far.
+    pub fn passed(&self) -> Vec<Target> {
+        lock(&self.inner.passed).clone()
+    }
+
+    /// Ends every watch open now, mid-stream, as a dropped connection or an
+    /// API server restart would; returns how many it cut.
+    pub fn cut_watches(&self) -> usize {
+        let open = self.inner.cuts.receiver_count();
+        self.inner.cuts.send_modify(|n| *n += 1);
+        open
+    }
 }
 
 impl Drop for FaultProxy {
@@ -136,6 +157,7 @@ async fn forward(State(inner): State<Arc<Inner>>, request: Request) -> Response 
         lock(&inner.refused).push(target);
         return refused(code);
     }
+    lock(&inner.passed).push(target.clone());
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return StatusCode::BAD_REQUEST.into_response();
@@ -157,10 +179,29 @@ async fn forward(State(inner): State<Arc<Inner>>, request: Request) -> Response 
     match inner.upstream.send(upstream).await {
         Ok(response) => {
             let (parts, body) = response.into_parts();
-            Response::from_parts(parts, Body::new(body))
+            let body = Body::new(body);
+            if target.verb == "watch" {
+                Response::from_parts(parts, until_cut(body, inner.cuts.subscribe()))
+            } else {
+                Response::from_parts(parts, body)
+            }
         }
         Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
     }
+}
+
+/// `body`, ended early by the next cut.
+fn until_cut(body: Body, cut: tokio::sync::watch::Receiver<u64>) -> Body {
+    let chunks = body.into_data_stream();
+    Body::from_stream(futures::stream::unfold(
+        (chunks, cut),
+        |(mut chunks, mut cut)| async move {
+            tokio::select! {
+                chunk = chunks.next() => chunk.map(|chunk| (chunk, (chunks, cut))),
+                _ = cut.changed() => None,
+            }
+        },
+    ))
 }
 
 /// A `Status` with `code`, as the API server would answer it.
