@@ -164,8 +164,12 @@ impl Meta {
 /// and keeping it would cost up to twice the JSON (a 4.4 KB Pod took an 8 KiB block).
 #[derive(Debug)]
 pub(crate) struct Stored {
-    /// The JSON without `managedFields`' value (all of it when there is none).
+    /// The JSON without `managedFields`' value (all of it when there is none), written
+    /// with `apiVersion` and `kind` first.
     json: Bytes,
+    /// How many bytes after the opening `{` hold `apiVersion`, `kind` and the comma after
+    /// them, which list items of built-in kinds leave out.
+    type_meta: usize,
     /// The interned `managedFields` value and the offset in `json` where it goes.
     managed: Option<(Arc<[u8]>, usize)>,
     /// The summary.
@@ -222,12 +226,48 @@ pub enum Error {
 /// Results of object encoding.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Serialises an object with its `apiVersion` and `kind` first; returns the bytes and
+/// how many of them after the `{` those two members take, with their comma.
+fn encode(v: &Value) -> Result<(Vec<u8>, usize)> {
+    let Some(obj) = v.as_object() else {
+        return Ok((serde_json::to_vec(v).map_err(Error::Serialize)?, 0));
+    };
+    const TYPE_META: [&str; 2] = ["apiVersion", "kind"];
+    let mut out = vec![b'{'];
+    let member = |out: &mut Vec<u8>, k: &str, val: &Value| -> Result<()> {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, k).map_err(Error::Serialize)?;
+        out.push(b':');
+        serde_json::to_writer(&mut *out, val).map_err(Error::Serialize)
+    };
+    for k in TYPE_META {
+        if let Some(val) = obj.get(k) {
+            member(&mut out, k, val)?;
+        }
+    }
+    let head = out.len();
+    for (k, val) in obj.iter().filter(|(k, _)| !TYPE_META.contains(&k.as_str())) {
+        member(&mut out, k, val)?;
+    }
+    out.push(b'}');
+    // The comma between the type and the rest goes with the type.
+    let type_meta = match out.get(head) {
+        Some(b',') => head,
+        _ if head > 1 => head - 1,
+        _ => 0,
+    };
+    Ok((out, type_meta))
+}
+
 impl Stored {
     /// Serialises a value once and keeps its summary.
     pub(crate) fn from_value(v: &Value) -> Result<Arc<Self>> {
-        let bytes = serde_json::to_vec(v).map_err(Error::Serialize)?;
+        let (bytes, type_meta) = encode(v)?;
         Ok(Arc::new(Self {
             json: Bytes::copy_from_slice(&bytes),
+            type_meta,
             managed: None,
             meta: Meta::from_value(v),
             partial: OnceLock::new(),
@@ -248,10 +288,11 @@ impl Stored {
                 );
                 Some(mf)
             });
-        let bytes = serde_json::to_vec(&v).map_err(Error::Serialize)?;
+        let (bytes, type_meta) = encode(&v)?;
         let Some(mf) = mf else {
             return Ok(Arc::new(Self {
                 json: Bytes::copy_from_slice(&bytes),
+                type_meta,
                 managed: None,
                 meta,
                 partial: OnceLock::new(),
@@ -278,6 +319,7 @@ impl Stored {
         json.extend_from_slice(&bytes[at + quoted.len()..]);
         Ok(Arc::new(Self {
             json: Bytes::from(json),
+            type_meta,
             managed: Some((interner.intern(mf_bytes), at)),
             meta,
             partial: OnceLock::new(),
@@ -298,6 +340,25 @@ impl Stored {
                 buf.extend_from_slice(head);
                 buf.extend_from_slice(m);
                 buf.extend_from_slice(tail);
+            }
+        }
+    }
+
+    /// Appends the JSON without `apiVersion` and `kind`, as kube-apiserver writes the
+    /// items of a list of a built-in kind (its typed lists leave each item's TypeMeta
+    /// empty).
+    pub(crate) fn write_untyped_to(&self, buf: &mut BytesMut) {
+        if self.type_meta == 0 {
+            return self.write_to(buf);
+        }
+        let rest = 1 + self.type_meta;
+        buf.extend_from_slice(b"{");
+        match &self.managed {
+            None => buf.extend_from_slice(&self.json[rest..]),
+            Some((m, at)) => {
+                buf.extend_from_slice(&self.json[rest..*at]);
+                buf.extend_from_slice(m);
+                buf.extend_from_slice(&self.json[*at..]);
             }
         }
     }
@@ -386,6 +447,30 @@ mod tests {
         assert_eq!(a.len(), a.bytes().len());
         let plain = Stored::interned(json!({"metadata": {"name": "c"}}), &mut interner).unwrap();
         assert!(plain.managed.is_none());
+    }
+
+    #[test]
+    fn untyped_json_leaves_out_api_version_and_kind() {
+        let mut interner = Interner::new(7);
+        let mut untyped = |v: Value| {
+            let s = Stored::interned(v, &mut interner).unwrap();
+            let mut buf = BytesMut::new();
+            s.write_untyped_to(&mut buf);
+            serde_json::from_slice::<Value>(&buf).unwrap()
+        };
+        assert_eq!(
+            untyped(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"kind": "x"},
+                "metadata": {"name": "a", "managedFields": [{"manager": "m"}]}})
+            ),
+            json!({"data": {"kind": "x"}, "metadata": {"name": "a", "managedFields": [{"manager": "m"}]}})
+        );
+        assert_eq!(
+            untyped(json!({"kind": "Event", "involvedObject": {"kind": "Pod"}})),
+            json!({"involvedObject": {"kind": "Pod"}})
+        );
+        assert_eq!(untyped(json!({"apiVersion": "v1", "kind": "X"})), json!({}));
+        assert_eq!(untyped(json!({"metadata": {}})), json!({"metadata": {}}));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Rendering stored objects as responses: the object itself (rewritten to the requested
 //! version when a CRD serves several), `PartialObjectMetadata`, or `Table` rows; lists are
-//! built by concatenating stored bytes in chunks.
+//! built by concatenating stored bytes in chunks (items of built-in kinds without their
+//! `apiVersion` and `kind`, as kube-apiserver sends them).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -106,6 +107,22 @@ impl View {
         }
     }
 
+    /// The object as an item of a list: custom resources keep `apiVersion` and `kind`,
+    /// built-in kinds leave them out as kube-apiserver's typed lists do.
+    fn list_item(&self, obj: &Stored) -> Bytes {
+        if self.rt.custom {
+            return self.object(obj);
+        }
+        match serde_json::from_slice::<Value>(&self.object(obj)) {
+            Ok(Value::Object(mut m)) => {
+                m.remove("apiVersion");
+                m.remove("kind");
+                Bytes::from(Value::Object(m).to_string())
+            }
+            _ => self.object(obj),
+        }
+    }
+
     /// The object as a value in the requested version.
     fn object_value(&self, obj: &Stored) -> Value {
         serde_json::from_slice(&self.object(obj)).unwrap_or(Value::Null)
@@ -191,8 +208,9 @@ impl View {
                         }
                         match view.output {
                             Output::Partial => buf.extend_from_slice(&o.partial_metadata()),
-                            _ if view.plain() => o.write_to(&mut buf),
-                            _ => buf.extend_from_slice(&view.object(&o)),
+                            _ if view.plain() && view.rt.custom => o.write_to(&mut buf),
+                            _ if view.plain() => o.write_untyped_to(&mut buf),
+                            _ => buf.extend_from_slice(&view.list_item(&o)),
                         }
                     }
                     None => {

@@ -294,3 +294,46 @@ async fn events_recorded_through_events_k8s_io_show_up_as_core_events() {
         Some("subject")
     );
 }
+
+#[tokio::test]
+async fn list_items_of_built_in_kinds_have_no_type_but_custom_resources_keep_theirs() {
+    let c = start().await;
+    c.cm("default", "a", json!({"x": "1"})).await;
+    let (code, list) = c
+        .raw_json(
+            "GET",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (&list["kind"], &list["apiVersion"]),
+        (&json!("ConfigMapList"), &json!("v1"))
+    );
+    let item = list["items"][0].as_object().unwrap();
+    assert!(!item.contains_key("apiVersion") && !item.contains_key("kind"));
+    assert_eq!(item["metadata"]["name"], "a");
+    assert_eq!(item["data"], json!({"k": "v"}));
+    assert!(item["metadata"]["managedFields"].is_array());
+
+    let ar = c.datajob_crd().await;
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
+    api.create(
+        &PostParams::default(),
+        &crate::common::datajob("j1", "fanout"),
+    )
+    .await
+    .unwrap();
+    let (_, list) = c
+        .raw_json(
+            "GET",
+            "/apis/policyhost.dev/v1alpha1/namespaces/default/datajobs",
+            "application/json",
+            serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(list["items"][0]["kind"], "DataJob");
+    assert_eq!(list["items"][0]["apiVersion"], "policyhost.dev/v1alpha1");
+}
