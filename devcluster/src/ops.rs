@@ -191,6 +191,9 @@ fn check_type(rt: &ResourceType, version: &str, v: &mut Value) -> Result<()> {
     obj.insert("apiVersion".into(), Value::String(want_av));
     obj.insert("kind".into(), Value::String(rt.kind.clone()));
     canonical_bytes(rt, obj);
+    if !rt.custom {
+        rt.merge_schema(version).omit_empty(v);
+    }
     Ok(())
 }
 

@@ -332,3 +332,51 @@ async fn concurrent_patches_are_all_applied() {
     let labels = api.get("shared").await.unwrap().metadata.labels.unwrap();
     assert_eq!(labels.len(), 40, "no patch was lost: {labels:?}");
 }
+
+#[tokio::test]
+async fn empty_maps_of_built_in_kinds_are_left_out_and_owned_by_no_one() {
+    let c = start().await;
+    let (code, cm) = c
+        .raw_json(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            json!({"metadata": {"name": "e", "labels": {}, "annotations": {}}, "data": {}, "binaryData": {}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&cm), ["apiVersion", "kind", "metadata"]);
+    assert_eq!(
+        keys(&cm["metadata"]),
+        [
+            "creationTimestamp",
+            "name",
+            "namespace",
+            "resourceVersion",
+            "uid"
+        ],
+        "no labels, annotations or managedFields"
+    );
+    // A field set that is still empty after an update records no manager either.
+    let mut update = cm.clone();
+    update["data"] = json!({});
+    let (code, cm) = c
+        .raw_json(
+            "PUT",
+            "/api/v1/namespaces/default/configmaps/e",
+            "application/json",
+            update,
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(cm.get("data").is_none() && cm["metadata"].get("managedFields").is_none());
+    // Custom resources keep their empty maps.
+    let ar = c.datajob_crd().await;
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
+    let dj = api
+        .create(&PostParams::default(), &datajob("j", "fanout"))
+        .await
+        .unwrap();
+    assert_eq!(dj.data["spec"]["params"], json!({}));
+}

@@ -50,8 +50,8 @@ static BUILTINS: LazyLock<Vec<Entry>> = LazyLock::new(|| {
     };
     vec![
         kind("", "v1", "Pod", pod(), true),
-        kind("", "v1", "ConfigMap", root(), false),
-        kind("", "v1", "Secret", root(), false),
+        kind("", "v1", "ConfigMap", config_map(), false),
+        kind("", "v1", "Secret", secret(), false),
         kind("", "v1", "Service", service(), true),
         kind("", "v1", "Namespace", namespace(), true),
         kind("", "v1", "Event", root(), false),
@@ -153,6 +153,15 @@ fn set(strategic: bool) -> Node {
     list(ListKind::Set, strategy, Node::Atomic)
 }
 
+/// A Go map (`map[string]string`, `map[string][]byte`): merged key by key,
+/// and, being `omitempty`, left out of the typed object when empty.
+fn map() -> Node {
+    Node::Object(Box::new(ObjectNode {
+        fields: BTreeMap::new(),
+        rest: Rest::Entries(Node::Atomic),
+    }))
+}
+
 /// `+listType=atomic` but `patchStrategy:"merge"` on `key`.
 fn atomic_merged_by(key: &str) -> Node {
     let strategy = Strategy::Merge {
@@ -164,6 +173,8 @@ fn atomic_merged_by(key: &str) -> Node {
 /// `metav1.ObjectMeta`.
 pub(super) fn metadata() -> Obj {
     obj()
+        .field("labels", map())
+        .field("annotations", map())
         .field("finalizers", set(true))
         .field("ownerReferences", keyed(&[("uid", None)], Node::Untyped))
         .field("managedFields", Node::Atomic)
@@ -172,6 +183,14 @@ pub(super) fn metadata() -> Obj {
 /// Every kind: `metadata` and nothing else described.
 pub(super) fn root() -> Obj {
     obj().embedded("metadata", metadata())
+}
+
+fn config_map() -> Obj {
+    root().field("data", map()).field("binaryData", map())
+}
+
+fn secret() -> Obj {
+    root().field("data", map()).field("stringData", map())
 }
 
 fn resource_requirements() -> Obj {

@@ -82,12 +82,57 @@ impl Schema {
         self
     }
 
+    /// Leaves out what the Go types of a built-in kind do not encode: the empty or
+    /// null Go maps (`labels`, a ConfigMap's `data`) and lists the table describes, all
+    /// `omitempty`, except the fields always encoded (a PodSpec's `containers`). A
+    /// real API server decodes every write into those types, so `data: {}` is stored
+    /// as no `data` and is owned by no one.
+    pub(crate) fn omit_empty(&self, value: &mut Value) {
+        omit_empty_at(&self.root, value);
+    }
+
     /// Whether `application/strategic-merge-patch+json` is accepted for the
     /// kind: true for the built-in kinds only, as on a real API server, which
     /// answers 415 Unsupported Media Type for custom resources.
     #[must_use]
     pub fn supports_strategic_merge(&self) -> bool {
         self.strategic
+    }
+}
+
+fn omit_empty_at(node: &Node, value: &mut Value) {
+    match (node, value) {
+        (Node::Object(object), Value::Object(map)) => {
+            map.retain(|key, child| {
+                let Some(field) = object.fields.get(key) else {
+                    return true;
+                };
+                let omittable = !field.embedded
+                    && match &field.node {
+                        Node::Object(o) => matches!(o.rest, Rest::Entries(_)),
+                        Node::List(_) => true,
+                        _ => false,
+                    };
+                let empty = match child {
+                    Value::Null => true,
+                    Value::Object(m) => m.is_empty(),
+                    Value::Array(a) => a.is_empty(),
+                    _ => false,
+                };
+                !(omittable && empty)
+            });
+            for (key, child) in map.iter_mut() {
+                if let Some(field) = object.fields.get(key) {
+                    omit_empty_at(&field.node, child);
+                }
+            }
+        }
+        (Node::List(list), Value::Array(items)) => {
+            for item in items {
+                omit_empty_at(&list.item, item);
+            }
+        }
+        _ => {}
     }
 }
 
