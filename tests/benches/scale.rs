@@ -1,21 +1,32 @@
-//! The operator at scale, in each cache mode: `cargo xtask bench scale`
-//! (which builds the guests and the release binaries first), or
-//! `cargo bench -p policyhost-tests --bench scale -- [OPTIONS]`.
+//! The operator at scale, in each cache mode and on each API server:
+//! `cargo xtask bench scale` (which builds the guests and the release
+//! binaries first), or `cargo bench -p policyhost-tests --bench scale --
+//! [OPTIONS]`.
 //!
-//! For each mode (`--modes indexed,naive`):
+//! For each server (`--servers devcluster,real`) and each mode (`--modes
+//! indexed,naive`), on a fresh server:
 //!
-//! 1. starts a fresh `devcluster` process (Pod simulation off: children stay
-//!    Pending) and loads `--pods` foreign Pods over raw HTTP, spread over five
-//!    tenant namespaces (≈ 4 KB manifests, ReplicaSet-controlled, not the
-//!    operator's);
-//! 2. starts `policyhost run --cache MODE` as its own process, serving only
+//! 1. starts the server: a `devcluster` process (Pod simulation off: Pods
+//!    stay Pending), or the real control plane (`xtask cluster up --dir`:
+//!    etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok),
+//!    where `deploy/` is applied and the operator runs as its ServiceAccount;
+//! 2. loads `--pods` foreign Pods over raw HTTP, spread over five tenant
+//!    namespaces (≈ 4 KB manifests, Deployment-controlled, not the
+//!    operator's), bound to kwok's Node and annotated to run forever, and on
+//!    the real server waits until kwok reports them all Running;
+//! 3. measures the server: each process's RSS, `--patches` merge patches of
+//!    a label, a full list of the Pods paginated by 500 and unpaginated, and
+//!    `--watch-writes` writes timed until a watcher receives their event;
+//! 4. starts `policyhost run --cache MODE` as its own process, serving only
 //!    the `fanout` policy, and waits for `/readyz`;
-//! 3. creates `--jobs` DataJobs (`fanout`, `replicas: 5`) at once and watches
-//!    their status until each has converged: its status written for the
-//!    current generation and counting all 5 children;
-//! 4. reads the operator's RSS (`/proc/<pid>/status`), its reconcile latency
-//!    histogram (`/metrics`) and its requests (devcluster's counters);
-//! 5. keeps it running `--steady` seconds, sampling memory, queue depth and
+//! 5. creates `--jobs` DataJobs (`fanout`, `replicas: 5`, workers annotated
+//!    to run forever) at once and watches their status until each has
+//!    converged: its status written for the current generation and counting
+//!    all 5 children;
+//! 6. reads the operator's RSS (`/proc/<pid>/status`), its reconcile latency
+//!    histogram (`/metrics`) and its requests (devcluster's counters, or the
+//!    audit log's events of its ServiceAccount);
+//! 7. keeps it running `--steady` seconds, sampling memory, queue depth and
 //!    watch requests, to see whether anything grows.
 //!
 //! Figures go to stdout as Markdown; the raw series to
@@ -24,9 +35,11 @@
 //! `--plot-only FILE.json` redraws the plot from a recorded run.
 //!
 //! Options: `--pods N` (50000), `--jobs N` (1000), `--replicas N` (5),
-//! `--steady S` (120), `--modes LIST` (indexed,naive), `--workers N`,
-//! `--api-qps N`, `--api-burst N` (operator defaults when absent),
-//! `--out DIR`, `--plot-only FILE`.
+//! `--steady S` (120), `--modes LIST` (indexed,naive), `--servers LIST`
+//! (devcluster; `real` needs `<target>/debug/xtask` and the control plane's
+//! programs, which `cargo xtask cluster up` builds), `--patches N` (5000),
+//! `--watch-writes N` (300), `--workers N`, `--api-qps N`, `--api-burst N`
+//! (operator defaults when absent), `--out DIR`, `--plot-only FILE`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead as _, BufReader};
@@ -37,9 +50,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -48,11 +61,60 @@ use policyhost::crd::DataJob;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+#[path = "../common/mod.rs"]
+mod common;
 #[path = "../common/foreign.rs"]
 mod foreign;
 
+use common::deployment::{NAMESPACE as OPERATOR_NAMESPACE, SERVICE_ACCOUNT_USER};
+use common::requests::{Mark, RequestLog};
+
 /// The namespace of the DataJobs.
 const JOBS_NAMESPACE: &str = "scale";
+
+/// The Node kwok keeps Ready on the real control plane (`xtask cluster up`
+/// creates it); foreign Pods are bound to it on both servers.
+const KWOK_NODE: &str = "kwok-node";
+
+/// The annotation that sets how long a Pod runs, honoured by devcluster's
+/// Pod simulation and kwok's stages (`tools/kube/kwok/stages.yaml`); a
+/// negative value keeps it Running.
+const RUN_SECONDS: &str = "devcluster.policyhost.dev/run-seconds";
+
+/// The control plane's programs, as `xtask cluster up` names their pid files.
+const CONTROL_PLANE: [&str; 5] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+];
+
+/// Which API server a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerKind {
+    /// The embedded `devcluster`, as its own process.
+    Devcluster,
+    /// etcd and kube-apiserver with the controllers and kwok.
+    Real,
+}
+
+impl ServerKind {
+    fn parse(name: &str) -> anyhow::Result<Self> {
+        match name {
+            "devcluster" => Ok(Self::Devcluster),
+            "real" => Ok(Self::Real),
+            other => bail!("unknown server {other} (devcluster or real)"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Devcluster => "devcluster",
+            Self::Real => "real",
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -61,6 +123,9 @@ struct Args {
     replicas: usize,
     steady: u64,
     modes: Vec<String>,
+    servers: Vec<ServerKind>,
+    patches: usize,
+    watch_writes: usize,
     workers: Option<String>,
     api_qps: Option<String>,
     api_burst: Option<String>,
@@ -76,10 +141,13 @@ impl Args {
             replicas: 5,
             steady: 120,
             modes: vec!["indexed".into(), "naive".into()],
+            servers: vec![ServerKind::Devcluster],
+            patches: 5_000,
+            watch_writes: 300,
             workers: None,
             api_qps: None,
             api_burst: None,
-            out: workspace().join("docs/plots"),
+            out: common::workspace().join("docs/plots"),
             plot_only: None,
         };
         let mut raw = std::env::args().skip(1);
@@ -95,6 +163,14 @@ impl Args {
                 "--replicas" => args.replicas = value()?.parse()?,
                 "--steady" => args.steady = value()?.parse()?,
                 "--modes" => args.modes = value()?.split(',').map(str::to_owned).collect(),
+                "--servers" => {
+                    args.servers = value()?
+                        .split(',')
+                        .map(ServerKind::parse)
+                        .collect::<anyhow::Result<_>>()?;
+                }
+                "--patches" => args.patches = value()?.parse()?,
+                "--watch-writes" => args.watch_writes = value()?.parse()?,
                 "--workers" => args.workers = Some(value()?),
                 "--api-qps" => args.api_qps = Some(value()?),
                 "--api-burst" => args.api_burst = Some(value()?),
@@ -105,13 +181,6 @@ impl Args {
         }
         Ok(args)
     }
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
 }
 
 /// `<target>/release`: this benchmark runs from `<target>/release/deps/`.
@@ -257,10 +326,207 @@ async fn start_devcluster(dir: &Path) -> anyhow::Result<(Process, Client)> {
         bail!("devcluster exited before writing its kubeconfig")
     })
     .await??;
-    let config = Kubeconfig::read_from(&kubeconfig)?;
+    Ok((process, client_for(&kubeconfig).await?))
+}
+
+/// A client of the current context of `kubeconfig`.
+async fn client_for(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let config = Kubeconfig::read_from(kubeconfig)?;
     let config =
         kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default()).await?;
-    Ok((process, Client::try_from(config)?))
+    Ok(Client::try_from(config)?)
+}
+
+/// The xtask binary (`<target>/debug/xtask`, which `cargo xtask` builds):
+/// it starts and stops the real control plane.
+fn xtask() -> anyhow::Result<PathBuf> {
+    let path = release_dir()?
+        .parent()
+        .context("no target directory")?
+        .join("debug/xtask");
+    ensure!(
+        path.is_file(),
+        "{} is missing: `cargo build -p xtask` builds it (`cargo xtask bench scale` has)",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// `xtask cluster COMMAND --dir DIR`; its standard output.
+fn xtask_cluster(command: &str, dir: &Path) -> anyhow::Result<String> {
+    let output = Command::new(xtask()?)
+        .args(["cluster", command, "--dir"])
+        .arg(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("run xtask")?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    ensure!(
+        output.status.success(),
+        "xtask cluster {command} --dir {} failed:\n{stdout}",
+        dir.display()
+    );
+    Ok(stdout)
+}
+
+/// A real control plane of this benchmark's own, in its own state
+/// directory (`xtask cluster up --dir`); stopped when dropped.
+struct ControlPlane {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    audit_log: PathBuf,
+}
+
+impl ControlPlane {
+    fn up(dir: PathBuf) -> anyhow::Result<Self> {
+        let mut plane = Self {
+            dir,
+            kubeconfig: PathBuf::new(),
+            audit_log: PathBuf::new(),
+        };
+        xtask_cluster("up", &plane.dir)?;
+        for line in xtask_cluster("env", &plane.dir)?.lines() {
+            if let Some(path) = line.strip_prefix("KUBECONFIG=") {
+                plane.kubeconfig = path.into();
+            } else if let Some(path) = line.strip_prefix("POLICYHOST_TEST_AUDIT_LOG=") {
+                plane.audit_log = path.into();
+            }
+        }
+        ensure!(
+            plane.kubeconfig.is_file() && !plane.audit_log.as_os_str().is_empty(),
+            "`xtask cluster env` named no kubeconfig or audit log"
+        );
+        Ok(plane)
+    }
+
+    /// The pid of `program`, from the pid file `up` wrote.
+    fn pid(&self, program: &str) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join("pids").join(program))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if let Err(error) = xtask_cluster("down", &self.dir) {
+            eprintln!("{error:#}");
+        }
+    }
+}
+
+/// The API server of one run, fresh for it.
+enum Server {
+    Dev(Process),
+    Real(ControlPlane),
+}
+
+/// A server with the CRD and the namespaces installed.
+struct Started {
+    server: Server,
+    /// The benchmark's own client, an admin.
+    client: Client,
+    /// What the operator presents: devcluster's kubeconfig, or on the real
+    /// server a token issued for `deploy/`'s ServiceAccount.
+    operator_kubeconfig: PathBuf,
+}
+
+impl Started {
+    async fn start(kind: ServerKind, dir: &Path, tag: &str) -> anyhow::Result<Self> {
+        let started = match kind {
+            ServerKind::Devcluster => {
+                let (process, client) = start_devcluster(dir).await?;
+                Self {
+                    server: Server::Dev(process),
+                    client,
+                    operator_kubeconfig: dir.join("devcluster.kubeconfig"),
+                }
+            }
+            ServerKind::Real => {
+                let state = dir.join(format!("cluster-{tag}"));
+                let plane = tokio::task::spawn_blocking(move || ControlPlane::up(state)).await??;
+                let client = client_for(&plane.kubeconfig).await?;
+                // The operator's namespace, ServiceAccount and RBAC, as an
+                // admin installs them.
+                common::deployment::install(&plane.kubeconfig).await;
+                let operator_kubeconfig = dir.join(format!("operator-{tag}.kubeconfig"));
+                common::deployment::issued_token_kubeconfig(
+                    &plane.kubeconfig,
+                    OPERATOR_NAMESPACE,
+                    "policyhost",
+                    &operator_kubeconfig,
+                );
+                Self {
+                    server: Server::Real(plane),
+                    client,
+                    operator_kubeconfig,
+                }
+            }
+        };
+        install(&started.client).await?;
+        Ok(started)
+    }
+
+    /// VmRSS and VmHWM of each of the server's processes, in MiB, by program.
+    fn memory(&self) -> BTreeMap<String, (f64, f64)> {
+        let pids: Vec<(&str, Option<u32>)> = match &self.server {
+            Server::Dev(process) => vec![("devcluster", Some(process.pid()))],
+            Server::Real(plane) => CONTROL_PLANE.map(|p| (p, plane.pid(p))).to_vec(),
+        };
+        pids.into_iter()
+            .filter_map(|(program, pid)| Some((program.to_owned(), memory_mib(pid?)?)))
+            .collect()
+    }
+
+    /// Where the operator's requests are counted from next (the audit log's
+    /// end; devcluster's counters need none).
+    fn mark(&self) -> Option<Mark> {
+        match &self.server {
+            Server::Dev(_) => None,
+            Server::Real(plane) => Some(RequestLog::Audit(plane.audit_log.clone()).mark()),
+        }
+    }
+
+    /// The operator's requests by verb: devcluster's counters of its user
+    /// agent, or the audit log's events of its ServiceAccount after `mark`.
+    async fn operator_requests(&self, mark: Option<Mark>) -> anyhow::Result<BTreeMap<String, u64>> {
+        let Server::Real(plane) = &self.server else {
+            return devcluster_requests(&self.client).await;
+        };
+        let log = RequestLog::Audit(plane.audit_log.clone());
+        let requests = match mark {
+            Some(mark) => log.since(mark),
+            None => log.all(),
+        };
+        let mut by_verb = BTreeMap::new();
+        for request in requests
+            .iter()
+            .filter(|r| r.identity == SERVICE_ACCOUNT_USER)
+        {
+            *by_verb
+                .entry(verb_key(&request.verb, &request.subresource))
+                .or_default() += 1;
+        }
+        Ok(by_verb)
+    }
+
+    fn stop(self) {
+        match self.server {
+            Server::Dev(process) => process.stop(Duration::from_secs(10)),
+            Server::Real(plane) => drop(plane),
+        }
+    }
+}
+
+/// How a request is tallied: its verb, `… status` for the status subresource.
+fn verb_key(verb: &str, subresource: &str) -> String {
+    if subresource == "status" {
+        format!("{verb} status")
+    } else {
+        verb.to_owned()
+    }
 }
 
 /// `GET path` on the operator's endpoints: status code and body.
@@ -311,7 +577,18 @@ async fn install(client: &Client) -> anyhow::Result<()> {
     .await
     .context("install the DataJob CRD")?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    for name in foreign::NAMESPACES.iter().chain([&JOBS_NAMESPACE]) {
+    // The operator's own (its Lease, its policy ConfigMaps), unless
+    // `deploy/` made it.
+    let operator = namespaces
+        .get_opt(OPERATOR_NAMESPACE)
+        .await?
+        .is_none()
+        .then_some(&OPERATOR_NAMESPACE);
+    for name in foreign::NAMESPACES
+        .iter()
+        .chain([&JOBS_NAMESPACE])
+        .chain(operator)
+    {
         let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
         namespaces
             .create(&PostParams::default(), &namespace)
@@ -352,9 +629,19 @@ struct CreatedMeta {
     uid: Option<String>,
 }
 
+/// Foreign Pod `i` as both servers get it: bound to kwok's Node (where the
+/// real server's scheduler would put it) and annotated to run forever, so
+/// that kwok keeps it Running.
+fn foreign_pod(i: usize, owner_uid: &str) -> Value {
+    let mut pod = foreign::pod(i, owner_uid);
+    pod["spec"]["nodeName"] = json!(KWOK_NODE);
+    pod["metadata"]["annotations"][RUN_SECONDS] = json!("-1");
+    pod
+}
+
 /// Creates the foreign Pods' Deployments, then the Pods, with 64 requests
-/// in flight; returns Pod creates/s.
-async fn load_foreign_pods(client: &Client, count: usize) -> anyhow::Result<f64> {
+/// in flight; returns Pod creates/s and when the first Pod create was sent.
+async fn load_foreign_pods(client: &Client, count: usize) -> anyhow::Result<(f64, Instant)> {
     let apps = count.div_ceil(foreign::PODS_PER_APP);
     let owners: Vec<String> = futures::stream::iter(0..apps)
         .map(|app| {
@@ -377,7 +664,7 @@ async fn load_foreign_pods(client: &Client, count: usize) -> anyhow::Result<f64>
             let path = format!("/api/v1/namespaces/{}/pods", foreign::namespace(i));
             let owner = &owners[foreign::app(i)];
             async move {
-                create_raw(client, path, &foreign::pod(i, owner))
+                create_raw(client, path, &foreign_pod(i, owner))
                     .await
                     .context("create a foreign Pod")
                     .map(drop)
@@ -392,7 +679,234 @@ async fn load_foreign_pods(client: &Client, count: usize) -> anyhow::Result<f64>
         listed == count,
         "{listed} Pods in the cluster after creating {count}"
     );
-    Ok(rate)
+    Ok((rate, start))
+}
+
+/// Waits until every Pod is Running (kwok's stages on the real server).
+async fn wait_running(client: &Client) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let others = ListParams::default()
+        .fields("status.phase!=Running")
+        .limit(1);
+    wait_for("every Pod Running", Duration::from_secs(1800), || {
+        let (pods, others) = (pods.clone(), others.clone());
+        async move {
+            // A selected list scans every Pod once few are left: not too often.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            pods.list_metadata(&others)
+                .await
+                .is_ok_and(|list| list.items.is_empty())
+        }
+    })
+    .await
+}
+
+// ---- the server's own figures ----
+
+/// The server under the foreign Pods.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct ServerSide {
+    /// `VmRSS` of each server process with the Pods loaded (MiB), by program.
+    rss_loaded_mib: BTreeMap<String, f64>,
+    /// `VmHWM` of each at the end of the run (MiB).
+    hwm_end_mib: BTreeMap<String, f64>,
+    /// Foreign Pod creates/s (64 in flight).
+    pods_per_second: f64,
+    /// Seconds from the first foreign Pod create until all were Running
+    /// (the real server; devcluster's stay Pending).
+    all_running_s: Option<f64>,
+    /// Merge patches of a label, and patches/s (32 in flight).
+    patches: usize,
+    patches_per_second: f64,
+    /// Every Pod listed 500 at a time: seconds, pages, bytes.
+    list_paginated_s: f64,
+    list_pages: usize,
+    list_paginated_bytes: u64,
+    /// Every Pod in one list: seconds and bytes.
+    list_full_s: f64,
+    list_full_bytes: u64,
+    /// Write → watch event latencies (ms): p50, p99, samples.
+    watch_p50_ms: f64,
+    watch_p99_ms: f64,
+    watch_samples: usize,
+}
+
+/// The Pods of namespace `namespace`, as a request builder.
+fn pods_request(namespace: Option<&str>) -> kube::core::Request {
+    kube::core::Request::new(match namespace {
+        Some(namespace) => format!("/api/v1/namespaces/{namespace}/pods"),
+        None => "/api/v1/pods".to_owned(),
+    })
+}
+
+/// Merge-patches Pod `namespace/name` with `patch`, reading the answer as text.
+async fn patch_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    patch: &Value,
+) -> anyhow::Result<()> {
+    let request =
+        pods_request(Some(namespace)).patch(name, &PatchParams::default(), &Patch::Merge(patch))?;
+    let answer = client.request_text(request).await?;
+    let patched: Created = serde_json::from_str(&answer)?;
+    ensure!(patched.kind == "Pod", "refused: {answer}");
+    Ok(())
+}
+
+/// `count` merge patches of a label on the foreign Pods (round robin), 32 in
+/// flight; patches/s.
+async fn patch_rate(client: &Client, pods: usize, count: usize) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|k| async move {
+            let i = k % pods;
+            let patch =
+                json!({"metadata": {"labels": {"bench.policyhost.dev/patched": k.to_string()}}});
+            patch_pod(client, foreign::namespace(i), &foreign::name(i), &patch).await
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(count as f64 / start.elapsed().as_secs_f64())
+}
+
+/// As much of a list page as paging needs; serde skips the items' content.
+#[derive(serde::Deserialize)]
+struct Page {
+    metadata: PageMeta,
+    items: Vec<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct PageMeta {
+    #[serde(rename = "continue")]
+    next: Option<String>,
+}
+
+/// Every Pod of the cluster, `limit` at a time, each page received whole:
+/// seconds, pages, bytes; fails unless `expected` Pods came.
+async fn list_paginated(
+    client: &Client,
+    limit: u32,
+    expected: usize,
+) -> anyhow::Result<(f64, usize, u64)> {
+    let start = Instant::now();
+    let (mut pages, mut bytes, mut items) = (0, 0u64, 0);
+    let mut params = ListParams::default().limit(limit);
+    loop {
+        let text = client
+            .request_text(pods_request(None).list(&params)?)
+            .await?;
+        let page: Page = serde_json::from_str(&text)?;
+        pages += 1;
+        bytes += text.len() as u64;
+        items += page.items.len();
+        match page.metadata.next.filter(|t| !t.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    ensure!(
+        items == expected,
+        "listed {items} Pods, expected {expected}"
+    );
+    Ok((seconds, pages, bytes))
+}
+
+/// Every Pod of the cluster in one unpaginated list, received (as bytes,
+/// not decoded): seconds, bytes.
+async fn list_full(client: &Client) -> anyhow::Result<(f64, u64)> {
+    use futures::AsyncReadExt as _;
+    let start = Instant::now();
+    let body = client
+        .request_stream(pods_request(None).list(&ListParams::default())?)
+        .await?;
+    futures::pin_mut!(body);
+    let mut buffer = vec![0; 256 * 1024];
+    let mut bytes = 0u64;
+    loop {
+        let n = body.read(&mut buffer).await?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+    }
+    Ok((start.elapsed().as_secs_f64(), bytes))
+}
+
+/// The annotation the watch latency writes carry: their sequence number.
+const SEQ_ANNOTATION: &str = "bench.policyhost.dev/seq";
+
+/// `writes` annotation patches of the Pods of one application (a label
+/// selection of 50), one after another, each timed from its sending until a
+/// watcher of the selection has decoded its event; latencies in ms, sorted.
+async fn watch_latencies(client: &Client, writes: usize) -> anyhow::Result<Vec<f64>> {
+    let namespace = foreign::app_namespace(0);
+    let selector = "app.kubernetes.io/name=app-0000";
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let listed = api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await?;
+    let names: Vec<String> = listed.items.iter().map(ResourceExt::name_any).collect();
+    ensure!(!names.is_empty(), "no Pod is labelled {selector}");
+    let version = listed.metadata.resource_version.unwrap_or_default();
+    let events = api
+        .watch(&WatchParams::default().labels(selector), &version)
+        .await?
+        .boxed();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let watch = tokio::spawn(async move {
+        futures::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            if let Ok(WatchEvent::Modified(pod)) = event
+                && let Some(seq) = pod
+                    .annotations()
+                    .get(SEQ_ANNOTATION)
+                    .and_then(|s| s.parse::<usize>().ok())
+            {
+                let _ = tx.send((seq, Instant::now()));
+            }
+        }
+    });
+    let mut latencies = Vec::with_capacity(writes);
+    for k in 0..writes {
+        let patch = json!({"metadata": {"annotations": {SEQ_ANNOTATION: k.to_string()}}});
+        let sent = Instant::now();
+        patch_pod(client, namespace, &names[k % names.len()], &patch).await?;
+        loop {
+            let (seq, at) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+                .await
+                .context("no watch event within 30 s")?
+                .context("the watch ended")?;
+            if seq == k {
+                latencies.push((at - sent).as_secs_f64() * 1000.0);
+                break;
+            }
+        }
+    }
+    watch.abort();
+    latencies.sort_by(f64::total_cmp);
+    Ok(latencies)
+}
+
+/// Patches, lists and watch latency on the loaded server.
+async fn measure_server(client: &Client, args: &Args, side: &mut ServerSide) -> anyhow::Result<()> {
+    side.patches = args.patches;
+    side.patches_per_second = patch_rate(client, args.pods, args.patches).await?;
+    (
+        side.list_paginated_s,
+        side.list_pages,
+        side.list_paginated_bytes,
+    ) = list_paginated(client, 500, args.pods).await?;
+    (side.list_full_s, side.list_full_bytes) = list_full(client).await?;
+    let latencies = watch_latencies(client, args.watch_writes).await?;
+    side.watch_p50_ms = percentile(&latencies, 0.5);
+    side.watch_p99_ms = percentile(&latencies, 0.99);
+    side.watch_samples = latencies.len();
+    Ok(())
 }
 
 /// How many Pods the cluster holds (a list of one, and the remaining count).
@@ -405,7 +919,7 @@ async fn pod_count(client: &Client) -> anyhow::Result<usize> {
 
 /// The operator's requests so far, by verb (devcluster's counters of the
 /// `policyhost/…` User-Agent).
-async fn operator_requests(client: &Client) -> anyhow::Result<BTreeMap<String, u64>> {
+async fn devcluster_requests(client: &Client) -> anyhow::Result<BTreeMap<String, u64>> {
     let request = http::Request::get("/devcluster/v1/counters").body(Vec::new())?;
     let counters: Vec<Value> = serde_json::from_str(&client.request_text(request).await?)?;
     let mut by_verb = BTreeMap::new();
@@ -415,12 +929,10 @@ async fn operator_requests(client: &Client) -> anyhow::Result<BTreeMap<String, u
             .as_str()
             .is_some_and(|agent| agent.starts_with("policyhost/"))
         {
-            let verb = key["verb"].as_str().unwrap_or_default();
-            let verb = if key["subresource"] == "status" {
-                format!("{verb} status")
-            } else {
-                verb.to_owned()
-            };
+            let verb = verb_key(
+                key["verb"].as_str().unwrap_or_default(),
+                key["subresource"].as_str().unwrap_or_default(),
+            );
             *by_verb.entry(verb).or_default() += counter["count"].as_u64().unwrap_or(0);
         }
     }
@@ -505,12 +1017,14 @@ struct Steady {
     cpu_s: f64,
 }
 
-/// One mode's figures.
+/// One mode's figures on one server.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 struct Run {
+    /// `devcluster` or `real`.
+    server: String,
     mode: String,
-    pods_per_second: f64,
-    devcluster_rss_mib: f64,
+    server_side: ServerSide,
     ready_s: f64,
     rss_ready_mib: f64,
     jobs_created_at_s: f64,
@@ -536,8 +1050,11 @@ fn data_job(i: usize, replicas: usize) -> anyhow::Result<DataJob> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
         "metadata": {"name": format!("job-{i:04}"), "namespace": JOBS_NAMESPACE},
+        // Workers run forever where Pods run (kwok on the real server), as
+        // the foreign Pods do; devcluster's stay Pending.
         "spec": {"policy": "fanout", "params": {
-            "replicas": replicas, "image": "busybox:1.36", "command": ["sleep", "3600"]}},
+            "replicas": replicas, "image": "busybox:1.36", "command": ["sleep", "3600"],
+            "podAnnotations": {RUN_SECONDS: "-1"}}},
     }))?)
 }
 
@@ -565,24 +1082,67 @@ fn log(start: Instant, message: impl std::fmt::Display) {
     eprintln!("[{:7.1}s] {message}", start.elapsed().as_secs_f64());
 }
 
-async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow::Result<Run> {
+async fn run_mode(
+    args: &Args,
+    kind: ServerKind,
+    mode: &str,
+    dir: &Path,
+    clock: Instant,
+) -> anyhow::Result<Run> {
     let mut run = Run {
+        server: kind.name().to_owned(),
         mode: mode.to_owned(),
         ..Run::default()
     };
-    let (devcluster, client) = start_devcluster(dir).await?;
-    install(&client).await?;
+    let label = format!("{} {mode}", kind.name());
+    let server = Started::start(kind, dir, mode).await?;
+    let client = server.client.clone();
     log(
         clock,
-        format_args!("{mode}: loading {} foreign Pods", args.pods),
+        format_args!("{label}: loading {} foreign Pods", args.pods),
     );
-    run.pods_per_second = load_foreign_pods(&client, args.pods).await?;
-    run.devcluster_rss_mib = memory_mib(devcluster.pid()).map_or(f64::NAN, |m| m.0);
+    let (rate, first_create) = load_foreign_pods(&client, args.pods).await?;
+    run.server_side.pods_per_second = rate;
+    log(
+        clock,
+        format_args!("{label}: loaded at {rate:.0} creates/s"),
+    );
+    if kind == ServerKind::Real {
+        wait_running(&client).await?;
+        let after = first_create.elapsed().as_secs_f64();
+        run.server_side.all_running_s = Some(after);
+        log(
+            clock,
+            format_args!("{label}: all Running {after:.1} s after the first create"),
+        );
+    }
+    run.server_side.rss_loaded_mib = server
+        .memory()
+        .into_iter()
+        .map(|(program, (rss, _))| (program, rss))
+        .collect();
     log(
         clock,
         format_args!(
-            "{mode}: loaded at {:.0} creates/s; devcluster RSS {:.0} MiB",
-            run.pods_per_second, run.devcluster_rss_mib
+            "{label}: server RSS with the Pods {:?} MiB; measuring patches, lists, watch",
+            run.server_side.rss_loaded_mib
+        ),
+    );
+    measure_server(&client, args, &mut run.server_side).await?;
+    let side = &run.server_side;
+    log(
+        clock,
+        format_args!(
+            "{label}: {:.0} patches/s; list by 500 {:.2} s ({} pages, {:.0} MB), unpaginated {:.2} s ({:.0} MB); \
+             watch p50 {:.2} ms p99 {:.2} ms",
+            side.patches_per_second,
+            side.list_paginated_s,
+            side.list_pages,
+            side.list_paginated_bytes as f64 / 1e6,
+            side.list_full_s,
+            side.list_full_bytes as f64 / 1e6,
+            side.watch_p50_ms,
+            side.watch_p99_ms
         ),
     );
 
@@ -594,10 +1154,16 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
     command
         .arg("run")
         .arg("--kubeconfig")
-        .arg(dir.join("devcluster.kubeconfig"))
+        .arg(&server.operator_kubeconfig)
         .arg("--policy-dir")
         .arg(dir.join("policies"))
-        .args(["--listen", &addr, "--cache", mode]);
+        .args(["--listen", &addr, "--cache", mode])
+        // As deploy/'s Deployment runs it, which its RBAC is for: Pods the
+        // only child kind; the Lease and the policy ConfigMaps in its own
+        // namespace (the downward API's `POD_NAMESPACE`).
+        .args(["--child-kind", "v1/Pod"])
+        .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+        .env("POD_NAME", format!("policyhost-scale-{mode}"));
     for (flag, value) in [
         ("--workers", &args.workers),
         ("--api-qps", &args.api_qps),
@@ -607,7 +1173,9 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
             command.args([flag, value]);
         }
     }
-    let operator_log = std::fs::File::create(dir.join(format!("operator-{mode}.log")))?;
+    let operator_log =
+        std::fs::File::create(dir.join(format!("operator-{}-{mode}.log", kind.name())))?;
+    let mark = server.mark();
     let started = Instant::now();
     let operator = Process {
         child: command
@@ -654,7 +1222,7 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
     log(
         clock,
         format_args!(
-            "{mode}: operator ready after {:.1} s, RSS {:.1} MiB",
+            "{label}: operator ready after {:.1} s, RSS {:.1} MiB",
             run.ready_s, run.rss_ready_mib
         ),
     );
@@ -706,7 +1274,7 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
     log(
         clock,
         format_args!(
-            "{mode}: {} DataJobs created in {:.2} s",
+            "{label}: {} DataJobs created in {:.2} s",
             args.jobs, run.create_s
         ),
     );
@@ -724,7 +1292,7 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
     run.latency_p99_s = quantile(&latency, 0.99);
     run.latency_count = latency.last().map_or(0.0, |b| b.1);
     run.reconciles = metric(&metrics, "policyhost_reconcile_total");
-    run.requests = operator_requests(&client).await?;
+    run.requests = server.operator_requests(mark).await?;
     let pods = pod_count(&client).await?;
     ensure!(
         pods == args.pods + args.jobs * args.replicas,
@@ -748,7 +1316,7 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
     log(
         clock,
         format_args!(
-            "{mode}: converged in {:.2} s; RSS {:.1} MiB (peak {:.1}); latency p50 {:.3} s p99 {:.3} s",
+            "{label}: converged in {:.2} s; RSS {:.1} MiB (peak {:.1}); latency p50 {:.3} s p99 {:.3} s",
             run.converge_s,
             run.rss_converged_mib,
             run.hwm_converged_mib,
@@ -780,7 +1348,7 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
     steady.seconds = steady_start.elapsed().as_secs_f64();
     steady.rss_end_mib = memory(pid).0;
     steady.cpu_s = cpu_seconds(pid).unwrap_or(f64::NAN) - run.cpu_converged_s;
-    let requests_after = operator_requests(&client).await?;
+    let requests_after = server.operator_requests(mark).await?;
     let delta = |verb: &str| {
         requests_after.get(verb).copied().unwrap_or(0)
             - requests_before.get(verb).copied().unwrap_or(0)
@@ -790,7 +1358,7 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
     log(
         clock,
         format_args!(
-            "{mode}: steady {:.0} s: RSS {:.1} -> {:.1} MiB (max {:.1}), queue depth max {}, \
+            "{label}: steady {:.0} s: RSS {:.1} -> {:.1} MiB (max {:.1}), queue depth max {}, \
              {} reconciles, {} watch and {} list requests",
             steady.seconds,
             steady.rss_start_mib,
@@ -806,8 +1374,13 @@ async fn run_mode(args: &Args, mode: &str, dir: &Path, clock: Instant) -> anyhow
 
     sampler.abort();
     run.memory = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    run.server_side.hwm_end_mib = server
+        .memory()
+        .into_iter()
+        .map(|(program, (_, hwm))| (program, hwm))
+        .collect();
     operator.stop(Duration::from_secs(20));
-    devcluster.stop(Duration::from_secs(10));
+    server.stop();
     Ok(run)
 }
 
@@ -829,7 +1402,12 @@ struct Report {
 fn markdown(report: &Report) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let find = |mode: &str| report.runs.iter().find(|r| r.mode == mode);
+    let find = |server: &str, mode: &str| {
+        report
+            .runs
+            .iter()
+            .find(|r| r.server == server && r.mode == mode)
+    };
     let _ = writeln!(
         out,
         "Machine: {} ({} cores); load average (1 min) during the run {:.2}–{:.2}, mean {:.2}.\n\
@@ -849,7 +1427,7 @@ fn markdown(report: &Report) -> String {
         report
             .runs
             .iter()
-            .map(|r| r.mode.as_str())
+            .map(column)
             .collect::<Vec<_>>()
             .join(" | ")
     );
@@ -925,33 +1503,115 @@ fn markdown(report: &Report) -> String {
     row(&mut out, "steady: operator CPU (s)", &|r| {
         format!("{:.2}", r.steady.cpu_s)
     });
+    row(&mut out, "server RSS with the Pods loaded (MiB)", &|r| {
+        processes(&r.server_side.rss_loaded_mib)
+    });
+    row(&mut out, "server peak RSS at the end, VmHWM (MiB)", &|r| {
+        processes(&r.server_side.hwm_end_mib)
+    });
     row(
         &mut out,
-        "devcluster RSS with the Pods (MiB, not counted)",
-        &|r| format!("{:.0}", r.devcluster_rss_mib),
+        "foreign Pods created at (creates/s, 64 in flight)",
+        &|r| format!("{:.0}", r.server_side.pods_per_second),
     );
-    row(&mut out, "foreign Pods loaded at (creates/s)", &|r| {
-        format!("{:.0}", r.pods_per_second)
+    row(&mut out, "foreign Pods all Running after (s)", &|r| {
+        r.server_side
+            .all_running_s
+            .map_or("— (Pending)".to_owned(), |s| format!("{s:.1}"))
     });
-    if let (Some(indexed), Some(naive)) = (find("indexed"), find("naive")) {
-        let _ = writeln!(
-            out,
-            "\nnaive / indexed, same run: RSS after convergence {:.1}×, peak RSS {:.1}×, \
-             convergence time {:.2}×, p99 latency {:.2}×.",
-            naive.rss_converged_mib / indexed.rss_converged_mib,
-            naive.hwm_converged_mib / indexed.hwm_converged_mib,
-            naive.converge_s / indexed.converge_s,
-            naive.latency_p99_s / indexed.latency_p99_s
-        );
+    row(
+        &mut out,
+        "merge patches of a label (patches/s, 32 in flight)",
+        &|r| {
+            format!(
+                "{:.0} ({} patches)",
+                r.server_side.patches_per_second, r.server_side.patches
+            )
+        },
+    );
+    row(
+        &mut out,
+        "full list, paginated by 500 (s; pages, MB)",
+        &|r| {
+            let side = &r.server_side;
+            format!(
+                "{:.2}; {}, {:.0}",
+                side.list_paginated_s,
+                side.list_pages,
+                side.list_paginated_bytes as f64 / 1e6
+            )
+        },
+    );
+    row(&mut out, "full list, unpaginated (s; MB)", &|r| {
+        let side = &r.server_side;
+        format!(
+            "{:.2}; {:.0}",
+            side.list_full_s,
+            side.list_full_bytes as f64 / 1e6
+        )
+    });
+    row(
+        &mut out,
+        "watch, write → event p50 / p99 (ms; writes)",
+        &|r| {
+            let side = &r.server_side;
+            format!(
+                "{:.2} / {:.2}; {}",
+                side.watch_p50_ms, side.watch_p99_ms, side.watch_samples
+            )
+        },
+    );
+    let mut servers: Vec<&str> = report.runs.iter().map(|r| r.server.as_str()).collect();
+    servers.dedup();
+    for server in servers {
+        if let (Some(indexed), Some(naive)) = (find(server, "indexed"), find(server, "naive")) {
+            let _ = writeln!(
+                out,
+                "\n{server}: naive / indexed, same run: RSS after convergence {:.1}×, peak RSS {:.1}×, \
+                 convergence time {:.2}×, p99 latency {:.2}×.",
+                naive.rss_converged_mib / indexed.rss_converged_mib,
+                naive.hwm_converged_mib / indexed.hwm_converged_mib,
+                naive.converge_s / indexed.converge_s,
+                naive.latency_p99_s / indexed.latency_p99_s
+            );
+        }
     }
     out
 }
 
-fn color(mode: &str) -> RGBColor {
-    if mode == "naive" {
-        RGBColor(200, 50, 40)
-    } else {
-        RGBColor(30, 90, 200)
+/// A run's column heading: server and mode.
+fn column(run: &Run) -> String {
+    format!("{} {}", run.server, run.mode).trim().to_owned()
+}
+
+/// Memory of the server's processes: devcluster's, or etcd + kube-apiserver
+/// (the API server's storage and serving) and then each other component.
+fn processes(mib: &BTreeMap<String, f64>) -> String {
+    let (Some(etcd), Some(apiserver)) = (mib.get("etcd"), mib.get("kube-apiserver")) else {
+        return mib
+            .iter()
+            .map(|(program, m)| format!("{program} {m:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+    };
+    let others: Vec<String> = mib
+        .iter()
+        .filter(|(program, _)| !matches!(program.as_str(), "etcd" | "kube-apiserver"))
+        .map(|(program, m)| format!("{program} {m:.0}"))
+        .collect();
+    format!(
+        "etcd + kube-apiserver {:.0} ({etcd:.0} + {apiserver:.0}); {}",
+        etcd + apiserver,
+        others.join(", ")
+    )
+}
+
+fn color(run: &Run) -> RGBColor {
+    match (run.server.as_str(), run.mode.as_str()) {
+        ("real", "naive") => RGBColor(230, 140, 20),
+        ("real", _) => RGBColor(20, 150, 90),
+        (_, "naive") => RGBColor(200, 50, 40),
+        _ => RGBColor(30, 90, 200),
     }
 }
 
@@ -983,7 +1643,7 @@ fn plot(report: &Report, path: &Path) -> anyhow::Result<()> {
         .y_desc("RSS, MiB (log scale)")
         .draw()?;
     for run in &report.runs {
-        let c = color(&run.mode);
+        let c = color(run);
         chart
             .draw_series(LineSeries::new(
                 run.memory.iter().map(|s| (s.t, s.rss_mib)),
@@ -991,7 +1651,8 @@ fn plot(report: &Report, path: &Path) -> anyhow::Result<()> {
             ))?
             .label(format!(
                 "{}: {:.0} MiB after convergence",
-                run.mode, run.rss_converged_mib
+                column(run),
+                run.rss_converged_mib
             ))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         let at = |t: f64| {
@@ -1048,13 +1709,17 @@ fn plot(report: &Report, path: &Path) -> anyhow::Result<()> {
         .y_desc("DataJobs converged")
         .draw()?;
     for run in &report.runs {
-        let c = color(&run.mode);
+        let c = color(run);
         chart
             .draw_series(LineSeries::new(
                 run.converged.iter().copied(),
                 c.stroke_width(2),
             ))?
-            .label(format!("{}: all after {:.1} s", run.mode, run.converge_s))
+            .label(format!(
+                "{}: all after {:.1} s",
+                column(run),
+                run.converge_s
+            ))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
     chart
@@ -1088,8 +1753,7 @@ async fn main() -> anyhow::Result<()> {
         .join(format!("policyhost-scale-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("policies"))?;
     std::fs::copy(fanout_guest()?, dir.join("policies/fanout.wasm"))?;
-    let sample =
-        serde_json::to_vec(&foreign::pod(0, "00000000-0000-4000-8000-000000000000"))?.len();
+    let sample = serde_json::to_vec(&foreign_pod(0, "00000000-0000-4000-8000-000000000000"))?.len();
     log(
         clock,
         format_args!(
@@ -1100,9 +1764,14 @@ async fn main() -> anyhow::Result<()> {
             dir.display()
         ),
     );
+    if args.servers.contains(&ServerKind::Real) {
+        xtask()?;
+    }
     let mut runs = Vec::new();
-    for mode in &args.modes {
-        runs.push(run_mode(&args, mode, &dir, clock).await?);
+    for &server in &args.servers {
+        for mode in &args.modes {
+            runs.push(run_mode(&args, server, mode, &dir, clock).await?);
+        }
     }
     let loads: Vec<f64> = runs
         .iter()

@@ -10,9 +10,11 @@
 //!   the operator on an embedded devcluster (or, with `--real`, the real
 //!   control plane) reconciling a sample DataJob.
 //! - `bench scale`: builds the guests and the release binaries, then runs the
-//!   operator-at-scale benchmark (devcluster and `policyhost run` as
-//!   processes, both cache modes) and the children-lookup benchmark; see
-//!   `docs/BENCHMARKS.md`.
+//!   operator-at-scale benchmark (devcluster, or with `--servers
+//!   devcluster,real` the real control plane too, and `policyhost run` as
+//!   processes, both cache modes) and the children-lookup benchmark;
+//!   `bench finalizer [--real]`: the finalizer benchmark on devcluster, then
+//!   on the real control plane; see `docs/BENCHMARKS.md`.
 //! - `cluster up|down|env`: the real Kubernetes control plane on loopback,
 //!   built from the Go modules in `tools/kube/` (see `cluster.rs`).
 //! - `static`: installs what is missing (the musl target, Debian's
@@ -23,6 +25,7 @@
 
 mod certs;
 mod cluster;
+mod hygiene;
 mod kube;
 
 use std::env;
@@ -79,8 +82,12 @@ fn print_help() {
          \x20             plane instead (ARGS go to `policyhost dev`)\n\
          bench scale [ARGS]\n\
          \x20             build guests and release binaries, run the operator at scale\n\
-         \x20             in both cache modes (ARGS go to tests/benches/scale.rs), then\n\
+         \x20             in both cache modes (ARGS go to tests/benches/scale.rs;\n\
+         \x20             --servers devcluster,real adds the real control plane), then\n\
          \x20             the children-lookup benchmark\n\
+         bench finalizer [--real]\n\
+         \x20             build guests, run the finalizer benchmark on devcluster and,\n\
+         \x20             with --real, again on the real control plane\n\
          cluster up|down|env [--dir DIR]\n\
          \x20             build the real control plane from tools/kube/ if needed and start it\n\
          \x20             on loopback (the last line of `up` is KUBECONFIG=<file>), stop it,\n\
@@ -92,14 +99,20 @@ fn print_help() {
     );
 }
 
-/// `bench scale`: the operator-at-scale benchmark, then the lookup benchmark.
+/// `bench scale`: the operator-at-scale benchmark, then the lookup benchmark;
+/// `bench finalizer [--real]`: the finalizer benchmark on each server.
 fn run_bench(args: &[String]) -> Result<(), String> {
-    let Some(("scale", extra)) = args
+    const USAGE: &str = "usage: cargo xtask bench scale [ARGS] | finalizer [--real]";
+    let (which, extra) = args
         .split_first()
         .map(|(first, rest)| (first.as_str(), rest))
-    else {
-        return Err("usage: cargo xtask bench scale [ARGS]".to_owned());
-    };
+        .ok_or(USAGE)?;
+    match (which, extra) {
+        ("scale", _) => {}
+        ("finalizer", []) => return bench_finalizer(false),
+        ("finalizer", [real]) if real == "--real" => return bench_finalizer(true),
+        _ => return Err(USAGE.to_owned()),
+    }
     prepare_guests()?;
     cargo(&[
         "build",
@@ -119,7 +132,18 @@ fn run_bench(args: &[String]) -> Result<(), String> {
         "--",
     ];
     scale.extend(extra.iter().map(String::as_str));
-    cargo(&scale)?;
+    // On the real control plane the benchmark applies deploy/ and issues
+    // the operator's token with kubectl: the pinned one if the machine's is
+    // too old.
+    let real = extra
+        .windows(2)
+        .any(|pair| pair[0] == "--servers" && pair[1].split(',').any(|s| s == "real"));
+    if real {
+        let path = path_with_kubectl(&kube::build()?);
+        cargo_with_env(&scale, &[("PATH", &path)])?;
+    } else {
+        cargo(&scale)?;
+    }
     cargo(&[
         "bench",
         "--package",
@@ -129,12 +153,42 @@ fn run_bench(args: &[String]) -> Result<(), String> {
     ])
 }
 
+/// The finalizer benchmark on devcluster and, when `real`, again on a real
+/// control plane of its own, stopped when it ends.
+fn bench_finalizer(real: bool) -> Result<(), String> {
+    prepare_guests()?;
+    let bench = [
+        "bench",
+        "--package",
+        "policyhost-tests",
+        "--bench",
+        "finalizer",
+    ];
+    cargo(&bench)?;
+    if !real {
+        return Ok(());
+    }
+    let cluster = cluster::Running::start(target_dir().join("kube").join("bench-cluster"))?;
+    println!("xtask: the finalizer benchmark again, on the real control plane");
+    let kubeconfig = cluster.kubeconfig.display().to_string();
+    let audit_log = cluster.audit_log.display().to_string();
+    cargo_with_env(
+        &bench,
+        &[
+            ("POLICYHOST_TEST_KUBECONFIG", kubeconfig.as_str()),
+            ("POLICYHOST_TEST_AUDIT_LOG", audit_log.as_str()),
+        ],
+    )
+}
+
 /// The end-to-end modules of `tests/all` that run a second time against the
 /// real control plane: every one whose subject is the operator on a cluster.
 /// The RBAC tests run first, alone and one at a time: the proof's operator
 /// is the one `deploy/` installs, which watches every namespace and would
 /// reconcile the other tests' DataJobs, and both tests publish policies in
-/// `deploy/`'s namespace.
+/// `deploy/`'s namespace. Last, devcluster's differential tests (ignored
+/// without a real server), which print how many answers they compared and
+/// how many differ.
 const REAL_SERVER_TESTS: &[&[&str]] = &[
     &["rbac::", "--test-threads=1"],
     &[
@@ -150,6 +204,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "operator::",
         "ownership::",
     ],
+    &["differential::", "--include-ignored", "--nocapture"],
 ];
 
 /// Builds the guests, the binaries and the real control plane, runs the
@@ -177,9 +232,25 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
         fs::remove_dir_all(&scratch)
             .map_err(|e| format!("cannot empty {}: {e}", scratch.display()))?;
     }
+    let watch = hygiene::Watch::start(&target_dir())?;
+    let outcome = test_passes(extra, &path, &watch);
+    watch.finish(outcome)
+}
+
+/// The passes of [`run_tests`], under `watch`: the first failing pass ends
+/// them, and the watch reports what they left behind either way.
+fn test_passes(extra: &[String], path: &str, watch: &hygiene::Watch) -> Result<(), String> {
+    let [tmpdir, kube_cache] = watch.env();
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
-    cargo_with_env(&args, &[("POLICYHOST_TEST_STATIC", "1"), ("PATH", &path)])?;
+    let dev = [
+        ("POLICYHOST_TEST_STATIC", "1"),
+        ("PATH", path),
+        tmpdir,
+        kube_cache,
+    ];
+    cargo_with_env(&args, &dev)?;
+    watch.after_pass("the devcluster pass", None);
 
     let cluster = cluster::Running::start(target_dir().join("kube").join("test-cluster"))?;
     println!("xtask: the end-to-end tests again, on the real control plane");
@@ -188,7 +259,9 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     let real = [
         ("POLICYHOST_TEST_KUBECONFIG", kubeconfig.as_str()),
         ("POLICYHOST_TEST_AUDIT_LOG", audit_log.as_str()),
-        ("PATH", path.as_str()),
+        ("PATH", path),
+        tmpdir,
+        kube_cache,
     ];
     if !extra.is_empty() {
         let mut args = vec!["test", "--workspace", "--test", "all"];
@@ -197,11 +270,12 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     }
     for modules in REAL_SERVER_TESTS {
         // `--workspace`, as above: the same feature resolution, so nothing is
-        // built again (devcluster's own `all` has none of these modules).
+        // built again (each filter names modules of one of the two `all`s).
         let mut args = vec!["test", "--workspace", "--test", "all", "--"];
         args.extend_from_slice(modules);
         cargo_with_env(&args, &real)?;
     }
+    watch.after_pass("the real control plane pass", Some(&kube::bin_dir()));
     Ok(())
 }
 
