@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
+use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::{Instant, sleep_until};
 
@@ -137,7 +138,12 @@ pub(crate) fn start(
                 EventKind::Modified => match (before, now) {
                     (true, true) => Some("MODIFIED"),
                     (false, true) => Some("ADDED"),
-                    (true, false) => Some("DELETED"),
+                    (true, false) => {
+                        // The last state the watcher saw match, at the event's
+                        // resourceVersion, as kube-apiserver's watch cache sends it.
+                        let prev = e.prev.as_deref().and_then(|p| at_rv(p, e.obj.meta.rv));
+                        return Some(view.event("DELETED", prev.as_deref().unwrap_or(&e.obj)));
+                    }
                     (false, false) => None,
                 },
             };
@@ -194,4 +200,11 @@ pub(crate) fn start(
         out.recv().await.map(|b| (Ok::<_, Infallible>(b), out))
     });
     Ok(Body::from_stream(stream))
+}
+
+/// `obj` with its resourceVersion set to `rv`.
+fn at_rv(obj: &Stored, rv: u64) -> Option<Arc<Stored>> {
+    let mut v = obj.value().ok()?;
+    v["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+    Stored::from_value(&v).ok()
 }

@@ -247,7 +247,7 @@ impl View {
             ),
             Output::Table => ("Table".to_owned(), "meta.k8s.io/v1".to_owned()),
         };
-        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        let mut meta = json!({"resourceVersion": rv.to_string()});
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }

@@ -423,17 +423,9 @@ impl Ctx<'_> {
             })?),
         };
         let send_initial = q.send_initial_events;
-        if send_initial == Some(true) && !q.allow_bookmarks {
-            return Err(ApiError::invalid(
-                "ListOptions",
-                "meta.k8s.io",
-                "",
-                vec![status::Cause {
-                    reason: "FieldValueForbidden",
-                    message: "Forbidden: sendInitialEvents is forbidden for watch unless the WatchBookmarks feature gate is enabled".into(),
-                    field: "allowWatchBookmarks".into(),
-                }],
-            ));
+        let causes = watch_option_causes(send_initial, q.rv_match);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", causes));
         }
         let start = match (send_initial, rv) {
             (Some(true), _) => watch::Start::InitialState,
@@ -455,7 +447,7 @@ impl Ctx<'_> {
                 namespace: self.target.namespace.clone(),
                 selectors: name_selector,
                 start,
-                initial_end_bookmark: send_initial == Some(true),
+                initial_end_bookmark: send_initial == Some(true) && q.allow_bookmarks,
                 bookmarks: q.allow_bookmarks,
                 timeout: q.timeout,
             },
@@ -700,6 +692,41 @@ impl Ctx<'_> {
             list_view.list(out, rv, None, None),
         ))
     }
+}
+
+/// What kube-apiserver finds wrong with a watch's `sendInitialEvents` and
+/// `resourceVersionMatch`: they come together, and the match can only be `NotOlderThan`.
+fn watch_option_causes(
+    send_initial: Option<bool>,
+    rv_match: Option<RvMatch>,
+) -> Vec<status::Cause> {
+    let forbidden = |message: &str| status::Cause {
+        reason: "FieldValueForbidden",
+        message: format!("Forbidden: {message}"),
+        field: "resourceVersionMatch".into(),
+    };
+    let rv_match = rv_match.filter(|m| *m != RvMatch::Unset);
+    let mut causes = Vec::new();
+    if send_initial.is_some() && rv_match != Some(RvMatch::NotOlderThan) {
+        causes.push(forbidden(
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if let Some(m) = rv_match {
+        if send_initial.is_none() {
+            causes.push(forbidden(
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if m == RvMatch::Exact {
+            causes.push(status::Cause {
+                reason: "FieldValueNotSupported",
+                message: "Unsupported value: \"Exact\": supported values: \"NotOlderThan\"".into(),
+                field: "resourceVersionMatch".into(),
+            });
+        }
+    }
+    causes
 }
 
 #[cfg(test)]

@@ -68,15 +68,24 @@ async fn objects_leaving_a_selector_are_deleted_for_the_watcher() {
         .unwrap()
         .boxed();
     let pp = PatchParams::default();
-    api.patch(
-        "a",
-        &pp,
-        &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}})),
-    )
-    .await
-    .unwrap();
+    let moved = api
+        .patch(
+            "a",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}, "data": {"k": "moved"}})),
+        )
+        .await
+        .unwrap();
+    // The last state that matched, at the resourceVersion of the change.
     match next_event(&mut s).await {
-        WatchEvent::Deleted(cm) => assert_eq!(cm.metadata.labels.unwrap()["app"], "y"),
+        WatchEvent::Deleted(cm) => {
+            assert_eq!(cm.metadata.labels.unwrap()["app"], "x");
+            assert_eq!(cm.data.unwrap()["k"], "v");
+            assert_eq!(
+                cm.metadata.resource_version,
+                moved.metadata.resource_version
+            );
+        }
         other => panic!("expected DELETED, got {other:?}"),
     }
     api.patch(
@@ -266,5 +275,46 @@ async fn shutdown_ends_open_watches_promptly() {
     assert!(
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "the port is closed"
+    );
+}
+
+#[tokio::test]
+async fn a_streaming_list_needs_not_older_than_but_not_bookmarks() {
+    let c = start().await;
+    c.cm("default", "a", json!({})).await;
+    let path = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1";
+    let get = |query: &str| {
+        let uri = format!("{path}&{query}");
+        let c = &c;
+        async move { c.raw("GET", &uri, "", json!(null)).await }
+    };
+    let (code, body) = get("sendInitialEvents=true").await;
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(code, 422);
+    assert_eq!(
+        status["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    );
+    assert_eq!(status["details"]["causes"].as_array().unwrap().len(), 1);
+    let (code, _) = get("resourceVersionMatch=NotOlderThan").await;
+    assert_eq!(code, 422, "a match needs sendInitialEvents");
+    // Without allowWatchBookmarks the initial events come, and no bookmark.
+    let (code, body) = get("sendInitialEvents=true&resourceVersionMatch=NotOlderThan").await;
+    assert_eq!(code, 200);
+    let types: Vec<String> = body
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].to_string())
+        .collect();
+    assert_eq!(types, ["\"ADDED\""]);
+    // With them, the closing bookmark has no creationTimestamp.
+    let (_, body) =
+        get("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+            .await;
+    let last: serde_json::Value = serde_json::from_str(body.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "BOOKMARK");
+    let meta = last["object"]["metadata"].as_object().unwrap();
+    assert_eq!(
+        meta.keys().collect::<Vec<_>>(),
+        ["annotations", "resourceVersion"]
     );
 }
