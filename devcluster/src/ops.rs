@@ -51,6 +51,9 @@ pub(crate) struct DeleteOptions {
     pub(crate) resource_version: Option<String>,
     /// `dryRun=All`.
     pub(crate) dry_run: bool,
+    /// The deprecated `orphanDependents: false` was sent, which alone makes a delete
+    /// that leaves the object in place a 202 Accepted.
+    pub(crate) cascade_requested: bool,
     /// `gracePeriodSeconds`: for Pods bound to a node, how long the kubelet has to stop
     /// them (default: the Pod's `terminationGracePeriodSeconds`); 0 deletes at once.
     pub(crate) grace_period: Option<i64>,
@@ -313,16 +316,17 @@ pub(crate) fn patched_body(
         ));
     }
     check_type(rt, version, &mut patched)?;
-    if str_at(&patched, &["metadata", "name"]) != Some(name) {
-        return Err(field_invalid(
-            rt,
-            name,
-            "metadata.name",
-            "FieldValueInvalid",
-            "Invalid value: field is immutable".into(),
-        ));
+    // As kube-apiserver checks a patched object: a name the patch removed is the URL's.
+    match str_at(&patched, &["metadata", "name"]) {
+        None | Some("") => {
+            md(&mut patched).insert("name".into(), Value::String(name.to_owned()));
+            Ok(patched)
+        }
+        Some(n) if n == name => Ok(patched),
+        Some(n) => Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
     }
-    Ok(patched)
 }
 
 impl Writer<'_> {
@@ -904,14 +908,17 @@ impl Writer<'_> {
         let old = txn
             .get(gr, &key)
             .ok_or_else(|| ApiError::not_found(gr, name))?;
+        // Delete preconditions fail as kube-apiserver's BeforeDelete words them, naming
+        // the kind rather than the resource.
+        let by_kind = GroupResource::new(&gr.group, &rt.kind);
         if let Some(uid) = &opts.uid
             && *uid != old.meta.uid
         {
             return Err(ApiError::conflict(
-                gr,
+                &by_kind,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                     old.meta.uid
                 ),
             ));
@@ -920,10 +927,10 @@ impl Writer<'_> {
             && rv.parse::<u64>().ok() != Some(old.meta.rv)
         {
             return Err(ApiError::conflict(
-                gr,
+                &by_kind,
                 name,
                 &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                     old.meta.rv
                 ),
             ));

@@ -623,6 +623,7 @@ impl Ctx<'_> {
                 .as_str()
                 .map(str::to_owned),
             dry_run,
+            cascade_requested: orphan == Some(false),
             grace_period: parsed["gracePeriodSeconds"].as_i64().or(q.grace_period),
         })
     }
@@ -640,7 +641,7 @@ impl Ctx<'_> {
                 status::success(&self.rt.gr, &obj.meta.name, &obj.meta.uid).to_string(),
             )),
             Deleted::Pending(obj) => {
-                let code = if opts.propagation == Some(Propagation::Foreground) {
+                let code = if opts.cascade_requested {
                     StatusCode::ACCEPTED
                 } else {
                     StatusCode::OK

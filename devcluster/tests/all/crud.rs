@@ -225,11 +225,17 @@ async fn delete_preconditions_are_checked() {
     };
     let e = api_error(api.delete("a", &dp).await.unwrap_err());
     assert_eq!(e.code, 409);
-    assert!(
-        e.message
-            .contains("Precondition failed: UID in precondition: wrong"),
-        "{}",
-        e.message
+    assert_eq!(
+        e.message,
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"a\": the UID in the precondition (wrong) does not match the UID in record ({}). The object might have been deleted and then recreated",
+            cm.metadata.uid.as_deref().unwrap()
+        )
+    );
+    let details = e.details.unwrap();
+    assert_eq!(
+        (details.name.as_str(), details.kind.as_str()),
+        ("a", "ConfigMap")
     );
     dp.preconditions = Some(kube::api::Preconditions {
         uid: cm.metadata.uid.clone(),
@@ -379,4 +385,25 @@ async fn empty_maps_of_built_in_kinds_are_left_out_and_owned_by_no_one() {
         .await
         .unwrap();
     assert_eq!(dj.data["spec"]["params"], json!({}));
+}
+
+#[tokio::test]
+async fn a_patch_that_renames_the_object_is_400_as_a_put_is() {
+    let c = start().await;
+    c.cm("default", "b", json!({})).await;
+    let e = api_error(
+        c.cms("default")
+            .patch(
+                "b",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"name": "other"}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "the name of the object (other) does not match the name on the URL (b)"
+    );
 }

@@ -197,3 +197,48 @@ async fn deleting_a_namespace_with_many_objects_finishes_promptly() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_foreground_delete_is_200_and_only_orphan_dependents_false_is_202() {
+    let c = start().await;
+    let (code, owner) = c
+        .raw_json(
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/a",
+            "application/json",
+            json!({"propagationPolicy": "Foreground"}),
+        )
+        .await;
+    assert_eq!(code, 404, "{owner}");
+    c.cm("default", "a", json!({})).await;
+    let (code, owner) = c
+        .raw_json(
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/a",
+            "application/json",
+            json!({"propagationPolicy": "Foreground"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        owner["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    let held = json!({"metadata": {"name": "b", "finalizers": ["example.com/hold"]}});
+    c.raw(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        held,
+    )
+    .await;
+    let (code, _) = c
+        .raw_json(
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/b",
+            "application/json",
+            json!({"orphanDependents": false}),
+        )
+        .await;
+    assert_eq!(code, 202);
+}
