@@ -118,6 +118,7 @@ pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], ctx: &Context) -
         }
         PatchType::Apply => {
             let config = apply::parse_body(body).map_err(apply_error)?;
+            check_apply_kind(&config, &current, ctx)?;
             let request = apply::Request {
                 manager: ctx.field_manager.as_deref().unwrap_or_default(),
                 api_version: &ctx.api_version,
@@ -128,6 +129,23 @@ pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], ctx: &Context) -
                 .map_err(apply_error)
         }
     }
+}
+
+/// An apply of another kind than the endpoint's is a 400 naming the kind sent, as
+/// kube-apiserver's decoder answers it (after the options, whose errors come first).
+fn check_apply_kind(config: &Value, current: &Value, ctx: &Context) -> Result<()> {
+    let kind = config["kind"].as_str().unwrap_or_default();
+    if kind.is_empty()
+        || kind == current["kind"].as_str().unwrap_or_default()
+        || ctx.field_manager.as_deref().is_none_or(str::is_empty)
+    {
+        return Ok(());
+    }
+    let api_version = config["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Err(ApiError::bad_request(format!(
+        "invalid object type: {group}/{version}, Kind={kind}"
+    )))
 }
 
 /// The status of a failed strategic merge patch.

@@ -417,3 +417,22 @@ async fn a_write_without_field_manager_or_user_agent_is_recorded_as_unknown() {
         .collect();
     assert_eq!(managers, [("unknown".to_owned(), "Update".to_owned())]);
 }
+
+#[tokio::test]
+async fn applying_another_kind_than_the_endpoints_is_400_invalid_object_type() {
+    let c = start().await;
+    let e = api_error(
+        c.cms("default")
+            .patch(
+                "settings",
+                &PatchParams::apply("alpha"),
+                &Patch::Apply(
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "settings"}}),
+                ),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(e.message, "invalid object type: /v1, Kind=Secret");
+}
