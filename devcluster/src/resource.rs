@@ -580,6 +580,12 @@ impl Registry {
         types.values().cloned().collect()
     }
 
+    /// Whether any type of API group `group` is served.
+    pub(crate) fn serves_group(&self, group: &str) -> bool {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types.keys().any(|gr| gr.group == group)
+    }
+
     /// Adds or replaces a custom type.
     pub(crate) fn register(&self, t: ResourceType) {
         let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());

@@ -12,8 +12,62 @@ pub enum Error {
     #[error("invalid field selector: {0}")]
     Field(String),
     /// The field selector names a field this resource cannot be selected by.
-    #[error("field label not supported: {0}")]
-    UnsupportedField(String),
+    #[error("{}", unsupported(.0, *.1))]
+    UnsupportedField(String, Wording),
+}
+
+/// How kube-apiserver words a field selector the resource does not support, which
+/// depends on where the resource's selectable fields are defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wording {
+    /// Only the generic `metadata.name` and `metadata.namespace` (most resources).
+    Generic,
+    /// A field label conversion of the API scheme (core kinds with selectable fields,
+    /// custom resources).
+    Conversion,
+    /// A kind whose registry names itself (Jobs).
+    Kind(&'static str),
+}
+
+fn unsupported(field: &str, wording: Wording) -> String {
+    match wording {
+        Wording::Generic => format!(
+            "{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ),
+        Wording::Conversion => format!("field label not supported: {field}"),
+        Wording::Kind(kind) => format!("field label {field:?} not supported for {kind}"),
+    }
+}
+
+/// The fields a resource can be selected by besides `metadata.name` and
+/// `metadata.namespace`, and how an unsupported one is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Selectable {
+    /// The extra fields.
+    pub(crate) fields: &'static [&'static str],
+    /// The wording of the 400 for any other.
+    pub(crate) wording: Wording,
+}
+
+impl Selectable {
+    /// Only the name and namespace.
+    pub(crate) const NAME_ONLY: Self = Self {
+        fields: &[],
+        wording: Wording::Generic,
+    };
+
+    /// The selectable fields of a resource, as kube-apiserver allows them.
+    pub(crate) fn of(group: &str, resource: &str, custom: bool) -> Self {
+        let fields = selectable_fields(group, resource);
+        let wording = match (group, resource) {
+            _ if custom => Wording::Conversion,
+            ("batch", "jobs") => Wording::Kind("Job"),
+            ("", "pods" | "namespaces" | "secrets" | "events" | "services" | "nodes")
+            | ("events.k8s.io", "events") => Wording::Conversion,
+            _ => Wording::Generic,
+        };
+        Self { fields, wording }
+    }
 }
 
 /// Results of selector parsing.
@@ -197,9 +251,8 @@ pub(crate) fn selectable_fields(group: &str, resource: &str) -> &'static [&'stat
 pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
-    /// Parses a field selector; `allowed` lists the fields beyond `metadata.name` and
-    /// `metadata.namespace` that the resource supports.
-    pub(crate) fn parse(s: &str, allowed: &[&str]) -> Result<Self> {
+    /// Parses a field selector on a resource whose fields are `allowed`.
+    pub(crate) fn parse(s: &str, allowed: &Selectable) -> Result<Self> {
         let mut reqs = Vec::new();
         for part in s.split(',') {
             let part = part.trim();
@@ -218,8 +271,9 @@ impl FieldSelector {
                 )));
             };
             let k = k.trim();
-            if !matches!(k, "metadata.name" | "metadata.namespace") && !allowed.contains(&k) {
-                return Err(Error::UnsupportedField(k.to_owned()));
+            if !matches!(k, "metadata.name" | "metadata.namespace") && !allowed.fields.contains(&k)
+            {
+                return Err(Error::UnsupportedField(k.to_owned(), allowed.wording));
             }
             reqs.push((k.to_owned(), eq, v.trim().to_owned()));
         }
@@ -338,8 +392,8 @@ mod tests {
         assert!(LabelSelector::parse("a in x").is_err());
         assert!(LabelSelector::parse("a=b c").is_err());
         assert_eq!(
-            FieldSelector::parse("spec.foo=1", &[]),
-            Err(Error::UnsupportedField("spec.foo".into()))
+            FieldSelector::parse("spec.foo=1", &Selectable::NAME_ONLY),
+            Err(Error::UnsupportedField("spec.foo".into(), Wording::Generic))
         );
     }
 
@@ -351,7 +405,7 @@ mod tests {
             fields: vec![("status.phase", "Running".into())],
             ..Meta::default()
         };
-        let pods = selectable_fields("", "pods");
+        let pods = &Selectable::of("", "pods", false);
         assert!(
             FieldSelector::parse("metadata.name=p,status.phase=Running", pods)
                 .unwrap()
@@ -363,10 +417,40 @@ mod tests {
                 .matches(&meta)
         );
         assert_eq!(
-            FieldSelector::parse("metadata.name=p", &[])
+            FieldSelector::parse("metadata.name=p", &Selectable::NAME_ONLY)
                 .unwrap()
                 .pinned_name(),
             Some("p")
+        );
+    }
+}
+
+#[cfg(test)]
+mod wording_tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_fields_are_worded_as_each_resource_words_them() {
+        let message = |group, resource, custom| {
+            FieldSelector::parse("data.k=x", &Selectable::of(group, resource, custom))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            message("", "configmaps", false),
+            "\"data.k\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        assert_eq!(
+            message("", "pods", false),
+            "field label not supported: data.k"
+        );
+        assert_eq!(
+            message("policyhost.dev", "datajobs", true),
+            "field label not supported: data.k"
+        );
+        assert_eq!(
+            message("batch", "jobs", false),
+            "field label \"data.k\" not supported for Job"
         );
     }
 }

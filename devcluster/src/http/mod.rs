@@ -50,6 +50,20 @@ pub(crate) fn json_response(code: StatusCode, body: impl Into<Body>) -> Response
     (code, [("content-type", "application/json")], body.into()).into_response()
 }
 
+/// What kube-apiserver's mux answers for a path no handler serves, such as one under an
+/// API group it does not have: plain text, not a `Status`.
+pub(crate) fn page_not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [
+            ("content-type", "text/plain; charset=utf-8"),
+            ("x-content-type-options", "nosniff"),
+        ],
+        "404 page not found\n",
+    )
+        .into_response()
+}
+
 fn json_value(v: &Value) -> Response {
     json_response(StatusCode::OK, v.to_string())
 }
@@ -117,10 +131,10 @@ fn non_resource(app: &App, path: &str, headers: &HeaderMap) -> Option<Response> 
                     || ApiError::path_not_found().into_response(),
                     |d| json_value(&d),
                 ),
-                ["apis", g] => discovery::group(reg, g).map_or_else(
-                    || ApiError::path_not_found().into_response(),
-                    |d| json_value(&d),
-                ),
+                ["apis", g] => {
+                    discovery::group(reg, g).map_or_else(page_not_found, |d| json_value(&d))
+                }
+                ["apis", g, _] if !reg.serves_group(g) => page_not_found(),
                 ["apis", g, v] => discovery::resources(reg, g, v).map_or_else(
                     || ApiError::path_not_found().into_response(),
                     |d| json_value(&d),

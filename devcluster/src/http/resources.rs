@@ -70,10 +70,17 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
     if target.resource.is_empty() {
         return Err(ApiError::method_not_allowed());
     }
-    let rt = app
+    let Some(rt) = app
         .registry
         .lookup(&target.group, &target.version, &target.resource)
-        .ok_or_else(ApiError::path_not_found)?;
+    else {
+        // A group the server does not have is the mux's 404; a resource or version it
+        // does not serve in a known group is a Status.
+        if !target.group.is_empty() && !app.registry.serves_group(&target.group) {
+            return Ok(super::page_not_found());
+        }
+        return Err(ApiError::path_not_found());
+    };
     let query = request::parse_query(req.uri().query())?;
     if !rt.namespaced && target.namespace.is_some() {
         return Err(ApiError::path_not_found());
@@ -275,8 +282,11 @@ impl Ctx<'_> {
     }
 
     fn selectors(&self) -> Result<Selectors> {
-        let allowed =
-            crate::selector::selectable_fields(&self.store_rt.gr.group, &self.store_rt.gr.resource);
+        let allowed = crate::selector::Selectable::of(
+            &self.store_rt.gr.group,
+            &self.store_rt.gr.resource,
+            self.rt.custom,
+        );
         let fields = if self.rt.stored_as.is_some() {
             crate::convert::event_field_selector(&self.query.field_selector)
         } else {
@@ -285,7 +295,7 @@ impl Ctx<'_> {
         Ok(Selectors {
             labels: LabelSelector::parse(&self.query.label_selector)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
-            fields: FieldSelector::parse(&fields, allowed)
+            fields: FieldSelector::parse(&fields, &allowed)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
         })
     }
@@ -436,8 +446,11 @@ impl Ctx<'_> {
         let mut name_selector = selectors;
         if let Some(name) = &self.target.name {
             // A watch on a single object is a field selector on its name.
-            name_selector.fields = FieldSelector::parse(&format!("metadata.name={name}"), &[])
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            name_selector.fields = FieldSelector::parse(
+                &format!("metadata.name={name}"),
+                &crate::selector::Selectable::NAME_ONLY,
+            )
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         let body = watch::start(
             self.app.store.clone(),

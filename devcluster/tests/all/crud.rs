@@ -407,3 +407,29 @@ async fn a_patch_that_renames_the_object_is_400_as_a_put_is() {
         "the name of the object (other) does not match the name on the URL (b)"
     );
 }
+
+#[tokio::test]
+async fn an_unknown_group_is_the_plain_404_of_the_mux_but_an_unknown_resource_a_status() {
+    let c = start().await;
+    for path in [
+        "/apis/nothing.example.com/v1/namespaces/default/things",
+        "/apis/nothing.example.com/v1",
+        "/apis/nothing.example.com",
+    ] {
+        let (code, body) = c.raw("GET", path, "", json!(null)).await;
+        assert_eq!(
+            (code, body.as_str()),
+            (404, "404 page not found\n"),
+            "{path}"
+        );
+    }
+    let (code, status) = c
+        .raw_json(
+            "GET",
+            "/apis/apps/v1/namespaces/default/things",
+            "",
+            json!(null),
+        )
+        .await;
+    assert_eq!((code, &status["reason"]), (404, &json!("NotFound")));
+}
