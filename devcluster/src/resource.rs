@@ -40,8 +40,11 @@ impl GroupResource {
 pub(crate) struct PrinterColumn {
     /// Column header.
     pub(crate) name: String,
-    /// OpenAPI type (`string`, `integer`, `date`, ...).
+    /// OpenAPI type (`string`, `integer`, `date`, ...); cells of `date` show an age.
     pub(crate) kind: String,
+    /// The type the Table declares: a custom resource's own, while built-in tables
+    /// declare their ages `string`.
+    pub(crate) declared: String,
     /// OpenAPI format.
     pub(crate) format: String,
     /// Description.
@@ -462,13 +465,23 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceType> {
             .map(|cols| {
                 cols.iter()
                     .filter_map(|c| {
+                        let kind = c["type"].as_str().unwrap_or("string").to_owned();
+                        let json_path = c["jsonPath"].as_str()?.to_owned();
+                        // kube-apiserver's description when the CRD gives none.
+                        let description = match c["description"].as_str() {
+                            Some(d) if !d.is_empty() => d.to_owned(),
+                            _ => format!(
+                                "Custom resource definition column (in JSONPath format): {json_path}"
+                            ),
+                        };
                         Some(PrinterColumn {
                             name: c["name"].as_str()?.to_owned(),
-                            kind: c["type"].as_str().unwrap_or("string").to_owned(),
+                            declared: kind.clone(),
+                            kind,
                             format: c["format"].as_str().unwrap_or_default().to_owned(),
-                            description: c["description"].as_str().unwrap_or_default().to_owned(),
+                            description,
                             priority: c["priority"].as_i64().unwrap_or(0),
-                            json_path: c["jsonPath"].as_str()?.to_owned(),
+                            json_path,
                         })
                     })
                     .collect()

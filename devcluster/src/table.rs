@@ -16,6 +16,7 @@ fn col(
     PrinterColumn {
         name: name.into(),
         kind: kind.into(),
+        declared: if kind == "date" { "string" } else { kind }.into(),
         format: format.into(),
         description: description.into(),
         priority,
@@ -29,7 +30,7 @@ pub(crate) fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         "Name",
         "string",
         "name",
-        "Name must be unique within a namespace.",
+        "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
         0,
         ".metadata.name",
     );
@@ -48,7 +49,12 @@ pub(crate) fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
             .map(|v| v.columns.clone())
             .unwrap_or_default();
         if extra.is_empty() {
-            cols.push(age);
+            // The column kube-apiserver gives a CRD without printer columns.
+            cols.push(PrinterColumn {
+                declared: "date".into(),
+                description: "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp".into(),
+                ..age
+            });
         } else {
             cols.extend(extra);
         }
@@ -283,7 +289,7 @@ pub(crate) fn definitions(cols: &[PrinterColumn]) -> Value {
         cols.iter()
             .map(|c| {
                 json!({
-                    "name": c.name, "type": if c.kind == "date" { "string" } else { c.kind.as_str() },
+                    "name": c.name, "type": c.declared,
                     "format": c.format, "description": c.description, "priority": c.priority,
                 })
             })

@@ -204,6 +204,21 @@ async fn table_output_has_printer_columns_for_custom_resources() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(cols, ["Name", "Policy", "Phase", "Age"]);
+    let age = &table["columnDefinitions"][3];
+    assert_eq!(
+        age["type"], "date",
+        "a custom resource's column keeps its type"
+    );
+    assert_eq!(
+        age["description"],
+        "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp"
+    );
+    assert!(
+        table["columnDefinitions"][0]["description"]
+            .as_str()
+            .unwrap()
+            .ends_with("More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names")
+    );
     assert_eq!(table["rows"][0]["cells"][0], "j1");
     assert_eq!(table["rows"][0]["cells"][1], "fanout");
     assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
