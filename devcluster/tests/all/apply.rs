@@ -436,3 +436,26 @@ async fn applying_another_kind_than_the_endpoints_is_400_invalid_object_type() {
     assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
     assert_eq!(e.message, "invalid object type: /v1, Kind=Secret");
 }
+
+#[tokio::test]
+async fn an_owner_reference_is_owned_whole() {
+    let c = start().await;
+    let owner = c.cm("default", "owner", json!({})).await;
+    let uid = owner.metadata.uid.unwrap();
+    let dep: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "dep", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid,
+        }]},
+    }))
+    .unwrap();
+    let dep = c
+        .cms("default")
+        .create(&PostParams::default(), &dep)
+        .await
+        .unwrap();
+    let (_, _, fields) = owners(&dep.metadata).remove(0);
+    assert_eq!(
+        fields["f:metadata"]["f:ownerReferences"],
+        json!({".": {}, format!("k:{{\"uid\":\"{uid}\"}}"): {}})
+    );
+}

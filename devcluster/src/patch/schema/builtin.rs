@@ -176,7 +176,8 @@ pub(super) fn metadata() -> Obj {
         .field("labels", map())
         .field("annotations", map())
         .field("finalizers", set(true))
-        .field("ownerReferences", keyed(&[("uid", None)], Node::Untyped))
+        // `OwnerReference` is `+structType=atomic`: each is owned whole.
+        .field("ownerReferences", keyed(&[("uid", None)], Node::Atomic))
         .field("managedFields", Node::Atomic)
 }
 
