@@ -10,7 +10,8 @@ use super::session::Exchange;
 /// Rewrites what differs between any two servers, or two runs: uids and
 /// generated names become `<uid 1>`, `<name 1>` … in order of appearance
 /// (so references to them still compare), resourceVersions `<rv>`,
-/// timestamps `<time>`, continue tokens `<continue>`, table ages `<age>`.
+/// timestamps `<time>`, continue tokens `<continue>`, table ages `<age>`;
+/// managedFields are put in an order that does not depend on time.
 /// One per scenario: the numbering spans its answers.
 #[derive(Default)]
 pub struct Normaliser {
@@ -91,6 +92,9 @@ impl Normaliser {
                 if map.get("kind").and_then(Value::as_str) == Some("Table") {
                     age_cells(map);
                 }
+                if let Some(Value::Array(entries)) = map.get_mut("managedFields") {
+                    in_timeless_order(entries);
+                }
             }
             Value::Array(items) => items.iter_mut().for_each(|v| self.rewrite(v)),
             Value::String(text) => *text = self.replace_names(text),
@@ -107,6 +111,17 @@ impl Normaliser {
         }
         text
     }
+}
+
+/// Both servers sort managedFields by operation, time (in seconds),
+/// manager, API version and subresource; with times normalised, two writes
+/// a second boundary apart would compare as a difference of order. Without
+/// the time, the order is the same on any server.
+fn in_timeless_order(entries: &mut [Value]) {
+    entries.sort_by_cached_key(|entry| {
+        ["operation", "manager", "apiVersion", "subresource"]
+            .map(|key| entry[key].as_str().unwrap_or_default().to_owned())
+    });
 }
 
 /// A Table's `Age` and date-typed cells become `<age>`.

@@ -88,6 +88,9 @@ const WORDING: &str = "decode and parse errors are worded by devcluster's own \
     parsers (serde_json, its selector parser, its continue tokens), not Go's; \
     code and reason agree";
 
+const ADMITTED: &str = "the Pod fields kube-apiserver's admission sets (priority, \
+    preemptionPolicy, default tolerations) are recorded in the request's managed fields";
+
 /// The differences devcluster keeps; devcluster's README lists the same
 /// under "Known differences from kube-apiserver".
 const KNOWN: &[Known] = &[
@@ -153,6 +156,45 @@ const KNOWN: &[Known] = &[
         "/metadata/managedFields/0/fieldsV1/f:spec/f:serviceAccountName",
         "the test control plane runs without ServiceAccount admission \
              (docs/testing.md); with it kube-apiserver sets `default`, as devcluster does",
+    ),
+    known_at(
+        "finalizers",
+        "events until it is gone",
+        "/2/object/metadata",
+        "when an update removes the last finalizer of an object being deleted, \
+         devcluster's DELETED event carries the updated object; kube-apiserver's the \
+         one stored before the update",
+    ),
+    known_at(
+        "pods",
+        "*",
+        "/metadata/generation",
+        "Pods have no metadata.generation",
+    ),
+    known_at(
+        "pods",
+        "*",
+        "/metadata/managedFields/*/fieldsV1/f:spec/f:priority",
+        ADMITTED,
+    ),
+    known_at(
+        "pods",
+        "*",
+        "/metadata/managedFields/*/fieldsV1/f:spec/f:preemptionPolicy",
+        ADMITTED,
+    ),
+    known_at(
+        "pods",
+        "*",
+        "/metadata/managedFields/*/fieldsV1/f:spec/f:tolerations",
+        ADMITTED,
+    ),
+    known_at(
+        "pods",
+        "delete at once",
+        "",
+        "a deleted Pod is answered with a Success Status; kube-apiserver returns the \
+         Pod",
     ),
     known_at(
         "kubectl",
