@@ -242,7 +242,6 @@ fn set_finalizers(v: &mut Value, f: &[String]) {
     }
 }
 
-/// The part of an object whose change bumps `generation`.
 /// Whether the parts of two objects whose change bumps `generation` (everything but
 /// metadata, and status when it is a subresource) are equal; compared in place, without
 /// copying the objects.
@@ -256,6 +255,19 @@ fn same_generation_view(rt: &ResourceType, a: &Value, b: &Value) -> bool {
         && a.iter()
             .filter(|(k, _)| !skip(k))
             .all(|(k, v)| b.get(k) == Some(v))
+}
+
+/// Raises `metadata.generation` of an object that keeps one: a spec change, or the
+/// start of its deletion (which controllers must notice as they notice a spec change).
+fn bump_generation(v: &mut Value) {
+    let m = md(v);
+    if let Some(g) = m
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|g| *g > 0)
+    {
+        m.insert("generation".into(), json!(g + 1));
+    }
 }
 
 /// What an update computes.
@@ -988,6 +1000,9 @@ impl Writer<'_> {
                 Value::String(clock::format_rfc3339(clock::now_unix() + grace)),
             );
             m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            if !old.meta.deleting {
+                bump_generation(&mut v);
+            }
             let stored = txn.put(gr, v).map_err(internal)?;
             txn.queue_gc(GcWork::Object(gr.clone(), key));
             return Ok(Deleted::Pending(stored));
@@ -1020,6 +1035,7 @@ impl Writer<'_> {
                 Value::String(clock::now_rfc3339()),
             );
             m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            bump_generation(&mut v);
             if is_namespace {
                 set_at(&mut v, &["status", "phase"], json!("Terminating"));
             }

@@ -166,7 +166,7 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["po"],
         status: true,
-        generation: false,
+        generation: true,
         all: true,
     },
     Builtin {

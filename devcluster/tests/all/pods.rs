@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use devcluster::{Config, PodSimulation};
 
-use crate::common::{eventually, start_with};
+use crate::common::{eventually, start, start_with};
 
 fn pod(name: &str, annotations: serde_json::Value) -> Pod {
     serde_json::from_value(json!({
@@ -143,4 +143,37 @@ async fn deleting_a_running_pod_is_graceful_and_the_kubelet_finishes_it() {
     };
     assert!(api.delete("now", &dp).await.unwrap().is_right());
     assert!(api.get_opt("now").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_pods_generation_counts_its_spec_changes_and_the_start_of_its_deletion() {
+    let c = start().await;
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let generation = |p: Pod| p.metadata.generation;
+    let mut p = pod("g", json!({}));
+    p.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let created = api.create(&PostParams::default(), &p).await.unwrap();
+    assert_eq!(generation(created), Some(1));
+    let pp = PatchParams::default();
+    let image = json!({"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}});
+    let patched = api.patch("g", &pp, &Patch::Strategic(image)).await.unwrap();
+    assert_eq!(generation(patched), Some(2), "a spec change");
+    let status = json!({"status": {"message": "x"}});
+    let patched = api
+        .patch_status("g", &pp, &Patch::Merge(status))
+        .await
+        .unwrap();
+    assert_eq!(generation(patched), Some(2), "a status change");
+    let label = json!({"metadata": {"labels": {"a": "b"}}});
+    let patched = api.patch("g", &pp, &Patch::Merge(label)).await.unwrap();
+    assert_eq!(generation(patched), Some(2), "a metadata change");
+    let deleting = api
+        .delete("g", &Default::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("held by its finalizer");
+    assert_eq!(generation(deleting), Some(3), "the start of its deletion");
+    let again = api.delete("g", &Default::default()).await.unwrap();
+    assert_eq!(again.left().and_then(generation), Some(3), "once");
 }

@@ -168,12 +168,6 @@ const KNOWN: &[Known] = &[
     known_at(
         "pods",
         "*",
-        "/metadata/generation",
-        "Pods have no metadata.generation",
-    ),
-    known_at(
-        "pods",
-        "*",
         "/metadata/managedFields/*/fieldsV1/f:spec/f:priority",
         ADMITTED,
     ),
