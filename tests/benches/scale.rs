@@ -377,8 +377,33 @@ struct ControlPlane {
     audit_log: PathBuf,
 }
 
+/// Pids of the etcd and kube-apiserver processes running on this machine.
+fn control_plane_pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| matches!(comm.trim(), "etcd" | "kube-apiserver"))
+        })
+        .collect()
+}
+
 impl ControlPlane {
+    /// Starts one in `dir`, once no other control plane runs on the
+    /// machine: a second one would take the cores and memory being measured.
     fn up(dir: PathBuf) -> anyhow::Result<Self> {
+        let mut waited = false;
+        while !control_plane_pids().is_empty() {
+            if !waited {
+                eprintln!("another control plane runs here; waiting until it stops");
+                waited = true;
+            }
+            std::thread::sleep(Duration::from_secs(5));
+        }
         let mut plane = Self {
             dir,
             kubeconfig: PathBuf::new(),
