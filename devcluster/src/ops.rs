@@ -257,14 +257,18 @@ fn same_generation_view(rt: &ResourceType, a: &Value, b: &Value) -> bool {
             .all(|(k, v)| b.get(k) == Some(v))
 }
 
-/// Raises `metadata.generation` of an object that keeps one: a spec change, or the
-/// start of its deletion (which controllers must notice as they notice a spec change).
-fn bump_generation(v: &mut Value) {
+/// Marks an object as deleting `at`, with `grace` seconds left; `first`, when its
+/// deletion starts, raises the generation of an object that keeps one, as a spec
+/// change does (controllers must notice it as they notice a spec change).
+fn mark_deleting(v: &mut Value, at: String, grace: i64, first: bool) {
     let m = md(v);
-    if let Some(g) = m
-        .get("generation")
-        .and_then(Value::as_i64)
-        .filter(|g| *g > 0)
+    m.insert("deletionTimestamp".into(), Value::String(at));
+    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    if first
+        && let Some(g) = m
+            .get("generation")
+            .and_then(Value::as_i64)
+            .filter(|g| *g > 0)
     {
         m.insert("generation".into(), json!(g + 1));
     }
@@ -976,8 +980,8 @@ impl Writer<'_> {
         }
         // Pods on a node terminate gracefully: the kubelet stops them, then deletes them
         // with a zero grace period.
-        let bound =
-            gr.group.is_empty() && gr.resource == "pods" && v["spec"]["nodeName"].is_string();
+        let is_pod = gr.group.is_empty() && gr.resource == "pods";
+        let bound = is_pod && v["spec"]["nodeName"].is_string();
         let grace = if bound {
             opts.grace_period
                 .or_else(|| v["spec"]["terminationGracePeriodSeconds"].as_i64())
@@ -994,15 +998,8 @@ impl Writer<'_> {
                 return Ok(Deleted::Pending(old));
             }
             set_finalizers(&mut v, &f);
-            let m = md(&mut v);
-            m.insert(
-                "deletionTimestamp".into(),
-                Value::String(clock::format_rfc3339(clock::now_unix() + grace)),
-            );
-            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
-            if !old.meta.deleting {
-                bump_generation(&mut v);
-            }
+            let at = clock::format_rfc3339(clock::now_unix() + grace);
+            mark_deleting(&mut v, at, grace, !old.meta.deleting);
             let stored = txn.put(gr, v).map_err(internal)?;
             txn.queue_gc(GcWork::Object(gr.clone(), key));
             return Ok(Deleted::Pending(stored));
@@ -1012,8 +1009,21 @@ impl Writer<'_> {
         }
         let ns_pending = is_namespace;
         if f.is_empty() && !ns_pending {
+            // Pods are deleted gracefully even with no grace left: kube-apiserver stores
+            // the Pod as deleting (a MODIFIED event), then removes it, so its last state
+            // says it was deleted.
+            if is_pod && !old.meta.deleting {
+                mark_deleting(&mut v, clock::now_rfc3339(), 0, true);
+            }
+            let marked = is_pod && v != old.value().map_err(internal)?;
             if opts.dry_run {
+                if marked {
+                    return Ok(Deleted::Now(Stored::from_value(&v).map_err(internal)?));
+                }
                 return Ok(Deleted::Now(old));
+            }
+            if marked {
+                txn.put(gr, v.clone()).map_err(internal)?;
             }
             let gone = txn.remove(gr, &key, v).map_err(internal)?;
             self.after_remove(txn, rt, &gone);
@@ -1029,13 +1039,7 @@ impl Writer<'_> {
         }
         set_finalizers(&mut v, &f);
         if !old.meta.deleting {
-            let m = md(&mut v);
-            m.insert(
-                "deletionTimestamp".into(),
-                Value::String(clock::now_rfc3339()),
-            );
-            m.insert("deletionGracePeriodSeconds".into(), json!(0));
-            bump_generation(&mut v);
+            mark_deleting(&mut v, clock::now_rfc3339(), 0, true);
             if is_namespace {
                 set_at(&mut v, &["status", "phase"], json!("Terminating"));
             }

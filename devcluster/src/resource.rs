@@ -90,6 +90,10 @@ pub(crate) struct ResourceType {
     pub(crate) categories: Vec<String>,
     /// Whether `metadata.generation` is kept (and bumped on spec changes).
     pub(crate) generation: bool,
+    /// Whether a delete that removes the object answers with its last state rather
+    /// than a Success Status (kube-apiserver's `ReturnDeletedObject`: Pods, Services
+    /// and ServiceAccounts).
+    pub(crate) return_deleted: bool,
     /// Whether this comes from a CRD.
     pub(crate) custom: bool,
     /// Another resource whose storage this one shares, converting on the way
@@ -143,6 +147,7 @@ struct Builtin {
     short: &'static [&'static str],
     status: bool,
     generation: bool,
+    return_deleted: bool,
     all: bool,
 }
 
@@ -156,6 +161,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["ns"],
         status: true,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -167,6 +173,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["po"],
         status: true,
         generation: true,
+        return_deleted: true,
         all: true,
     },
     Builtin {
@@ -178,6 +185,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["cm"],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -189,6 +197,7 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -200,6 +209,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["svc"],
         status: true,
         generation: false,
+        return_deleted: true,
         all: true,
     },
     Builtin {
@@ -211,6 +221,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -222,6 +233,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["sa"],
         status: false,
         generation: false,
+        return_deleted: true,
         all: false,
     },
     Builtin {
@@ -233,6 +245,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["no"],
         status: true,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -244,6 +257,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["deploy"],
         status: true,
         generation: true,
+        return_deleted: false,
         all: true,
     },
     Builtin {
@@ -255,6 +269,7 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         status: true,
         generation: true,
+        return_deleted: false,
         all: true,
     },
     Builtin {
@@ -266,6 +281,7 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -277,6 +293,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -288,6 +305,7 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -299,6 +317,7 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -310,6 +329,7 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -321,6 +341,7 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         status: false,
         generation: false,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -332,6 +353,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["pdb"],
         status: true,
         generation: true,
+        return_deleted: false,
         all: false,
     },
     Builtin {
@@ -343,6 +365,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["crd", "crds"],
         status: true,
         generation: true,
+        return_deleted: false,
         all: false,
     },
 ];
@@ -369,6 +392,7 @@ fn builtin_types() -> Vec<ResourceType> {
                 Vec::new()
             },
             generation: b.generation,
+            return_deleted: b.return_deleted,
             custom: false,
             stored_as: (b.group == "events.k8s.io").then(|| GroupResource::new("", "events")),
         })
@@ -517,6 +541,9 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceType> {
         short_names: strings(&spec["names"]["shortNames"]),
         categories: strings(&spec["names"]["categories"]),
         generation: true,
+        // Custom resources are answered with a Success Status, as kube-apiserver's
+        // custom resource registry does.
+        return_deleted: false,
         custom: true,
         stored_as: None,
     })

@@ -649,6 +649,7 @@ impl Ctx<'_> {
             w.delete(&mut txn, self.store_rt, self.ns(), self.name(), &opts)?
         };
         match outcome {
+            Deleted::Now(obj) if self.rt.return_deleted => self.respond(StatusCode::OK, &obj),
             Deleted::Now(obj) => Ok(json_response(
                 StatusCode::OK,
                 status::success(&self.rt.gr, &obj.meta.name, &obj.meta.uid).to_string(),

@@ -433,3 +433,65 @@ async fn an_unknown_group_is_the_plain_404_of_the_mux_but_an_unknown_resource_a_
         .await;
     assert_eq!((code, &status["reason"]), (404, &json!("NotFound")));
 }
+
+#[tokio::test]
+async fn a_delete_answers_with_the_object_for_pods_services_and_service_accounts_only() {
+    let c = start().await;
+    c.datajob_crd().await;
+    let json = "application/json";
+    let cases = [
+        (
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "a"}]}}),
+            Some("Pod"),
+        ),
+        (
+            "/api/v1/namespaces/default/services",
+            json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}}),
+            Some("Service"),
+        ),
+        (
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"metadata": {"name": "sa"}}),
+            Some("ServiceAccount"),
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "cm"}}),
+            None,
+        ),
+        (
+            "/apis/policyhost.dev/v1alpha1/namespaces/default/datajobs",
+            serde_json::to_value(datajob("dj", "p")).unwrap(),
+            None,
+        ),
+    ];
+    for (collection, body, kind) in cases {
+        let name = body["metadata"]["name"].as_str().unwrap().to_owned();
+        let (code, created) = c.raw_json("POST", collection, json, body).await;
+        assert_eq!(code, 201, "{created}");
+        let at = format!("{collection}/{name}");
+        let (code, deleted) = c.raw_json("DELETE", &at, json, json!(null)).await;
+        assert_eq!(code, 200, "{at}: {deleted}");
+        match kind {
+            Some(kind) => {
+                assert_eq!(deleted["kind"], kind, "{at}: {deleted}");
+                assert_eq!(deleted["metadata"]["uid"], created["metadata"]["uid"]);
+                // Only Pods are deleted gracefully, which marks them first.
+                let graceful = kind == "Pod";
+                let m = &deleted["metadata"];
+                assert_eq!(m["deletionTimestamp"].is_string(), graceful, "{deleted}");
+                assert_eq!(m["deletionGracePeriodSeconds"].is_i64(), graceful);
+                if graceful {
+                    assert_eq!(m["generation"], 2, "{deleted}");
+                }
+            }
+            None => {
+                assert_eq!(deleted["kind"], "Status", "{at}: {deleted}");
+                assert_eq!(deleted["status"], "Success", "{at}: {deleted}");
+            }
+        }
+        let (code, _) = c.raw_json("GET", &at, json, json!(null)).await;
+        assert_eq!(code, 404, "{at} is gone");
+    }
+}

@@ -141,7 +141,11 @@ async fn deleting_a_running_pod_is_graceful_and_the_kubelet_finishes_it() {
         grace_period_seconds: Some(0),
         ..Default::default()
     };
-    assert!(api.delete("now", &dp).await.unwrap().is_right());
+    let gone = api.delete("now", &dp).await.unwrap();
+    assert!(
+        gone.is_left(),
+        "a deleted Pod is answered with its last state"
+    );
     assert!(api.get_opt("now").await.unwrap().is_none());
 }
 

@@ -184,13 +184,6 @@ const KNOWN: &[Known] = &[
         ADMITTED,
     ),
     known_at(
-        "pods",
-        "delete at once",
-        "",
-        "a deleted Pod is answered with a Success Status; kube-apiserver returns the \
-         Pod",
-    ),
-    known_at(
         "kubectl",
         "apply -f list.yaml",
         "",
