@@ -40,8 +40,22 @@ pub(crate) fn pod(body: &mut Value) {
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "schedulerName", json!("default-scheduler"));
-    set_default(spec, "serviceAccountName", json!("default"));
     set_default(spec, "enableServiceLinks", json!(true));
+    for list in ["initContainers", "containers"] {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            cs.iter_mut().for_each(container_defaults);
+        }
+    }
+}
+
+/// What kube-apiserver's admission plugins set on a new Pod (ServiceAccount,
+/// Priority and DefaultTolerationSeconds). Admission runs after the writer's managed fields
+/// are recorded, so these fields belong to no manager.
+pub(crate) fn pod_admission(body: &mut Value) {
+    let Some(spec) = body.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    set_default(spec, "serviceAccountName", json!("default"));
     set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     set_default(spec, "priority", json!(0));
     set_default(
@@ -52,11 +66,6 @@ pub(crate) fn pod(body: &mut Value) {
             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
         ]),
     );
-    for list in ["initContainers", "containers"] {
-        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            cs.iter_mut().for_each(container_defaults);
-        }
-    }
 }
 
 /// A Service's defaults, with a cluster IP allocated from 10.96.0.0/16.
@@ -98,6 +107,7 @@ mod tests {
         let mut p = json!({"spec": {"containers": [{"name": "a", "image": "nginx"}, {"name": "b", "image": "x/y:1.2"}]}});
         pod(&mut p);
         assert_eq!(p["spec"]["restartPolicy"], "Always");
+        assert!(p["spec"].get("priority").is_none(), "set by admission");
         assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(
             p["spec"]["containers"][1]["imagePullPolicy"],
@@ -107,6 +117,15 @@ mod tests {
             p["spec"]["containers"][1]["terminationMessagePolicy"],
             "File"
         );
+    }
+
+    #[test]
+    fn admission_sets_priority_and_tolerations_it_was_not_given() {
+        let mut p = json!({"spec": {"priority": 5, "containers": []}});
+        pod_admission(&mut p);
+        assert_eq!(p["spec"]["priority"], 5);
+        assert_eq!(p["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+        assert_eq!(p["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
     }
 
     #[test]

@@ -345,6 +345,14 @@ pub(crate) fn patched_body(
     }
 }
 
+/// What kube-apiserver's admission plugins change on a new object: after its managed
+/// fields are recorded, so the fields they set belong to no manager.
+fn admit_create(rt: &ResourceType, body: &mut Value) {
+    if let ("", "pods") = (rt.gr.group.as_str(), rt.gr.resource.as_str()) {
+        crate::defaults::pod_admission(body);
+    }
+}
+
 impl Writer<'_> {
     /// Creates an object in namespace `ns` ("" for cluster-scoped types).
     pub(crate) fn create(
@@ -442,6 +450,7 @@ impl Writer<'_> {
             };
             apply::record_update(None, &mut body, &request, &rt.merge_schema(version));
         }
+        admit_create(rt, &mut body);
         Ok(body)
     }
 
@@ -482,7 +491,7 @@ impl Writer<'_> {
         Ok(stored)
     }
 
-    /// Type-specific defaults on create.
+    /// Type-specific defaults on create, which the writer's managed fields record.
     fn prepare_create(&self, rt: &ResourceType, body: &mut Value) -> Result<()> {
         match (rt.gr.group.as_str(), rt.gr.resource.as_str()) {
             ("", "pods") => {

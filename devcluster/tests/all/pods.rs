@@ -181,3 +181,38 @@ async fn a_pods_generation_counts_its_spec_changes_and_the_start_of_its_deletion
     let again = api.delete("g", &Default::default()).await.unwrap();
     assert_eq!(again.left().and_then(generation), Some(3), "once");
 }
+
+#[tokio::test]
+async fn the_fields_admission_sets_on_a_new_pod_belong_to_no_manager() {
+    let c = start().await;
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let pp = PostParams {
+        field_manager: Some("maker".into()),
+        ..PostParams::default()
+    };
+    let created = api.create(&pp, &pod("a", json!({}))).await.unwrap();
+    let spec = created.spec.unwrap();
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    assert_eq!(spec.priority, Some(0));
+    assert_eq!(
+        spec.preemption_policy.as_deref(),
+        Some("PreemptLowerPriority")
+    );
+    assert_eq!(spec.tolerations.map(|t| t.len()), Some(2));
+    let fields = created.metadata.managed_fields.unwrap();
+    let [entry] = fields.as_slice() else {
+        panic!("one manager: {fields:?}")
+    };
+    assert_eq!(entry.manager.as_deref(), Some("maker"));
+    let owned = &entry.fields_v1.as_ref().unwrap().0["f:spec"];
+    assert!(owned.get("f:restartPolicy").is_some(), "defaults are owned");
+    let admitted = [
+        "f:serviceAccountName",
+        "f:priority",
+        "f:preemptionPolicy",
+        "f:tolerations",
+    ];
+    for admitted in admitted {
+        assert!(owned.get(admitted).is_none(), "{admitted} in {owned}");
+    }
+}

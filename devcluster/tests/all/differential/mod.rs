@@ -88,9 +88,6 @@ const WORDING: &str = "decode and parse errors are worded by devcluster's own \
     parsers (serde_json, its selector parser, its continue tokens), not Go's; \
     code and reason agree";
 
-const ADMITTED: &str = "the Pod fields kube-apiserver's admission sets (priority, \
-    preemptionPolicy, default tolerations) are recorded in the request's managed fields";
-
 /// The differences devcluster keeps; devcluster's README lists the same
 /// under "Known differences from kube-apiserver".
 const KNOWN: &[Known] = &[
@@ -164,24 +161,6 @@ const KNOWN: &[Known] = &[
         "when an update removes the last finalizer of an object being deleted, \
          devcluster's DELETED event carries the updated object; kube-apiserver's the \
          one stored before the update",
-    ),
-    known_at(
-        "pods",
-        "*",
-        "/metadata/managedFields/*/fieldsV1/f:spec/f:priority",
-        ADMITTED,
-    ),
-    known_at(
-        "pods",
-        "*",
-        "/metadata/managedFields/*/fieldsV1/f:spec/f:preemptionPolicy",
-        ADMITTED,
-    ),
-    known_at(
-        "pods",
-        "*",
-        "/metadata/managedFields/*/fieldsV1/f:spec/f:tolerations",
-        ADMITTED,
     ),
     known_at(
         "kubectl",
