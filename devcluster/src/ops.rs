@@ -828,9 +828,18 @@ impl Writer<'_> {
             .unwrap_or(0)
             > 0;
         if old.meta.deleting && new_f.is_empty() && !in_grace {
-            let gone = txn.remove(gr, &key, result).map_err(internal)?;
+            // kube-apiserver removes the object as it was stored before this update: the
+            // DELETED event carries that state, finalizers and all. The update is
+            // answered with its own result, at the delete's resourceVersion.
+            let gone = txn.remove(gr, &key, old.value().map_err(internal)?);
+            let gone = gone.map_err(internal)?;
             self.after_remove(txn, rt, &gone);
-            return Ok(gone);
+            let mut answer = result;
+            md(&mut answer).insert(
+                "resourceVersion".into(),
+                Value::String(gone.meta.rv.to_string()),
+            );
+            return Stored::from_value(&answer).map_err(internal);
         }
         let stored = txn.put(gr, result).map_err(internal)?;
         if stored.meta.deleting || old.meta.owners != stored.meta.owners {

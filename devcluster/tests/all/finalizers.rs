@@ -2,8 +2,10 @@
 //! the rule that no finalizer is added once deletion started.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use kube::api::{DeleteParams, Patch, PatchParams};
+use futures::StreamExt;
+use kube::api::{DeleteParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event, finalizer};
 use serde_json::json;
@@ -131,4 +133,40 @@ async fn no_finalizer_can_be_added_to_an_object_being_deleted() {
     .await
     .unwrap();
     assert_eq!(api_error(api.get("a").await.unwrap_err()).code, 404);
+}
+
+#[tokio::test]
+async fn removing_the_last_finalizer_deletes_the_object_as_it_was_stored_before() {
+    let c = start().await;
+    let api = c.cms("default");
+    c.cm("default", "a", json!({})).await;
+    let pp = PatchParams::default();
+    let hold = json!({"metadata": {"finalizers": ["x/hold"]}});
+    api.patch("a", &pp, &Patch::Merge(hold)).await.unwrap();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("a").await.unwrap();
+    let rv = deleting.metadata.resource_version.clone().unwrap();
+    let mut events = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let release = json!({"metadata": {"finalizers": null, "labels": {"done": "yes"}}});
+    let answer = api.patch("a", &pp, &Patch::Merge(release)).await.unwrap();
+    assert_eq!(answer.metadata.finalizers, None, "the update's own result");
+    assert_eq!(answer.metadata.labels.unwrap()["done"], "yes");
+    let event = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("an event in time")
+        .expect("stream open")
+        .expect("no stream error");
+    let WatchEvent::Deleted(last) = event else {
+        panic!("expected DELETED, got {event:?}")
+    };
+    assert_eq!(last.metadata.finalizers, Some(vec!["x/hold".to_owned()]));
+    assert_eq!(last.metadata.labels, deleting.metadata.labels);
+    assert_eq!(
+        last.metadata.resource_version, answer.metadata.resource_version,
+        "both at the delete's resourceVersion"
+    );
 }

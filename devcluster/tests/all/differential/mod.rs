@@ -155,14 +155,6 @@ const KNOWN: &[Known] = &[
              (docs/testing.md); with it kube-apiserver sets `default`, as devcluster does",
     ),
     known_at(
-        "finalizers",
-        "events until it is gone",
-        "/2/object/metadata",
-        "when an update removes the last finalizer of an object being deleted, \
-         devcluster's DELETED event carries the updated object; kube-apiserver's the \
-         one stored before the update",
-    ),
-    known_at(
         "kubectl",
         "apply -f list.yaml",
         "",
