@@ -32,8 +32,9 @@ const USAGE: &str = "usage: cargo xtask cluster up|down|env [--dir DIR]";
 pub fn command(args: &[String]) -> Result<(), String> {
     let dir = match args.get(1..) {
         // Absolute: the kubeconfig names the certificates by path.
-        Some([flag, dir]) if flag == "--dir" => std::path::absolute(dir)
-            .map_err(|e| format!("{dir}: {e}"))?,
+        Some([flag, dir]) if flag == "--dir" => {
+            std::path::absolute(dir).map_err(|e| format!("{dir}: {e}"))?
+        }
         Some([]) | None => state_dir(),
         Some(_) => return Err(USAGE.to_owned()),
     };

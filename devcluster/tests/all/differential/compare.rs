@@ -192,11 +192,14 @@ pub struct Report {
     /// Status codes and leaf values compared.
     pub fields: usize,
     pub differences: Vec<Difference>,
+    /// The scenarios compared.
+    pub scenarios: Vec<String>,
 }
 
 impl Report {
     /// Compares one scenario's answers from the two servers, in order.
     pub fn add(&mut self, scenario: &str, devcluster: &[Exchange], real: &[Exchange]) {
+        self.scenarios.push(scenario.to_owned());
         assert_eq!(
             labels(devcluster),
             labels(real),
