@@ -363,8 +363,7 @@ fn poll_kubectl(
 ) -> Result<(), String> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
-        let out = Command::new(kube::program("kubectl"))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        let out = admin_kubectl(kubeconfig)
             .args(args)
             .output()
             .map_err(|e| format!("cannot run kubectl: {e}"))?;
@@ -390,12 +389,21 @@ fn poll_kubectl(
     }
 }
 
+/// The built kubectl as the admin, its discovery cache in the state
+/// directory (which `down` removes), not in `~/.kube/cache`.
+fn admin_kubectl(kubeconfig: &Path) -> Command {
+    let mut command = Command::new(kube::program("kubectl"));
+    command.arg(format!("--kubeconfig={}", kubeconfig.display()));
+    if let Some(dir) = kubeconfig.parent() {
+        command.arg(format!("--cache-dir={}", dir.join("kube-cache").display()));
+    }
+    command
+}
+
 /// `kubectl --kubeconfig <admin> <args> [file]` with the built kubectl.
 fn kubectl(kubeconfig: &Path, args: &[&str], file: &Path) -> Result<(), String> {
-    let mut command = Command::new(kube::program("kubectl"));
-    command
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .args(args);
+    let mut command = admin_kubectl(kubeconfig);
+    command.args(args);
     if !file.as_os_str().is_empty() {
         command.arg(file);
     }
