@@ -81,6 +81,18 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Installs the DataJob CRD and creates DataJob `name` (policy `fanout`)
+    /// in `default`.
+    pub async fn datajob_created(&self, name: &str) {
+        let ar = self.datajob_crd().await;
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), "default", &ar);
+        api.create(&PostParams::default(), &datajob(name, "fanout"))
+            .await
+            .expect("datajob created");
+    }
+}
+
 /// The CRD resource itself.
 pub fn crd_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -201,24 +201,18 @@ async fn deleting_a_namespace_with_many_objects_finishes_promptly() {
 #[tokio::test]
 async fn a_foreground_delete_is_200_and_only_orphan_dependents_false_is_202() {
     let c = start().await;
-    let (code, owner) = c
-        .raw_json(
+    let delete_a = || {
+        c.raw_json(
             "DELETE",
             "/api/v1/namespaces/default/configmaps/a",
             "application/json",
             json!({"propagationPolicy": "Foreground"}),
         )
-        .await;
+    };
+    let (code, owner) = delete_a().await;
     assert_eq!(code, 404, "{owner}");
     c.cm("default", "a", json!({})).await;
-    let (code, owner) = c
-        .raw_json(
-            "DELETE",
-            "/api/v1/namespaces/default/configmaps/a",
-            "application/json",
-            json!({"propagationPolicy": "Foreground"}),
-        )
-        .await;
+    let (code, owner) = delete_a().await;
     assert_eq!(code, 200);
     assert_eq!(
         owner["metadata"]["finalizers"],

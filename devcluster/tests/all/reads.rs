@@ -180,14 +180,7 @@ async fn metadata_only_lists_return_partial_object_metadata() {
 #[tokio::test]
 async fn table_output_has_printer_columns_for_custom_resources() {
     let c = start().await;
-    let ar = c.datajob_crd().await;
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
-    api.create(
-        &PostParams::default(),
-        &crate::common::datajob("j1", "fanout"),
-    )
-    .await
-    .unwrap();
+    c.datajob_created("j1").await;
     let req = axum::http::Request::get("/apis/policyhost.dev/v1alpha1/namespaces/default/datajobs")
         .header(
             "accept",
@@ -337,14 +330,7 @@ async fn list_items_of_built_in_kinds_have_no_type_but_custom_resources_keep_the
     assert_eq!(item["data"], json!({"k": "v"}));
     assert!(item["metadata"]["managedFields"].is_array());
 
-    let ar = c.datajob_crd().await;
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
-    api.create(
-        &PostParams::default(),
-        &crate::common::datajob("j1", "fanout"),
-    )
-    .await
-    .unwrap();
+    c.datajob_created("j1").await;
     let (_, list) = c
         .raw_json(
             "GET",
