@@ -279,20 +279,25 @@ fn test_passes(extra: &[String], path: &str, watch: &hygiene::Watch) -> Result<(
     Ok(())
 }
 
+/// The policies the demo publishes: the example's, not the test guests.
+const DEMO_POLICIES: &[&str] = &["fanout"];
+
 /// Builds the guests and runs the main job: the operator on the embedded
 /// devcluster reconciling the sample DataJob until it finishes.
+///
+/// stdout shows the steps, the kubectl line and the result; the operator's
+/// log goes to a file the demo names (its tail is printed if the demo fails).
 fn run_demo(extra: &[String]) -> Result<(), String> {
     prepare_guests()?;
+    cargo(&["build", "--quiet", "--package", "policyhost", "--bin", "policyhost"])?;
     let root = workspace_root();
+    let demo = target_dir().join("demo");
+    let policies = demo.join("policies");
+    publish_only(&policies, DEMO_POLICIES)?;
     let mut args = vec![
-        "run".to_owned(),
-        "--quiet".to_owned(),
-        "--package".to_owned(),
-        "policyhost".to_owned(),
-        "--".to_owned(),
         "dev".to_owned(),
         "--policy-dir".to_owned(),
-        guest_dir().display().to_string(),
+        policies.display().to_string(),
         "--kubeconfig".to_owned(),
         target_dir()
             .join("devcluster.kubeconfig")
@@ -322,10 +327,48 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
             .filter(|arg| !matches!(arg.as_str(), "--keep-running" | "--real"))
             .cloned(),
     );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let outcome = cargo(&args);
+    let log_path = demo.join("operator.log");
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    println!("xtask: the operator's log goes to {}", log_path.display());
+    let outcome = run(Command::new(target_dir().join("debug").join("policyhost"))
+        .args(&args)
+        .stderr(log)
+        .current_dir(&root));
     drop(cluster);
+    if outcome.is_err() {
+        print_tail(&log_path, 30);
+    }
     outcome
+}
+
+/// `dir` holding exactly the components of `names` from the guest build,
+/// as links: `cargo xtask guests` in another terminal still hot-swaps them.
+fn publish_only(dir: &Path, names: &[&str]) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for name in names {
+        let file = format!("{name}.wasm");
+        let from = guest_dir().join(&file);
+        if !from.is_file() {
+            return Err(format!("{} is missing after the guest build", from.display()));
+        }
+        std::os::unix::fs::symlink(&from, dir.join(&file))
+            .map_err(|e| format!("cannot link {}: {e}", from.display()))?;
+    }
+    Ok(())
+}
+
+/// The last `lines` lines of a log, after a failure.
+fn print_tail(path: &Path, lines: usize) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    let all: Vec<&str> = text.lines().collect();
+    eprintln!("xtask: the last lines of {}:", path.display());
+    for line in &all[all.len().saturating_sub(lines)..] {
+        eprintln!("  {line}");
+    }
 }
 
 /// Installs the guest target if needed and builds every policy crate.
