@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::runtime::CallReport;
 
@@ -143,169 +143,139 @@ pub struct Metrics {
     pub events_dropped_total: Family<PolicyLabel, Counter>,
 }
 
+/// Registers a metric and hands it back, so each metric of [`Metrics`] is
+/// declared in one expression: its field, name, help and kind together.
+trait Register {
+    fn add<M: Metric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M;
+}
+
+impl Register for Registry {
+    fn add<M: Metric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        // The metric is a handle to shared atomics: the clone registered
+        // and the one returned count together.
+        self.register(name, help, metric.clone());
+        metric
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("policyhost");
-        let reconcile_total = Family::<PolicyResult, Counter>::default();
-        registry.register(
-            "reconcile",
-            "Reconciles of DataJobs by policy and result",
-            reconcile_total.clone(),
-        );
-        let reconcile_duration: HistogramFamily<PolicyLabel> =
-            Family::new_with_constructor(seconds_histogram);
-        registry.register(
-            "reconcile_duration_seconds",
-            "Time of one reconcile, from leaving the queue to its last write",
-            reconcile_duration.clone(),
-        );
-        let guest_fuel: HistogramFamily<PolicyLabel> = Family::new_with_constructor(fuel_histogram);
-        registry.register(
-            "guest_fuel_consumed",
-            "Fuel consumed by one guest call",
-            guest_fuel.clone(),
-        );
-        let guest_faults_total = Family::<GuestFault, Counter>::default();
-        registry.register(
-            "guest_faults",
-            "Guest faults by policy and kind",
-            guest_faults_total.clone(),
-        );
-        let guest_log_dropped_total = Family::<LogDropped, Counter>::default();
-        registry.register(
-            "guest_log_records_dropped",
-            "Guest log records (log(), stdout and stderr lines) not sent to the host's log, by policy and cap (call, policy)",
-            guest_log_dropped_total.clone(),
-        );
-        let guest_threads_replaced_total = Family::<PolicyLabel, Counter>::default();
-        registry.register(
-            "guest_threads_replaced",
-            "Guest-call threads abandoned and replaced because a call held one past its deadline",
-            guest_threads_replaced_total.clone(),
-        );
-        let queue_depth = Gauge::default();
-        registry.register(
-            "queue_depth",
-            "DataJobs ready in the work queue",
-            queue_depth.clone(),
-        );
-        let queue_delayed = Gauge::default();
-        registry.register(
-            "queue_delayed",
-            "DataJobs waiting in the work queue for a requeue or a backoff",
-            queue_delayed.clone(),
-        );
-        let work_duration = seconds_histogram();
-        registry.register(
-            "queue_work_duration_seconds",
-            "Time a worker spends on one DataJob",
-            work_duration.clone(),
-        );
-        let cleanup_total = Family::<PolicyResult, Counter>::default();
-        registry.register(
-            "cleanup",
-            "Cleanup calls of deleted DataJobs by policy and result (done, retry, or the failure's reason)",
-            cleanup_total.clone(),
-        );
-        let cleanup_duration: HistogramFamily<PolicyLabel> =
-            Family::new_with_constructor(seconds_histogram);
-        registry.register(
-            "cleanup_duration_seconds",
-            "Time of one cleanup call",
-            cleanup_duration.clone(),
-        );
-        let pending_finalizers = Family::<PendingLabels, Gauge>::default();
-        registry.register(
-            "pending_finalizers",
-            "DataJobs Terminating whose finalizer is not released yet, by policy and state \
-             (cleaning, failing, blocked, policy-unavailable)",
-            pending_finalizers.clone(),
-        );
-        let pending_oldest = Family::<PolicyLabel, Gauge<f64, AtomicU64>>::default();
-        registry.register(
-            "pending_finalizer_oldest_seconds",
-            "Seconds since deletion of the oldest DataJob of a policy whose finalizer is not released yet (0: none)",
-            pending_oldest.clone(),
-        );
-        let force_releases_total = Family::<PolicyLabel, Counter>::default();
-        registry.register(
-            "force_releases",
-            "Finalizers released without a successful cleanup by the force-release annotation",
-            force_releases_total.clone(),
-        );
-        let finalizer_conflicts = Counter::default();
-        registry.register(
-            "finalizer_conflicts",
-            "Finalizer patches refused for a conflict or a failed precondition, then retried",
-            finalizer_conflicts.clone(),
-        );
-        let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease and reconciles, 0 while it follows",
-            leader.clone(),
-        );
-        let fenced_writes = Counter::default();
-        registry.register(
-            "fenced_writes",
-            "API writes refused before sending because this replica did not hold the leader Lease",
-            fenced_writes.clone(),
-        );
-        let policy_info = Family::<PolicyDigest, Gauge>::default();
-        registry.register(
-            "policy_info",
-            "1 for the version (component digest) of each policy in service",
-            policy_info.clone(),
-        );
-        let policy_load_errors_total = Family::<PolicyReason, Counter>::default();
-        registry.register(
-            "policy_load_errors",
-            "Policy versions rejected, by policy and reason",
-            policy_load_errors_total.clone(),
-        );
-        let policy_load_duration: HistogramFamily<PolicyLabel> =
-            Family::new_with_constructor(seconds_histogram);
-        registry.register(
-            "policy_load_duration_seconds",
-            "Time to load a policy version: decode, compile or cache hit, validate, trial instance",
-            policy_load_duration.clone(),
-        );
-        let reconcile_latency = latency_histogram();
-        registry.register(
-            "reconcile_latency_seconds",
-            "Time from a DataJob's enqueue to the last write of its reconcile",
-            reconcile_latency.clone(),
-        );
-        let events_dropped_total = Family::<PolicyLabel, Counter>::default();
-        registry.register(
-            "events_dropped",
-            "Events not recorded on DataJobs of a policy: over the per-result cap or the per-DataJob rate",
-            events_dropped_total.clone(),
-        );
+        // Fields are evaluated in the order written, which is the order
+        // `/metrics` lists them in.
         Self {
+            reconcile_total: registry.add(
+                "reconcile",
+                "Reconciles of DataJobs by policy and result",
+                Family::default(),
+            ),
+            reconcile_duration: registry.add(
+                "reconcile_duration_seconds",
+                "Time of one reconcile, from leaving the queue to its last write",
+                Family::new_with_constructor(seconds_histogram),
+            ),
+            guest_fuel: registry.add(
+                "guest_fuel_consumed",
+                "Fuel consumed by one guest call",
+                Family::new_with_constructor(fuel_histogram),
+            ),
+            guest_faults_total: registry.add(
+                "guest_faults",
+                "Guest faults by policy and kind",
+                Family::default(),
+            ),
+            guest_log_dropped_total: registry.add(
+                "guest_log_records_dropped",
+                "Guest log records (log(), stdout and stderr lines) not sent to the host's log, by policy and cap (call, policy)",
+                Family::default(),
+            ),
+            guest_threads_replaced_total: registry.add(
+                "guest_threads_replaced",
+                "Guest-call threads abandoned and replaced because a call held one past its deadline",
+                Family::default(),
+            ),
+            queue_depth: registry.add(
+                "queue_depth",
+                "DataJobs ready in the work queue",
+                Gauge::default(),
+            ),
+            queue_delayed: registry.add(
+                "queue_delayed",
+                "DataJobs waiting in the work queue for a requeue or a backoff",
+                Gauge::default(),
+            ),
+            work_duration: registry.add(
+                "queue_work_duration_seconds",
+                "Time a worker spends on one DataJob",
+                seconds_histogram(),
+            ),
+            cleanup_total: registry.add(
+                "cleanup",
+                "Cleanup calls of deleted DataJobs by policy and result (done, retry, or the failure's reason)",
+                Family::default(),
+            ),
+            cleanup_duration: registry.add(
+                "cleanup_duration_seconds",
+                "Time of one cleanup call",
+                Family::new_with_constructor(seconds_histogram),
+            ),
+            pending_finalizers: registry.add(
+                "pending_finalizers",
+                "DataJobs Terminating whose finalizer is not released yet, by policy and state \
+                 (cleaning, failing, blocked, policy-unavailable)",
+                Family::default(),
+            ),
+            pending_oldest: registry.add(
+                "pending_finalizer_oldest_seconds",
+                "Seconds since deletion of the oldest DataJob of a policy whose finalizer is not released yet (0: none)",
+                Family::default(),
+            ),
+            force_releases_total: registry.add(
+                "force_releases",
+                "Finalizers released without a successful cleanup by the force-release annotation",
+                Family::default(),
+            ),
+            finalizer_conflicts: registry.add(
+                "finalizer_conflicts",
+                "Finalizer patches refused for a conflict or a failed precondition, then retried",
+                Counter::default(),
+            ),
+            leader: registry.add(
+                "leader",
+                "1 while this replica holds the leader Lease and reconciles, 0 while it follows",
+                Gauge::default(),
+            ),
+            fenced_writes: registry.add(
+                "fenced_writes",
+                "API writes refused before sending because this replica did not hold the leader Lease",
+                Counter::default(),
+            ),
+            policy_info: registry.add(
+                "policy_info",
+                "1 for the version (component digest) of each policy in service",
+                Family::default(),
+            ),
+            policy_load_errors_total: registry.add(
+                "policy_load_errors",
+                "Policy versions rejected, by policy and reason",
+                Family::default(),
+            ),
+            policy_load_duration: registry.add(
+                "policy_load_duration_seconds",
+                "Time to load a policy version: decode, compile or cache hit, validate, trial instance",
+                Family::new_with_constructor(seconds_histogram),
+            ),
+            reconcile_latency: registry.add(
+                "reconcile_latency_seconds",
+                "Time from a DataJob's enqueue to the last write of its reconcile",
+                latency_histogram(),
+            ),
+            events_dropped_total: registry.add(
+                "events_dropped",
+                "Events not recorded on DataJobs of a policy: over the per-result cap or the per-DataJob rate",
+                Family::default(),
+            ),
             registry,
-            events_dropped_total,
-            reconcile_total,
-            reconcile_duration,
-            guest_fuel,
-            guest_faults_total,
-            guest_log_dropped_total,
-            guest_threads_replaced_total,
-            queue_depth,
-            queue_delayed,
-            work_duration,
-            cleanup_total,
-            cleanup_duration,
-            pending_finalizers,
-            force_releases_total,
-            pending_oldest,
-            finalizer_conflicts,
-            leader,
-            fenced_writes,
-            policy_info,
-            policy_load_errors_total,
-            policy_load_duration,
-            reconcile_latency,
         }
     }
 }
@@ -559,5 +529,127 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    /// A metric left out of the registry would still count, but never
+    /// show on `/metrics`: every field gets a sample here, and every one
+    /// must be rendered, under its name and kind, in declaration order.
+    #[test]
+    fn every_metric_is_registered_and_rendered_in_order() {
+        let metrics = Metrics::default();
+        // Naming each field: a metric added to the struct does not compile
+        // here until it gets a sample and a line below.
+        let Metrics {
+            registry: _,
+            reconcile_total,
+            reconcile_duration,
+            guest_fuel,
+            guest_faults_total,
+            guest_log_dropped_total,
+            guest_threads_replaced_total,
+            queue_depth,
+            queue_delayed,
+            work_duration,
+            cleanup_total,
+            cleanup_duration,
+            pending_finalizers,
+            force_releases_total,
+            pending_oldest,
+            finalizer_conflicts,
+            leader,
+            fenced_writes,
+            policy_info,
+            policy_load_errors_total,
+            policy_load_duration,
+            reconcile_latency,
+            events_dropped_total,
+        } = &metrics;
+        let policy = PolicyLabel {
+            policy: "p".to_owned(),
+        };
+        let result = PolicyResult {
+            policy: "p".to_owned(),
+            result: "success".to_owned(),
+        };
+        reconcile_total.get_or_create(&result).inc();
+        reconcile_duration.get_or_create(&policy).observe(0.1);
+        guest_fuel.get_or_create(&policy).observe(1000.0);
+        guest_faults_total
+            .get_or_create(&GuestFault {
+                policy: "p".to_owned(),
+                kind: "Trap".to_owned(),
+            })
+            .inc();
+        guest_log_dropped_total
+            .get_or_create(&LogDropped {
+                policy: "p".to_owned(),
+                cap: "call".to_owned(),
+            })
+            .inc();
+        guest_threads_replaced_total.get_or_create(&policy).inc();
+        queue_depth.set(1);
+        queue_delayed.set(1);
+        work_duration.observe(0.1);
+        cleanup_total.get_or_create(&result).inc();
+        cleanup_duration.get_or_create(&policy).observe(0.1);
+        pending_finalizers
+            .get_or_create(&PendingLabels {
+                policy: "p".to_owned(),
+                state: "blocked".to_owned(),
+            })
+            .set(1);
+        force_releases_total.get_or_create(&policy).inc();
+        pending_oldest.get_or_create(&policy).set(1.0);
+        finalizer_conflicts.inc();
+        leader.set(1);
+        fenced_writes.inc();
+        policy_info
+            .get_or_create(&PolicyDigest {
+                policy: "p".to_owned(),
+                digest: "d".to_owned(),
+            })
+            .set(1);
+        policy_load_errors_total
+            .get_or_create(&PolicyReason {
+                policy: "p".to_owned(),
+                reason: "DigestMismatch".to_owned(),
+            })
+            .inc();
+        policy_load_duration.get_or_create(&policy).observe(0.1);
+        reconcile_latency.observe(0.1);
+        events_dropped_total.get_or_create(&policy).inc();
+        let text = metrics.render();
+        let rendered: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE policyhost_"))
+            .collect();
+        assert_eq!(
+            rendered,
+            [
+                "reconcile counter",
+                "reconcile_duration_seconds histogram",
+                "guest_fuel_consumed histogram",
+                "guest_faults counter",
+                "guest_log_records_dropped counter",
+                "guest_threads_replaced counter",
+                "queue_depth gauge",
+                "queue_delayed gauge",
+                "queue_work_duration_seconds histogram",
+                "cleanup counter",
+                "cleanup_duration_seconds histogram",
+                "pending_finalizers gauge",
+                "pending_finalizer_oldest_seconds gauge",
+                "force_releases counter",
+                "finalizer_conflicts counter",
+                "leader gauge",
+                "fenced_writes counter",
+                "policy_info gauge",
+                "policy_load_errors counter",
+                "policy_load_duration_seconds histogram",
+                "reconcile_latency_seconds histogram",
+                "events_dropped counter",
+            ],
+            "{text}"
+        );
     }
 }

@@ -24,8 +24,8 @@ use crate::DesiredChild;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct BatchJob<'a> {
+    /// The Job's metadata; its labels are its Pods' too.
     meta: Meta<'a>,
-    template: Meta<'a>,
     pod: PodSpec<'a>,
     backoff_limit: Option<u32>,
     completions: Option<u32>,
@@ -40,7 +40,6 @@ impl<'a> BatchJob<'a> {
     pub fn new(name: impl Into<Cow<'a, str>>) -> Self {
         Self {
             meta: Meta::new(name.into()),
-            template: Meta::default(),
             pod: PodSpec::default(),
             backoff_limit: None,
             completions: None,
@@ -48,24 +47,6 @@ impl<'a> BatchJob<'a> {
             active_deadline_seconds: None,
             ttl_seconds_after_finished: None,
         }
-    }
-
-    /// Sets a label on the Job and on its Pods.
-    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
-        let (key, value) = (key.into(), value.into());
-        self.template.labels.set(key.clone(), value.clone());
-        self.meta.labels.set(key, value);
-        self
-    }
-
-    /// Sets an annotation on the Job.
-    pub fn annotation(
-        mut self,
-        key: impl Into<Cow<'a, str>>,
-        value: impl Into<Cow<'a, str>>,
-    ) -> Self {
-        self.meta.annotations.set(key.into(), value.into());
-        self
     }
 
     /// Adds a container to the Pod template.
@@ -159,7 +140,7 @@ impl<'a> BatchJob<'a> {
             }
         }
         json.raw("\"template\":{\"metadata\":");
-        self.template.write(&mut json);
+        self.meta.write_labels(&mut json);
         json.raw(",\"spec\":");
         self.pod.write(&mut json, &mut |_| {});
         json.raw("}}}");
@@ -171,6 +152,11 @@ impl<'a> BatchJob<'a> {
         ))
     }
 }
+
+meta::metadata_setters!(BatchJob {
+    label: "Sets a label on the Job and on its Pods.",
+    annotation: "Sets an annotation on the Job.",
+});
 
 #[cfg(test)]
 mod tests {

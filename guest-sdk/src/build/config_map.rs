@@ -32,22 +32,6 @@ impl<'a> ConfigMap<'a> {
         }
     }
 
-    /// Sets a label.
-    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
-        self.meta.labels.set(key.into(), value.into());
-        self
-    }
-
-    /// Sets an annotation.
-    pub fn annotation(
-        mut self,
-        key: impl Into<Cow<'a, str>>,
-        value: impl Into<Cow<'a, str>>,
-    ) -> Self {
-        self.meta.annotations.set(key.into(), value.into());
-        self
-    }
-
     /// Sets a data entry.
     pub fn data(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
         self.data.set(key.into(), value.into());
@@ -85,6 +69,11 @@ impl<'a> ConfigMap<'a> {
         ))
     }
 }
+
+meta::metadata_setters!(ConfigMap {
+    label: "Sets a label.",
+    annotation: "Sets an annotation.",
+});
 
 #[cfg(test)]
 mod tests {

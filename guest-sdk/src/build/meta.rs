@@ -92,6 +92,42 @@ impl<'a> Meta<'a> {
     }
 }
 
+/// Gives a builder with a `meta: Meta` field its `label` and `annotation`
+/// setters, with the doc line of each, so every builder shares one
+/// definition of them.
+///
+/// A macro writing inherent methods rather than a trait with provided
+/// methods: a trait's methods need the trait in scope, and policies import
+/// the builders by name (`use policyhost_sdk::build::{Container, Pod}`), so
+/// `Pod::new(..).label(..)` would stop compiling for them.
+macro_rules! metadata_setters {
+    ($builder:ident { label: $label:literal, annotation: $annotation:literal $(,)? }) => {
+        impl<'a> $builder<'a> {
+            #[doc = $label]
+            pub fn label(
+                mut self,
+                key: impl Into<::std::borrow::Cow<'a, str>>,
+                value: impl Into<::std::borrow::Cow<'a, str>>,
+            ) -> Self {
+                self.meta.labels.set(key.into(), value.into());
+                self
+            }
+
+            #[doc = $annotation]
+            pub fn annotation(
+                mut self,
+                key: impl Into<::std::borrow::Cow<'a, str>>,
+                value: impl Into<::std::borrow::Cow<'a, str>>,
+            ) -> Self {
+                self.meta.annotations.set(key.into(), value.into());
+                self
+            }
+        }
+    };
+}
+
+pub(crate) use metadata_setters;
+
 /// Where per-object labels go in a pre-written manifest (see
 /// [`super::PodTemplate`]): before the closing `}` of `labels`, or, when the
 /// template has none, as a new `labels` field right after the name.
@@ -115,6 +151,17 @@ impl Meta<'_> {
             first = false;
         }
         self.write_rest(json, first);
+    }
+
+    /// Writes `{"labels":..}` (`{}` without labels): the metadata of a Job's
+    /// Pod template, which carries the Job's labels and nothing else.
+    pub(crate) fn write_labels(&self, json: &mut Json) {
+        json.byte(b'{');
+        if !self.labels.is_empty() {
+            json.raw("\"labels\":");
+            self.labels.write(json);
+        }
+        json.byte(b'}');
     }
 
     /// Writes the metadata of a template without its name: returns where

@@ -153,6 +153,49 @@ mod tests {
         assert_eq!(actual, expected);
     }
 
+    /// Every builder's `label` and `annotation` land in its own metadata;
+    /// a Job's labels also in its Pod template, its annotations not.
+    #[test]
+    fn every_builder_sets_labels_and_annotations_on_its_metadata() {
+        let container = || Container::new("c", "img");
+        let children = [
+            Pod::new("p")
+                .container(container())
+                .label("l", "1")
+                .annotation("a", "2")
+                .build(),
+            ConfigMap::new("p")
+                .label("l", "1")
+                .annotation("a", "2")
+                .build(),
+            Service::new("p")
+                .headless()
+                .label("l", "1")
+                .annotation("a", "2")
+                .build(),
+            BatchJob::new("p")
+                .container(container())
+                .label("l", "1")
+                .annotation("a", "2")
+                .build(),
+        ];
+        for child in children {
+            let manifest: serde_json::Value =
+                serde_json::from_str(&child.unwrap().manifest).unwrap();
+            assert_eq!(
+                manifest["metadata"],
+                serde_json::json!({ "name": "p", "labels": { "l": "1" }, "annotations": { "a": "2" } }),
+                "{manifest}"
+            );
+            if manifest["kind"] == "Job" {
+                assert_eq!(
+                    manifest["spec"]["template"]["metadata"],
+                    serde_json::json!({ "labels": { "l": "1" } })
+                );
+            }
+        }
+    }
+
     #[test]
     fn error_messages_name_the_problem() {
         let error = Error::Invalid {

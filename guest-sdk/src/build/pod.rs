@@ -139,22 +139,6 @@ impl<'a> Pod<'a> {
         }
     }
 
-    /// Sets a label.
-    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
-        self.meta.labels.set(key.into(), value.into());
-        self
-    }
-
-    /// Sets an annotation.
-    pub fn annotation(
-        mut self,
-        key: impl Into<Cow<'a, str>>,
-        value: impl Into<Cow<'a, str>>,
-    ) -> Self {
-        self.meta.annotations.set(key.into(), value.into());
-        self
-    }
-
     /// Sets the restart policy.
     pub fn restart_policy(mut self, policy: RestartPolicy) -> Self {
         self.spec.restart_policy = policy;
@@ -237,6 +221,11 @@ impl<'a> Pod<'a> {
         (&mut self.meta, &mut self.spec)
     }
 }
+
+meta::metadata_setters!(Pod {
+    label: "Sets a label.",
+    annotation: "Sets an annotation.",
+});
 
 #[cfg(test)]
 mod tests {

@@ -44,22 +44,6 @@ impl<'a> Service<'a> {
         }
     }
 
-    /// Sets a label on the Service itself.
-    pub fn label(mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
-        self.meta.labels.set(key.into(), value.into());
-        self
-    }
-
-    /// Sets an annotation.
-    pub fn annotation(
-        mut self,
-        key: impl Into<Cow<'a, str>>,
-        value: impl Into<Cow<'a, str>>,
-    ) -> Self {
-        self.meta.annotations.set(key.into(), value.into());
-        self
-    }
-
     /// Selects Pods carrying this label.
     pub fn selector(
         mut self,
@@ -162,6 +146,11 @@ impl<'a> Service<'a> {
         ))
     }
 }
+
+meta::metadata_setters!(Service {
+    label: "Sets a label on the Service itself.",
+    annotation: "Sets an annotation.",
+});
 
 #[cfg(test)]
 mod tests {
