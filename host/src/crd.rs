@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn params_are_preserved_as_given() {
-        let job: DataJob = serde_yaml::from_str(
+        let job: DataJob = serde_saphyr::from_str(
             "apiVersion: policyhost.dev/v1alpha1\nkind: DataJob\nmetadata: {name: a, namespace: b}\nspec:\n  policy: fanout\n  params: {replicas: 3, nested: {x: [1, 2]}}\n",
         )
         .unwrap();

@@ -126,7 +126,7 @@ fn run_cleanup_prints_the_cleanup_result() {
         "yaml",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let result: Value = serde_yaml::from_slice(&out.stdout).expect("stdout is YAML");
+    let result: Value = serde_saphyr::from_slice(&out.stdout).expect("stdout is YAML");
     assert_eq!(result["result"], "retryAfter");
 }
 

@@ -695,11 +695,8 @@ async fn teams_publish_as_the_real_authorizer_decides(env: &Env, objects: &[Valu
         assert!(ok || text.contains("AlreadyExists"), "{text}");
     }
     let file = scratch.join(format!("{}-publishers.yaml", env.namespace));
-    let yaml: Vec<String> = objects
-        .iter()
-        .map(|o| serde_yaml::to_string(o).expect("YAML"))
-        .collect();
-    std::fs::write(&file, yaml.join("---\n")).expect("write the guide's objects");
+    let yaml = serde_saphyr::to_string_multiple(objects).expect("YAML");
+    std::fs::write(&file, yaml).expect("write the guide's objects");
     let (ok, text) = kubectl(
         Some(&admin),
         &["apply", "-f", file.to_str().expect("a UTF-8 path")],
@@ -757,9 +754,7 @@ fn guide_publisher_rbac() -> Vec<Value> {
     let section = &section[..section.find("\n### ").unwrap_or(section.len())];
     let start = section.find("```yaml\n").expect("a YAML block") + "```yaml\n".len();
     let block = &section[start..start + section[start..].find("\n```").expect("its end")];
-    serde_yaml::Deserializer::from_str(block)
-        .map(|doc| <Value as serde::Deserialize>::deserialize(doc).expect("a YAML document"))
-        .collect()
+    serde_saphyr::from_multiple(block).expect("YAML documents")
 }
 
 /// `policy push` run as `kubeconfig`'s user, of fanout as policy `name`.

@@ -79,7 +79,7 @@ pub fn issued_token_kubeconfig(admin: &Path, namespace: &str, name: &str, into: 
             ..kube::config::AuthInfo::default()
         });
     }
-    std::fs::write(into, serde_yaml::to_string(&config).expect("YAML")).expect("write");
+    std::fs::write(into, serde_saphyr::to_string(&config).expect("YAML")).expect("write");
 }
 
 /// Starts `count` replicas of the installed Deployment: its Pods (running

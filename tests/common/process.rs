@@ -188,12 +188,8 @@ pub fn kustomize(dir: &Path) -> Vec<serde_json::Value> {
     yaml_documents(&String::from_utf8_lossy(&output.stdout))
 }
 
-/// Every document of a multi-document YAML text, as JSON.
+/// Every document of a multi-document YAML text, as JSON (empty and `null`
+/// documents skipped).
 pub fn yaml_documents(text: &str) -> Vec<serde_json::Value> {
-    use serde::Deserialize as _;
-    serde_yaml::Deserializer::from_str(text)
-        .map(|doc| serde_yaml::Value::deserialize(doc).expect("a YAML document"))
-        .filter(|doc| !doc.is_null())
-        .map(|doc| serde_json::to_value(doc).expect("JSON-compatible YAML"))
-        .collect()
+    serde_saphyr::from_multiple(text).expect("YAML documents")
 }

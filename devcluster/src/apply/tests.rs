@@ -633,9 +633,19 @@ fn apply_bodies_may_be_yaml_or_json() {
     );
     let err = parse_body(b"a: [1, 2").expect_err("broken");
     assert_eq!(err.code(), 400);
-    assert!(
-        err.status_message()
-            .starts_with("the apply body is not valid JSON or YAML: ")
+    assert_eq!(
+        err.status_message(),
+        "the apply body is not valid JSON or YAML: unclosed bracket '[' at line 1, column 4"
+    );
+}
+
+#[test]
+fn yaml_apply_bodies_read_scalars_as_yaml_1_2_does() {
+    let yaml = b"kind: ConfigMap\ndata: {a: yes, b: on, c: 017, d: 1_000, e: 0o17}\nx: 1\nx: 2\nm: {<<: {y: 1}}\n";
+    assert_eq!(
+        parse_body(yaml).expect("yaml"),
+        json!({"kind": "ConfigMap", "data": {"a": "yes", "b": "on", "c": "017", "d": "1_000", "e": 15},
+               "x": 2, "m": {"<<": {"y": 1}}})
     );
 }
 

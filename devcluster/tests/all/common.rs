@@ -307,7 +307,7 @@ impl Kubectl {
     /// Writes `value` as YAML into this kubectl's directory; returns its path.
     pub fn file(&self, name: &str, value: &serde_json::Value) -> String {
         let path = self.path(name);
-        std::fs::write(&path, serde_yaml::to_string(value).unwrap()).unwrap();
+        std::fs::write(&path, serde_saphyr::to_string(value).unwrap()).unwrap();
         path.display().to_string()
     }
 }

@@ -184,8 +184,20 @@ fn serve_devcluster(args: &devcluster::cli::Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_crd() -> anyhow::Result<ExitCode> {
-    print!("{}", serde_yaml::to_string(&policyhost::crd::definition())?);
+    print!("{}", yaml(&policyhost::crd::definition())?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// YAML as the CLI prints it (`crd`, `policy run --output yaml`).
+///
+/// serde-saphyr's defaults, except that a single-line string stays on one
+/// line: by default, one longer than 80 characters becomes a folded `>-`
+/// block, which would rewrite every long description of `deploy/crd.yaml`.
+fn yaml(value: &impl serde::Serialize) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string_with_options(
+        value,
+        serde_saphyr::ser_options! { folded_wrap_chars: usize::MAX },
+    )
 }
 
 /// A runtime for one command-line invocation.
@@ -208,5 +220,107 @@ fn report_error(error: &runtime::Error) {
     while let Some(cause) = source {
         eprintln!("  caused by: {cause}");
         source = cause.source();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use policyhost::runtime::output::{ReportedCondition, ReportedEvent, ReportedStatus};
+    use policyhost::runtime::{Cleaned, Reconciled, ValidChild};
+    use serde_json::json;
+
+    use super::yaml;
+
+    #[test]
+    fn the_crd_prints_as_deploy_crd_yaml() {
+        assert_eq!(
+            yaml(&policyhost::crd::definition()).unwrap(),
+            include_str!("../../../deploy/crd.yaml")
+        );
+    }
+
+    #[test]
+    fn a_result_prints_as_block_yaml_quoting_what_would_read_as_another_type() {
+        let result = Reconciled {
+            children: vec![ValidChild {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: "etl-0".into(),
+                manifest: json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "etl-0", "labels": {"shard": "0", "tier": "on"}},
+                    "spec": {"containers": [{"name": "w", "args": ["--rate", "1.5", ""]}]}})
+                .to_string(),
+            }],
+            status: ReportedStatus {
+                phase: "Running".into(),
+                message: "1 of 2 Pods running, the other waits for its volume to attach to the node it is on"
+                    .into(),
+                conditions: vec![ReportedCondition {
+                    kind: "Ready".into(),
+                    status: "False",
+                    reason: "Scaling".into(),
+                    message: "first line\nsecond line".into(),
+                }],
+                outputs: json!({"ratio": 0.5, "total": 2, "done": false, "note": null, "since": "2024-01-01", "empty": {}}),
+            },
+            requeue_after_ms: Some(5000),
+            events: vec![ReportedEvent {
+                kind: "Normal",
+                reason: "Created".into(),
+                message: "'etl-0' created".into(),
+            }],
+        };
+        assert_eq!(
+            yaml(&result).unwrap(),
+            r#"children:
+- apiVersion: v1
+  kind: Pod
+  name: etl-0
+  manifest:
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      labels:
+        shard: "0"
+        tier: "on"
+      name: etl-0
+    spec:
+      containers:
+      - args:
+        - --rate
+        - "1.5"
+        - ""
+        name: w
+status:
+  phase: Running
+  message: 1 of 2 Pods running, the other waits for its volume to attach to the node it is on
+  conditions:
+  - type: Ready
+    status: "False"
+    reason: Scaling
+    message: |-
+      first line
+      second line
+  outputs:
+    done: false
+    empty: {}
+    note: null
+    ratio: 0.5
+    since: "2024-01-01"
+    total: 2
+requeueAfterMs: 5000
+events:
+- type: Normal
+  reason: Created
+  message: "'etl-0' created"
+"#
+        );
+        assert_eq!(
+            yaml(&Cleaned::RetryAfter {
+                retry_after_ms: 1000
+            })
+            .unwrap(),
+            "result: retryAfter\nretryAfterMs: 1000\n"
+        );
     }
 }

@@ -93,7 +93,7 @@ fn input_name(args: &RunArgs) -> String {
 fn print(value: &impl Serialize, format: Format) -> anyhow::Result<()> {
     let text = match format {
         Format::Json => serde_json::to_string_pretty(value)? + "\n",
-        Format::Yaml => serde_yaml::to_string(value)?,
+        Format::Yaml => super::yaml(value)?,
     };
     print!("{text}");
     Ok(())

@@ -28,11 +28,12 @@ pub enum Error {
     /// The text is not YAML/JSON, or not a Kubernetes object of the expected shape.
     #[error("cannot read {what}")]
     Parse {
-        /// What was being read, e.g. `the DataJob`.
-        what: String,
-        /// The parser's error.
+        /// What was being read: `the DataJob`, `the objects`.
+        what: &'static str,
+        /// The parser's error, with the line and column (boxed: it is
+        /// over 100 bytes, and every `Result` of this module would carry it).
         #[source]
-        source: serde_yaml::Error,
+        source: Box<serde_saphyr::Error>,
     },
     /// An object's fields have the wrong types (e.g. labels that are not strings).
     #[error("{what} is not a well-formed Kubernetes object")]
@@ -46,7 +47,7 @@ pub enum Error {
     /// An object lacks a field every Kubernetes object has.
     #[error("{what} has no {field}")]
     Missing {
-        /// Which object, e.g. `document 2`.
+        /// Which object, e.g. `Pod w-0`.
         what: String,
         /// The missing field, e.g. `metadata.name`.
         field: &'static str,
@@ -85,10 +86,36 @@ pub fn data_job(job: &DataJob) -> JobRecord {
 
 /// Reads a DataJob from YAML or JSON text.
 pub fn data_job_from_yaml(text: &str) -> Result<DataJob> {
-    serde_yaml::from_str(text).map_err(|source| Error::Parse {
-        what: "the DataJob".into(),
-        source,
+    serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|source| Error::Parse {
+        what: "the DataJob",
+        source: Box::new(source),
     })
+}
+
+/// How files are read. Scalars as YAML 1.2 reads them: `yes`, `on`, `y`,
+/// `017` and `1_000` are strings, and `<<` is an ordinary key (merge keys
+/// are YAML 1.1). A repeated key's last value wins; `.inf` and `.nan`
+/// become `null`, as JSON has neither. serde-saphyr's defaults differ in
+/// each of these (they read YAML 1.1 scalars, refuse repeated keys and
+/// non-finite numbers), and cap a stream at 1,024 documents and 250,000
+/// nodes, fewer than a `kubectl get pods -o yaml` of a few thousand Pods
+/// holds. Nesting stays capped, at 128 levels.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
+        merge_keys: serde_saphyr::MergeKeyPolicy::AsOrdinary,
+        non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
+        budget: serde_saphyr::budget! {
+            max_depth: 128,
+            max_documents: usize::MAX,
+            max_nodes: usize::MAX,
+            max_events: usize::MAX,
+            max_total_scalar_bytes: usize::MAX,
+        },
+    }
 }
 
 /// Projects one Kubernetes object (as JSON) into a `child` record.
@@ -130,14 +157,14 @@ pub fn children<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Result<Vec<
 /// Reads Kubernetes objects from multi-document YAML (or JSON), flattening
 /// `kind: List` documents (as `kubectl get -o yaml` prints them).
 pub fn objects_from_yaml(text: &str) -> Result<Vec<Value>> {
-    let mut objects = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| {
-            Error::Parse {
-                what: format!("document {}", index + 1),
-                source,
-            }
+    // Empty and `null` documents are skipped by the parser.
+    let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
+        .map_err(|source| Error::Parse {
+            what: "the objects",
+            source: Box::new(source),
         })?;
+    let mut objects = Vec::new();
+    for value in documents {
         match value {
             Value::Null => {}
             Value::Object(ref map)
@@ -245,6 +272,48 @@ mod tests {
             .map(|c| c.name)
             .collect();
         assert_eq!(names, ["z", "a", "b"]);
+    }
+
+    #[test]
+    fn yaml_scalars_read_as_yaml_1_2_reads_them() {
+        let objects = objects_from_yaml(
+            "kind: ConfigMap\ndata: {a: yes, b: on, c: y, d: 017, e: 1_000, f: 0o17, g: 0x1F, h: True, i: .inf, j: 1, j: 2}\nm: {<<: {x: 1}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            objects,
+            [json!({"kind": "ConfigMap",
+                "data": {"a": "yes", "b": "on", "c": "y", "d": "017", "e": "1_000", "f": 15,
+                         "g": 31, "h": true, "i": null, "j": 2},
+                "m": {"<<": {"x": 1}}})]
+        );
+    }
+
+    #[test]
+    fn large_files_are_read_whole() {
+        // More documents (1,100) and nodes (over 250,000) than serde-saphyr
+        // accepts by default.
+        let mut text = String::from("kind: List\nitems:\n");
+        for i in 0..90_000 {
+            text.push_str(&format!("- {{name: p{i}}}\n"));
+        }
+        for i in 0..1_100 {
+            text.push_str(&format!("---\nkind: Pod\nmetadata: {{name: d{i}}}\n"));
+        }
+        assert_eq!(objects_from_yaml(&text).unwrap().len(), 91_100);
+    }
+
+    #[test]
+    fn a_syntax_error_names_what_was_read_and_where() {
+        let err = objects_from_yaml("kind: Pod\n---\nkind: [Pod\n").unwrap_err();
+        assert_eq!(err.to_string(), "cannot read the objects");
+        let cause = std::error::Error::source(&err).unwrap().to_string();
+        assert!(
+            cause.starts_with("error: line 3 column 7: unclosed bracket '['"),
+            "{cause}"
+        );
+        let err = data_job_from_yaml("kind: DataJob\nspec: [\n").unwrap_err();
+        assert_eq!(err.to_string(), "cannot read the DataJob");
     }
 
     #[test]

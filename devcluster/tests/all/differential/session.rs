@@ -42,7 +42,7 @@ impl Server {
             kubeconfig,
             devcluster: Some(dc),
         };
-        let crd: Value = serde_yaml::from_str(
+        let crd: Value = serde_saphyr::from_str(
             &std::fs::read_to_string(
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crd.yaml"),
             )
