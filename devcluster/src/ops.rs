@@ -155,16 +155,7 @@ fn field_invalid(
 
 /// A DNS-1123 subdomain, as most names must be.
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        })
+    policyhost_names::dns1123_subdomain(name).is_ok()
 }
 
 fn check_type(rt: &ResourceType, version: &str, v: &mut Value) -> Result<()> {

@@ -87,17 +87,13 @@ enum Op {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LabelSelector(Vec<(String, Op)>);
 
+/// A label key, as kube's selector parser checks it.
 fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 317
-        && k.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+    policyhost_names::label_key(k).is_ok()
 }
 
 fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    policyhost_names::label_value(v).is_ok()
 }
 
 /// Splits on commas that are not inside parentheses.

@@ -1,4 +1,8 @@
-//! Kubernetes name and label validation (apimachinery's `validation` rules).
+//! Kubernetes name and label validation for the builders: the rules are
+//! `policyhost_names`' (shared with the host and devcluster), worded as
+//! this SDK's [`Error`].
+
+use policyhost_names::Verdict;
 
 use super::{Error, Result};
 
@@ -6,200 +10,65 @@ use super::{Error, Result};
 /// and ending with an alphanumeric (container names, Service ports, Jobs).
 #[must_use]
 pub fn is_dns1123_label(name: &str) -> bool {
-    label_reason(name).is_none()
+    policyhost_names::dns1123_label(name).is_ok()
 }
 
 /// A DNS-1123 subdomain: at most 253 characters of dot-separated DNS-1123
 /// labels (Pod, ConfigMap names).
 #[must_use]
 pub fn is_dns1123_subdomain(name: &str) -> bool {
-    subdomain_reason(name).is_none()
+    policyhost_names::dns1123_subdomain(name).is_ok()
 }
 
 /// A DNS-1035 label: a DNS-1123 label that starts with a letter (Service names).
 #[must_use]
 pub fn is_dns1035_label(name: &str) -> bool {
-    label_reason(name).is_none() && name.starts_with(|c: char| c.is_ascii_lowercase())
+    policyhost_names::dns1035_label(name).is_ok()
 }
 
-/// Byte classes, one bit each, so that every rule below is one table
-/// lookup per byte (these checks run for every label of every child).
-const LOWER: u8 = 1; // a-z
-const UPPER: u8 = 2; // A-Z
-const DIGIT: u8 = 4; // 0-9
-const DASH: u8 = 8; // -
-const DOT: u8 = 16; // .
-const UNDERSCORE: u8 = 32; // _
-
-static CLASS: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut b = 0;
-    while b < 256 {
-        table[b] = match b as u8 {
-            b'a'..=b'z' => LOWER,
-            b'A'..=b'Z' => UPPER,
-            b'0'..=b'9' => DIGIT,
-            b'-' => DASH,
-            b'.' => DOT,
-            b'_' => UNDERSCORE,
-            _ => 0,
-        };
-        b += 1;
-    }
-    table
-};
-
-/// Every byte of `text` is in one of the `classes`.
-fn all_in(text: &str, classes: u8) -> bool {
-    text.bytes().all(|b| CLASS[usize::from(b)] & classes != 0)
-}
-
-fn is(byte: u8, classes: u8) -> bool {
-    CLASS[usize::from(byte)] & classes != 0
-}
-
-fn label_reason(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("must not be empty");
-    }
-    if name.len() > 63 {
-        return Some("must be at most 63 characters");
-    }
-    if !all_in(name, LOWER | DIGIT | DASH) {
-        return Some("must consist of lower-case letters, digits and '-'");
-    }
-    if name.starts_with('-') || name.ends_with('-') {
-        return Some("must start and end with a letter or digit");
-    }
-    None
-}
-
-fn subdomain_reason(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("must not be empty");
-    }
-    if name.len() > 253 {
-        return Some("must be at most 253 characters");
-    }
-    // One pass: the allowed bytes, and each dot-separated part starting and
-    // ending with an alphanumeric (no dot or dash at either end, no dot next
-    // to a dot or a dash).
-    let mut bad_part = false;
-    let mut previous = b'.';
-    for b in name.bytes() {
-        if !is(b, LOWER | DIGIT | DASH | DOT) {
-            return Some("must consist of lower-case letters, digits, '-' and '.'");
-        }
-        bad_part |= (b == b'.' && is(previous, DASH | DOT)) || (previous == b'.' && is(b, DASH));
-        previous = b;
-    }
-    if bad_part || is(previous, DASH | DOT) {
-        return Some("each dot-separated part must start and end with a letter or digit");
-    }
-    None
-}
-
-fn invalid(what: &'static str, value: &str, reason: &'static str) -> Error {
-    Error::Invalid {
+/// `rule`'s verdict on `value`, as the builder's error naming `what`.
+fn checked(what: &'static str, value: &str, rule: fn(&str) -> Verdict) -> Result<()> {
+    rule(value).map_err(|violation| Error::Invalid {
         what,
         value: value.to_owned(),
-        reason,
-    }
+        reason: violation.reason(),
+    })
 }
 
 pub(super) fn check_label(what: &'static str, name: &str) -> Result<()> {
-    label_reason(name).map_or(Ok(()), |reason| Err(invalid(what, name, reason)))
+    checked(what, name, policyhost_names::dns1123_label)
 }
 
 pub(super) fn check_subdomain(what: &'static str, name: &str) -> Result<()> {
-    subdomain_reason(name).map_or(Ok(()), |reason| Err(invalid(what, name, reason)))
+    checked(what, name, policyhost_names::dns1123_subdomain)
 }
 
 pub(super) fn check_dns1035(what: &'static str, name: &str) -> Result<()> {
-    check_label(what, name)?;
-    if name.starts_with(|c: char| c.is_ascii_lowercase()) {
-        Ok(())
-    } else {
-        Err(invalid(what, name, "must start with a lower-case letter"))
-    }
+    checked(what, name, policyhost_names::dns1035_label)
 }
 
-/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, at most 63 characters; empty
-/// only if `allow_empty`.
-fn qualified_part_reason(part: &str, allow_empty: bool) -> Option<&'static str> {
-    if part.is_empty() {
-        return (!allow_empty).then_some("must not be empty");
-    }
-    if part.len() > 63 {
-        return Some("must be at most 63 characters");
-    }
-    if !all_in(part, LOWER | UPPER | DIGIT | DASH | UNDERSCORE | DOT) {
-        return Some("must consist of letters, digits, '-', '_' and '.'");
-    }
-    let bytes = part.as_bytes();
-    if !is(bytes[0], LOWER | UPPER | DIGIT) || !is(bytes[bytes.len() - 1], LOWER | UPPER | DIGIT) {
-        return Some("must start and end with a letter or digit");
-    }
-    None
-}
-
-/// A label or annotation key: an optional DNS subdomain prefix and `/`, then
-/// a qualified name.
+/// A label or annotation key.
 pub(super) fn check_key(what: &'static str, key: &str) -> Result<()> {
-    // A byte scan: keys are short, and a char searcher costs more to set up.
-    let (prefix, name) = match key.bytes().position(|b| b == b'/') {
-        Some(slash) => (Some(&key[..slash]), &key[slash + 1..]),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix
-        && let Some(reason) = subdomain_reason(prefix)
-    {
-        return Err(invalid(what, key, reason));
-    }
-    qualified_part_reason(name, false).map_or(Ok(()), |reason| Err(invalid(what, key, reason)))
+    checked(what, key, policyhost_names::label_key)
 }
 
-/// A label value: empty, or a qualified name of at most 63 characters.
+/// A label value.
 pub(super) fn check_label_value(value: &str) -> Result<()> {
-    qualified_part_reason(value, true)
-        .map_or(Ok(()), |reason| Err(invalid("label value", value, reason)))
+    checked("label value", value, policyhost_names::label_value)
 }
 
-/// An environment variable name: `[-._a-zA-Z][-._a-zA-Z0-9]*`.
+/// An environment variable name.
 pub(super) fn check_env_name(name: &str) -> Result<()> {
-    let valid_start = name
-        .bytes()
-        .next()
-        .is_some_and(|b| is(b, LOWER | UPPER | DASH | DOT | UNDERSCORE));
-    if valid_start && all_in(name, LOWER | UPPER | DIGIT | DASH | DOT | UNDERSCORE) {
-        Ok(())
-    } else {
-        Err(invalid(
-            "environment variable name",
-            name,
-            "must consist of letters, digits, '-', '.' and '_', not starting with a digit",
-        ))
-    }
+    checked(
+        "environment variable name",
+        name,
+        policyhost_names::env_var_name,
+    )
 }
 
-/// A ConfigMap key: `[-._a-zA-Z0-9]+`, at most 253 characters, not `.` or `..`.
+/// A ConfigMap key.
 pub(super) fn check_config_key(key: &str) -> Result<()> {
-    let valid = !key.is_empty()
-        && key.len() <= 253
-        && key != "."
-        && key != ".."
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-    if valid {
-        Ok(())
-    } else {
-        Err(invalid(
-            "ConfigMap key",
-            key,
-            "must be 1-253 letters, digits, '-', '.' or '_', and not '.' or '..'",
-        ))
-    }
+    checked("ConfigMap key", key, policyhost_names::config_map_key)
 }
 
 /// A resource quantity: a decimal number with an optional SI or binary suffix
@@ -222,11 +91,11 @@ pub(super) fn check_quantity(value: &str) -> Result<()> {
     if number_ok && suffix_ok {
         Ok(())
     } else {
-        Err(invalid(
-            "resource quantity",
-            value,
-            "must be a number with an optional unit such as m, Mi or Gi",
-        ))
+        Err(Error::Invalid {
+            what: "resource quantity",
+            value: value.to_owned(),
+            reason: "must be a number with an optional unit such as m, Mi or Gi",
+        })
     }
 }
 
@@ -235,47 +104,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dns1123_labels_follow_the_kubernetes_rules() {
-        for good in ["a", "worker-0", "0abc", &"a".repeat(63)] {
-            assert!(is_dns1123_label(good), "{good}");
-        }
-        for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"a".repeat(64)] {
-            assert!(!is_dns1123_label(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn dns1123_subdomains_allow_dots_between_labels() {
-        for good in ["a.b", "job-worker-0", "x.y-z.0"] {
-            assert!(is_dns1123_subdomain(good), "{good}");
-        }
-        for bad in ["", ".a", "a.", "a..b", "a.-b", "Upper", &"a".repeat(254)] {
-            assert!(!is_dns1123_subdomain(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn dns1035_labels_start_with_a_letter() {
+    fn the_shared_rules_answer_the_public_predicates() {
+        assert!(is_dns1123_label("worker-0"));
+        assert!(!is_dns1123_label("a.b"));
+        assert!(is_dns1123_subdomain("a.b"));
+        assert!(!is_dns1123_subdomain("a..b"));
         assert!(is_dns1035_label("svc-1"));
         assert!(!is_dns1035_label("1svc"));
     }
 
     #[test]
-    fn label_keys_may_have_a_domain_prefix() {
-        assert!(check_key("label key", "app").is_ok());
+    fn a_broken_rule_is_an_error_naming_the_field_the_value_and_the_rule() {
+        let error = check_key("label key", "Bad_Prefix/x").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            r#"label key "Bad_Prefix/x" is invalid: must consist of lower-case letters, digits, '-' and '.'"#
+        );
         assert!(check_key("label key", "policyhost.dev/datajob").is_ok());
-        assert!(check_key("label key", "app.kubernetes.io/name").is_ok());
-        assert!(check_key("label key", "Bad_Prefix/x").is_err());
-        assert!(check_key("label key", "x/").is_err());
-        assert!(check_key("label key", "-x").is_err());
-    }
-
-    #[test]
-    fn label_values_may_be_empty_but_not_malformed() {
-        assert!(check_label_value("").is_ok());
-        assert!(check_label_value("v1.2_3-x").is_ok());
-        assert!(check_label_value("has space").is_err());
-        assert!(check_label_value(&"v".repeat(64)).is_err());
+        assert!(matches!(
+            check_label_value(&"v".repeat(64)),
+            Err(Error::Invalid {
+                what: "label value",
+                ..
+            })
+        ));
+        assert!(check_env_name("1VAR").is_err());
+        assert!(check_config_key("..").is_err());
+        assert!(check_dns1035("Service name", "1svc").is_err());
+        assert!(check_subdomain("Pod name", "ok.name").is_ok());
+        assert!(check_label("Job name", "a.b").is_err());
     }
 
     #[test]
@@ -286,15 +143,5 @@ mod tests {
         for bad in ["", "m", "1.2.3", "12XB", "1e", "abc", "."] {
             assert!(check_quantity(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn env_and_config_keys_follow_their_own_rules() {
-        assert!(check_env_name("MY_VAR.1").is_ok());
-        assert!(check_env_name("1VAR").is_err());
-        assert!(check_env_name("").is_err());
-        assert!(check_config_key("app.properties").is_ok());
-        assert!(check_config_key("..").is_err());
-        assert!(check_config_key("a/b").is_err());
     }
 }

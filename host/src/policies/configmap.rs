@@ -486,18 +486,7 @@ pub fn configmap_name(policy: &str) -> String {
 
 /// Checks that `name` can be a policy name: a DNS-1123 label.
 pub fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidName(name.to_owned()))
-    }
+    policyhost_names::dns1123_label(name).map_err(|_| Error::InvalidName(name.to_owned()))
 }
 
 /// The ConfigMap that ships `component` as policy `name`: labelled, pinned

@@ -383,34 +383,16 @@ fn validate_child(
     })
 }
 
-/// DNS-1123: a subdomain (≤ 253 characters, lowercase alphanumerics, `-`
-/// and `.`, alphanumeric at both ends of each label) for most kinds; a
-/// label (≤ 63, no dots) for Services.
-fn check_name(kind: &str, name: &str) -> std::result::Result<(), &'static str> {
-    let max = if kind == "Service" { 63 } else { 253 };
-    if name.is_empty() {
-        return Err("is empty");
+/// DNS-1123: a subdomain for most kinds; a label (≤ 63, no dots) for
+/// Services.
+fn check_name(kind: &str, name: &str) -> std::result::Result<(), String> {
+    if kind == "Service" {
+        policyhost_names::dns1123_label(name)
+            .map_err(|violation| format!("is not a DNS-1123 label: {violation}"))
+    } else {
+        policyhost_names::dns1123_subdomain(name)
+            .map_err(|violation| format!("is not a DNS-1123 subdomain: {violation}"))
     }
-    if name.len() > max {
-        return Err("is too long for a DNS-1123 name");
-    }
-    if kind == "Service" && name.contains('.') {
-        return Err("is not a DNS-1123 label (no dots in Service names)");
-    }
-    for label in name.split('.') {
-        let bytes = label.as_bytes();
-        let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-        if bytes.is_empty()
-            || !bytes.iter().all(|b| alnum(b) || *b == b'-')
-            || !bytes.first().is_some_and(alnum)
-            || !bytes.last().is_some_and(alnum)
-        {
-            return Err(
-                "is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
-            );
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
