@@ -202,24 +202,12 @@ fn pod(i: usize) -> serde_json::Value {
 }
 
 fn rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|kb| kb.parse::<f64>().ok())
-            })
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
+    policyhost_measure::memory(policyhost_measure::Process::This).map_or(0.0, |m| m.rss_mib)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
+/// The `q` quantile (nearest rank) of ascending samples.
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    policyhost_measure::percentile(sorted, q).unwrap_or_default()
 }
 
 fn ms(d: Duration) -> String {

@@ -15,6 +15,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use policyhost::runtime::{
     Child, ChildPhase, Context, DataJob, Input, PolicySpec, Runtime, RuntimeConfig,
 };
+use policyhost_measure::{Process, cpu_seconds, percentile_ms};
 use policyhost_sdk::testing::{ChildFixture, JobFixture};
 
 fn guest(name: &str) -> Vec<u8> {
@@ -155,7 +156,7 @@ fn side_by_side(runtime: &Runtime, policy: &policyhost::Policy, input: &Input, n
     }
     wasm.sort_unstable();
     native_times.sort_unstable();
-    let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+    let p = |v: &[Duration], q: f64| percentile_ms(v, q) * 1e3;
     let calls = (BLOCKS * PER_BLOCK) as f64;
     eprintln!(
         "side by side, {} calls each: wasm p50 {:.1} µs p99 {:.1} µs CPU {:.1} µs/call | native p50 {:.1} µs p99 {:.1} µs CPU {:.1} µs/call | ratio p50 {:.2}x, CPU {:.2}x",
@@ -171,23 +172,10 @@ fn side_by_side(runtime: &Runtime, policy: &policyhost::Policy, input: &Input, n
     );
 }
 
-/// CPU time (user + system) of the calling thread so far, from Linux
-/// `/proc/thread-self/stat` (clock ticks of 10 ms: summed over many blocks).
+/// CPU time (user + system) of the calling thread so far (clock ticks of
+/// 10 ms: summed over many blocks).
 fn thread_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/thread-self/stat") else {
-        return 0.0;
-    };
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+    cpu_seconds(Process::ThisThread).unwrap_or(0.0)
 }
 
 /// The async API as the operator uses it: calls hop to the guest call pool.
@@ -227,7 +215,7 @@ fn through_the_pool(runtime: &Runtime, policy: &std::sync::Arc<policyhost::Polic
         let per_second = f64::from(calls) / started.elapsed().as_secs_f64();
         eprintln!(
             "through the pool: one at a time p50 {:.1} µs | 8 in flight on {} threads: {:.0} calls/s",
-            latencies[latencies.len() / 2].as_secs_f64() * 1e6,
+            percentile_ms(&latencies, 0.5) * 1e3,
             std::thread::available_parallelism().map_or(2, usize::from),
             per_second
         );

@@ -22,6 +22,7 @@
 mod common;
 
 use common::bench::{env_number, load_average};
+use policyhost_measure::percentile_ms;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -156,16 +157,6 @@ fn acted(job: &DataJob) -> Option<&str> {
         .map(|p| p.digest.as_str())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index]
-}
-
 fn report(what: &str, samples: &[Sample]) {
     for (measure, pick) in [
         (
@@ -176,14 +167,14 @@ fn report(what: &str, samples: &[Sample]) {
     ] {
         let mut times: Vec<Duration> = samples.iter().map(pick).collect();
         times.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let ms = |q: f64| percentile_ms(&times, q);
         println!(
             "{what:<10} {measure:<31} n={:<4} p50 {:>7.1} ms  p90 {:>7.1} ms  p99 {:>7.1} ms  max {:>7.1} ms",
             times.len(),
-            ms(percentile(&times, 0.50)),
-            ms(percentile(&times, 0.90)),
-            ms(percentile(&times, 0.99)),
-            ms(percentile(&times, 1.0)),
+            ms(0.50),
+            ms(0.90),
+            ms(0.99),
+            ms(1.0),
         );
     }
 }

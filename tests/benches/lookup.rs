@@ -1,6 +1,7 @@
 //! A DataJob's children, found through the owner index vs by a scan of the
 //! naive cache, on the same objects: 50,000 foreign Pods plus 1,000 DataJobs
-//! × 5 worker Pods.
+//! × 5 worker Pods; and the ownership check the operator makes before each
+//! apply, for one DataJob's 5 desired children, all cached and its own.
 //!
 //! `cargo bench -p policyhost-tests --bench lookup`
 //! (`SCALE_LOOKUP_PODS=N` changes the foreign Pod count).
@@ -16,8 +17,9 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::{ApiResource, GroupVersionKind};
+use policyhost::apply::ownership::{self, Verdict};
 use policyhost::cache::{
-    ChildCache, ChildCaches, ChildRecord, Event, FullObject, NaiveCache, Scope,
+    ChildCache, ChildCaches, ChildRecord, Event, FullObject, NaiveCache, ObjectKey, Scope,
 };
 use policyhost::projection::ChildObject;
 use serde_json::{Value, json};
@@ -26,6 +28,10 @@ use serde_json::{Value, json};
 mod foreign;
 
 const JOBS: usize = 1_000;
+
+fn rss_mib() -> f64 {
+    policyhost_measure::memory(policyhost_measure::Process::This).map_or(0.0, |m| m.rss_mib)
+}
 const REPLICAS: usize = 5;
 
 fn job_uid(job: usize) -> String {
@@ -50,24 +56,6 @@ fn child(job: usize, r: usize) -> Value {
         "name": format!("job-{job:04}"), "uid": job_uid(job), "controller": true,
         "blockOwnerDeletion": true}]);
     pod
-}
-
-fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmRSS:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<f64>()
-                        .ok()
-                })
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 fn caches(pods: usize) -> (ChildCaches, ChildCaches) {
@@ -131,6 +119,39 @@ fn lookups(c: &mut Criterion) {
     let mut next = uids.iter().cycle();
     group.bench_function("naive-scan", |b| {
         b.iter(|| black_box(naive.of(next.next().map_or("", String::as_str))));
+    });
+    group.finish();
+    ownership_checks(c, &indexed, &uids);
+}
+
+/// `ownership::from_cache` for each of a DataJob's desired children, as
+/// `apply::children` asks it before applying a result (the next DataJob at
+/// each iteration).
+fn ownership_checks(c: &mut Criterion, caches: &ChildCaches, uids: &[String]) {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
+    let keys: Vec<Vec<ObjectKey>> = (0..JOBS)
+        .map(|job| {
+            (0..REPLICAS)
+                .map(|r| ObjectKey::namespaced("scale", format!("job-{job:04}-worker-{r}")))
+                .collect()
+        })
+        .collect();
+    let check = |job: usize| {
+        keys[job]
+            .iter()
+            .map(|key| ownership::from_cache(caches, &resource, key, &uids[job]))
+            .filter(|verdict| *verdict == Some(Verdict::Ours))
+            .count()
+    };
+    assert!(
+        (0..JOBS).all(|job| check(job) == REPLICAS),
+        "every child is the DataJob's own"
+    );
+    let mut group = c.benchmark_group(format!("ownership-check-of-{REPLICAS}-children"));
+    group.measurement_time(Duration::from_secs(10));
+    let mut next = (0..JOBS).cycle();
+    group.bench_function("from-cache", |b| {
+        b.iter(|| black_box(check(next.next().unwrap_or(0))));
     });
     group.finish();
 }

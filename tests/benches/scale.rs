@@ -58,6 +58,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use plotters::prelude::*;
 use policyhost::crd::DataJob;
+use policyhost_measure::{self as measure, Process as Measured};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -220,37 +221,21 @@ fn fanout_guest() -> anyhow::Result<PathBuf> {
 
 /// `VmRSS` and `VmHWM` of a process, in MiB.
 fn memory_mib(pid: u32) -> Option<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| {
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-            })
-            .map(|kb| kb / 1024.0)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
+    measure::memory(Measured::Pid(pid)).map(|m| (m.rss_mib, m.peak_mib))
 }
 
-/// User + system CPU seconds of a process.
 fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    // After the command: state is field 3, utime 14 and stime 15 (1-based).
-    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
-    Some((ticks(14)? + ticks(15)?) / 100.0)
+    measure::cpu_seconds(Measured::Pid(pid))
 }
 
+/// The 1-minute load average, sampled beside the operator's memory.
 fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().and_then(|f| f.parse().ok()))
-        .unwrap_or(f64::NAN)
+    measure::load_average().map_or(f64::NAN, |[one, ..]| one)
+}
+
+/// The `q` quantile (nearest rank) of ascending samples; `NaN` without any.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    measure::percentile(sorted, q).unwrap_or(f64::NAN)
 }
 
 fn cpu_model() -> String {
@@ -1093,14 +1078,6 @@ fn converged(job: &DataJob, replicas: usize) -> bool {
                 .as_ref()
                 .is_some_and(|c| c.total as usize == replicas)
     })
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn log(start: Instant, message: impl std::fmt::Display) {

@@ -11,10 +11,8 @@ pub fn env_number<T: FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// The 1, 5 and 15 minute load averages, as `/proc/loadavg` gives them: the
-/// figures are only comparable between runs on an equally busy machine.
+/// The 1, 5 and 15 minute load averages: the figures are only comparable
+/// between runs on an equally busy machine.
 pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
+    policyhost_measure::load_average_text()
 }

@@ -11,6 +11,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use policyhost::Runtime;
 use policyhost::runtime::{EngineConfig, Input, PolicySpec, RuntimeConfig};
+use policyhost_measure::{Process, cpu_seconds, percentile};
 use serde::Serialize;
 
 use super::LimitArgs;
@@ -128,7 +129,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:30}] {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let cpu_before = process_cpu_seconds();
+    let cpu_before = cpu_seconds(Process::This);
     let started = Instant::now();
     let mut latencies: Vec<u32> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..args.concurrency.max(1))
@@ -174,7 +175,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             .collect()
     });
     let seconds = started.elapsed().as_secs_f64();
-    let cpu = process_cpu_seconds()
+    let cpu = cpu_seconds(Process::This)
         .zip(cpu_before)
         .map(|(after, before)| after - before);
     bar.finish_and_clear();
@@ -185,8 +186,8 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         errors: errors.load(Ordering::Relaxed),
         seconds,
         calls_per_second: total as f64 / seconds,
-        p50_us: percentile(&latencies, 0.50),
-        p99_us: percentile(&latencies, 0.99),
+        p50_us: micros(percentile(&latencies, 0.50)),
+        p99_us: micros(percentile(&latencies, 0.99)),
         fuel_per_call,
         instantiate_us: instantiate_nanos.load(Ordering::Relaxed) as f64
             / total.max(1) as f64
@@ -225,23 +226,7 @@ fn warm_up(runtime: &Runtime, policy: &policyhost::Policy, input: &Input) {
     }
 }
 
-/// User + system CPU seconds of this process so far (Linux `/proc`).
-fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may contain spaces) start at
-    // field 3; utime and stime are fields 14 and 15, in clock ticks.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    // Clock ticks are 100 per second on Linux (USER_HZ).
-    Some((utime + stime) / 100.0)
-}
-
-fn percentile(sorted: &[u32], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let index = ((sorted.len() - 1) as f64 * q).round() as usize;
-    f64::from(sorted[index.min(sorted.len() - 1)]) / 1000.0
+/// Nanoseconds as microseconds; `0` without samples.
+fn micros(nanos: Option<u32>) -> f64 {
+    nanos.map_or(0.0, |ns| f64::from(ns) / 1000.0)
 }
