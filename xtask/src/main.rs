@@ -289,7 +289,14 @@ const DEMO_POLICIES: &[&str] = &["fanout"];
 /// log goes to a file the demo names (its tail is printed if the demo fails).
 fn run_demo(extra: &[String]) -> Result<(), String> {
     prepare_guests()?;
-    cargo(&["build", "--quiet", "--package", "policyhost", "--bin", "policyhost"])?;
+    cargo(&[
+        "build",
+        "--quiet",
+        "--package",
+        "policyhost",
+        "--bin",
+        "policyhost",
+    ])?;
     let root = workspace_root();
     let demo = target_dir().join("demo");
     let policies = demo.join("policies");
@@ -351,7 +358,10 @@ fn publish_only(dir: &Path, names: &[&str]) -> Result<(), String> {
         let file = format!("{name}.wasm");
         let from = guest_dir().join(&file);
         if !from.is_file() {
-            return Err(format!("{} is missing after the guest build", from.display()));
+            return Err(format!(
+                "{} is missing after the guest build",
+                from.display()
+            ));
         }
         std::os::unix::fs::symlink(&from, dir.join(&file))
             .map_err(|e| format!("cannot link {}: {e}", from.display()))?;
