@@ -1,5 +1,4 @@
-//! The command line of a devcluster server, shared by the `devcluster` binary
-//! and `policyhost devcluster`.
+//! The command line of the `devcluster` binary.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -213,6 +213,7 @@ impl Operator {
         let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
         let client = client(config, &options, &fence)?;
         let child_kinds = discover(&client, &options.child_kinds).await?;
+        #[cfg(feature = "bench-baseline")]
         if options.cache == cache::Mode::Naive {
             warn!(
                 "cache mode naive: every object of each child kind is watched, cached in full \

@@ -9,10 +9,8 @@
 
 use std::sync::Arc;
 
-use futures::future::Either;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
+use kube::api::{Api, WatchEvent, WatchParams};
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
@@ -20,13 +18,17 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
-use crate::cache::{
-    self, Cached, Change, ChildCache, ChildRecord, FullObject, NaiveCache, ObjectKey, Scope, Store,
-    naive,
-};
+use crate::cache::{self, Cached, Change, ChildCache, ChildRecord, ObjectKey, Scope, Store};
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
+#[cfg(feature = "bench-baseline")]
+use {
+    crate::cache::{FullObject, NaiveCache, naive},
+    futures::future::Either,
+    k8s_openapi::api::core::v1::Pod,
+    kube::api::DynamicObject,
+};
 
 /// The label every child carries, naming the operator instance that manages it.
 pub const MANAGED_BY_LABEL: &str = "policyhost.dev/managed-by";
@@ -127,6 +129,7 @@ pub async fn children(
     futures::future::join_all(streams).await;
 }
 
+#[cfg(feature = "bench-baseline")]
 /// The baseline of `--cache naive`: keeps one child kind's full cache
 /// current from an unselected watch (every object of the kind in the
 /// scopes, whole), and queues the DataJob that controls every child whose
@@ -301,6 +304,7 @@ fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
     }
 }
 
+#[cfg(feature = "bench-baseline")]
 /// [`child_work`] for a change of a full object: objects no DataJob
 /// controls (nearly all of them) are dismissed before any projection.
 fn naive_child_work(change: &Change<FullObject>, resource: &ApiResource) -> Vec<ObjectKey> {
@@ -397,57 +401,63 @@ mod tests {
         assert!(child_work(&change).is_empty());
     }
 
-    fn full_pod(controller: Option<&str>, phase: &str, rv: &str) -> Arc<FullObject> {
-        let owners: Vec<serde_json::Value> = controller
-            .map(|kind| json!({"apiVersion": "x/v1", "kind": kind, "name": "j", "uid": "u", "controller": true}))
-            .into_iter()
-            .collect();
-        Arc::new(FullObject::Pod(Box::new(
-            Pod::deserialize(&json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "w", "namespace": "ns", "resourceVersion": rv,
-                    "ownerReferences": owners},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-                "status": {"phase": phase}}))
-            .unwrap(),
-        )))
-    }
-
-    fn pods() -> ApiResource {
-        ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("", "v1", "Pod"))
-    }
-
-    #[test]
-    fn in_naive_mode_a_foreign_object_is_never_work() {
-        let change = Change::Applied {
-            old: Some(full_pod(Some("ReplicaSet"), "Pending", "1")),
-            new: full_pod(Some("ReplicaSet"), "Running", "2"),
-        };
-        assert!(naive_child_work(&change, &pods()).is_empty());
-        let deleted = Change::Deleted(full_pod(None, "Running", "1"));
-        assert!(naive_child_work(&deleted, &pods()).is_empty());
-    }
-
-    #[test]
-    fn in_naive_mode_a_child_phase_change_queues_its_datajob_as_indexed_mode_does() {
-        let change = Change::Applied {
-            old: Some(full_pod(Some("DataJob"), "Pending", "1")),
-            new: full_pod(Some("DataJob"), "Running", "2"),
-        };
-        assert_eq!(
-            naive_child_work(&change, &pods()),
-            [ObjectKey::namespaced("ns", "j")]
-        );
-        let unseen = Change::Applied {
-            old: Some(full_pod(Some("DataJob"), "Running", "1")),
-            new: full_pod(Some("DataJob"), "Running", "2"),
-        };
-        assert!(naive_child_work(&unseen, &pods()).is_empty());
-    }
-
     #[test]
     fn a_deleted_child_queues_its_datajob() {
         let change = Change::Deleted(child("Running", "1"));
         assert_eq!(child_work(&change), [ObjectKey::namespaced("ns", "j")]);
+    }
+
+    /// The baseline's watch, built with the feature `bench-baseline`.
+    #[cfg(feature = "bench-baseline")]
+    mod naive_mode {
+        use super::*;
+
+        fn full_pod(controller: Option<&str>, phase: &str, rv: &str) -> Arc<FullObject> {
+            let owners: Vec<serde_json::Value> = controller
+                .map(|kind| json!({"apiVersion": "x/v1", "kind": kind, "name": "j", "uid": "u", "controller": true}))
+                .into_iter()
+                .collect();
+            Arc::new(FullObject::Pod(Box::new(
+                Pod::deserialize(&json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "w", "namespace": "ns", "resourceVersion": rv,
+                        "ownerReferences": owners},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                    "status": {"phase": phase}}))
+                .unwrap(),
+            )))
+        }
+
+        fn pods() -> ApiResource {
+            ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("", "v1", "Pod"))
+        }
+
+        #[test]
+        fn in_naive_mode_a_foreign_object_is_never_work() {
+            let change = Change::Applied {
+                old: Some(full_pod(Some("ReplicaSet"), "Pending", "1")),
+                new: full_pod(Some("ReplicaSet"), "Running", "2"),
+            };
+            assert!(naive_child_work(&change, &pods()).is_empty());
+            let deleted = Change::Deleted(full_pod(None, "Running", "1"));
+            assert!(naive_child_work(&deleted, &pods()).is_empty());
+        }
+
+        #[test]
+        fn in_naive_mode_a_child_phase_change_queues_its_datajob_as_indexed_mode_does() {
+            let change = Change::Applied {
+                old: Some(full_pod(Some("DataJob"), "Pending", "1")),
+                new: full_pod(Some("DataJob"), "Running", "2"),
+            };
+            assert_eq!(
+                naive_child_work(&change, &pods()),
+                [ObjectKey::namespaced("ns", "j")]
+            );
+            let unseen = Change::Applied {
+                old: Some(full_pod(Some("DataJob"), "Running", "1")),
+                new: full_pod(Some("DataJob"), "Running", "2"),
+            };
+            assert!(naive_child_work(&unseen, &pods()).is_empty());
+        }
     }
 }

@@ -161,6 +161,48 @@ fn the_static_binary_needs_no_loader_and_starts_prints_the_crd_and_checks_a_poli
     assert!(checked.contains("digest:   sha256:"), "{checked}");
 }
 
+/// What ships is what runs: the image's binary is built without the
+/// developer's `policyhost dev` (and so without devcluster's code) and
+/// without the benchmark baseline `--cache naive`.
+#[test]
+fn the_static_binary_carries_no_dev_server_and_no_benchmark_baseline() {
+    let Some(bin) = built_static_binary() else {
+        return;
+    };
+    let dev = Command::new(&bin)
+        .args(["dev", "--help"])
+        .output()
+        .expect("run it");
+    assert!(!dev.status.success(), "the image's binary has `dev`");
+    let refused = String::from_utf8_lossy(&dev.stderr);
+    assert!(
+        refused.contains("unrecognized subcommand 'dev'"),
+        "{refused}"
+    );
+    let naive = Command::new(&bin)
+        .args(["run", "--cache", "naive", "--help"])
+        .output()
+        .expect("run it");
+    assert!(
+        !naive.status.success(),
+        "the image's binary has `--cache naive`"
+    );
+    assert!(
+        String::from_utf8_lossy(&naive.stderr).contains("invalid value 'naive'"),
+        "{}",
+        String::from_utf8_lossy(&naive.stderr)
+    );
+    // devcluster's panic locations name its sources: linked in, its code
+    // would bring them.
+    let elf = std::fs::read(&bin).expect("read the binary");
+    assert!(
+        !elf.windows(b"devcluster/src/".len())
+            .any(|w| w == b"devcluster/src/"),
+        "{} holds devcluster's code",
+        bin.display()
+    );
+}
+
 /// The static binary runs the operator: against devcluster it becomes
 /// ready, leads, reconciles a DataJob, and stops cleanly on SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -114,6 +114,7 @@ fn run_bench(args: &[String]) -> Result<(), String> {
         _ => return Err(USAGE.to_owned()),
     }
     prepare_guests()?;
+    // The naive cache mode is the benchmark's baseline, built only here.
     cargo(&[
         "build",
         "--release",
@@ -122,6 +123,8 @@ fn run_bench(args: &[String]) -> Result<(), String> {
         "--package",
         "devcluster",
         "--bins",
+        "--features",
+        "policyhost/bench-baseline",
     ])?;
     let mut scale = vec![
         "bench",
@@ -475,6 +478,8 @@ fn build_static() -> Result<PathBuf, String> {
         println!("xtask: musl-gcc not found, installing Debian's musl-tools");
         apt_install("musl-tools")?;
     }
+    // The production binary: no `policyhost dev` (and so no devcluster),
+    // no benchmark baseline.
     cargo(&[
         "build",
         "--release",
@@ -484,6 +489,7 @@ fn build_static() -> Result<PathBuf, String> {
         "policyhost",
         "--bin",
         "policyhost",
+        "--no-default-features",
     ])?;
     Ok(static_binary())
 }

@@ -6,6 +6,7 @@
 )]
 
 mod apply;
+mod binary;
 mod common;
 mod crud;
 mod differential;

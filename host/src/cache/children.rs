@@ -6,6 +6,7 @@ use std::sync::Arc;
 use kube::core::ApiResource;
 
 use super::key::ObjectKey;
+#[cfg(feature = "bench-baseline")]
 use super::naive::NaiveCache;
 use super::records::ChildRecord;
 use super::store::{Index, Scope, Store};
@@ -52,6 +53,7 @@ pub enum Mode {
     Indexed,
     /// The baseline the design avoids: every object of each child kind, in
     /// full, found by scanning ([`NaiveCache`]). For measurements only.
+    #[cfg(feature = "bench-baseline")]
     Naive,
 }
 
@@ -59,6 +61,7 @@ impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Indexed => "indexed",
+            #[cfg(feature = "bench-baseline")]
             Self::Naive => "naive",
         })
     }
@@ -74,6 +77,7 @@ pub struct ChildCaches {
 #[derive(Clone)]
 enum Kinds {
     Indexed(Vec<ChildCache>),
+    #[cfg(feature = "bench-baseline")]
     Naive(Vec<NaiveCache>),
 }
 
@@ -93,6 +97,7 @@ impl ChildCaches {
     }
 
     /// Naive caches for these kinds (the baseline of `--cache naive`).
+    #[cfg(feature = "bench-baseline")]
     #[must_use]
     pub fn naive(kinds: Vec<NaiveCache>) -> Self {
         Self {
@@ -110,6 +115,7 @@ impl ChildCaches {
                     .map(|resource| ChildCache::new(resource.clone(), scopes.to_vec()))
                     .collect(),
             ),
+            #[cfg(feature = "bench-baseline")]
             Mode::Naive => Self::naive(
                 resources
                     .iter()
@@ -124,6 +130,7 @@ impl ChildCaches {
     pub fn mode(&self) -> Mode {
         match self.kinds {
             Kinds::Indexed(_) => Mode::Indexed,
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(_) => Mode::Naive,
         }
     }
@@ -138,6 +145,7 @@ impl ChildCaches {
                 .iter()
                 .flat_map(|cache| cache.store.lookup(cache.by_owner, owner_uid))
                 .collect(),
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(kinds) => kinds
                 .iter()
                 .flat_map(|cache| cache.children_of(owner_uid))
@@ -159,6 +167,7 @@ impl ChildCaches {
                 .iter()
                 .find(|cache| matches(&cache.resource))
                 .and_then(|cache| cache.store.get(key)),
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(kinds) => kinds
                 .iter()
                 .find(|cache| matches(&cache.resource))
@@ -178,6 +187,7 @@ impl ChildCaches {
                 .iter()
                 .map(|cache| &cache.resource)
                 .find(|r| matches(r)),
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(kinds) => kinds
                 .iter()
                 .map(|cache| &cache.resource)
@@ -197,16 +207,19 @@ impl ChildCaches {
     pub fn iter(&self) -> impl Iterator<Item = &ChildCache> {
         match &self.kinds {
             Kinds::Indexed(kinds) => kinds.as_slice(),
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(_) => &[],
         }
         .iter()
     }
 
     /// Every kind's naive cache (none in [`Mode::Indexed`]).
+    #[cfg(feature = "bench-baseline")]
     #[must_use]
     pub fn naive_kinds(&self) -> &[NaiveCache] {
         match &self.kinds {
             Kinds::Indexed(_) => &[],
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(kinds) => kinds,
         }
     }
@@ -216,6 +229,7 @@ impl ChildCaches {
     pub fn is_ready(&self) -> bool {
         match &self.kinds {
             Kinds::Indexed(kinds) => kinds.iter().all(|cache| cache.store.is_ready()),
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(kinds) => kinds.iter().all(|cache| cache.store.is_ready()),
         }
     }
@@ -228,6 +242,7 @@ impl ChildCaches {
                     cache.store.wait_until_ready().await;
                 }
             }
+            #[cfg(feature = "bench-baseline")]
             Kinds::Naive(kinds) => {
                 for cache in kinds {
                     cache.store.wait_until_ready().await;

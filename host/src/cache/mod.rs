@@ -6,17 +6,20 @@
 //! other objects the cluster holds, and the cache only ever holds objects the
 //! operator watches (its own children, selected by label).
 //!
-//! [`naive`] keeps the anti-pattern as a baseline to measure against
-//! (`--cache naive`): every object of each child kind in full, scanned.
+//! `naive` keeps the anti-pattern as a baseline to measure against
+//! (`--cache naive`, feature `bench-baseline`): every object of each child
+//! kind in full, scanned.
 
 mod children;
 mod key;
+#[cfg(feature = "bench-baseline")]
 pub mod naive;
 mod records;
 mod store;
 
 pub use children::{ChildCache, ChildCaches, Mode};
 pub use key::ObjectKey;
+#[cfg(feature = "bench-baseline")]
 pub use naive::{FullObject, NaiveCache};
 pub use records::{APPLIED_HASH_ANNOTATION, ChildRecord, Owner, slim_data_job};
 pub use store::{Cached, Change, Event, Index, Scope, Store, StoreBuilder};

@@ -2,6 +2,7 @@
 
 mod bench;
 mod check;
+#[cfg(feature = "dev")]
 mod dev;
 mod golden;
 mod input;
@@ -10,6 +11,7 @@ mod list;
 mod logging;
 mod operate;
 mod push;
+#[cfg(feature = "dev")]
 mod reload;
 mod run;
 mod status;
@@ -33,11 +35,12 @@ enum Command {
     /// Run the operator against a cluster.
     Run(operate::RunArgs),
     /// Run the whole system on an embedded devcluster: no cluster needed.
+    /// A developer's command, left out of the production image (feature
+    /// `dev`).
+    #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
     /// Print the DataJob CustomResourceDefinition (YAML).
     Crd,
-    /// Serve a Kubernetes-compatible API server for development and tests.
-    Devcluster(devcluster::cli::Args),
     /// Show where a DataJob stands: phase, finalizer, cleanup attempts, last
     /// error, policy and digest, age of the deletion (`--all-terminating`:
     /// every DataJob being deleted, as a table).
@@ -131,15 +134,17 @@ const GUEST_FAULT: u8 = 2;
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Run(_) | Command::Dev(_) | Command::Devcluster(_) => "info",
+        Command::Run(_) => "info",
+        #[cfg(feature = "dev")]
+        Command::Dev(_) => "info",
         _ => "warn",
     };
     logging::init(default_level);
     let outcome = match cli.command {
         Command::Run(args) => operate::run(&args),
+        #[cfg(feature = "dev")]
         Command::Dev(args) => dev::run(&args),
         Command::Crd => print_crd(),
-        Command::Devcluster(args) => serve_devcluster(&args),
         Command::Status(args) => status::run(&args),
         Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
         Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
@@ -175,12 +180,6 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutdown requested");
-}
-
-fn serve_devcluster(args: &devcluster::cli::Args) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(devcluster::cli::serve(args))?;
-    Ok(ExitCode::SUCCESS)
 }
 
 fn print_crd() -> anyhow::Result<ExitCode> {

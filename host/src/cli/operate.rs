@@ -165,7 +165,9 @@ pub(crate) enum CacheArg {
     #[default]
     Indexed,
     /// Every object of each child kind, cached in full and scanned for a
-    /// DataJob's children: the anti-pattern, as a baseline for benchmarks.
+    /// DataJob's children: the anti-pattern, as a baseline for benchmarks
+    /// (built with the feature `bench-baseline`).
+    #[cfg(feature = "bench-baseline")]
     Naive,
 }
 
@@ -182,7 +184,8 @@ pub(crate) enum StreamingListsArg {
 }
 
 impl OperatorArgs {
-    /// The instance name.
+    /// The instance name (for `policyhost dev`'s leader election).
+    #[cfg(feature = "dev")]
     pub(crate) fn instance(&self) -> &str {
         &self.instance
     }
@@ -221,6 +224,7 @@ impl OperatorArgs {
             },
             cache: match self.cache {
                 CacheArg::Indexed => cache::Mode::Indexed,
+                #[cfg(feature = "bench-baseline")]
                 CacheArg::Naive => cache::Mode::Naive,
             },
             asks: Asks {

@@ -200,6 +200,7 @@ impl Controller {
                 Arc::clone(&shared.queue),
             ));
         }
+        #[cfg(feature = "bench-baseline")]
         for cache in shared.children.naive_kinds() {
             background.spawn(watch::naive_children(
                 shared.client.clone(),
