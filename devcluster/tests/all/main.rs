@@ -6,7 +6,7 @@
 )]
 
 mod apply;
-mod binary;
+mod executable;
 mod common;
 mod crud;
 mod differential;
