@@ -1,35 +1,16 @@
 //! The `policyhost` binary's operator commands: `run` against a cluster
 //! (probes, metrics, graceful stop), `dev` on the embedded devcluster, `crd`.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Read as _;
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::common::cluster::{Env, PATIENCE, eventually, phase};
+use crate::common::process::{free_port, http_get};
 use crate::common::{guest, policyhost_bin, workspace};
-
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// `GET path` over HTTP/1.0; the status code and body, or `None` if nothing answers.
-fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let code = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
-    Some((code, body))
-}
 
 /// Waits for a child process to exit, killing it after `PATIENCE`.
 fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
