@@ -6,10 +6,10 @@
 )]
 
 mod apply;
-mod executable;
 mod common;
 mod crud;
 mod differential;
+mod executable;
 mod faults;
 mod finalizers;
 mod gc;
