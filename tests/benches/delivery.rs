@@ -21,8 +21,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use common::bench::{env_number, load_average};
-use policyhost_measure::percentile_ms;
+use common::bench::env_number;
+use policyhost_measure::{load_average_text, percentile_ms};
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -204,7 +204,7 @@ async fn bench() {
     swap(&env, &b, JOBS).await;
     println!(
         "delivery bench: {misses} cache misses, {hits} cache hits, {JOBS} DataJobs; load average {} at start",
-        load_average()
+        load_average_text()
     );
 
     let mut compiled = Vec::new();
@@ -220,7 +220,7 @@ async fn bench() {
     }
     report("miss", &compiled);
     report("hit", &cached);
-    println!("load average {} at the end", load_average());
+    println!("load average {} at the end", load_average_text());
     for line in env.operator().metrics.render().lines().filter(|l| {
         l.starts_with("policyhost_policy_load_duration_seconds_sum")
             || l.starts_with("policyhost_policy_load_duration_seconds_count")

@@ -21,8 +21,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use common::bench::{env_number, load_average};
-use policyhost_measure::percentile_ms;
+use common::bench::env_number;
+use policyhost_measure::{load_average_text, percentile_ms};
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -68,12 +68,12 @@ async fn bench() {
     });
     println!(
         "finalizer bench on {server}: {jobs} DataJobs, load average {} at start",
-        load_average()
+        load_average_text()
     );
     for (round, by_collection) in [("deletecollection", true), ("one DELETE each", false)] {
         run_round(&env, jobs, round, by_collection).await;
     }
-    println!("load average {} at the end", load_average());
+    println!("load average {} at the end", load_average_text());
     let metrics = env.operator().metrics.render();
     for line in metrics.lines().filter(|l| {
         l.starts_with("policyhost_cleanup_total")
@@ -176,7 +176,7 @@ async fn run_round(env: &Env, jobs: u32, round: &str, by_collection: bool) {
     });
     synced_rx.await.expect("the watch synced");
 
-    let load = load_average();
+    let load = load_average_text();
     let mut deleted_at: HashMap<String, Instant> = HashMap::new();
     let t0 = Instant::now();
     if by_collection {
@@ -235,7 +235,7 @@ async fn run_round(env: &Env, jobs: u32, round: &str, by_collection: bool) {
         pick(0.99),
         pick(1.0),
         last.as_secs_f64(),
-        load_average()
+        load_average_text()
     );
     // The children go by garbage collection before the next round: on a
     // real control plane, kube-controller-manager's collector deletes them

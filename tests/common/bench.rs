@@ -1,4 +1,5 @@
-//! What the in-process benchmarks share: their knobs and the machine's load.
+//! What the in-process benchmarks share: their knobs (the machine's load
+//! is `policyhost_measure`'s).
 
 use std::str::FromStr;
 
@@ -9,10 +10,4 @@ pub fn env_number<T: FromStr>(name: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// The 1, 5 and 15 minute load averages: the figures are only comparable
-/// between runs on an equally busy machine.
-pub fn load_average() -> String {
-    policyhost_measure::load_average_text()
 }
