@@ -384,6 +384,22 @@ mod tests {
     }
 
     #[test]
+    fn keys_and_values_follow_the_label_rules() {
+        assert!(LabelSelector::parse("app.kubernetes.io/name=web").is_ok());
+        let long = "k".repeat(64);
+        for bad in [
+            format!("{long}=v"),
+            "Example.com/a=v".to_owned(),
+            "a/b/c=v".to_owned(),
+            "-a=v".to_owned(),
+            format!("a={long}"),
+            "a=-v".to_owned(),
+        ] {
+            assert!(LabelSelector::parse(&bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
     fn malformed_selectors_are_rejected() {
         assert!(LabelSelector::parse("a in x").is_err());
         assert!(LabelSelector::parse("a=b c").is_err());
