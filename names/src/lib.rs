@@ -288,6 +288,8 @@ mod tests {
             "a-.b",
             "Upper",
             "under_score",
+            "ä",
+            "a\nb",
             &long(254),
         ] {
             assert!(dns1123_subdomain(bad).is_err(), "{bad}");
