@@ -13,7 +13,7 @@ use crate::counters::Counters;
 use crate::faults::{FaultControls, Faults};
 use crate::http::{self, App};
 use crate::object::ObjectKey;
-use crate::ops::Writer;
+use crate::ops::{Target, Writer};
 use crate::pods::{self, PodSimulation};
 use crate::rand::Rng;
 use crate::resource::{GroupResource, Registry};
@@ -241,15 +241,9 @@ fn bootstrap(app: &App, node: bool) -> Result<()> {
         .ok_or_else(|| Error::Bootstrap("namespaces are not registered".into()))?;
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         if txn.get(&ns_rt.gr, &ObjectKey::new("", name)).is_none() {
-            w.create(
-                &mut txn,
-                &ns_rt,
-                "v1",
-                "",
-                json!({"metadata": {"name": name}}),
-                false,
-            )
-            .map_err(|e| Error::Bootstrap(e.to_string()))?;
+            let body = json!({"metadata": {"name": name}});
+            w.create(&mut txn, &Target::of(&ns_rt, "", ""), body)
+                .map_err(|e| Error::Bootstrap(e.to_string()))?;
         }
     }
     if node && let Some(node_rt) = app.registry.get(&GroupResource::new("", "nodes")) {
@@ -257,7 +251,7 @@ fn bootstrap(app: &App, node: bool) -> Result<()> {
             "metadata": {"name": pods::NODE_NAME, "labels": {"kubernetes.io/hostname": pods::NODE_NAME}},
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
         });
-        w.create(&mut txn, &node_rt, "v1", "", body, false)
+        w.create(&mut txn, &Target::of(&node_rt, "", ""), body)
             .map_err(|e| Error::Bootstrap(e.to_string()))?;
     }
     Ok(())

@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use crate::object::ObjectKey;
-use crate::ops::{
-    self, DeleteOptions, FOREGROUND, NAMESPACE_FINALIZER, ORPHAN, Propagation, Writer,
-};
+use crate::ops::{self, DeleteOptions, FOREGROUND, ORPHAN, Propagation, Target, Writer};
 use crate::resource::{GroupResource, Registry};
 use crate::store::{GcWork, Store, Txn};
+use crate::strategy::NAMESPACE_FINALIZER;
 
 /// How many work items one lock hold may process before letting requests in.
 const BATCH: usize = 256;
@@ -89,17 +88,9 @@ fn object(
                     m.remove("ownerReferences");
                 }
             }
-            let version = drt.versions[0].name.clone();
-            w.patch(
-                txn,
-                &drt,
-                &version,
-                &dkey.namespace,
-                &dkey.name,
-                ops::Part::Main,
-                false,
-                |_| Ok(v),
-            )?;
+            w.patch(txn, &Target::of(&drt, &dkey.namespace, &dkey.name), |_| {
+                Ok(v)
+            })?;
         }
         w.set_finalizers(txn, &rt, key, |f| f.retain(|x| x != ORPHAN))?;
         return Ok(());
@@ -121,9 +112,8 @@ fn object(
                     propagation: Some(Propagation::Foreground),
                     ..DeleteOptions::default()
                 };
-                if let ops::Deleted::Now(_) =
-                    w.delete(txn, &drt, &dkey.namespace, &dkey.name, &opts)?
-                {
+                let target = Target::of(&drt, &dkey.namespace, &dkey.name);
+                if let ops::Deleted::Now(_) = w.delete(txn, &target, &opts)? {
                     continue;
                 }
             }
@@ -144,13 +134,8 @@ fn object(
         }
         if alive.is_empty() {
             if !obj.meta.deleting {
-                w.delete(
-                    txn,
-                    &rt,
-                    &key.namespace,
-                    &key.name,
-                    &DeleteOptions::default(),
-                )?;
+                let target = Target::of(&rt, &key.namespace, &key.name);
+                w.delete(txn, &target, &DeleteOptions::default())?;
             }
         } else {
             let gone: Vec<String> = dangling.iter().map(|o| o.uid.clone()).collect();
@@ -162,17 +147,7 @@ fn object(
                         .is_some_and(|u| gone.iter().any(|g| g == u))
                 });
             }
-            let version = rt.versions[0].name.clone();
-            w.patch(
-                txn,
-                &rt,
-                &version,
-                &key.namespace,
-                &key.name,
-                ops::Part::Main,
-                false,
-                |_| Ok(v),
-            )?;
+            w.patch(txn, &Target::of(&rt, &key.namespace, &key.name), |_| Ok(v))?;
         }
     }
     Ok(())
@@ -195,7 +170,8 @@ fn namespace(w: &Writer<'_>, txn: &mut Txn<'_>, key: &ObjectKey) -> crate::statu
         if let Some(o) = txn.get(gr, k)
             && !o.meta.deleting
         {
-            w.delete(txn, &rt, &k.namespace, &k.name, &DeleteOptions::default())?;
+            let target = Target::of(&rt, &k.namespace, &k.name);
+            w.delete(txn, &target, &DeleteOptions::default())?;
         }
     }
     if !txn.in_namespace(&key.name).is_empty() {

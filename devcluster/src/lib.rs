@@ -41,6 +41,7 @@ mod schema;
 mod selector;
 mod status;
 mod store;
+mod strategy;
 mod table;
 mod watch;
 

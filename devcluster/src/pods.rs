@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::clock;
 use crate::object::ObjectKey;
-use crate::ops::{Part, Writer};
+use crate::ops::{Part, Target, Writer};
 use crate::rand::Rng;
 use crate::resource::{GroupResource, Registry};
 use crate::store::{EventKind, ListQuery, Store};
@@ -76,16 +76,7 @@ pub(crate) async fn run(
     });
     let (existing, mut rx) = {
         let mut txn = sim.store.lock();
-        let page = txn.list(&ListQuery {
-            gr: &pods(),
-            namespace: None,
-            at: None,
-            after: None,
-            limit: 0,
-            filter: &|_| true,
-            count_remaining: false,
-            label_hint: None,
-        });
+        let page = txn.list(&ListQuery::everything(&pods()));
         let rv = txn.rv();
         match (page, txn.watch_from(&pods(), rv)) {
             (Ok(p), Ok((_, rx))) => (p.items, rx),
@@ -146,19 +137,11 @@ impl Sim {
         if cur.meta.uid != uid || cur.meta.deleting {
             return None;
         }
-        let result = w.patch(
-            &mut txn,
-            &rt,
-            "v1",
-            &key.namespace,
-            &key.name,
-            part,
-            false,
-            |mut v| {
-                f(&mut v);
-                Ok(v)
-            },
-        );
+        let target = Target::of(&rt, &key.namespace, &key.name).through(part);
+        let result = w.patch(&mut txn, &target, |mut v| {
+            f(&mut v);
+            Ok(v)
+        });
         match result {
             Ok(s) => s.value().ok(),
             Err(error) => {
@@ -187,32 +170,24 @@ async fn terminate(sim: Arc<Sim>, key: ObjectKey, uid: String) {
         _ => return,
     }
     let finished = clock::now_rfc3339();
-    let stopped = w.patch(
-        &mut txn,
-        &rt,
-        "v1",
-        &key.namespace,
-        &key.name,
-        Part::Status,
-        false,
-        |mut v| {
-            if let Some(statuses) = v["status"]["containerStatuses"].as_array_mut() {
-                for s in statuses.iter_mut().filter(|s| s.is_object()) {
-                    if s["state"]["running"].is_object() {
-                        let started = s["state"]["running"]["startedAt"].clone();
-                        let id = s["containerID"].clone();
-                        s["state"] = json!({"terminated": {
-                            "exitCode": 0, "reason": "Completed", "startedAt": started,
-                            "finishedAt": finished, "containerID": id,
-                        }});
-                        s["ready"] = json!(false);
-                        s["started"] = json!(false);
-                    }
+    let target = Target::of(&rt, &key.namespace, &key.name);
+    let stopped = w.patch(&mut txn, &target.through(Part::Status), |mut v| {
+        if let Some(statuses) = v["status"]["containerStatuses"].as_array_mut() {
+            for s in statuses.iter_mut().filter(|s| s.is_object()) {
+                if s["state"]["running"].is_object() {
+                    let started = s["state"]["running"]["startedAt"].clone();
+                    let id = s["containerID"].clone();
+                    s["state"] = json!({"terminated": {
+                        "exitCode": 0, "reason": "Completed", "startedAt": started,
+                        "finishedAt": finished, "containerID": id,
+                    }});
+                    s["ready"] = json!(false);
+                    s["started"] = json!(false);
                 }
             }
-            Ok(v)
-        },
-    );
+        }
+        Ok(v)
+    });
     if let Err(error) = stopped {
         tracing::debug!(pod = %key.name, %error, "stopping a terminating pod failed");
     }
@@ -220,7 +195,7 @@ async fn terminate(sim: Arc<Sim>, key: ObjectKey, uid: String) {
         grace_period: Some(0),
         ..crate::ops::DeleteOptions::default()
     };
-    if let Err(error) = w.delete(&mut txn, &rt, &key.namespace, &key.name, &now) {
+    if let Err(error) = w.delete(&mut txn, &target, &now) {
         tracing::debug!(pod = %key.name, %error, "removing a terminated pod failed");
     }
 }

@@ -6,6 +6,9 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use crate::patch::schema::Schema as MergeSchema;
+use crate::strategy::{
+    BinaryData, CustomResourceDefinitions, Generic, Namespaces, Pods, Services, Strategy,
+};
 
 /// A group and a plural resource name, the identity of a storage table.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,7 +75,7 @@ pub(crate) struct Version {
 }
 
 /// A served resource type.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct ResourceType {
     /// Group and plural.
     pub(crate) gr: GroupResource,
@@ -99,6 +102,8 @@ pub(crate) struct ResourceType {
     /// Another resource whose storage this one shares, converting on the way
     /// (`events.k8s.io/v1` Events are stored as core/v1 Events).
     pub(crate) stored_as: Option<GroupResource>,
+    /// What the kind adds to the generic write path.
+    pub(crate) strategy: &'static dyn Strategy,
 }
 
 impl ResourceType {
@@ -138,264 +143,90 @@ impl ResourceType {
     }
 }
 
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    status: bool,
-    generation: bool,
-    return_deleted: bool,
-    all: bool,
-}
+/// A built-in resource's traits, or-ed together in its [`BUILTINS`] row.
+type Traits = u8;
+/// Namespaced (otherwise cluster-scoped).
+const NAMESPACED: Traits = 1;
+/// Serves the `status` subresource.
+const STATUS: Traits = 1 << 1;
+/// Keeps `metadata.generation`.
+const GENERATION: Traits = 1 << 2;
+/// A delete answers with the object's last state.
+const RETURN_DELETED: Traits = 1 << 3;
+/// In the `all` category.
+const ALL: Traits = 1 << 4;
 
+/// One built-in resource: group/version, plural, kind, short names, traits, strategy.
+struct Builtin(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    Traits,
+    &'static dyn Strategy,
+);
+
+const CONFIGMAP_BYTES: BinaryData = BinaryData("binaryData");
+const SECRET_BYTES: BinaryData = BinaryData("data");
+
+/// The built-in resources, as `kubectl api-resources` lists them.
+#[rustfmt::skip]
 const BUILTINS: &[Builtin] = &[
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "namespaces",
-        kind: "Namespace",
-        namespaced: false,
-        short: &["ns"],
-        status: true,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "pods",
-        kind: "Pod",
-        namespaced: true,
-        short: &["po"],
-        status: true,
-        generation: true,
-        return_deleted: true,
-        all: true,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "configmaps",
-        kind: "ConfigMap",
-        namespaced: true,
-        short: &["cm"],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "secrets",
-        kind: "Secret",
-        namespaced: true,
-        short: &[],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "services",
-        kind: "Service",
-        namespaced: true,
-        short: &["svc"],
-        status: true,
-        generation: false,
-        return_deleted: true,
-        all: true,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "events",
-        kind: "Event",
-        namespaced: true,
-        short: &["ev"],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "serviceaccounts",
-        kind: "ServiceAccount",
-        namespaced: true,
-        short: &["sa"],
-        status: false,
-        generation: false,
-        return_deleted: true,
-        all: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "nodes",
-        kind: "Node",
-        namespaced: false,
-        short: &["no"],
-        status: true,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "apps",
-        version: "v1",
-        plural: "deployments",
-        kind: "Deployment",
-        namespaced: true,
-        short: &["deploy"],
-        status: true,
-        generation: true,
-        return_deleted: false,
-        all: true,
-    },
-    Builtin {
-        group: "batch",
-        version: "v1",
-        plural: "jobs",
-        kind: "Job",
-        namespaced: true,
-        short: &[],
-        status: true,
-        generation: true,
-        return_deleted: false,
-        all: true,
-    },
-    Builtin {
-        group: "coordination.k8s.io",
-        version: "v1",
-        plural: "leases",
-        kind: "Lease",
-        namespaced: true,
-        short: &[],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "events.k8s.io",
-        version: "v1",
-        plural: "events",
-        kind: "Event",
-        namespaced: true,
-        short: &["ev"],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        plural: "roles",
-        kind: "Role",
-        namespaced: true,
-        short: &[],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        plural: "rolebindings",
-        kind: "RoleBinding",
-        namespaced: true,
-        short: &[],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        plural: "clusterroles",
-        kind: "ClusterRole",
-        namespaced: false,
-        short: &[],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        plural: "clusterrolebindings",
-        kind: "ClusterRoleBinding",
-        namespaced: false,
-        short: &[],
-        status: false,
-        generation: false,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "policy",
-        version: "v1",
-        plural: "poddisruptionbudgets",
-        kind: "PodDisruptionBudget",
-        namespaced: true,
-        short: &["pdb"],
-        status: true,
-        generation: true,
-        return_deleted: false,
-        all: false,
-    },
-    Builtin {
-        group: "apiextensions.k8s.io",
-        version: "v1",
-        plural: "customresourcedefinitions",
-        kind: "CustomResourceDefinition",
-        namespaced: false,
-        short: &["crd", "crds"],
-        status: true,
-        generation: true,
-        return_deleted: false,
-        all: false,
-    },
+    Builtin("v1", "namespaces", "Namespace", &["ns"], STATUS, &Namespaces),
+    Builtin("v1", "pods", "Pod", &["po"], NAMESPACED | STATUS | GENERATION | RETURN_DELETED | ALL, &Pods),
+    Builtin("v1", "configmaps", "ConfigMap", &["cm"], NAMESPACED, &CONFIGMAP_BYTES),
+    Builtin("v1", "secrets", "Secret", &[], NAMESPACED, &SECRET_BYTES),
+    Builtin("v1", "services", "Service", &["svc"], NAMESPACED | STATUS | RETURN_DELETED | ALL, &Services),
+    Builtin("v1", "events", "Event", &["ev"], NAMESPACED, &Generic),
+    Builtin("v1", "serviceaccounts", "ServiceAccount", &["sa"], NAMESPACED | RETURN_DELETED, &Generic),
+    Builtin("v1", "nodes", "Node", &["no"], STATUS, &Generic),
+    Builtin("apps/v1", "deployments", "Deployment", &["deploy"], NAMESPACED | STATUS | GENERATION | ALL, &Generic),
+    Builtin("batch/v1", "jobs", "Job", &[], NAMESPACED | STATUS | GENERATION | ALL, &Generic),
+    Builtin("coordination.k8s.io/v1", "leases", "Lease", &[], NAMESPACED, &Generic),
+    Builtin("events.k8s.io/v1", "events", "Event", &["ev"], NAMESPACED, &Generic),
+    Builtin("rbac.authorization.k8s.io/v1", "roles", "Role", &[], NAMESPACED, &Generic),
+    Builtin("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", &[], NAMESPACED, &Generic),
+    Builtin("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", &[], 0, &Generic),
+    Builtin("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", &[], 0, &Generic),
+    Builtin("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", &["pdb"], NAMESPACED | STATUS | GENERATION, &Generic),
+    Builtin("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", &["crd", "crds"], STATUS | GENERATION, &CustomResourceDefinitions),
 ];
 
 fn builtin_types() -> Vec<ResourceType> {
     BUILTINS
         .iter()
-        .map(|b| ResourceType {
-            gr: GroupResource::new(b.group, b.plural),
-            versions: vec![Version {
-                name: b.version.to_owned(),
-                columns: Vec::new(),
-                status: b.status,
-                schema: None,
-                merge: None,
-            }],
-            singular: b.kind.to_lowercase(),
-            kind: b.kind.to_owned(),
-            namespaced: b.namespaced,
-            short_names: b.short.iter().map(|s| (*s).to_owned()).collect(),
-            categories: if b.all {
-                vec!["all".to_owned()]
-            } else {
-                Vec::new()
+        .map(
+            |&Builtin(group_version, plural, kind, short, traits, strategy)| {
+                let (group, version) = group_version
+                    .rsplit_once('/')
+                    .unwrap_or(("", group_version));
+                let has = |t: Traits| traits & t != 0;
+                ResourceType {
+                    gr: GroupResource::new(group, plural),
+                    versions: vec![Version {
+                        name: version.to_owned(),
+                        columns: Vec::new(),
+                        status: has(STATUS),
+                        schema: None,
+                        merge: None,
+                    }],
+                    singular: kind.to_lowercase(),
+                    kind: kind.to_owned(),
+                    namespaced: has(NAMESPACED),
+                    short_names: short.iter().map(|s| (*s).to_owned()).collect(),
+                    categories: if has(ALL) {
+                        vec!["all".to_owned()]
+                    } else {
+                        Vec::new()
+                    },
+                    generation: has(GENERATION),
+                    return_deleted: has(RETURN_DELETED),
+                    custom: false,
+                    stored_as: (group == "events.k8s.io").then(|| GroupResource::new("", "events")),
+                    strategy,
+                }
             },
-            generation: b.generation,
-            return_deleted: b.return_deleted,
-            custom: false,
-            stored_as: (b.group == "events.k8s.io").then(|| GroupResource::new("", "events")),
-        })
+        )
         .collect()
 }
 
@@ -546,6 +377,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceType> {
         return_deleted: false,
         custom: true,
         stored_as: None,
+        strategy: &Generic,
     })
 }
 
@@ -711,10 +543,10 @@ mod tests {
         let mut c = crd();
         c["metadata"]["name"] = json!("wrong");
         assert_eq!(
-            from_crd(&c),
-            Err(Error::Name {
+            from_crd(&c).unwrap_err(),
+            Error::Name {
                 name: "wrong".into()
-            })
+            }
         );
     }
 
@@ -730,5 +562,11 @@ mod tests {
         assert!(!role.namespaced && !role.has_status());
         let pdb = r.lookup("policy", "v1", "poddisruptionbudgets").unwrap();
         assert!(pdb.namespaced && pdb.has_status() && pdb.generation);
+        let pods = r.lookup("", "v1", "pods").unwrap();
+        assert!(pods.return_deleted && pods.categories == ["all"] && pods.short_names == ["po"]);
+        let ns = r.lookup("", "v1", "namespaces").unwrap();
+        assert!(!ns.namespaced && ns.has_status() && !ns.generation && !ns.return_deleted);
+        let events = r.lookup("events.k8s.io", "v1", "events").unwrap();
+        assert_eq!(events.stored_as, Some(GroupResource::new("", "events")));
     }
 }

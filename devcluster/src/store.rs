@@ -160,6 +160,22 @@ pub(crate) struct ListQuery<'a> {
     pub(crate) label_hint: Option<(&'a str, &'a str)>,
 }
 
+impl<'a> ListQuery<'a> {
+    /// Every object of `gr`, as it is now.
+    pub(crate) fn everything(gr: &'a GroupResource) -> Self {
+        Self {
+            gr,
+            namespace: None,
+            at: None,
+            after: None,
+            limit: 0,
+            filter: &|_| true,
+            count_remaining: false,
+            label_hint: None,
+        }
+    }
+}
+
 impl Store {
     /// An empty store whose tables keep `history_cap` events each.
     pub(crate) fn new(history_cap: usize) -> Self {
@@ -646,14 +662,8 @@ mod tests {
             .unwrap();
         let page = txn
             .list(&ListQuery {
-                gr: &cms,
-                namespace: None,
                 at: Some(at),
-                after: None,
-                limit: 0,
-                filter: &|_| true,
-                count_remaining: false,
-                label_hint: None,
+                ..ListQuery::everything(&cms)
             })
             .unwrap();
         let names: Vec<&str> = page.items.iter().map(|o| o.meta.name.as_str()).collect();

@@ -15,7 +15,7 @@ use super::{App, header, json_response};
 use crate::apply;
 use crate::counters;
 use crate::object::{ObjectKey, Stored};
-use crate::ops::{DeleteOptions, Deleted, Part, Propagation, Writer};
+use crate::ops::{DeleteOptions, Deleted, Part, Propagation, Target as WriteTarget, Writer};
 use crate::pagination::Token;
 use crate::patch::{self, PatchType};
 use crate::resource::ResourceType;
@@ -250,6 +250,14 @@ impl Ctx<'_> {
         self.target.name.as_deref().unwrap_or_default()
     }
 
+    /// The stored object this request writes.
+    fn write_target(&self) -> WriteTarget<'_> {
+        WriteTarget::of(self.store_rt, self.ns(), self.name())
+            .in_version(self.store_version)
+            .through(self.part)
+            .dry_run(self.query.dry_run)
+    }
+
     fn writer(&self) -> Writer<'_> {
         Writer {
             registry: &self.app.registry,
@@ -477,16 +485,11 @@ impl Ctx<'_> {
         )?);
         let w = self.writer();
         // Validation, defaults and ownership need no lock; only the insert does.
-        let value = w.prepare_new(self.store_rt, self.store_version, self.ns(), value)?;
+        let target = self.write_target();
+        let value = w.prepare_new(&target, value)?;
         let obj = {
             let mut txn = self.app.store.lock();
-            w.insert_new(
-                &mut txn,
-                self.store_rt,
-                self.ns(),
-                value,
-                self.query.dry_run,
-            )?
+            w.insert_new(&mut txn, &target, value)?
         };
         self.respond(StatusCode::CREATED, &obj)
     }
@@ -499,22 +502,9 @@ impl Ctx<'_> {
             &self.target.version,
         )?);
         let w = self.writer();
-        let value = crate::ops::put_body(
-            self.store_rt,
-            self.store_version,
-            self.ns(),
-            self.name(),
-            value,
-        )?;
-        let obj = w.update_unlocked(
-            &self.app.store,
-            self.store_rt,
-            self.ns(),
-            self.name(),
-            self.part,
-            self.query.dry_run,
-            |_| Ok(value.clone()),
-        )?;
+        let target = self.write_target();
+        let value = crate::ops::put_body(&target, value)?;
+        let obj = w.update_unlocked(&self.app.store, &target, |_| Ok(value.clone()))?;
         self.respond(StatusCode::OK, &obj)
     }
 
@@ -536,6 +526,7 @@ impl Ctx<'_> {
             w.manager = None;
         }
         let key = ObjectKey::new(self.ns(), self.name());
+        let target = self.write_target();
         if ty.creates_missing() {
             let mut txn = self.app.store.lock();
             if txn.get(&self.store_rt.gr, &key).is_none() {
@@ -548,48 +539,23 @@ impl Ctx<'_> {
                     seed["metadata"]["namespace"] = Value::String(self.ns().to_owned());
                 }
                 let body = self.storage_form(patch::apply(ty, seed, body, &pctx)?);
-                let created = w.create(
-                    &mut txn,
-                    self.store_rt,
-                    self.store_version,
-                    self.ns(),
-                    body,
-                    self.query.dry_run,
-                )?;
+                let created = w.create(&mut txn, &target, body)?;
                 drop(txn);
                 return self.respond(StatusCode::CREATED, &created);
             }
         }
         // The patch is computed without the store lock, and recomputed if the object
         // changed meanwhile.
-        let obj = w.update_unlocked(
-            &self.app.store,
-            self.store_rt,
-            self.ns(),
-            self.name(),
-            self.part,
-            self.query.dry_run,
-            |old| {
-                crate::ops::patched_body(
-                    self.store_rt,
-                    self.store_version,
-                    self.name(),
-                    old,
-                    |cur| {
-                        Ok(self.storage_form(patch::apply(
-                            ty,
-                            self.requested_form(cur),
-                            body,
-                            &pctx,
-                        )?))
-                    },
-                )
-            },
-        )?;
+        let obj = w.update_unlocked(&self.app.store, &target, |old| {
+            crate::ops::patched_body(&target, old, |cur| {
+                Ok(self.storage_form(patch::apply(ty, self.requested_form(cur), body, &pctx)?))
+            })
+        })?;
         self.respond(StatusCode::OK, &obj)
     }
 
-    fn delete_options(&self, body: &[u8]) -> Result<DeleteOptions> {
+    /// A delete's options, and whether it is a dry run (on the query or in the body).
+    fn delete_options(&self, body: &[u8]) -> Result<(DeleteOptions, bool)> {
         let q = self.query;
         let parsed: Value = if body.iter().all(u8::is_ascii_whitespace) {
             Value::Null
@@ -629,24 +595,24 @@ impl Ctx<'_> {
             || parsed["dryRun"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|x| x == "All"));
-        Ok(DeleteOptions {
+        let opts = DeleteOptions {
             propagation,
             uid: parsed["preconditions"]["uid"].as_str().map(str::to_owned),
             resource_version: parsed["preconditions"]["resourceVersion"]
                 .as_str()
                 .map(str::to_owned),
-            dry_run,
             cascade_requested: orphan == Some(false),
             grace_period: parsed["gracePeriodSeconds"].as_i64().or(q.grace_period),
-        })
+        };
+        Ok((opts, dry_run))
     }
 
     fn delete(&self, body: &[u8]) -> Result<Response> {
-        let opts = self.delete_options(body)?;
+        let (opts, dry_run) = self.delete_options(body)?;
         let w = self.writer();
         let outcome = {
             let mut txn = self.app.store.lock();
-            w.delete(&mut txn, self.store_rt, self.ns(), self.name(), &opts)?
+            w.delete(&mut txn, &self.write_target().dry_run(dry_run), &opts)?
         };
         match outcome {
             Deleted::Now(obj) if self.rt.return_deleted => self.respond(StatusCode::OK, &obj),
@@ -666,7 +632,7 @@ impl Ctx<'_> {
     }
 
     fn delete_collection(&self, body: &[u8]) -> Result<Response> {
-        let opts = self.delete_options(body)?;
+        let (opts, dry_run) = self.delete_options(body)?;
         let selectors = self.selectors()?;
         let w = self.writer();
         let mut out = Vec::new();
@@ -682,13 +648,9 @@ impl Ctx<'_> {
                 &selectors,
             )?;
             for o in page.items {
-                match w.delete(
-                    &mut txn,
-                    self.store_rt,
-                    &o.meta.namespace,
-                    &o.meta.name,
-                    &opts,
-                ) {
+                let target = WriteTarget::of(self.store_rt, &o.meta.namespace, &o.meta.name)
+                    .dry_run(dry_run);
+                match w.delete(&mut txn, &target, &opts) {
                     Ok(Deleted::Now(x) | Deleted::Pending(x)) => out.push(x),
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),

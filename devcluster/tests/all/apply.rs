@@ -419,6 +419,28 @@ async fn a_write_without_field_manager_or_user_agent_is_recorded_as_unknown() {
 }
 
 #[tokio::test]
+async fn an_apply_that_creates_under_another_name_than_the_urls_is_400() {
+    let c = start().await;
+    let mut body = cm(json!({"a": "1"}));
+    body["metadata"]["name"] = json!("elsewhere");
+    let e = api_error(
+        c.cms("default")
+            .patch("settings", &PatchParams::apply("t"), &Patch::Apply(body))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "the name of the object (elsewhere) does not match the name on the URL (settings)"
+    );
+    for name in ["settings", "elsewhere"] {
+        let missing = c.cms("default").get_opt(name).await.unwrap();
+        assert!(missing.is_none(), "{name} was created");
+    }
+}
+
+#[tokio::test]
 async fn applying_another_kind_than_the_endpoints_is_400_invalid_object_type() {
     let c = start().await;
     let e = api_error(

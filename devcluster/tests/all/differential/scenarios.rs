@@ -364,6 +364,15 @@ async fn apply(s: &mut Session<'_>) {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c"}}),
     )
     .await;
+    s.patch(
+        "apply that creates under another name than the URL's",
+        &format!("{}?fieldManager=alpha", path(CMS, "d")),
+        APPLY,
+        cm("elsewhere", json!({})),
+    )
+    .await;
+    s.get("the misnamed apply created nothing", &path(CMS, "d"))
+        .await;
     s.get("get", &at).await;
     s.post(
         "dry-run create",

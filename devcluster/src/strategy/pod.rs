@@ -1,0 +1,78 @@
+//! Pods: scheduler and container defaults, admission, a spec that updates may barely
+//! change, and graceful deletion by the kubelet.
+
+use serde_json::{Value, json};
+
+use super::Strategy;
+use crate::ops::field_invalid;
+use crate::rand::Rng;
+use crate::resource::ResourceType;
+use crate::status::Result;
+
+/// The Pod strategy.
+#[derive(Debug)]
+pub(crate) struct Pods;
+
+/// kube-apiserver's default `terminationGracePeriodSeconds`.
+const DEFAULT_GRACE: i64 = 30;
+
+impl Strategy for Pods {
+    fn prepare_for_create(&self, _rt: &ResourceType, body: &mut Value, _rng: &Rng) -> Result<()> {
+        crate::defaults::pod(body);
+        body["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        Ok(())
+    }
+
+    fn admit_create(&self, body: &mut Value) {
+        crate::defaults::pod_admission(body);
+    }
+
+    fn validate_update(&self, rt: &ResourceType, old: &Value, new: &Value) -> Result<()> {
+        if crate::pod_update::changes_immutable_spec(old, new) {
+            let name = old["metadata"]["name"].as_str().unwrap_or_default();
+            return Err(field_invalid(
+                rt,
+                name,
+                "spec",
+                "FieldValueForbidden",
+                crate::pod_update::FORBIDDEN.to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Pods on a node terminate gracefully: the kubelet stops them, then deletes them with
+    /// a zero grace period.
+    fn deletion_grace(&self, pod: &Value, requested: Option<i64>) -> Option<i64> {
+        if !pod["spec"]["nodeName"].is_string() {
+            return None;
+        }
+        let grace = requested
+            .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
+            .unwrap_or(DEFAULT_GRACE);
+        Some(grace.max(0))
+    }
+
+    /// kube-apiserver stores a Pod as deleting (a MODIFIED event) before it removes it,
+    /// even with no grace left.
+    fn marks_before_removal(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_pods_on_a_node_have_a_grace_period() {
+        let unbound = json!({"spec": {}});
+        assert_eq!(Pods.deletion_grace(&unbound, Some(5)), None);
+        let bound = json!({"spec": {"nodeName": "n", "terminationGracePeriodSeconds": 7}});
+        assert_eq!(Pods.deletion_grace(&bound, None), Some(7));
+        assert_eq!(Pods.deletion_grace(&bound, Some(2)), Some(2));
+        assert_eq!(Pods.deletion_grace(&bound, Some(-3)), Some(0));
+        let defaulted = json!({"spec": {"nodeName": "n"}});
+        assert_eq!(Pods.deletion_grace(&defaulted, None), Some(DEFAULT_GRACE));
+    }
+}
