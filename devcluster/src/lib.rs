@@ -25,6 +25,8 @@ pub mod counters;
 mod defaults;
 mod discovery;
 pub mod faults;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod gc;
 mod http;
 pub mod kubeconfig;

@@ -17,6 +17,9 @@
 
 #![allow(unsafe_code)]
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod script;
+
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::ptr;
@@ -297,40 +300,15 @@ mod wasm {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-
+    use super::script::Arena;
     use super::*;
-
-    /// Chunks handed out from one buffer, up to its size.
-    struct Arena {
-        bytes: RefCell<Vec<u128>>,
-        used: Cell<usize>,
-    }
-
-    impl Memory for &Arena {
-        fn chunk(&self, bytes: usize) -> Option<(usize, usize)> {
-            let mut buffer = self.bytes.borrow_mut();
-            let capacity = buffer.len() * 16;
-            let size = bytes.max(64 << 10);
-            let used = self.used.get();
-            if used + size > capacity {
-                return None;
-            }
-            self.used.set(used + size);
-            let start = buffer.as_mut_ptr().expose_provenance() + used;
-            Some((start, start + size))
-        }
-    }
 
     fn heap(arena: &Arena) -> Heap<&Arena> {
         Heap::new(arena)
     }
 
     fn arena(bytes: usize) -> Arena {
-        Arena {
-            bytes: RefCell::new(vec![0; bytes / 16]),
-            used: Cell::new(0),
-        }
+        Arena::new(bytes)
     }
 
     #[test]
@@ -396,6 +374,20 @@ mod tests {
             top, wasteful,
             "freeing the last block gives it back to the chunk"
         );
+    }
+
+    #[test]
+    fn a_long_script_runs_alike_on_the_policy_and_the_system_allocator() {
+        let mut state = 0x9e37_79b9_u32;
+        let script: Vec<u8> = (0..1024)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state.to_le_bytes()[0]
+            })
+            .collect();
+        super::script::run(&script);
     }
 
     #[test]

@@ -52,12 +52,18 @@
 #[cfg(target_arch = "wasm32")]
 extern crate self as policyhost_sdk;
 
-#[cfg(any(test, all(target_arch = "wasm32", feature = "allocator")))]
+#[cfg(any(
+    test,
+    feature = "fuzzing",
+    all(target_arch = "wasm32", feature = "allocator")
+))]
 mod alloc;
 pub mod build;
 mod child;
 mod context;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod job;
 pub mod log;
 mod policy;

@@ -9,6 +9,8 @@ pub mod controller;
 pub mod crd;
 pub mod fair;
 pub mod finalizer;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod leader;
 pub mod metrics;
 pub mod operator;

@@ -14,6 +14,7 @@ mod delivery;
 mod deploy;
 mod fairness;
 mod finalizer;
+mod fuzz_corpus;
 mod golden;
 mod guests;
 mod guide;

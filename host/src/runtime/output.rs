@@ -16,6 +16,9 @@ mod scan;
 pub(crate) mod status;
 mod unique;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use scan::reference::agrees_with_serde as scanner_agrees_with_serde;
+
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
 use super::error::{Error, Result};
 use super::limits::Limits;

@@ -359,11 +359,11 @@ static SPECIAL: [bool; 256] = {
     table
 };
 
-#[cfg(test)]
-mod tests {
+/// The scanner held to `serde_json`: the property its tests and the fuzz target
+/// `guest_output` check.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod reference {
     use std::collections::BTreeMap;
-
-    use proptest::prelude::*;
 
     use super::*;
 
@@ -445,7 +445,7 @@ mod tests {
     /// The fast path never accepts what `serde_json` refuses, and reads the
     /// same fields when it answers; and the slow path (`Metadata`'s own
     /// `Deserialize`) reads what the fast path reads.
-    fn agrees_with_serde(text: &str) -> bool {
+    pub(crate) fn agrees_with_serde(text: &str) -> bool {
         let fast = head(text);
         let slow = serde_json::from_str::<SerdeHead>(text);
         match (fast, slow) {
@@ -478,6 +478,14 @@ mod tests {
             }
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::reference::agrees_with_serde;
+    use super::*;
 
     const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w-0","labels":{"a":"b"},"annotations":{"n":"say \"hi\"\n\u00e9"}},"spec":{"restartPolicy":"Never","containers":[{"name":"worker","image":"busybox:1.36","command":["sleep","3600"],"env":[{"name":"I","value":"0"}],"ports":[{"containerPort":8080,"x":-1.5e+3,"y":0,"z":[true,false,null,{}]}]}]}}"#;
 
