@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use policyhost::runtime::{
-    Child, ChildPhase, Context, DataJob, Input, PolicySpec, Runtime, RuntimeConfig,
-};
+use policyhost::runtime::{Input, PolicySpec, Runtime, RuntimeConfig, reference};
 use policyhost_measure::{Process, cpu_seconds, percentile_ms};
 use policyhost_sdk::testing::{ChildFixture, JobFixture};
 
@@ -30,47 +28,6 @@ fn guest(name: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask guests` first", path.display()))
 }
 
-fn params() -> serde_json::Value {
-    serde_json::json!({"replicas": 10, "image": "busybox:1.36", "command": ["sleep", "3600"]})
-}
-
-fn outputs() -> serde_json::Value {
-    serde_json::json!({"phase": "Running", "desired": 10, "pending": 0, "running": 10, "succeeded": 0, "failed": 0})
-}
-
-/// The reference workload: ten running, ready workers, nothing changed.
-fn input() -> Input {
-    Input {
-        job: DataJob {
-            name: "bench".into(),
-            namespace: "default".into(),
-            uid: "uid-bench".into(),
-            generation: 1,
-            labels: vec![],
-            annotations: vec![],
-            params: params().to_string(),
-            status: Some(outputs().to_string()),
-            deletion_unix_ms: None,
-        },
-        children: (0..10)
-            .map(|i| Child {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                name: format!("bench-worker-{i}"),
-                phase: ChildPhase::Running,
-                ready: true,
-                deleting: false,
-                labels: vec![],
-            })
-            .collect(),
-        ctx: Context {
-            now_unix_ms: 1_700_000_000_000,
-            attempt: 1,
-            policy_digest: String::new(),
-        },
-    }
-}
-
 /// The same inputs for the policy compiled natively, built once: the native
 /// side runs exactly the policy's code (params parsing included), as the
 /// component does after its inputs are lowered.
@@ -81,20 +38,24 @@ struct Native {
 }
 
 impl Native {
-    fn new() -> Self {
-        let job = JobFixture::new("bench")
-            .params(params())
-            .status(outputs())
+    fn new(input: &Input) -> Self {
+        let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).expect("JSON");
+        let status = input.job.status.as_deref().map(json).expect("a status");
+        let job = JobFixture::new(&input.job.name)
+            .params(json(&input.job.params))
+            .status(status)
             .to_job();
-        let children = (0..10)
-            .map(|i| {
-                ChildFixture::pod(format!("bench-worker-{i}"))
+        let children = input
+            .children
+            .iter()
+            .map(|child| {
+                ChildFixture::pod(child.name.clone())
                     .phase(policyhost_sdk::ChildPhase::Running)
                     .ready(true)
                     .to_child()
             })
             .collect();
-        let ctx = policyhost_sdk::Context::new(1_700_000_000_000, 1, "native");
+        let ctx = policyhost_sdk::Context::new(input.ctx.now_unix_ms, input.ctx.attempt, "native");
         Self { job, children, ctx }
     }
 
@@ -108,11 +69,11 @@ fn calls(c: &mut Criterion) {
     let policy = runtime
         .load(PolicySpec::new("fanout"), &guest("fanout"))
         .expect("load fanout");
-    let input = input();
+    let input = reference::fanout(10);
     let check = runtime.reconcile_blocking(&policy, &input);
     assert_eq!(check.result.expect("fanout reconciles").children.len(), 10);
 
-    let native = Native::new();
+    let native = Native::new(&input);
     side_by_side(&runtime, &policy, &input, &native);
     through_the_pool(&runtime, &policy, &input);
 

@@ -170,7 +170,7 @@ fn fanout_compiled_in_a_capped_child_process_runs_as_if_compiled_here() {
     let hit_took = started.elapsed();
     assert_eq!(hit.source(), Source::Memory);
     let reconciled = runtime
-        .reconcile_blocking(&policy, &common::fanout_input(3))
+        .reconcile_blocking(&policy, &policyhost::runtime::reference::fanout(3))
         .result
         .expect("reconcile");
     assert_eq!(reconciled.children.len(), 3);

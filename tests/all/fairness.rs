@@ -12,7 +12,8 @@ use policyhost::runtime::{EngineConfig, Error, PolicyLimits, RuntimeConfig};
 use serde_json::json;
 
 use crate::common::cluster::{Env, OperatorSetup, eventually_within, phase};
-use crate::common::{self, fanout_input, input, job, load};
+use crate::common::{self, input, job, load};
+use policyhost::runtime::reference;
 
 /// Limits under which `infinite-loop` runs to its deadline, not its fuel.
 fn to_the_deadline(timeout: Duration) -> PolicyLimits {
@@ -57,7 +58,7 @@ async fn a_call_waits_for_the_next_free_thread_not_behind_every_queued_call_of_a
     )
     .await;
     let start = Instant::now();
-    let outcome = runtime.reconcile(fanout, fanout_input(10)).await;
+    let outcome = runtime.reconcile(fanout, reference::fanout(10)).await;
     let waited = start.elapsed();
     outcome.result.expect("fanout succeeds beside the loop");
     eprintln!("fanout beside 8 queued deadline-long calls took {waited:?}");
@@ -121,7 +122,7 @@ fn the_instance_pool_holds_every_call_in_flight_even_when_configured_smaller() {
                 .expect("trial")
                 .expect("an instance for the trial");
         }
-        let blocking = runtime.reconcile_blocking(&fanout, &fanout_input(3));
+        let blocking = runtime.reconcile_blocking(&fanout, &reference::fanout(3));
         blocking.result.expect("an instance for a blocking call");
         for call in calls {
             let outcome = call.await.expect("call");

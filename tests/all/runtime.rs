@@ -10,12 +10,13 @@ use policyhost::runtime::Policy;
 use policyhost::runtime::{CallReport, Error, Input, LogRate, PolicyLimits, RuntimeConfig};
 use serde_json::json;
 
-use crate::common::{self, fanout_input, input, job, load};
+use crate::common::{self, input, job, load};
+use policyhost::runtime::reference;
 
 /// The next `fanout` call in the same runtime still succeeds.
 fn assert_fanout_still_works(runtime: &Runtime) {
     let fanout = load(runtime, "fanout", PolicyLimits::default());
-    let outcome = runtime.reconcile_blocking(&fanout, &fanout_input(10));
+    let outcome = runtime.reconcile_blocking(&fanout, &reference::fanout(10));
     let reconciled = outcome.result.expect("fanout after a fault");
     assert_eq!(reconciled.children.len(), 10);
 }
@@ -243,7 +244,7 @@ async fn the_async_api_runs_calls_on_the_pool_and_reports_every_call() {
         } else {
             (runtime.clone(), panics.clone())
         };
-        tokio::spawn(async move { runtime.reconcile(policy, fanout_input(10)).await })
+        tokio::spawn(async move { runtime.reconcile(policy, reference::fanout(10)).await })
     });
     for (i, call) in calls.enumerate() {
         let outcome = call.await.expect("task");
@@ -409,7 +410,7 @@ async fn waiting_policies_on_every_pool_thread_hold_none_past_the_deadline() {
     }
     assert_eq!(runtime.threads_replaced(), 0);
     let fanout = load(&runtime, "fanout", PolicyLimits::default());
-    let outcome = runtime.reconcile(fanout, fanout_input(10)).await;
+    let outcome = runtime.reconcile(fanout, reference::fanout(10)).await;
     assert_eq!(
         outcome
             .result
@@ -515,4 +516,27 @@ fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest()
         "the policy's rate never applied: {:?}",
         reports[4]
     );
+}
+
+/// `host/benches/fanout-10.yaml`, which `policy bench` reads, is the DataJob of the
+/// reference workload the benchmarks and tests call with.
+#[test]
+fn the_reference_workload_file_holds_the_reference_datajob() {
+    let path = common::workspace().join("host/benches/fanout-10.yaml");
+    let text = std::fs::read_to_string(&path).expect("the reference workload file");
+    let file = policyhost::projection::data_job(
+        &policyhost::projection::data_job_from_yaml(&text).expect("a DataJob"),
+    );
+    let want = reference::fanout(10).job;
+    let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).expect("JSON");
+    assert_eq!(
+        (&file.name, &file.namespace, &file.uid, file.generation),
+        (&want.name, &want.namespace, &want.uid, want.generation)
+    );
+    assert_eq!(json(&file.params), json(&want.params));
+    assert_eq!(
+        file.status.as_deref().map(json),
+        want.status.as_deref().map(json)
+    );
+    assert!(file.labels.is_empty() && file.annotations.is_empty());
 }

@@ -15,8 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use policyhost::runtime::{
-    Child, ChildPhase, Context, DataJob, Input, Policy, PolicyLimits, PolicySpec, Runtime,
-    RuntimeConfig,
+    Context, DataJob, Input, Policy, PolicyLimits, PolicySpec, Runtime, RuntimeConfig,
 };
 
 /// The workspace root.
@@ -159,34 +158,6 @@ pub fn input(job: DataJob) -> Input {
     Input {
         job,
         children: vec![],
-        ctx: context(),
-    }
-}
-
-/// The reference workload: a fanout DataJob with `n` running, ready workers.
-pub fn fanout_input(n: usize) -> Input {
-    let params =
-        serde_json::json!({"replicas": n, "image": "busybox:1.36", "command": ["sleep", "3600"]});
-    let mut job = job("bench", "default", params);
-    job.status = Some(
-        serde_json::json!({"phase": "Running", "desired": n, "pending": 0, "running": n, "succeeded": 0, "failed": 0})
-            .to_string(),
-    );
-    let mut children: Vec<Child> = (0..n)
-        .map(|i| Child {
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-            name: format!("bench-worker-{i}"),
-            phase: ChildPhase::Running,
-            ready: true,
-            deleting: false,
-            labels: vec![],
-        })
-        .collect();
-    children.sort_by(|a, b| a.name.cmp(&b.name));
-    Input {
-        job,
-        children,
         ctx: context(),
     }
 }

@@ -105,8 +105,9 @@ struct Figures {
 
 pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let bytes = super::read(&args.file)?;
-    let mut input = super::input::load(&args.job, None, Some(1_700_000_000_000), 1)?;
-    input.children = super::input::synthetic_children(&input.job.name, args.children);
+    let now = policyhost::runtime::reference::NOW_UNIX_MS;
+    let mut input = super::input::load(&args.job, None, Some(now), 1)?;
+    input.children = policyhost::runtime::reference::workers(&input.job.name, args.children);
     let mut config = RuntimeConfig {
         threads: args.concurrency.max(1),
         ..RuntimeConfig::default()

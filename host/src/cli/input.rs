@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use policyhost::projection;
-use policyhost::runtime::{Child, ChildPhase, Context, Input, KeyValue};
+use policyhost::runtime::{Context, Input};
 
 /// Builds the call input from a DataJob file and an optional children file.
 pub(crate) fn load(
@@ -42,24 +42,4 @@ pub(crate) fn load(
             policy_digest: String::new(),
         },
     })
-}
-
-/// `n` synthetic running, ready worker Pods for benchmarks.
-pub(crate) fn synthetic_children(job_name: &str, n: usize) -> Vec<Child> {
-    let mut children: Vec<Child> = (0..n)
-        .map(|i| Child {
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-            name: format!("{job_name}-worker-{i}"),
-            phase: ChildPhase::Running,
-            ready: true,
-            deleting: false,
-            labels: vec![KeyValue {
-                key: "policyhost.dev/datajob".into(),
-                value: job_name.into(),
-            }],
-        })
-        .collect();
-    children.sort_by(|a, b| a.name.cmp(&b.name));
-    children
 }

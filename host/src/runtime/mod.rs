@@ -58,6 +58,7 @@ mod load;
 mod logs;
 pub mod output;
 mod pool;
+pub mod reference;
 mod store;
 pub mod wasi;
 
