@@ -39,8 +39,10 @@ impl Memory for &Arena {
 
 /// At most this many steps of a script run.
 const STEPS: usize = 256;
-/// The largest block a step asks for: 255 << 8 bytes, and an alignment of 32.
-const ARENA: usize = 32 << 20;
+/// The arena's size: a script may spend it, and then a null is the right answer.
+const ARENA: usize = 4 << 20;
+/// The smallest chunk the arena hands out.
+const CHUNK: usize = 64 << 10;
 
 /// One live block: ours, the system allocator's, and their layout.
 struct Block {
@@ -57,18 +59,34 @@ fn layout(a: u8, b: u8) -> Layout {
     Layout::from_size_align(size, align).expect("a small power-of-two alignment")
 }
 
-/// Writes a pattern from `seed` into bytes `from..to` of both copies of a block.
+/// Bytes 0, 1, ..., 255, twice: any run of up to 256 of them, from any start.
+static PATTERN: [u8; 512] = {
+    let mut bytes = [0; 512];
+    let mut i = 0;
+    while i < 512 {
+        bytes[i] = i as u8;
+        i += 1;
+    }
+    bytes
+};
+
+/// Writes `seed + i` (wrapping) at each byte `i` in `from..to` of both copies of a block,
+/// a pattern that tells a block's bytes from any other's and from themselves moved.
 ///
 /// # Safety
 /// Both pointers are valid for `to` bytes.
 unsafe fn fill(block: &Block, from: usize, to: usize, seed: u8) {
-    for i in from..to {
-        let byte = seed.wrapping_add(i as u8);
-        // SAFETY: the caller's contract.
+    let mut at = from;
+    while at < to {
+        let start = usize::from(seed.wrapping_add(at as u8));
+        let len = (to - at).min(256);
+        let run = &PATTERN[start..start + len];
+        // SAFETY: the caller's contract; `run` is not in either block.
         unsafe {
-            block.ours.add(i).write(byte);
-            block.system.add(i).write(byte);
+            std::ptr::copy_nonoverlapping(run.as_ptr(), block.ours.add(at), len);
+            std::ptr::copy_nonoverlapping(run.as_ptr(), block.system.add(at), len);
         }
+        at += len;
     }
 }
 
@@ -80,12 +98,29 @@ fn same_contents(block: &Block, len: usize) -> bool {
     }
 }
 
-/// Checks a block just handed out: not null, aligned, overlapping no other live one.
-fn check_new<'a>(block: *mut u8, layout: Layout, live: impl IntoIterator<Item = &'a Block>) {
-    assert!(
-        !block.is_null(),
-        "{layout:?}: null from a {ARENA}-byte arena"
-    );
+impl Arena {
+    /// Whether a null for `layout` is right: the arena has no chunk left that holds it.
+    fn spent_for(&self, layout: Layout) -> bool {
+        let left = self.bytes.borrow().len() * 16 - self.used.get();
+        left < (layout.size() + layout.align() + 16).max(CHUNK)
+    }
+}
+
+/// Whether a block just handed out is one: a null only from a spent arena; otherwise
+/// aligned and overlapping no other live block.
+fn check_new<'a>(
+    block: *mut u8,
+    layout: Layout,
+    arena: &Arena,
+    live: impl IntoIterator<Item = &'a Block>,
+) -> bool {
+    if block.is_null() {
+        assert!(
+            arena.spent_for(layout),
+            "{layout:?}: null from an arena with room"
+        );
+        return false;
+    }
     assert_eq!(block.addr() % layout.align(), 0, "{layout:?} misaligned");
     let (start, end) = (block.addr(), block.addr() + layout.size());
     for other in live {
@@ -95,6 +130,21 @@ fn check_new<'a>(block: *mut u8, layout: Layout, live: impl IntoIterator<Item = 
             "{layout:?} at {start:#x} overlaps {:?} at {o_start:#x}",
             other.layout
         );
+    }
+    true
+}
+
+/// Frees both copies of a block after checking they still agree.
+fn free(heap: &Heap<&Arena>, block: &Block) {
+    assert!(
+        same_contents(block, block.layout.size()),
+        "{:?}",
+        block.layout
+    );
+    // SAFETY: both blocks are live, with this layout.
+    unsafe {
+        heap.dealloc(block.ours, block.layout);
+        System.dealloc(block.system, block.layout);
     }
 }
 
@@ -114,27 +164,25 @@ pub(crate) fn run(data: &[u8]) {
             0 | 1 => {
                 let layout = layout(a, b);
                 // SAFETY: a layout of non-zero size.
-                let block = unsafe {
-                    Block {
-                        ours: heap.alloc(layout),
-                        system: System.alloc(layout),
-                        layout,
-                    }
+                let ours = unsafe { heap.alloc(layout) };
+                if !check_new(ours, layout, &arena, &live) {
+                    continue;
+                }
+                // SAFETY: as above.
+                let system = unsafe { System.alloc(layout) };
+                assert!(!system.is_null(), "the system is out of memory");
+                let block = Block {
+                    ours,
+                    system,
+                    layout,
                 };
-                check_new(block.ours, layout, &live);
-                assert!(!block.system.is_null(), "the system is out of memory");
                 // SAFETY: both blocks are `layout.size()` bytes long.
                 unsafe { fill(&block, 0, layout.size(), tag) };
                 live.push(block);
             }
             2 if !live.is_empty() => {
                 let block = live.swap_remove(usize::from(a) % live.len());
-                assert!(same_contents(&block, block.layout.size()));
-                // SAFETY: both blocks are live, with this layout.
-                unsafe {
-                    heap.dealloc(block.ours, block.layout);
-                    System.dealloc(block.system, block.layout);
-                }
+                free(&heap, &block);
             }
             3 if !live.is_empty() => {
                 let index = usize::from(a) % live.len();
@@ -144,19 +192,20 @@ pub(crate) fn run(data: &[u8]) {
                 let new_size = new_layout.size();
                 // SAFETY: the block is live with layout `old`; `new_size` is not zero and
                 // valid for its alignment.
-                let moved = unsafe {
-                    Block {
-                        ours: heap.realloc(live[index].ours, old, new_size),
-                        system: System.realloc(live[index].system, old, new_size),
-                        layout: new_layout,
-                    }
+                let ours = unsafe { heap.realloc(live[index].ours, old, new_size) };
+                let others = live[..index].iter().chain(&live[index + 1..]);
+                if !check_new(ours, new_layout, &arena, others) {
+                    // The old block is still ours, as `realloc` promises.
+                    continue;
+                }
+                // SAFETY: as above.
+                let system = unsafe { System.realloc(live[index].system, old, new_size) };
+                assert!(!system.is_null(), "the system is out of memory");
+                let moved = Block {
+                    ours,
+                    system,
+                    layout: new_layout,
                 };
-                assert!(!moved.system.is_null(), "the system is out of memory");
-                check_new(
-                    moved.ours,
-                    new_layout,
-                    live[..index].iter().chain(&live[index + 1..]),
-                );
                 assert!(
                     same_contents(&moved, old.size().min(new_size)),
                     "realloc from {old:?} to {new_size} lost bytes"
@@ -168,16 +217,7 @@ pub(crate) fn run(data: &[u8]) {
             _ => {}
         }
     }
-    for block in live {
-        assert!(
-            same_contents(&block, block.layout.size()),
-            "{:?}",
-            block.layout
-        );
-        // SAFETY: both blocks are live, with this layout.
-        unsafe {
-            heap.dealloc(block.ours, block.layout);
-            System.dealloc(block.system, block.layout);
-        }
+    for block in &live {
+        free(&heap, block);
     }
 }
