@@ -527,7 +527,9 @@ impl Ctx<'_> {
         }
         let key = ObjectKey::new(self.ns(), self.name());
         let target = self.write_target();
-        if ty.creates_missing() {
+        // Only the main resource is created by a patch: a subresource of a missing
+        // object is a 404, as kube-apiserver's status REST answers it.
+        if ty.creates_missing() && self.part == Part::Main {
             let mut txn = self.app.store.lock();
             if txn.get(&self.store_rt.gr, &key).is_none() {
                 let mut seed = serde_json::json!({

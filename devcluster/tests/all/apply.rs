@@ -204,6 +204,26 @@ async fn apply_to_the_status_subresource_touches_only_status() {
     );
 }
 
+#[tokio::test]
+async fn an_apply_to_the_status_of_a_missing_object_is_404_and_creates_nothing() {
+    let c = start().await;
+    let ar = c.datajob_crd().await;
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
+    let job = json!({"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
+                     "metadata": {"name": "absent"}, "status": {"phase": "Running"}});
+    let e = api_error(
+        api.patch_status(
+            "absent",
+            &PatchParams::apply("policyhost"),
+            &Patch::Apply(job),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
+    assert!(api.get_opt("absent").await.unwrap().is_none());
+}
+
 fn deployment(containers: Value) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",

@@ -340,6 +340,38 @@ mod tests {
             .and_then(|s| s.holder_identity)
     }
 
+    /// The Lease's holders, write by write, from the state `since` until `identity` holds it.
+    async fn holders_until(
+        leases: &Api<Lease>,
+        since: &ObjectMeta,
+        identity: &str,
+    ) -> Vec<Option<String>> {
+        use futures::StreamExt;
+        let rv = since
+            .resource_version
+            .as_deref()
+            .expect("a resourceVersion");
+        let params = kube::api::WatchParams::default().fields("metadata.name=lock");
+        let mut events = leases.watch(&params, rv).await.expect("watch").boxed();
+        let mut holders = Vec::new();
+        while let Some(event) = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("the Lease changes")
+        {
+            let lease = match event.expect("an event") {
+                kube::api::WatchEvent::Added(l) | kube::api::WatchEvent::Modified(l) => l,
+                _ => continue,
+            };
+            let holder = lease.spec.and_then(|s| s.holder_identity);
+            let done = holder.as_deref() == Some(identity);
+            holders.push(holder);
+            if done {
+                break;
+            }
+        }
+        holders
+    }
+
     #[tokio::test]
     async fn the_first_candidate_creates_the_lease_and_the_second_waits() {
         let (cluster, client) = cluster().await;
@@ -458,8 +490,9 @@ mod tests {
             }
         );
         // A graceful stop releases the Lease: `b` takes it at its next
-        // attempt, well before a lease duration.
-        let released = Instant::now();
+        // attempt, without waiting for it to expire.
+        let leases: Api<Lease> = Api::namespaced(client.clone(), "ops");
+        let before = leases.get("lock").await.expect("the Lease").metadata;
         let _ = stop_a.send(());
         task_a.await.expect("a stops");
         assert!(!leading.permits_writes());
@@ -468,10 +501,12 @@ mod tests {
             .await
             .expect("b leads")
             .expect("open");
+        let holders = holders_until(&leases, &before, "b").await;
+        let released = holders.iter().position(Option::is_none);
+        let taken = holders.iter().position(|h| h.as_deref() == Some("b"));
         assert!(
-            released.elapsed() < Duration::from_secs(2),
-            "took over after {:?}",
-            released.elapsed()
+            released.is_some() && released < taken,
+            "the Lease went from `a` to `b` unreleased: {holders:?}"
         );
         assert_eq!(holder(&client).await.as_deref(), Some("b"));
         let _ = stop_b.send(());

@@ -445,6 +445,20 @@ async fn status(s: &mut Session<'_>) {
         &format!("{DATAJOBS}/missing/status"),
     )
     .await;
+    let mut absent = datajob("absent", json!({"policy": "p"}));
+    absent["status"] = json!({"phase": "Running"});
+    s.patch(
+        "apply to the status of a missing name",
+        &format!("{DATAJOBS}/absent/status?fieldManager=alpha"),
+        APPLY,
+        absent,
+    )
+    .await;
+    s.get(
+        "the status apply created nothing",
+        &path(DATAJOBS, "absent"),
+    )
+    .await;
 }
 
 async fn finalizers(s: &mut Session<'_>) {
