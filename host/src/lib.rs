@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod operator;
 pub mod policies;
 pub mod projection;
+mod quantity;
 pub mod queue;
 pub mod runtime;
 pub mod server;

@@ -37,7 +37,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
-use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -46,6 +45,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::access::Access;
 use crate::fair::Share;
+use crate::quantity::{format_bytes, format_millis, parse_bytes, parse_duration, parse_integer};
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
 
 /// The label that marks a policy ConfigMap; its value is the policy's name.
@@ -554,49 +554,6 @@ fn parse_digest(text: &str) -> Option<Digest> {
     Some(Digest(bytes.try_into().ok()?))
 }
 
-/// A non-negative integer; `_` may separate digit groups.
-fn parse_integer(text: &str) -> Option<u64> {
-    let digits: String = text.chars().filter(|c| *c != '_').collect();
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || text.starts_with('_') {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// A Kubernetes-style byte quantity: an integer with an optional binary
-/// (`Ki`, `Mi`, `Gi`, `Ti`) or decimal (`k`, `M`, `G`, `T`) suffix.
-fn parse_bytes(text: &str) -> Option<u64> {
-    const SUFFIXES: &[(&str, u64)] = &[
-        ("Ki", 1 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-        ("k", 1_000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-        ("T", 1_000_000_000_000),
-    ];
-    let (number, factor) = SUFFIXES
-        .iter()
-        .find_map(|(suffix, factor)| Some((text.strip_suffix(suffix)?, *factor)))
-        .unwrap_or((text, 1));
-    parse_integer(number)?.checked_mul(factor)
-}
-
-/// `500ms`, `2s`, `1m`: an integer and a unit.
-fn parse_duration(text: &str) -> Option<Duration> {
-    if let Some(ms) = text.strip_suffix("ms") {
-        return parse_integer(ms).map(Duration::from_millis);
-    }
-    if let Some(s) = text.strip_suffix('s') {
-        return parse_integer(s).map(Duration::from_secs);
-    }
-    if let Some(m) = text.strip_suffix('m') {
-        return parse_integer(m)?.checked_mul(60).map(Duration::from_secs);
-    }
-    None
-}
-
 /// `v1/Pod,batch/v1/Job` (commas, spaces or newlines between kinds).
 fn parse_kinds(text: &str) -> Option<Vec<AllowedKind>> {
     let kinds: Option<Vec<AllowedKind>> = text
@@ -615,24 +572,6 @@ fn parse_kinds(text: &str) -> Option<Vec<AllowedKind>> {
 
 fn kind_text(kind: &AllowedKind) -> String {
     format!("{}/{}", kind.api_version, kind.kind)
-}
-
-/// `64Mi` for 67108864: the largest binary suffix that divides it.
-pub(crate) fn format_bytes(bytes: u64) -> String {
-    for (suffix, shift) in [("Gi", 30), ("Mi", 20), ("Ki", 10)] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{suffix}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
-
-fn format_millis(ms: u64) -> String {
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
 }
 
 #[cfg(test)]
@@ -699,27 +638,6 @@ mod tests {
             Settings::parse(&BTreeMap::new()).unwrap(),
             Settings::default()
         );
-    }
-
-    #[test]
-    fn quantities_and_durations_take_kubernetes_suffixes() {
-        assert_eq!(parse_bytes("67108864"), Some(64 << 20));
-        assert_eq!(parse_bytes("64Mi"), Some(64 << 20));
-        assert_eq!(parse_bytes("2Gi"), Some(2 << 30));
-        assert_eq!(parse_bytes("512Ki"), Some(512 << 10));
-        assert_eq!(parse_bytes("5k"), Some(5000));
-        assert_eq!(parse_bytes("64MB"), None);
-        assert_eq!(parse_bytes("-1"), None);
-        assert_eq!(parse_bytes("1.5Gi"), None);
-        assert_eq!(parse_bytes("99999999999999999Ti"), None, "overflow");
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("2"), None, "a unit is required");
-        assert_eq!(parse_duration("2h"), None);
-        assert_eq!(parse_integer("1_000"), Some(1000));
-        assert_eq!(parse_integer("_1"), None);
-        assert_eq!(parse_integer(""), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value};
 
 use super::configmap::{
-    self, CLAMPED_ANNOTATION, ERROR_ANNOTATION, LOADED_AT_ANNOTATION, LOADED_DIGEST_ANNOTATION,
+    CLAMPED_ANNOTATION, ERROR_ANNOTATION, LOADED_AT_ANNOTATION, LOADED_DIGEST_ANNOTATION,
     OBSERVED_ANNOTATION,
 };
 use crate::runtime::{Clamped, Limits, Policy, Source};
@@ -132,11 +132,11 @@ fn truncate(text: &str, max: usize) -> String {
 pub(crate) fn limits_text(limits: &Limits) -> String {
     format!(
         "memory {}, fuel {}, timeout {}ms, children {}, output {}",
-        configmap::format_bytes(limits.memory_bytes),
+        crate::quantity::format_bytes(limits.memory_bytes),
         limits.fuel,
         limits.timeout.as_millis(),
         limits.children,
-        configmap::format_bytes(limits.output_bytes),
+        crate::quantity::format_bytes(limits.output_bytes),
     )
 }
 
