@@ -20,6 +20,11 @@ pub struct Context {
     pub attempt: u32,
     /// The SHA-256 digest (hex) of the policy component running this call.
     pub policy_digest: String,
+    /// A key for external services that deduplicate requests: the DataJob's
+    /// uid and the operation (`<uid>-reconcile`, `<uid>-cleanup`). The same
+    /// for every retry of one operation on one DataJob, different for a
+    /// re-created DataJob of the same name.
+    pub idempotency_key: String,
 }
 
 impl Context {
@@ -30,6 +35,15 @@ impl Context {
             now_unix_ms,
             attempt,
             policy_digest: policy_digest.into(),
+            idempotency_key: String::new(),
         }
+    }
+
+    /// The context of `operation` (`reconcile` or `cleanup`) on the DataJob
+    /// of uid `uid`: sets [`Context::idempotency_key`].
+    #[must_use]
+    pub fn for_operation(mut self, uid: &str, operation: &str) -> Self {
+        self.idempotency_key = format!("{uid}-{operation}");
+        self
     }
 }

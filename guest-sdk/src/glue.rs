@@ -14,7 +14,7 @@ pub fn reconcile<P: Policy>(
     children: Vec<wit::Child>,
     ctx: wit::Context,
 ) -> Result<wit::ReconcileResult, wit::PolicyError> {
-    let (job, children, ctx) = inputs(job, children, ctx);
+    let (job, children, ctx) = inputs(job, children, ctx, "reconcile");
     crate::policy::run_reconcile::<P>(&job, &children, &ctx)
         .map(reconcile_result)
         .map_err(policy_error)
@@ -26,7 +26,7 @@ pub fn cleanup<P: Policy>(
     children: Vec<wit::Child>,
     ctx: wit::Context,
 ) -> Result<wit::CleanupResult, wit::PolicyError> {
-    let (job, children, ctx) = inputs(job, children, ctx);
+    let (job, children, ctx) = inputs(job, children, ctx, "cleanup");
     match crate::policy::run_cleanup::<P>(&job, &children, &ctx) {
         Ok(Cleanup::Done) => Ok(wit::CleanupResult::Done),
         Ok(Cleanup::RetryAfter { ms }) => Ok(wit::CleanupResult::RetryAfterMs(ms)),
@@ -38,6 +38,7 @@ fn inputs(
     job: wit::DataJob,
     children: Vec<wit::Child>,
     ctx: wit::Context,
+    operation: &str,
 ) -> (Job, Vec<Child>, Context) {
     let job = Job {
         name: job.name,
@@ -68,11 +69,8 @@ fn inputs(
             labels: key_values(child.labels),
         })
         .collect();
-    let ctx = Context {
-        now_unix_ms: ctx.now_unix_ms,
-        attempt: ctx.attempt,
-        policy_digest: ctx.policy_digest,
-    };
+    let ctx = Context::new(ctx.now_unix_ms, ctx.attempt, ctx.policy_digest)
+        .for_operation(&job.uid, operation);
     (job, children, ctx)
 }
 

@@ -11,6 +11,8 @@
 //! - [`build`]: builders for Pods, ConfigMaps, Services and batch Jobs.
 //! - [`status`]: counting children, deriving a phase, conditions and events.
 //! - [`log`]: log lines that end up in the host's log.
+//! - [`http`]: requests to the origins the platform team granted (cleanup
+//!   of what lives outside the cluster).
 //! - [`testing`] (native only): run a policy under `cargo test`.
 //!
 //! ```
@@ -64,6 +66,7 @@ mod context;
 mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod http;
 mod job;
 pub mod log;
 mod policy;

@@ -1,6 +1,6 @@
 //! Entry points of the fuzz targets in `fuzz/` over what another team controls: the
-//! policy ConfigMap a team writes and the result a policy returns. The test suite replays
-//! their corpus.
+//! policy ConfigMap a team writes, the result a policy returns and the origins of its
+//! outbound requests. The test suite replays their corpus.
 
 use std::collections::BTreeMap;
 
@@ -72,4 +72,46 @@ pub fn guest_output(data: &[u8]) {
     };
     let kinds = AllowedKind::defaults();
     let _verdict = validate(result, "ns", &kinds, &Limits::default());
+}
+
+/// A grant's origin pattern and a request's authority (`data` split at its first NUL):
+/// neither parse panics; an origin written back parses to itself; a wildcard never
+/// admits an address nor the name it stands below; and a pattern names an address
+/// only if it admits it.
+pub fn outbound_origin(data: &[u8]) {
+    use crate::outbound::origin::{Host, HostPattern, Origin, OriginPattern, Scheme};
+    let text = String::from_utf8_lossy(data);
+    let (pattern, authority) = text.split_once('\0').unwrap_or((&text, ""));
+    let pattern = OriginPattern::parse(pattern).ok();
+    for scheme in [Scheme::Http, Scheme::Https] {
+        let Some(origin) = Origin::of(scheme, authority) else {
+            continue;
+        };
+        let written = format!("{}:{}", origin.host, origin.port);
+        assert_eq!(
+            Origin::of(scheme, &written).as_ref(),
+            Some(&origin),
+            "{written}"
+        );
+        let Some(pattern) = &pattern else {
+            continue;
+        };
+        let admitted = pattern.admits(&origin);
+        if let (HostPattern::Below(suffix), true) = (&pattern.host, admitted) {
+            let Host::Name(name) = &origin.host else {
+                panic!("{pattern} admits the address {origin}");
+            };
+            assert!(
+                name.len() > suffix.len() && name.ends_with(suffix.as_str()),
+                "{pattern} admits {origin}"
+            );
+        }
+        if let Host::Ip(ip) = origin.host {
+            let same_scheme_and_port =
+                pattern.scheme == scheme && pattern.port.is_none_or(|port| port == origin.port);
+            if pattern.names_address(ip) && same_scheme_and_port {
+                assert!(admitted, "{pattern} names {ip} but does not admit {origin}");
+            }
+        }
+    }
 }

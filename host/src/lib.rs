@@ -14,6 +14,7 @@ pub mod fuzzing;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
+pub mod outbound;
 pub mod policies;
 pub mod projection;
 mod quantity;

@@ -11,6 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 
+use crate::outbound::Refusal;
 use crate::runtime::CallReport;
 
 /// Labels of a call's outcome.
@@ -38,6 +39,15 @@ pub struct LogDropped {
     pub policy: String,
     /// Which cap dropped them: `call` (per call) or `policy` (the policy's log rate).
     pub cap: String,
+}
+
+/// Labels of a refused outbound request.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundRefused {
+    /// The policy name.
+    pub policy: String,
+    /// Why: `origin`, `address`, `requests-per-call` or `concurrency`.
+    pub reason: String,
 }
 
 /// Labels naming a policy.
@@ -107,6 +117,10 @@ pub struct Metrics {
     pub guest_log_dropped_total: Family<LogDropped, Counter>,
     /// Guest-call threads replaced because a call held one past its deadline.
     pub guest_threads_replaced_total: Family<PolicyLabel, Counter>,
+    /// Outbound HTTP requests policies sent (a connection was opened).
+    pub outbound_requests_total: Family<PolicyLabel, Counter>,
+    /// Outbound HTTP requests the host refused, by policy and reason.
+    pub outbound_refused_total: Family<OutboundRefused, Counter>,
     /// Keys ready in the work queue.
     pub queue_depth: Gauge,
     /// Keys waiting for a delay (requeue-after or backoff).
@@ -192,6 +206,16 @@ impl Default for Metrics {
             guest_threads_replaced_total: registry.add(
                 "guest_threads_replaced",
                 "Guest-call threads abandoned and replaced because a call held one past its deadline",
+                Family::default(),
+            ),
+            outbound_requests_total: registry.add(
+                "outbound_requests",
+                "Outbound HTTP requests policies sent through the host",
+                Family::default(),
+            ),
+            outbound_refused_total: registry.add(
+                "outbound_refused",
+                "Outbound HTTP requests the host refused before connecting, by policy and reason (origin, address, requests-per-call, concurrency)",
                 Family::default(),
             ),
             queue_depth: registry.add(
@@ -333,6 +357,25 @@ impl Metrics {
                 })
                 .inc();
         }
+        let outbound = &report.outbound;
+        if outbound.requests > 0 {
+            self.outbound_requests_total
+                .get_or_create(&PolicyLabel {
+                    policy: policy.to_owned(),
+                })
+                .inc_by(u64::from(outbound.requests));
+        }
+        for refusal in Refusal::ALL {
+            let count = outbound.refused(refusal);
+            if count > 0 {
+                self.outbound_refused_total
+                    .get_or_create(&OutboundRefused {
+                        policy: policy.to_owned(),
+                        reason: refusal.as_str().to_owned(),
+                    })
+                    .inc_by(u64::from(count));
+            }
+        }
     }
 
     /// Counts one `cleanup` call of `policy` ending in `result` after `duration`.
@@ -425,6 +468,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outbound::OutboundReport;
 
     #[test]
     fn rendered_metrics_carry_the_prefix_and_labels() {
@@ -518,6 +562,10 @@ mod tests {
             output_lines_dropped: 5,
             log_throttled: 4,
             thread_replaced: true,
+            outbound: OutboundReport {
+                requests: 3,
+                refused: [2, 1, 0, 0],
+            },
             ..CallReport::default()
         };
         metrics.guest_call("flood", &report, Some("DeadlineExceeded"));
@@ -526,6 +574,9 @@ mod tests {
             r#"policyhost_guest_log_records_dropped_total{policy="flood",cap="call"} 8"#,
             r#"policyhost_guest_log_records_dropped_total{policy="flood",cap="policy"} 4"#,
             r#"policyhost_guest_threads_replaced_total{policy="flood"} 1"#,
+            r#"policyhost_outbound_requests_total{policy="flood"} 3"#,
+            r#"policyhost_outbound_refused_total{policy="flood",reason="origin"} 2"#,
+            r#"policyhost_outbound_refused_total{policy="flood",reason="address"} 1"#,
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
@@ -547,6 +598,8 @@ mod tests {
             guest_faults_total,
             guest_log_dropped_total,
             guest_threads_replaced_total,
+            outbound_requests_total,
+            outbound_refused_total,
             queue_depth,
             queue_delayed,
             work_duration,
@@ -587,6 +640,13 @@ mod tests {
             })
             .inc();
         guest_threads_replaced_total.get_or_create(&policy).inc();
+        outbound_requests_total.get_or_create(&policy).inc();
+        outbound_refused_total
+            .get_or_create(&OutboundRefused {
+                policy: "p".to_owned(),
+                reason: "origin".to_owned(),
+            })
+            .inc();
         queue_depth.set(1);
         queue_delayed.set(1);
         work_duration.observe(0.1);
@@ -632,6 +692,8 @@ mod tests {
                 "guest_faults counter",
                 "guest_log_records_dropped counter",
                 "guest_threads_replaced counter",
+                "outbound_requests counter",
+                "outbound_refused counter",
                 "queue_depth gauge",
                 "queue_delayed gauge",
                 "queue_work_duration_seconds histogram",

@@ -325,3 +325,68 @@ async fn kubectl_apply_k_installs_every_object_and_reapplies_cleanly() {
         cluster.shutdown().await;
     }
 }
+
+/// Copies the directory tree `from` into `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create the copy");
+    for entry in std::fs::read_dir(from).expect("read the tree") {
+        let entry = entry.expect("an entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("its type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
+}
+
+#[test]
+fn the_outbound_component_lets_the_operator_get_exactly_the_secrets_an_overlay_names() {
+    // The overlay of docs/operator.md ("Outbound HTTP"), beside a copy of deploy/.
+    let dir = crate::common::scratch().join("outbound-overlay");
+    copy_tree(&workspace().join("deploy"), &dir.join("deploy"));
+    let overlay = dir.join("overlay");
+    std::fs::create_dir_all(&overlay).expect("the overlay");
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources:\n- ../deploy\ncomponents:\n- ../deploy/outbound\npatches:\n\
+         - target: {kind: Role, name: policyhost-outbound-credentials}\n  patch: |-\n\
+         \x20   - op: replace\n      path: /rules/0/resourceNames\n      value: [storage-token]\n",
+    )
+    .expect("write the overlay");
+    let objects = kustomize(&overlay);
+    let roles: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Role").collect();
+    let credentials = roles
+        .iter()
+        .find(|r| r["metadata"]["name"] == "policyhost-outbound-credentials")
+        .expect("the credentials Role");
+    assert_eq!(credentials["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        credentials["rules"],
+        json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["storage-token"], "verbs": ["get"] }])
+    );
+    let binding = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "RoleBinding" && o["metadata"]["name"] == "policyhost-outbound-credentials"
+        })
+        .expect("its binding");
+    assert_eq!(binding["subjects"][0]["name"], "policyhost");
+    // Nothing else in the base reads Secrets.
+    for object in objects
+        .iter()
+        .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+    {
+        if object["metadata"]["name"] == "policyhost-outbound-credentials" {
+            continue;
+        }
+        let rules = object["rules"].as_array().cloned().unwrap_or_default();
+        assert!(
+            !rules.iter().any(|rule| rule["resources"]
+                .as_array()
+                .is_some_and(|r| r.contains(&json!("secrets")))),
+            "{} grants Secrets: {rules:?}",
+            object["metadata"]["name"]
+        );
+    }
+}

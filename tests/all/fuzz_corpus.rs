@@ -32,6 +32,11 @@ fn guest_outputs() {
 }
 
 #[test]
+fn outbound_origins() {
+    replay("outbound_origin", policyhost::fuzzing::outbound_origin);
+}
+
+#[test]
 fn allocation_scripts() {
     replay("allocator", policyhost_sdk::fuzzing::allocator);
 }

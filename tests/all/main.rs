@@ -23,6 +23,7 @@ mod leader;
 mod loading;
 mod monitoring;
 mod operator;
+mod outbound;
 mod ownership;
 mod policy_guide;
 mod rbac;

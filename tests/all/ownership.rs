@@ -341,7 +341,7 @@ fn a_policy_whose_allowed_kinds_name_a_cluster_scoped_kind_is_refused_at_load() 
         "cluster-scoped",
         &data,
         &binary,
-        None,
+        load::Given::default(),
     )
     .expect_err("a cluster-scoped kind in allowedKinds");
     assert_eq!(error.reason(), "InvalidConfig");

@@ -2,7 +2,6 @@
 //! contained with the right typed error, within its caps, and the runtime
 //! keeps serving `fanout` afterwards.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use policyhost::Runtime;
@@ -421,24 +420,6 @@ async fn waiting_policies_on_every_pool_thread_hold_none_past_the_deadline() {
     );
 }
 
-/// Collects what a tracing subscriber writes.
-#[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .expect("the log buffer")
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest() {
     let rate = LogRate {
@@ -455,17 +436,8 @@ fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest()
     // writes the flood slowly, and the test is about the logs.
     let policy = load(&runtime, "log-flood", deadline(10_000));
     let flood = input(job("adversary", "team-a", json!({"lines": 1000})));
-    let sink = Sink::default();
-    let subscriber = {
-        let sink = sink.clone();
-        tracing_subscriber::fmt()
-            .with_env_filter("policyhost=trace")
-            .json()
-            .with_writer(move || sink.clone())
-            .finish()
-    };
     let started = Instant::now();
-    let reports: Vec<CallReport> = tracing::subscriber::with_default(subscriber, || {
+    let (reports, text): (Vec<CallReport>, String) = common::logs::recorded(|| {
         (0..5)
             .map(|_| {
                 let outcome = runtime.reconcile_blocking(&policy, &flood);
@@ -475,7 +447,6 @@ fn a_log_flood_leaves_a_bounded_number_of_host_log_records_and_counts_the_rest()
             .collect()
     });
     let elapsed = started.elapsed();
-    let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
     let records: Vec<serde_json::Value> = text
         .lines()
         .map(|line| serde_json::from_str(line).expect("one JSON record per line"))

@@ -157,6 +157,8 @@ pub struct OperatorSetup {
     /// How the operator reaches the API server, if not directly (say,
     /// through a [`FaultProxy`](super::faults::FaultProxy)).
     pub api: Option<kube::Config>,
+    /// CAs the client of policies' outbound requests trusts (`--outbound-ca`).
+    pub outbound_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
 }
 
 impl OperatorSetup {
@@ -176,6 +178,7 @@ impl OperatorSetup {
             cache: policyhost::cache::Mode::Indexed,
             max_timeout: None,
             api: None,
+            outbound_roots: Vec::new(),
         }
     }
 
@@ -241,6 +244,10 @@ impl Env {
         if let Some(timeout) = setup.max_timeout {
             runtime.engine.maxima.0.timeout = timeout;
         }
+        runtime
+            .outbound
+            .extra_roots
+            .clone_from(&setup.outbound_roots);
         let options = Options {
             api_qps: setup.api_qps.unwrap_or(defaults.api_qps),
             api_burst: setup.api_qps.map_or(defaults.api_burst, |qps| {

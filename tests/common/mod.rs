@@ -4,9 +4,11 @@
 #![allow(dead_code)]
 
 pub mod bench;
+pub mod cloud;
 pub mod cluster;
 pub mod deployment;
 pub mod faults;
+pub mod logs;
 pub mod process;
 pub mod rbac;
 pub mod requests;

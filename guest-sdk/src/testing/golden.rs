@@ -15,8 +15,10 @@
 //!
 //! `job` and `children` use the fixture JSON of [`JobFixture`] and
 //! [`ChildFixture`]; `children` and `context` are optional. `call` is
-//! `reconcile` or `cleanup`. `expected` is the result JSON (the same shape the
-//! host's `policy run` prints). Set `POLICYHOST_BLESS=1` to rewrite `expected`
+//! `reconcile` or `cleanup`. `http` (optional) lists the HTTP exchanges the
+//! call makes, with their canned answers ([`crate::http::Exchange`]); the
+//! call fails on any other request. `expected` is the result JSON (the same
+//! shape the host's `policy run` prints). Set `POLICYHOST_BLESS=1` to rewrite `expected`
 //! from the current result instead of comparing.
 
 use std::path::{Path, PathBuf};
@@ -25,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Call, ChildFixture, Error, JobFixture, Result};
+use crate::http::Exchange;
 use crate::{Context, Policy};
 
 /// Which export a golden case calls.
@@ -87,6 +90,9 @@ pub struct Golden {
     pub children: Vec<ChildFixture>,
     #[serde(default)]
     context: ContextFixture,
+    /// The HTTP exchanges the call makes, in order (see [`crate::http`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http: Vec<Exchange>,
     /// The expected result JSON.
     pub expected: Value,
 }
@@ -154,19 +160,29 @@ impl Golden {
         Call::new(self.job.clone())
             .children(self.children.iter().cloned())
             .context(self.context())
+            .http(self.http.iter().cloned())
     }
 
     /// Runs the case against `P` and returns the result JSON.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOutput`] if the result is not valid output.
+    /// [`Error::InvalidOutput`] if the result is not valid output,
+    /// [`Error::Http`] if the call's requests were not the case's.
     pub fn run<P: Policy>(&self) -> Result<Value> {
         let call = self.to_call();
-        match self.call {
-            Kind::Reconcile => call.reconcile::<P>().to_json(),
-            Kind::Cleanup => call.cleanup::<P>().to_json(),
-        }
+        let (json, http) = match self.call {
+            Kind::Reconcile => {
+                let outcome = call.reconcile::<P>();
+                (outcome.to_json(), outcome.http)
+            }
+            Kind::Cleanup => {
+                let outcome = call.cleanup::<P>();
+                (outcome.to_json(), outcome.http)
+            }
+        };
+        http.map_err(Error::Http)?;
+        json
     }
 }
 

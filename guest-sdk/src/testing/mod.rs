@@ -42,6 +42,7 @@ use serde_json::Value;
 pub use fixture::{ChildFixture, JobFixture};
 pub use golden::{Golden, Kind, assert_golden_dir};
 
+use crate::http::Exchange;
 use crate::log::Level;
 use crate::{Cleanup, Context, Policy, PolicyError, Reconcile};
 
@@ -62,6 +63,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The call's HTTP requests were not the case's exchanges.
+    #[error("the call's HTTP requests differ from the listed exchanges: {0}")]
+    Http(String),
     /// A golden file is not a valid case.
     #[error("golden file {path} is not a valid case")]
     Parse {
@@ -83,6 +87,7 @@ pub struct Call {
     job: JobFixture,
     children: Vec<ChildFixture>,
     context: Context,
+    http: Vec<Exchange>,
 }
 
 /// The time [`Call::new`] puts in the context: 2023-11-14T22:13:20Z.
@@ -96,7 +101,16 @@ impl Call {
             job,
             children: Vec::new(),
             context: Context::new(DEFAULT_NOW_UNIX_MS, 1, "native"),
+            http: Vec::new(),
         }
+    }
+
+    /// The HTTP exchanges the call is expected to make, in order, with
+    /// their canned answers (see [`crate::http`]); without them, any
+    /// request fails the call.
+    pub fn http(mut self, exchanges: impl IntoIterator<Item = Exchange>) -> Self {
+        self.http.extend(exchanges);
+        self
     }
 
     /// Adds a child.
@@ -131,25 +145,33 @@ impl Call {
 
     /// Runs `P::reconcile` as the host would.
     pub fn reconcile<P: Policy>(&self) -> Outcome<Reconcile> {
-        self.run(|job, children, ctx| crate::policy::run_reconcile::<P>(job, children, ctx))
+        self.run("reconcile", |job, children, ctx| {
+            crate::policy::run_reconcile::<P>(job, children, ctx)
+        })
     }
 
     /// Runs `P::cleanup` as the host would.
     pub fn cleanup<P: Policy>(&self) -> Outcome<Cleanup> {
-        self.run(|job, children, ctx| crate::policy::run_cleanup::<P>(job, children, ctx))
+        self.run("cleanup", |job, children, ctx| {
+            crate::policy::run_cleanup::<P>(job, children, ctx)
+        })
     }
 
     fn run<T>(
         &self,
+        operation: &str,
         call: impl FnOnce(&crate::Job, &[crate::Child], &Context) -> Result<T, PolicyError>,
     ) -> Outcome<T> {
         let job = self.job.to_job();
         let children: Vec<_> = self.children.iter().map(ChildFixture::to_child).collect();
+        let ctx = self.context.clone().for_operation(&job.uid, operation);
         drop(crate::log::capture::take());
-        let result = call(&job, &children, &self.context);
+        crate::http::install(self.http.clone());
+        let result = call(&job, &children, &ctx);
         Outcome {
             result,
             logs: crate::log::capture::take(),
+            http: crate::http::finish(),
         }
     }
 }
@@ -162,6 +184,9 @@ pub struct Outcome<T> {
     pub result: Result<T, PolicyError>,
     /// Log lines in order.
     pub logs: Vec<(Level, String)>,
+    /// Whether the call made exactly the expected HTTP exchanges, and if
+    /// not, how it differed.
+    pub http: std::result::Result<(), String>,
 }
 
 impl<T: Serialize> Outcome<T> {

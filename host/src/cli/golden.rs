@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
+use policyhost::outbound::Fixtures;
 use policyhost::runtime::{
     Child, ChildPhase, Context, DataJob, Error, Input, KeyValue, Policy, PolicySpec, Runtime,
 };
@@ -49,7 +50,20 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
         .file
         .file_stem()
         .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
-    let spec = PolicySpec::new(name).limits(args.limits.policy_limits());
+    let mut spec = PolicySpec::new(name).limits(args.limits.policy_limits());
+    // One grant for every case: the origins of all their exchanges.
+    let exchanges: Vec<_> = files
+        .iter()
+        .filter_map(|file| Golden::load(file).ok())
+        .flat_map(|case| case.http)
+        .collect();
+    let fixtures = if exchanges.is_empty() {
+        None
+    } else {
+        let (outbound, fixtures) = super::fixtures::replaying(&exchanges)?;
+        spec = spec.outbound(Some(outbound));
+        Some(fixtures)
+    };
     let Some(policy) = super::check::checked(&runtime, spec, &bytes) else {
         return Ok(ExitCode::FAILURE);
     };
@@ -59,7 +73,7 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     let mut failed = 0;
     let mut blessed = 0;
     for file in &files {
-        match run_case(&runtime, &policy, file) {
+        match run_case(&runtime, &policy, fixtures.as_ref(), file) {
             Ok(Verdict {
                 description,
                 differences,
@@ -166,13 +180,24 @@ struct Verdict {
     differences: Vec<String>,
 }
 
-fn run_case(runtime: &Runtime, policy: &Policy, file: &Path) -> anyhow::Result<Verdict> {
+fn run_case(
+    runtime: &Runtime,
+    policy: &Policy,
+    fixtures: Option<&Fixtures>,
+    file: &Path,
+) -> anyhow::Result<Verdict> {
     let case = Golden::load(file)?;
     let input = input_of(&case);
+    if let Some(fixtures) = fixtures {
+        fixtures.install(case.http.clone());
+    }
     let actual = match case.call {
         Kind::Reconcile => result_json(runtime.reconcile_blocking(policy, &input).result)?,
         Kind::Cleanup => result_json(runtime.cleanup_blocking(policy, &input).result)?,
     };
+    if let Some(Err(problems)) = fixtures.map(Fixtures::finish) {
+        anyhow::bail!("the requests differ from the case's `http` exchanges: {problems}");
+    }
     let mut differences = Vec::new();
     differences_at(
         &case.expected,

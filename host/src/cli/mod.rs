@@ -4,6 +4,7 @@ mod bench;
 mod check;
 #[cfg(feature = "dev")]
 mod dev;
+mod fixtures;
 mod golden;
 mod input;
 mod leader;
@@ -16,7 +17,6 @@ mod reload;
 mod run;
 mod status;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -208,13 +208,16 @@ fn runtime(threads: usize) -> anyhow::Result<Runtime> {
     Ok(Runtime::new(config)?)
 }
 
-fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
 }
 
 /// Prints a load-time or guest error with its reason and causes.
 fn report_error(error: &runtime::Error) {
     eprintln!("error[{}]: {}", error.reason(), error);
+    if let runtime::Error::OutboundNotGranted { .. } = error {
+        eprintln!("  hint: `--http-fixtures FILE` answers its requests from canned exchanges");
+    }
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         eprintln!("  caused by: {cause}");

@@ -116,8 +116,27 @@ pub(crate) struct OperatorArgs {
     #[arg(long, value_name = "MS", default_value_t = max_timeout_ms(),
           value_parser = clap::value_parser!(u64).range(1..))]
     max_timeout: u64,
+    /// Certificate authorities (a PEM file) the host's client for policies'
+    /// outbound requests trusts besides the web's roots, e.g. a company CA.
+    #[arg(long, value_name = "CA.pem", value_parser = read_roots)]
+    outbound_ca: Option<Roots>,
     #[command(flatten)]
     compile: CompileArgs,
+}
+
+/// Certificates read from a PEM file.
+#[derive(Debug, Clone)]
+pub(crate) struct Roots(Vec<rustls::pki_types::CertificateDer<'static>>);
+
+fn read_roots(path: &str) -> Result<Roots, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    let certificates = rustls::pki_types::CertificateDer::pem_file_iter(path)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|error| format!("cannot read certificates from {path}: {error}"))?;
+    if certificates.is_empty() {
+        return Err(format!("{path} holds no PEM certificate"));
+    }
+    Ok(Roots(certificates))
 }
 
 /// How policy components are compiled.
@@ -197,6 +216,9 @@ impl OperatorArgs {
         runtime.max_share = Share::new(self.max_share).unwrap_or_default();
         runtime.engine.maxima.0.timeout = Duration::from_millis(self.max_timeout);
         runtime.compile = self.compile.config();
+        if let Some(Roots(roots)) = &self.outbound_ca {
+            runtime.outbound.extra_roots.clone_from(roots);
+        }
         Options {
             namespaces: self.namespaces.clone(),
             instance: self.instance.clone(),

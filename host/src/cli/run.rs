@@ -38,13 +38,29 @@ pub(crate) struct RunArgs {
     /// Output format of the result.
     #[arg(long, value_enum, default_value_t)]
     output: Format,
+    /// Answer the component's HTTP requests from these exchanges (a JSON
+    /// list, the format of golden cases' `http`), in order, under a grant
+    /// of exactly their origins; any other request is refused and fails
+    /// the run.
+    #[arg(long, value_name = "EXCHANGES.json")]
+    http_fixtures: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let bytes = super::read(&args.file)?;
     let input = super::input::load(&args.job, args.children.as_deref(), args.now, args.attempt)?;
     let runtime = super::runtime(1)?;
-    let spec = PolicySpec::new(input_name(args)).limits(args.limits.policy_limits());
+    let mut spec = PolicySpec::new(input_name(args)).limits(args.limits.policy_limits());
+    let fixtures = match &args.http_fixtures {
+        None => None,
+        Some(path) => {
+            let exchanges = super::fixtures::read(path)?;
+            let (outbound, fixtures) = super::fixtures::replaying(&exchanges)?;
+            fixtures.install(exchanges);
+            spec = spec.outbound(Some(outbound));
+            Some(fixtures)
+        }
+    };
     let policy = match runtime.load(spec, &bytes) {
         Ok(policy) => policy,
         Err(error) => {
@@ -69,6 +85,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         )
     };
     summary(if args.cleanup { "cleanup" } else { "reconcile" }, &report);
+    if let Some(Err(problems)) = fixtures.map(|fixtures| fixtures.finish()) {
+        eprintln!("error[HttpFixtures]: the requests differ from the fixtures: {problems}");
+        return Ok(ExitCode::FAILURE);
+    }
     match printed {
         Ok(printed) => {
             printed?;

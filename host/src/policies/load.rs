@@ -13,6 +13,7 @@ use k8s_openapi::ByteString;
 
 use super::access::Access;
 use super::configmap::{self, Module, Settings};
+use crate::outbound::Outbound;
 use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Refusal, Runtime};
 
 /// The result type of this module.
@@ -89,20 +90,27 @@ pub struct Loaded {
     pub took: Duration,
 }
 
-/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`;
-/// `remembered` is the compile refusal recorded on it, if any (see
-/// [`super::refusal`]).
+/// What the host knows about a version besides its ConfigMap.
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    /// The compile refusal recorded on it, if any (see [`super::refusal`]).
+    pub remembered: Option<Refusal>,
+    /// Its policy's outbound grant, credentials read ([`super::grants`]).
+    pub outbound: Option<Arc<Outbound>>,
+}
+
+/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`.
 pub async fn load(
     runtime: &Runtime,
     config: &Config,
     name: &str,
     data: BTreeMap<String, String>,
     binary_data: BTreeMap<String, ByteString>,
-    remembered: Option<Refusal>,
+    given: Given,
 ) -> Result<Loaded> {
     let (runtime, config, name) = (runtime.clone(), config.clone(), name.to_owned());
     tokio::task::spawn_blocking(move || {
-        load_blocking(&runtime, &config, &name, &data, &binary_data, remembered)
+        load_blocking(&runtime, &config, &name, &data, &binary_data, given)
     })
     .await
     .map_err(Error::Interrupted)?
@@ -115,7 +123,7 @@ pub fn load_blocking(
     name: &str,
     data: &BTreeMap<String, String>,
     binary_data: &BTreeMap<String, ByteString>,
-    remembered: Option<Refusal>,
+    given: Given,
 ) -> Result<Loaded> {
     let started = Instant::now();
     let settings = Settings::parse(data)?;
@@ -141,7 +149,8 @@ pub fn load_blocking(
                 .allowed_kinds
                 .unwrap_or_else(|| config.child_kinds.clone()),
         )
-        .remembered(remembered);
+        .remembered(given.remembered)
+        .outbound(given.outbound);
     let policy = check(runtime, spec, &bytes)?;
     Ok(Loaded {
         policy,

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod configmap;
 pub mod dir;
+pub mod grants;
 pub mod load;
 pub mod provenance;
 pub mod publish;

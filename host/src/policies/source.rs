@@ -19,6 +19,11 @@
 //!    serving. Either way the ConfigMap gets an Event and annotations, and
 //!    the metrics say so.
 //! 4. Deleting the ConfigMap takes the policy out of service.
+//! 5. Beside them, a second watch follows the grant ConfigMaps
+//!    ([`super::grants`], label `policyhost.dev/grant`); a version is loaded
+//!    with its policy's grant, and a change of a grant re-loads its policy.
+//!    The policy watch starts once the grants are listed, so a restart
+//!    never loads a version without the grant it has.
 //!
 //! # Guarantees
 //! - One bad ConfigMap never stops the others: every failure is a rejection
@@ -50,6 +55,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::configmap::{self, POLICY_LABEL};
+use super::grants::Grants;
 use super::load;
 use super::provenance::Foreign;
 use super::refusal;
@@ -59,6 +65,7 @@ use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store};
 use crate::chain::display_chain;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::outbound::grant::GRANT_LABEL;
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
 
@@ -149,6 +156,7 @@ pub struct ConfigMapSource {
 struct Inner {
     client: Client,
     runtime: Runtime,
+    grants: Grants,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     config: Config,
@@ -181,10 +189,16 @@ impl ConfigMapSource {
             base: Duration::from_millis(200),
             max: Duration::from_secs(30),
         });
+        let grants = Grants::new(
+            client.clone(),
+            config.namespace.clone(),
+            config.load.strict_tenancy,
+        );
         Self {
             inner: Arc::new(Inner {
                 client,
                 runtime,
+                grants,
                 registry,
                 metrics,
                 config,
@@ -224,7 +238,14 @@ impl ConfigMapSource {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let inner = self.inner;
         let mut tasks = JoinSet::new();
-        tasks.spawn(watch_configmaps(Arc::clone(&inner)));
+        let (listed, grants_listed) = tokio::sync::oneshot::channel();
+        tasks.spawn(watch_grants(Arc::clone(&inner), listed));
+        let policies = Arc::clone(&inner);
+        tasks.spawn(async move {
+            if grants_listed.await.is_ok() {
+                watch_configmaps(policies).await;
+            }
+        });
         tasks.spawn(report_on_leadership(Arc::clone(&inner)));
         for _ in 0..inner.config.workers.max(1) {
             tasks.spawn(work(Arc::clone(&inner)));
@@ -304,6 +325,57 @@ async fn watch_configmaps(inner: Arc<Inner>) {
         }
         if !relisting {
             contents.clear();
+        }
+    }
+}
+
+/// Feeds the grant ConfigMaps into [`Grants`] and re-loads the policies
+/// whose grant changed; says so on `listed` after the first list.
+async fn watch_grants(inner: Arc<Inner>, listed: tokio::sync::oneshot::Sender<()>) {
+    let namespace = inner.config.namespace.clone();
+    let api: Api<ConfigMap> = Api::namespaced(inner.client.clone(), &namespace);
+    let events =
+        watcher::watcher(api, watcher::Config::default().labels(GRANT_LABEL)).default_backoff();
+    futures::pin_mut!(events);
+    let mut listed = Some(listed);
+    // The names seen during a re-list: the others are gone.
+    let mut seen: Option<HashSet<String>> = None;
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                warn!(%namespace, %error, "grant ConfigMap watch failed; retrying");
+                continue;
+            }
+        };
+        let name = |map: &ConfigMap| map.metadata.name.clone().unwrap_or_default();
+        let changed = match event {
+            watcher::Event::Apply(map) => inner.grants.apply(&name(&map), Some(&map)),
+            watcher::Event::Delete(map) => inner.grants.apply(&name(&map), None),
+            watcher::Event::Init => {
+                seen = Some(HashSet::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(map) => {
+                seen.get_or_insert_default().insert(name(&map));
+                inner.grants.apply(&name(&map), Some(&map))
+            }
+            watcher::Event::InitDone => {
+                let seen = seen.take().unwrap_or_default();
+                let gone = inner
+                    .grants
+                    .names()
+                    .into_iter()
+                    .filter(|n| !seen.contains(n));
+                let changed = gone.flat_map(|n| inner.grants.apply(&n, None)).collect();
+                if let Some(listed) = listed.take() {
+                    let _ = listed.send(());
+                }
+                changed
+            }
+        };
+        for policy in changed {
+            inner.reload(&policy);
         }
     }
 }
@@ -470,13 +542,28 @@ impl Inner {
             self.rejected(record, rejection, false).await;
             return;
         }
+        let outbound = match self.grants.resolve(policy).await {
+            Ok(outbound) => outbound,
+            Err(refused) => {
+                let rejection = Rejection {
+                    reason: refused.reason(),
+                    message: display_chain(&refused),
+                };
+                self.rejected(record, rejection, true).await;
+                return;
+            }
+        };
+        let given = load::Given {
+            remembered: content.refused,
+            outbound,
+        };
         let result = load::load(
             &self.runtime,
             &self.config.load,
             policy,
             content.data,
             content.binary_data,
-            content.refused,
+            given,
         )
         .await;
         match result {
@@ -692,6 +779,15 @@ impl Inner {
                     .or_insert(Pending::Refetch);
                 self.queue.add(other);
             }
+        }
+    }
+
+    /// Loads the current version of `policy` again: its grant changed.
+    fn reload(&self, policy: &str) {
+        for key in self.store.lookup_keys(self.by_policy, policy) {
+            info!(%policy, configmap = %key, "the policy's grant changed: loading it again");
+            self.pending().insert(key.clone(), Pending::Refetch);
+            self.queue.add(key);
         }
     }
 

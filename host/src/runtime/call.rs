@@ -1,6 +1,7 @@
 //! One call of a policy: a fresh instance from the `*Pre`, capped by the
 //! limiter, fuel and an epoch deadline; the result checked and the cost reported.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
@@ -16,6 +17,7 @@ use super::logs::GuestLog;
 use super::output::{self, Cleaned, Reconciled};
 use super::store::StoreState;
 use super::wasi::{self, Capture};
+use crate::outbound::{CallHttp, Client, OutboundReport};
 
 /// The inputs of one call: the DataJob, its children, the context.
 #[derive(Debug, Clone)]
@@ -68,6 +70,8 @@ pub struct CallReport {
     /// The call held its thread past its deadline and the pool replaced
     /// the thread (the call's result is lost: `DeadlineExceeded`).
     pub thread_replaced: bool,
+    /// Requests made and refused over outbound HTTP.
+    pub outbound: OutboundReport,
 }
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -75,9 +79,14 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// Calls `reconcile` on the current thread and checks its result.
-pub(crate) fn reconcile(engine: &Engine, policy: &Policy, input: &Input) -> Outcome<Reconciled> {
+pub(crate) fn reconcile(
+    engine: &Engine,
+    client: &Client,
+    policy: &Policy,
+    input: &Input,
+) -> Outcome<Reconciled> {
     run(
-        engine,
+        (engine, client),
         policy,
         input,
         "reconcile",
@@ -94,9 +103,14 @@ pub(crate) fn reconcile(engine: &Engine, policy: &Policy, input: &Input) -> Outc
 }
 
 /// Calls `cleanup` on the current thread.
-pub(crate) fn cleanup(engine: &Engine, policy: &Policy, input: &Input) -> Outcome<Cleaned> {
+pub(crate) fn cleanup(
+    engine: &Engine,
+    client: &Client,
+    policy: &Policy,
+    input: &Input,
+) -> Outcome<Cleaned> {
     run(
-        engine,
+        (engine, client),
         policy,
         input,
         "cleanup",
@@ -109,7 +123,7 @@ pub(crate) fn cleanup(engine: &Engine, policy: &Policy, input: &Input) -> Outcom
 /// trial a loader runs before putting a version in service, so a component
 /// whose start function traps or whose initial memory is above its cap is
 /// rejected at load time instead of failing every call.
-pub(crate) fn instantiate(engine: &Engine, policy: &Policy) -> Outcome<()> {
+pub(crate) fn instantiate(engine: &Engine, client: &Client, policy: &Policy) -> Outcome<()> {
     let input = Input {
         job: DataJob {
             name: "policyhost-trial".into(),
@@ -130,7 +144,7 @@ pub(crate) fn instantiate(engine: &Engine, policy: &Policy) -> Outcome<()> {
         },
     };
     run(
-        engine,
+        (engine, client),
         policy,
         &input,
         "instantiate",
@@ -143,7 +157,7 @@ type Answer<T> = wasmtime::Result<std::result::Result<T, WitPolicyError>>;
 
 /// Runs one call on the current thread (a pool thread, or a CLI).
 fn run<T, U>(
-    engine: &Engine,
+    (engine, client): (&Engine, &Client),
     policy: &Policy,
     input: &Input,
     entry: &'static str,
@@ -166,16 +180,32 @@ fn run<T, U>(
     let stderr = Capture::default();
     let mut table = ResourceTable::new();
     table.set_max_capacity(wasi::TABLE_ENTRIES);
+    let job = format!("{}/{}", input.job.namespace, input.job.name);
+    let timeout = policy.limits.timeout;
+    let until = started + timeout;
+    let mut clock = VirtualClock::new(ctx.now_unix_ms, timeout);
+    let http = match &policy.outbound {
+        None => CallHttp::none(),
+        Some(outbound) => {
+            clock = clock.with_real_waits(until);
+            let network = started + outbound.grant().network_budget(timeout);
+            CallHttp::granted(
+                Arc::clone(outbound),
+                client.clone(),
+                network,
+                policy.name.clone(),
+                job.clone(),
+            )
+        }
+    };
     let state = StoreState {
         wasi: wasi::context(&ctx, &input.job.uid, &stdout, &stderr),
         table,
-        clock: VirtualClock::new(ctx.now_unix_ms, policy.limits.timeout),
+        clock,
         limiter: MemoryLimiter::new(policy.limits.memory_bytes),
-        log: GuestLog::new(
-            policy.name.clone(),
-            format!("{}/{}", input.job.namespace, input.job.name),
-            policy.log_budget.clone(),
-        ),
+        log: GuestLog::new(policy.name.clone(), job, policy.log_budget.clone()),
+        http,
+        deadline: (until, timeout),
     };
     let mut store = Store::new(engine.wasmtime(), state);
     let mut instantiate = Duration::ZERO;
@@ -195,6 +225,7 @@ fn run<T, U>(
     };
     let fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     let memory = store.data().limiter.account();
+    let outbound = store.data().http.report();
     let mut log = store.into_data().log;
     let (out, out_dropped) = stdout.take();
     let (err, err_dropped) = stderr.take();
@@ -218,6 +249,7 @@ fn run<T, U>(
         output_lines_dropped: log.counts.output_dropped,
         log_throttled: log.counts.throttled,
         thread_replaced: false,
+        outbound,
     };
     if let Err(error) = &result {
         tracing::debug!(reason = error.reason(), %error, fuel_consumed, "policy call failed");

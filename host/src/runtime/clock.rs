@@ -21,6 +21,11 @@
 //! - A wait on anything else that is not ready (nothing in the sandbox: stdin
 //!   is closed and stdout/stderr always accept writes) is refused as a trap,
 //!   [`Refused::NeverReady`], instead of blocking forever.
+//! - The exception is a call with outbound HTTP ([`crate::outbound`]): its
+//!   responses and bodies take real time. A wait on them is a real wait,
+//!   bounded by the call's deadline ([`VirtualClock::with_real_waits`]) and by
+//!   the earliest clock pollable of the same wait; the clocks then move by
+//!   the time really waited.
 //!
 //! Readiness of the non-clock pollables is asked once, without a runtime and
 //! without waiting (a no-op waker): their futures are immediate.
@@ -29,7 +34,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::task::{Context as TaskContext, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasData, Resource, ResourceTable};
 use wasmtime_wasi::p2::bindings::clocks::{monotonic_clock, wall_clock};
@@ -49,6 +54,8 @@ pub(crate) struct VirtualClock {
     /// When each live clock pollable is due (virtual nanoseconds since the
     /// Unix epoch), by its table index.
     timers: BTreeMap<u32, u64>,
+    /// For a call with outbound HTTP: until when it may really wait.
+    real_until: Option<Instant>,
 }
 
 /// Why a wait was refused; the call ends with it.
@@ -76,7 +83,22 @@ impl VirtualClock {
             waited: 0,
             timeout,
             timers: BTreeMap::new(),
+            real_until: None,
         }
+    }
+
+    /// Lets waits on pollables other than clocks really wait, until `until`
+    /// at the latest (the call's deadline).
+    #[must_use]
+    pub(crate) fn with_real_waits(mut self, until: Instant) -> Self {
+        self.real_until = Some(until);
+        self
+    }
+
+    /// Moves the clock by time really waited.
+    fn pass(&mut self, waited: Duration) {
+        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.waited = self.waited.saturating_add(nanos);
     }
 
     /// The current virtual time, nanoseconds since the Unix epoch.
@@ -146,6 +168,40 @@ impl Time<'_> {
     }
 }
 
+impl Time<'_> {
+    /// Really waits until one of `pending` (none of them clocks) is ready,
+    /// or the earliest clock of the wait (`due`) comes, whichever is first;
+    /// refuses the wait where the call may not really wait, or when it
+    /// reaches the call's deadline.
+    fn wait_for_real(&mut self, pending: &[u32], due: Option<u64>) -> wasmtime::Result<()> {
+        let (Some(until), false) = (self.clock.real_until, pending.is_empty()) else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let timer =
+            due.map(|due| started + Duration::from_nanos(due.saturating_sub(self.clock.now())));
+        let limit = timer.map_or(until, |timer| timer.min(until));
+        let list = pending
+            .iter()
+            .map(|rep| Resource::new_borrow(*rep))
+            .collect();
+        let table = &mut *self.table;
+        // The timer is made inside: it needs the runtime `in_tokio` enters.
+        let waited = wasmtime_wasi::runtime::in_tokio(async move {
+            tokio::time::timeout_at(limit.into(), async_poll::Host::poll(table, list)).await
+        });
+        self.clock.pass(started.elapsed());
+        match waited {
+            Ok(ready) => ready.map(drop),
+            Err(_) if timer.is_some_and(|timer| timer < until) => Ok(()),
+            Err(_) => Err(Refused::PastDeadline {
+                timeout: self.clock.timeout,
+            }
+            .into()),
+        }
+    }
+}
+
 impl wall_clock::Host for Time<'_> {
     fn now(&mut self) -> wasmtime::Result<wall_clock::Datetime> {
         let now = self.clock.now();
@@ -195,15 +251,29 @@ impl poll::Host for Time<'_> {
         }
         let mut ready = Vec::new();
         let mut earliest: Option<u64> = None;
+        let mut pending = Vec::new();
         for (index, pollable) in (0u32..).zip(&pollables) {
             if self.ready_now(pollable)? {
                 ready.push(index);
             } else if let Some(&due) = self.clock.timers.get(&pollable.rep()) {
                 earliest = Some(earliest.map_or(due, |e| e.min(due)));
+            } else {
+                pending.push(pollable.rep());
             }
         }
         if !ready.is_empty() {
             return Ok(ready);
+        }
+        if self.clock.real_until.is_some() && !pending.is_empty() {
+            self.wait_for_real(&pending, earliest)?;
+            for (index, pollable) in (0u32..).zip(&pollables) {
+                if self.ready_now(pollable)? {
+                    ready.push(index);
+                }
+            }
+            if !ready.is_empty() {
+                return Ok(ready);
+            }
         }
         let due = earliest.ok_or(Refused::NeverReady)?;
         self.clock.advance_to(due)?;
@@ -223,6 +293,12 @@ impl poll::HostPollable for Time<'_> {
     fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
         if self.ready_now(&pollable)? {
             return Ok(());
+        }
+        if self.clock.real_until.is_some() && !self.clock.timers.contains_key(&pollable.rep()) {
+            self.wait_for_real(&[pollable.rep()], None)?;
+            if self.ready_now(&pollable)? {
+                return Ok(());
+            }
         }
         let due = *self
             .clock

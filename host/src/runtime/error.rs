@@ -67,6 +67,16 @@ pub enum Error {
         others: Vec<String>,
     },
 
+    /// The component imports outbound HTTP, and its policy has no grant:
+    /// network access is the platform team's to give, never the default.
+    #[error(
+        "policy imports `{import}`, and no outbound grant names it: the platform team grants origins in the ConfigMap `grant-<policy>` (key `origins`)"
+    )]
+    OutboundNotGranted {
+        /// The first outbound import, e.g. `wasi:http/outgoing-handler@0.2.3`.
+        import: String,
+    },
+
     /// The guest used up its fuel budget (roughly, instructions) for one call.
     #[error("policy ran out of fuel after {fuel} units")]
     OutOfFuel {
@@ -225,6 +235,7 @@ impl Error {
             Self::CompileLimitExceeded(_) => "CompileLimitExceeded",
             Self::IncompatibleWorld { .. } => "IncompatibleWorld",
             Self::UnsupportedImport { .. } => "UnsupportedImport",
+            Self::OutboundNotGranted { .. } => "OutboundNotGranted",
             Self::OutOfFuel { .. } => "OutOfFuel",
             Self::DeadlineExceeded { .. } => "DeadlineExceeded",
             Self::MemoryLimitExceeded { .. } => "MemoryLimitExceeded",

@@ -19,6 +19,7 @@ use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
 use crate::fair::{Share, Tenant};
+use crate::outbound::Outbound;
 
 /// What the host is told about a policy besides its bytes (from its
 /// ConfigMap, or the command line).
@@ -36,6 +37,8 @@ pub struct PolicySpec {
     pub remembered: Option<Refusal>,
     /// The fair share it asks for (unset: [`Share::DEFAULT`]).
     pub share: Option<Share>,
+    /// Its outbound grant, credentials read (unset: no network).
+    pub outbound: Option<Arc<Outbound>>,
 }
 
 impl PolicySpec {
@@ -48,7 +51,15 @@ impl PolicySpec {
             allowed_kinds: AllowedKind::defaults(),
             remembered: None,
             share: None,
+            outbound: None,
         }
+    }
+
+    /// Grants outbound HTTP.
+    #[must_use]
+    pub fn outbound(mut self, outbound: Option<Arc<Outbound>>) -> Self {
+        self.outbound = outbound;
+        self
     }
 
     /// Asks for this fair share.
@@ -99,6 +110,8 @@ pub struct Policy {
     pub(crate) source: Source,
     /// The log rate budget of the policy's name, shared by its versions.
     pub(crate) log_budget: Arc<Budget>,
+    /// Its outbound grant, if it imports `wasi:http` and has one.
+    pub(crate) outbound: Option<Arc<Outbound>>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -172,6 +185,12 @@ impl Policy {
     pub fn source(&self) -> Source {
         self.source
     }
+
+    /// Its outbound grant: set when the component imports `wasi:http`.
+    #[must_use]
+    pub fn outbound(&self) -> Option<&Outbound> {
+        self.outbound.as_deref()
+    }
 }
 
 /// The names the world requires the component to export, with their
@@ -184,6 +203,7 @@ const EXPORTS: &[(&str, &[&str])] = &[
 pub(crate) struct Loader<'a> {
     pub(crate) engine: &'a Engine,
     pub(crate) linker: &'a Linker<StoreState>,
+    pub(crate) outbound_linker: &'a Linker<StoreState>,
     pub(crate) cache: &'a Cache,
     pub(crate) compiler: &'a Compiler,
     pub(crate) defaults: &'a Limits,
@@ -205,7 +225,7 @@ impl Loader<'_> {
             self.compiler.compile(self.engine, digest, bytes)
         })?;
         let load_time = started.elapsed();
-        let pre = match self.link(&component) {
+        let pre = match self.link(&component, spec.outbound.is_some()) {
             Ok(pre) => pre,
             Err(error) => {
                 // Keep rejected components out of the cache: they are never called.
@@ -213,11 +233,16 @@ impl Loader<'_> {
                 return Err(error);
             }
         };
-        let imports = component
+        let imports: Vec<String> = component
             .component_type()
             .imports(engine)
             .map(|(name, _)| name.to_owned())
             .collect();
+        // A grant serves only a component that uses it: one that does not
+        // import `wasi:http` keeps the sandbox's linker and its call path.
+        let outbound = spec
+            .outbound
+            .filter(|_| imports.iter().any(|name| wasi::is_outbound_import(name)));
         let (limits, mut clamped) = spec.limits.resolve(self.defaults, self.maxima);
         let share = spec.share.unwrap_or_default();
         if share > self.max_share {
@@ -247,11 +272,13 @@ impl Loader<'_> {
             size: bytes.len(),
             load_time,
             source,
+            outbound,
         })
     }
 
-    /// Validates imports and exports, then pre-links.
-    fn link(&self, component: &Component) -> Result<DatajobPolicyPre<StoreState>> {
+    /// Validates imports and exports, then pre-links: with `wasi:http`
+    /// when the component imports it and is `granted`.
+    fn link(&self, component: &Component, granted: bool) -> Result<DatajobPolicyPre<StoreState>> {
         let engine = self.engine.wasmtime();
         let ty = component.component_type();
         let mut unsupported = ty
@@ -265,6 +292,19 @@ impl Loader<'_> {
                 others: unsupported.collect(),
             });
         }
+        let outbound = ty
+            .imports(engine)
+            .map(|(name, _)| name)
+            .find(|name| wasi::is_outbound_import(name));
+        let linker = match (outbound, granted) {
+            (None, _) => self.linker,
+            (Some(_), true) => self.outbound_linker,
+            (Some(import), false) => {
+                return Err(Error::OutboundNotGranted {
+                    import: import.to_owned(),
+                });
+            }
+        };
         for (export, params) in EXPORTS {
             let problem = match ty.get_export(engine, export).map(|e| e.ty) {
                 None => Some(format!("missing export `{export}`")),
@@ -286,7 +326,7 @@ impl Loader<'_> {
             }
         }
         let instance_pre =
-            self.linker
+            linker
                 .instantiate_pre(component)
                 .map_err(|source| Error::IncompatibleWorld {
                     problem: "an import does not have the type the host provides".into(),

@@ -60,6 +60,7 @@ pub mod output;
 mod pool;
 pub mod reference;
 mod store;
+mod streams;
 pub mod wasi;
 
 use std::path::PathBuf;
@@ -69,6 +70,7 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::fair::{Gate, Share};
+use crate::outbound::{Client, ClientConfig};
 
 pub use bindings::{
     Child, ChildPhase, CleanupResult, Condition, Context, DataJob, DesiredChild, Event, KeyValue,
@@ -111,6 +113,8 @@ pub struct RuntimeConfig {
     /// The largest fair share a policy may ask for; larger ones are clamped
     /// (and reported like clamped limits).
     pub max_share: Share,
+    /// Whom the client of policies' outbound requests trusts.
+    pub outbound: ClientConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -124,6 +128,7 @@ impl Default for RuntimeConfig {
             guest_logs: LogRate::default(),
             compile: CompileConfig::default(),
             max_share: Share::new(DEFAULT_MAX_SHARE).unwrap_or_default(),
+            outbound: ClientConfig::default(),
         }
     }
 }
@@ -158,7 +163,12 @@ pub struct Runtime {
 
 struct Inner {
     engine: engine::Engine,
+    /// The sandbox every policy gets.
     linker: Linker<StoreState>,
+    /// The sandbox and `wasi:http`, for policies with an outbound grant.
+    outbound_linker: Linker<StoreState>,
+    /// The client of their requests.
+    client: Client,
     cache: cache::Cache,
     compiler: compile::Compiler,
     pool: pool::Pool,
@@ -189,14 +199,21 @@ impl Runtime {
             max_instances: config.instances_needed(),
             ..config.engine.clone()
         })?;
-        let mut linker = Linker::new(engine.wasmtime());
-        let link = |linker: &mut Linker<StoreState>| -> wasmtime::Result<()> {
-            bindings::add_log_to_linker::<StoreState, HasSelf<StoreState>>(linker, |s| s)?;
-            wasi::add_to_linker(linker)
+        let link = |reach| -> Result<Linker<StoreState>> {
+            let mut linker = Linker::new(engine.wasmtime());
+            bindings::add_log_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
+                .and_then(|()| wasi::add_to_linker(&mut linker, reach))
+                .map_err(|source| Error::Host {
+                    context: "linking the host interfaces",
+                    source,
+                })?;
+            Ok(linker)
         };
-        link(&mut linker).map_err(|source| Error::Host {
-            context: "linking the host interfaces",
-            source,
+        let linker = link(wasi::Reach::Sandbox)?;
+        let outbound_linker = link(wasi::Reach::Outbound)?;
+        let client = Client::new(&config.outbound).map_err(|source| Error::Host {
+            context: "building the outbound HTTP client",
+            source: wasmtime::Error::new(source),
         })?;
         let threads = config.threads.max(1);
         let pool = pool::Pool::new(threads).map_err(|source| Error::Io {
@@ -210,6 +227,8 @@ impl Runtime {
             inner: Arc::new(Inner {
                 engine,
                 linker,
+                outbound_linker,
+                client,
                 cache: cache::Cache::new(config.cache_dir),
                 compiler,
                 pool,
@@ -233,6 +252,7 @@ impl Runtime {
         load::Loader {
             engine: &inner.engine,
             linker: &inner.linker,
+            outbound_linker: &inner.outbound_linker,
             cache: &inner.cache,
             compiler: &inner.compiler,
             defaults: &inner.defaults,
@@ -259,12 +279,12 @@ impl Runtime {
 
     /// Calls `reconcile` on the current thread.
     pub fn reconcile_blocking(&self, policy: &Policy, input: &Input) -> Outcome<Reconciled> {
-        call::reconcile(&self.inner.engine, policy, input)
+        call::reconcile(&self.inner.engine, &self.inner.client, policy, input)
     }
 
     /// Calls `cleanup` on the current thread.
     pub fn cleanup_blocking(&self, policy: &Policy, input: &Input) -> Outcome<Cleaned> {
-        call::cleanup(&self.inner.engine, policy, input)
+        call::cleanup(&self.inner.engine, &self.inner.client, policy, input)
     }
 
     /// Calls `reconcile` on the call pool; waits (asynchronously) for a slot
@@ -317,7 +337,7 @@ impl Runtime {
     /// for what loading checks before): the last check before a version is
     /// put in service. Runs on the current thread.
     pub fn instantiate_blocking(&self, policy: &Policy) -> Result<()> {
-        call::instantiate(&self.inner.engine, policy).result
+        call::instantiate(&self.inner.engine, &self.inner.client, policy).result
     }
 
     /// How the compile cache has been used.

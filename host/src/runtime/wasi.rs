@@ -32,6 +32,12 @@
 //! requests are capped at 64 KiB, and waits are virtual. Time spent in host
 //! functions counts against the epoch deadline like guest code.
 //!
+//! `wasi:http/types` and `wasi:http/outgoing-handler` are linked only for a
+//! policy with an outbound grant ([`crate::outbound`]), into a linker of its
+//! own whose blocking stream operations end at the call's deadline
+//! ([`super::streams`]); a policy that imports them without a grant is
+//! rejected at load time with [`super::Error::OutboundNotGranted`].
+//!
 //! `wasi:filesystem` and `wasi:sockets` are **not** linked: the standard
 //! library imports them only when a policy uses `std::fs` or `std::net` (the
 //! `fs-read` and `socket-import` test policies do; `fanout` does not), and
@@ -52,8 +58,11 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiView};
 
+use wasmtime_wasi_http::WasiHttpView;
+
 use super::bindings::Context;
 use super::clock::{Time, VirtualTime};
+use super::streams::{Bounded, BoundedStreams};
 
 /// The interfaces a policy may import (package/interface, any `0.2.x` for
 /// WASI, `0.1.x` for the policyhost contract).
@@ -80,10 +89,15 @@ pub const ALLOWED_INTERFACES: &[&str] = &[
     "wasi:random/insecure-seed",
 ];
 
-/// Whether an import name (`ns:pkg/iface@version`) is provided by the sandbox.
+/// The interfaces a policy with an outbound grant may import besides.
+pub const OUTBOUND_INTERFACES: &[&str] = &["wasi:http/types", "wasi:http/outgoing-handler"];
+
+/// Whether an import name (`ns:pkg/iface@version`) is provided by the
+/// sandbox (the outbound interfaces included: whether the policy may have
+/// them is its grant's question).
 pub(crate) fn is_allowed_import(name: &str) -> bool {
     let (path, version) = name.split_once('@').unwrap_or((name, ""));
-    if !ALLOWED_INTERFACES.contains(&path) {
+    if !ALLOWED_INTERFACES.contains(&path) && !OUTBOUND_INTERFACES.contains(&path) {
         return false;
     }
     let wanted = if path.starts_with("wasi:") {
@@ -94,23 +108,50 @@ pub(crate) fn is_allowed_import(name: &str) -> bool {
     version.starts_with(wanted)
 }
 
+/// Whether an import is one of the [`OUTBOUND_INTERFACES`].
+pub(crate) fn is_outbound_import(name: &str) -> bool {
+    let path = name.split_once('@').map_or(name, |(path, _)| path);
+    OUTBOUND_INTERFACES.contains(&path)
+}
+
 /// Gives the WASI bindings access to the store's WASI state.
-pub(crate) trait WasiState: WasiView + 'static {
+pub(crate) trait WasiState: WasiView + WasiHttpView + 'static {
     /// The call's virtual clock and its resource table.
     fn time(&mut self) -> Time<'_>;
+
+    /// The call's streams, bounded by its deadline.
+    fn streams(&mut self) -> Bounded<'_>;
+}
+
+/// Which linker: the sandbox of every policy, or that and outbound HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// No network: streams never block.
+    Sandbox,
+    /// `wasi:http` too, blocking stream operations bounded by the deadline.
+    Outbound,
 }
 
 /// Most handles a call's resource table holds at once.
 pub(crate) const TABLE_ENTRIES: usize = 1 << 16;
 
 /// Links the allowed WASI interfaces (and nothing else) into `linker`.
-pub(crate) fn add_to_linker<T: WasiState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub(crate) fn add_to_linker<T: WasiState>(
+    linker: &mut Linker<T>,
+    reach: Reach,
+) -> wasmtime::Result<()> {
     use wasmtime_wasi::p2::bindings::sync::io as sync_io;
     use wasmtime_wasi::p2::bindings::{cli, clocks, random};
     let l = linker;
     wasmtime_wasi::p2::bindings::io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
     sync_io::poll::add_to_linker::<T, VirtualTime>(l, T::time)?;
-    sync_io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    match reach {
+        Reach::Sandbox => sync_io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?,
+        Reach::Outbound => {
+            sync_io::streams::add_to_linker::<T, BoundedStreams>(l, T::streams)?;
+            wasmtime_wasi_http::p2::add_only_http_to_linker_sync(l)?;
+        }
+    }
     clocks::wall_clock::add_to_linker::<T, VirtualTime>(l, T::time)?;
     clocks::monotonic_clock::add_to_linker::<T, VirtualTime>(l, T::time)?;
     random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
@@ -292,6 +333,10 @@ mod tests {
         assert!(!is_allowed_import("wasi:filesystem/preopens@0.2.3"));
         assert!(!is_allowed_import("wasi:cli/environment@0.3.0"));
         assert!(!is_allowed_import("wasi:cli/environment"));
+        assert!(is_allowed_import("wasi:http/outgoing-handler@0.2.3"));
+        assert!(is_outbound_import("wasi:http/types@0.2.0"));
+        assert!(!is_outbound_import("wasi:io/streams@0.2.0"));
+        assert!(!is_allowed_import("wasi:http/incoming-handler@0.2.3"));
     }
 
     #[test]

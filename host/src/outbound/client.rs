@@ -1,0 +1,251 @@
+//! The host's HTTP client for policies' requests: resolve, check every
+//! address before connecting, connect, verify TLS, one HTTP/1.1 exchange on
+//! its own connection, bodies capped, everything bounded by the deadline.
+//!
+//! One connection per request: a policy makes a handful of requests per
+//! call, and a pool shared between calls would let one call's connection
+//! carry another's credentials or state.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::pin;
+use std::sync::Arc;
+
+use http::{Request, Response, Uri};
+use http_body_util::BodyExt as _;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use wasmtime_wasi_http::{Error, WasiBody};
+
+use super::address::Restricted;
+use super::body::Bounded;
+use super::origin::{Host, Origin, OriginPattern, Scheme};
+use super::{Refusal, Tally};
+
+/// How the host's client trusts servers.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// Certificate authorities trusted besides the web's (Mozilla's roots,
+    /// built in): a company CA, or a test's.
+    pub extra_roots: Vec<CertificateDer<'static>>,
+}
+
+/// The client every call's requests go through. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    tls: tokio_rustls::TlsConnector,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
+    }
+}
+
+/// A root the client could not take.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot trust the configured certificate authority")]
+pub struct RootError(#[source] rustls::Error);
+
+impl Client {
+    /// A client trusting the web's roots and `config.extra_roots`.
+    pub fn new(config: &ClientConfig) -> Result<Self, RootError> {
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        for root in &config.extra_roots {
+            roots.add(root.clone()).map_err(RootError)?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(RootError)?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Self {
+            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+        })
+    }
+}
+
+/// One admitted request, and what bounds it.
+pub(crate) struct Exchange {
+    pub(crate) origin: Origin,
+    /// The grant's pattern that admitted it: it decides which addresses
+    /// are named explicitly.
+    pub(crate) pattern: OriginPattern,
+    pub(crate) request: Request<WasiBody>,
+    pub(crate) request_limit: u64,
+    pub(crate) response_limit: u64,
+    pub(crate) deadline: Instant,
+    pub(crate) tally: Arc<Tally>,
+    /// `policy` and `namespace/name` of the DataJob, for the log.
+    pub(crate) call: Arc<(Arc<str>, String)>,
+    /// The policy's concurrency slot, held until the connection closes.
+    pub(crate) permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// The response, and the future that drives the connection until the
+/// body is read.
+pub(crate) type Sent = (
+    Response<WasiBody>,
+    Box<dyn Future<Output = Result<(), Error>> + Send>,
+);
+
+impl Client {
+    /// Sends the request; every step ends at the exchange's deadline.
+    pub(crate) async fn send(self, exchange: Exchange) -> Result<Sent, Error> {
+        let deadline = exchange.deadline;
+        let call = Arc::clone(&exchange.call);
+        let origin = exchange.origin.clone();
+        match tokio::time::timeout_at(deadline, self.exchange(exchange)).await {
+            Ok(Ok(sent)) => Ok(sent),
+            Ok(Err(error)) => {
+                tracing::info!(target: "policyhost::outbound", policy = %call.0, job = %call.1, %origin, %error, "outbound request failed");
+                Err(error)
+            }
+            Err(_) => {
+                tracing::info!(target: "policyhost::outbound", policy = %call.0, job = %call.1, %origin, "outbound request ran into the call's network deadline");
+                Err(Error::ConnectionTimeout)
+            }
+        }
+    }
+
+    async fn exchange(self, exchange: Exchange) -> Result<Sent, Error> {
+        let Exchange {
+            origin,
+            pattern,
+            mut request,
+            request_limit,
+            response_limit,
+            deadline,
+            tally,
+            call,
+            permit,
+        } = exchange;
+        let addresses = resolve(&origin).await?;
+        let (allowed, restricted): (Vec<IpAddr>, Vec<IpAddr>) = addresses
+            .into_iter()
+            .partition(|ip| Restricted::of(*ip).is_none() || pattern.names_address(*ip));
+        if allowed.is_empty() {
+            let range = restricted.first().and_then(|ip| Restricted::of(*ip));
+            tally.refused(Refusal::Address);
+            tracing::warn!(
+                target: "policyhost::outbound",
+                policy = %call.0, job = %call.1, %origin,
+                addresses = ?restricted, range = range.map(Restricted::as_str),
+                reason = Refusal::Address.as_str(),
+                "outbound request refused: the name resolves to restricted addresses the grant does not name"
+            );
+            return Err(Error::DestinationIpProhibited);
+        }
+        let tcp = connect(&allowed, origin.port).await?;
+        tally.sent();
+        let stream: Box<dyn Stream> = match origin.scheme {
+            Scheme::Http => Box::new(tcp),
+            Scheme::Https => Box::new(self.tls(&origin, tcp).await?),
+        };
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let mut connection = Box::pin(connection);
+        // The request line carries the path only: the origin is the connection's.
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", http::uri::PathAndQuery::as_str)
+            .to_owned();
+        *request.uri_mut() = Uri::try_from(path).map_err(|_| Error::HttpRequestUriInvalid)?;
+        let request =
+            request.map(|body| Bounded::request(body, request_limit, deadline).boxed_unsync());
+        let response = {
+            let mut send = pin!(sender.send_request(request));
+            tokio::select! {
+                response = &mut send => response?,
+                closed = &mut connection => {
+                    closed?;
+                    send.await?
+                }
+            }
+        };
+        let response =
+            response.map(|body| Bounded::response(body, response_limit, deadline).boxed_unsync());
+        let drive = async move {
+            let closed = connection.await;
+            drop(permit);
+            closed.map_err(Error::from)
+        };
+        Ok((response, Box::new(drive)))
+    }
+
+    async fn tls(
+        &self,
+        origin: &Origin,
+        tcp: TcpStream,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Error> {
+        let name = match &origin.host {
+            Host::Ip(ip) => ServerName::IpAddress((*ip).into()),
+            Host::Name(name) => {
+                ServerName::try_from(name.clone()).map_err(|_| Error::HttpRequestUriInvalid)?
+            }
+        };
+        self.tls.connect(name, tcp).await.map_err(tls_error)
+    }
+}
+
+trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// The addresses of the origin's host: itself for an IP literal.
+async fn resolve(origin: &Origin) -> Result<Vec<IpAddr>, Error> {
+    match &origin.host {
+        Host::Ip(ip) => Ok(vec![*ip]),
+        Host::Name(name) => {
+            let found = tokio::net::lookup_host((name.as_str(), origin.port))
+                .await
+                .map_err(|error| Error::DnsError {
+                    rcode: Some(error.to_string()),
+                    info_code: None,
+                })?;
+            let mut addresses: Vec<IpAddr> = found.map(|address| address.ip()).collect();
+            addresses.dedup();
+            if addresses.is_empty() {
+                return Err(Error::DestinationNotFound);
+            }
+            Ok(addresses)
+        }
+    }
+}
+
+/// A connection to the first address that answers, of those checked.
+async fn connect(addresses: &[IpAddr], port: u16) -> Result<TcpStream, Error> {
+    let mut last = None;
+    for ip in addresses {
+        match TcpStream::connect(SocketAddr::new(*ip, port)).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(match last.map(|error| error.kind()) {
+        Some(io::ErrorKind::ConnectionRefused) | None => Error::ConnectionRefused,
+        Some(io::ErrorKind::TimedOut) => Error::ConnectionTimeout,
+        Some(_) => Error::DestinationUnavailable,
+    })
+}
+
+/// A certificate the client does not trust is the guest's
+/// `TLS-certificate-error`; anything else a protocol error.
+fn tls_error(error: io::Error) -> Error {
+    let certificate = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|inner| matches!(inner, rustls::Error::InvalidCertificate(_)));
+    if certificate {
+        Error::TlsCertificateError
+    } else {
+        Error::TlsProtocolError
+    }
+}

@@ -1,0 +1,432 @@
+//! The outbound grant of a policy: which origins it may reach over HTTP,
+//! how much, and which credentials the host adds for it.
+//!
+//! The grant is the platform team's, not the policy's team's: it lives in
+//! its own ConfigMap, `grant-<policy>`, beside the policy ConfigMap, so the
+//! Role that lets a team push `policy-<policy>` lets it change nothing here.
+//!
+//! ```yaml
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata:
+//!   name: grant-bucket                 # grant-<policy>
+//!   namespace: policyhost-system       # the host's --policy-namespace
+//!   labels:
+//!     policyhost.dev/grant: bucket     # the policy it grants
+//! data:
+//!   origins: https://storage.example.com, https://*.storage.example.com:8443
+//!   requestsPerCall: "8"               # requests one call may make (default 8)
+//!   requestBodyBytes: 64Ki             # bytes of one request body (default 64Ki)
+//!   responseBodyBytes: 1Mi             # bytes of one response body (default 1Mi)
+//!   networkShare: 50%                  # of the call's deadline, waiting on the network (default 50%)
+//!   concurrency: "4"                   # requests in flight across the policy's calls (default 4)
+//!   credentials: |                     # ORIGIN HEADER SECRET/KEY, one per line
+//!     https://storage.example.com authorization storage-token/token
+//! ```
+//!
+//! A credential's Secret is in the host's own namespace, and its value is
+//! the whole header value (`Bearer …`): the host adds the header to every
+//! request to that origin, over whatever the policy set, and the policy
+//! never sees the bytes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use http::HeaderName;
+
+use super::origin::{Origin, OriginPattern, PatternError};
+use crate::quantity::{parse_bytes, parse_integer};
+
+/// The label that marks a grant ConfigMap; its value is the policy's name.
+pub const GRANT_LABEL: &str = "policyhost.dev/grant";
+
+/// `data` keys of a grant ConfigMap.
+pub mod keys {
+    /// Origin patterns, comma or newline separated (required).
+    pub const ORIGINS: &str = "origins";
+    /// Requests one call may make: a positive integer.
+    pub const REQUESTS_PER_CALL: &str = "requestsPerCall";
+    /// Bytes of one request body: a byte quantity.
+    pub const REQUEST_BODY_BYTES: &str = "requestBodyBytes";
+    /// Bytes of one response body: a byte quantity.
+    pub const RESPONSE_BODY_BYTES: &str = "responseBodyBytes";
+    /// The share of a call's deadline it may spend waiting on the network:
+    /// a percentage, 1 to 100.
+    pub const NETWORK_SHARE: &str = "networkShare";
+    /// Requests in flight at once across all of the policy's calls.
+    pub const CONCURRENCY: &str = "concurrency";
+    /// `ORIGIN HEADER SECRET/KEY` lines.
+    pub const CREDENTIALS: &str = "credentials";
+    /// Free text for people.
+    pub const DESCRIPTION: &str = "description";
+
+    /// Every key the host reads.
+    pub const ALL: &[&str] = &[
+        ORIGINS,
+        REQUESTS_PER_CALL,
+        REQUEST_BODY_BYTES,
+        RESPONSE_BODY_BYTES,
+        NETWORK_SHARE,
+        CONCURRENCY,
+        CREDENTIALS,
+        DESCRIPTION,
+    ];
+}
+
+/// A header the host adds to the requests to one origin, its value read
+/// from a Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The one origin it is sent to.
+    pub origin: OriginPattern,
+    /// The header (lowercase).
+    pub header: HeaderName,
+    /// The Secret, in the host's namespace.
+    pub secret: String,
+    /// The key in the Secret's `data` whose value is the header's value.
+    pub key: String,
+}
+
+/// What a policy may do over HTTP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The origins it may reach.
+    pub origins: Vec<OriginPattern>,
+    /// Requests one call may make.
+    pub requests_per_call: u32,
+    /// Bytes of one request body.
+    pub request_body_bytes: u64,
+    /// Bytes of one response body.
+    pub response_body_bytes: u64,
+    /// Percent of the call's deadline it may spend waiting on the network.
+    pub network_percent: u8,
+    /// Requests in flight at once across its calls.
+    pub concurrency: u32,
+    /// Headers the host adds.
+    pub credentials: Vec<Credential>,
+}
+
+impl Grant {
+    /// Requests per call without `requestsPerCall`.
+    pub const REQUESTS_PER_CALL: u32 = 8;
+    /// Request body bytes without `requestBodyBytes`.
+    pub const REQUEST_BODY_BYTES: u64 = 64 << 10;
+    /// Response body bytes without `responseBodyBytes`.
+    pub const RESPONSE_BODY_BYTES: u64 = 1 << 20;
+    /// Percent of the deadline without `networkShare`.
+    pub const NETWORK_PERCENT: u8 = 50;
+    /// Requests in flight without `concurrency`.
+    pub const CONCURRENCY: u32 = 4;
+
+    /// A grant of these origins with every other setting at its default.
+    #[must_use]
+    pub fn to(origins: Vec<OriginPattern>) -> Self {
+        Self {
+            origins,
+            requests_per_call: Self::REQUESTS_PER_CALL,
+            request_body_bytes: Self::REQUEST_BODY_BYTES,
+            response_body_bytes: Self::RESPONSE_BODY_BYTES,
+            network_percent: Self::NETWORK_PERCENT,
+            concurrency: Self::CONCURRENCY,
+            credentials: Vec::new(),
+        }
+    }
+
+    /// Reads a grant ConfigMap's `data`, naming the key of the first bad value.
+    pub fn parse(data: &BTreeMap<String, String>) -> Result<Self, GrantError> {
+        let text = data.get(keys::ORIGINS).ok_or(GrantError::NoOrigins)?;
+        let origins = list(text)
+            .map(OriginPattern::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| GrantError::Origin {
+                key: keys::ORIGINS,
+                source,
+            })?;
+        if origins.is_empty() {
+            return Err(GrantError::NoOrigins);
+        }
+        let mut grant = Self::to(origins);
+        for (key, value) in data {
+            let text = value.trim();
+            let invalid = |expected| GrantError::Invalid {
+                key: key.clone(),
+                value: value.clone(),
+                expected,
+            };
+            let positive = |expected| {
+                parse_integer(text)
+                    .filter(|n| *n > 0)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| invalid(expected))
+            };
+            let bytes = |expected| {
+                parse_bytes(text)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| invalid(expected))
+            };
+            match key.as_str() {
+                keys::ORIGINS | keys::DESCRIPTION => {}
+                keys::REQUESTS_PER_CALL => grant.requests_per_call = positive(COUNT_EXPECTED)?,
+                keys::CONCURRENCY => grant.concurrency = positive(COUNT_EXPECTED)?,
+                keys::REQUEST_BODY_BYTES => grant.request_body_bytes = bytes(BYTES_EXPECTED)?,
+                keys::RESPONSE_BODY_BYTES => grant.response_body_bytes = bytes(BYTES_EXPECTED)?,
+                keys::NETWORK_SHARE => {
+                    grant.network_percent =
+                        parse_percent(text).ok_or_else(|| invalid(SHARE_EXPECTED))?;
+                }
+                keys::CREDENTIALS => grant.credentials = parse_credentials(text, &grant.origins)?,
+                _ => return Err(GrantError::UnknownKey { key: key.clone() }),
+            }
+        }
+        Ok(grant)
+    }
+
+    /// The first of the grant's patterns that admits `origin`.
+    #[must_use]
+    pub fn admitting(&self, origin: &Origin) -> Option<&OriginPattern> {
+        self.origins.iter().find(|pattern| pattern.admits(origin))
+    }
+
+    /// How long a call of `timeout` may wait on the network.
+    #[must_use]
+    pub fn network_budget(&self, timeout: Duration) -> Duration {
+        timeout * u32::from(self.network_percent) / 100
+    }
+
+    /// The Secrets the grant reads, each once.
+    #[must_use]
+    pub fn secrets(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.credentials.iter().map(|c| c.secret.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
+const COUNT_EXPECTED: &str = "a positive integer, such as 4";
+const BYTES_EXPECTED: &str = "a positive byte quantity, such as 64Ki";
+const SHARE_EXPECTED: &str = "a percentage from 1% to 100%, such as 50%";
+
+/// Items separated by commas, spaces or newlines.
+fn list(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+}
+
+/// `50%` or `50`, from 1 to 100.
+fn parse_percent(text: &str) -> Option<u8> {
+    let number = text.strip_suffix('%').unwrap_or(text).trim_end();
+    parse_integer(number)
+        .filter(|n| (1..=100).contains(n))
+        .and_then(|n| u8::try_from(n).ok())
+}
+
+/// `ORIGIN HEADER SECRET/KEY` lines; blank lines and `#` comments skipped.
+fn parse_credentials(text: &str, origins: &[OriginPattern]) -> Result<Vec<Credential>, GrantError> {
+    let mut credentials: Vec<Credential> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |problem| GrantError::Credential {
+            line: line.to_owned(),
+            problem,
+        };
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [origin, header, reference] = fields[..] else {
+            return Err(bad("a credential is ORIGIN HEADER SECRET/KEY"));
+        };
+        let origin = OriginPattern::parse(origin).map_err(|source| GrantError::Origin {
+            key: keys::CREDENTIALS,
+            source,
+        })?;
+        if !origin.is_single_origin() {
+            return Err(bad(
+                "a credential goes to one origin: no wildcard host or port",
+            ));
+        }
+        if !origins.iter().any(|pattern| covers(pattern, &origin)) {
+            return Err(bad("its origin is not one the grant's origins admit"));
+        }
+        let header = HeaderName::from_bytes(header.as_bytes())
+            .map_err(|_| bad("the header is not a valid HTTP header name"))?;
+        if super::is_forbidden_header(&header) {
+            return Err(bad("the host sets this header itself"));
+        }
+        let (secret, key) = reference
+            .split_once('/')
+            .ok_or_else(|| bad("the Secret is named as SECRET/KEY"))?;
+        policyhost_names::dns1123_subdomain(secret)
+            .map_err(|_| bad("the Secret's name is not a valid object name"))?;
+        policyhost_names::config_map_key(key)
+            .map_err(|_| bad("the key is not a valid Secret key"))?;
+        if credentials
+            .iter()
+            .any(|c| c.origin == origin && c.header == header)
+        {
+            return Err(bad("a second credential for the same origin and header"));
+        }
+        credentials.push(Credential {
+            origin,
+            header,
+            secret: secret.to_owned(),
+            key: key.to_owned(),
+        });
+    }
+    Ok(credentials)
+}
+
+/// Whether `pattern` admits the one origin `single` stands for.
+fn covers(pattern: &OriginPattern, single: &OriginPattern) -> bool {
+    let super::origin::HostPattern::Exact(host) = &single.host else {
+        return false;
+    };
+    single.port.is_some_and(|port| {
+        pattern.admits(&Origin {
+            scheme: single.scheme,
+            host: host.clone(),
+            port,
+        })
+    })
+}
+
+/// What is wrong with a grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// No origins: a grant that admits nothing is a mistake.
+    #[error(
+        "`data.{}` is required: the origins the policy may reach, such as https://api.example.com",
+        keys::ORIGINS
+    )]
+    NoOrigins,
+    /// An origin pattern does not parse.
+    #[error("`data.{key}`: {source}")]
+    Origin {
+        /// The key it is in.
+        key: &'static str,
+        /// What is wrong with it.
+        source: PatternError,
+    },
+    /// A value does not parse or is out of range.
+    #[error("`data.{key}` is `{value}`; expected {expected}")]
+    Invalid {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: String,
+        /// What it should look like.
+        expected: &'static str,
+    },
+    /// A credential line is wrong.
+    #[error("`data.{}` line `{line}`: {problem}", keys::CREDENTIALS)]
+    Credential {
+        /// The line.
+        line: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// A key the host does not read (a typo would otherwise be ignored).
+    #[error("unknown key `data.{key}` in the grant; the keys are {}", keys::ALL.join(", "))]
+    UnknownKey {
+        /// The key.
+        key: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn error_of(pairs: &[(&str, &str)]) -> String {
+        Grant::parse(&data(pairs)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn every_key_parses_and_the_rest_keep_their_defaults() {
+        let grant = Grant::parse(&data(&[
+            (
+                "origins",
+                "https://api.example.com,\n https://*.example.com:8443",
+            ),
+            ("requestsPerCall", "3"),
+            ("requestBodyBytes", "1Ki"),
+            ("responseBodyBytes", "2Mi"),
+            ("networkShare", "25%"),
+            ("concurrency", "2"),
+            (
+                "credentials",
+                "# the storage token\nhttps://api.example.com Authorization token/value\n",
+            ),
+            ("description", "storage for the ETL team"),
+        ]))
+        .unwrap();
+        assert_eq!(grant.origins.len(), 2);
+        assert_eq!(grant.requests_per_call, 3);
+        assert_eq!(grant.request_body_bytes, 1 << 10);
+        assert_eq!(grant.response_body_bytes, 2 << 20);
+        assert_eq!(grant.network_percent, 25);
+        assert_eq!(grant.concurrency, 2);
+        assert_eq!(grant.credentials.len(), 1);
+        assert_eq!(grant.credentials[0].header.as_str(), "authorization");
+        assert_eq!(grant.secrets(), ["token"]);
+        assert_eq!(
+            grant.network_budget(Duration::from_secs(2)),
+            Duration::from_millis(500)
+        );
+        let defaults = Grant::parse(&data(&[("origins", "https://api.example.com")])).unwrap();
+        assert_eq!(defaults, Grant::to(defaults.origins.clone()));
+    }
+
+    #[test]
+    fn a_bad_grant_is_an_error_naming_the_key_and_the_problem() {
+        assert!(error_of(&[]).contains("`data.origins` is required"));
+        assert!(error_of(&[("origins", " , ")]).contains("`data.origins` is required"));
+        assert!(
+            error_of(&[("origins", "https://api.example.com/v1")])
+                .contains("`data.origins`: `https://api.example.com/v1` is not an origin pattern: an origin has no path")
+        );
+        let origins = ("origins", "https://api.example.com");
+        assert_eq!(
+            error_of(&[origins, ("networkShare", "0%")]),
+            "`data.networkShare` is `0%`; expected a percentage from 1% to 100%, such as 50%"
+        );
+        assert!(error_of(&[origins, ("concurrency", "0")]).contains("`data.concurrency` is `0`"));
+        assert!(error_of(&[origins, ("responseBodyBytes", "1MB")]).contains("responseBodyBytes"));
+        assert!(error_of(&[origins, ("origin", "x")]).contains("unknown key `data.origin`"));
+    }
+
+    #[test]
+    fn a_credential_goes_to_one_granted_origin_from_a_named_secret() {
+        let origins = ("origins", "https://api.example.com, https://*.example.com");
+        let credential = |line| error_of(&[origins, ("credentials", line)]);
+        assert!(
+            credential("https://api.example.com authorization")
+                .contains("ORIGIN HEADER SECRET/KEY")
+        );
+        assert!(credential("https://*.example.com authorization s/k").contains("one origin"));
+        assert!(
+            credential("https://other.net authorization s/k")
+                .contains("not one the grant's origins admit")
+        );
+        assert!(credential("https://api.example.com bad\u{7f}header s/k").contains("header name"));
+        assert!(credential("https://api.example.com host s/k").contains("sets this header itself"));
+        assert!(credential("https://api.example.com authorization s").contains("SECRET/KEY"));
+        assert!(
+            credential("https://api.example.com authorization S_ecret/k").contains("Secret's name")
+        );
+        assert!(credential("https://api.example.com authorization s/k\nhttps://api.example.com Authorization t/k").contains("a second credential"));
+        let below = Grant::parse(&data(&[
+            origins,
+            ("credentials", "https://eu.example.com x-token s/k"),
+        ]))
+        .unwrap();
+        assert_eq!(below.credentials[0].secret, "s");
+    }
+}

@@ -1,0 +1,187 @@
+//! One call's side of `wasi:http`: the checks made before any connection
+//! (origin, requests per call, concurrency), the credential headers, and
+//! the hand-over to the [`Client`].
+
+use std::future::{Future, ready};
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::Request;
+use http::uri::Scheme as UriScheme;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks};
+
+use super::client::{Client, Exchange, Sent};
+use super::origin::{Origin, Scheme};
+use super::{Outbound, OutboundReport, Refusal, Tally};
+
+/// What a call's store holds for `wasi:http`. A call of a policy without a
+/// grant allocates nothing here: its linker has no `wasi:http`, and were
+/// anything to reach the hooks, [`Denied`] would refuse it.
+pub(crate) struct CallHttp {
+    ctx: WasiHttpCtx,
+    granted: Option<CallHooks>,
+    denied: Denied,
+}
+
+pub(crate) struct CallHooks {
+    outbound: Arc<Outbound>,
+    client: Client,
+    deadline: Instant,
+    made: u32,
+    tally: Arc<Tally>,
+    call: Arc<(Arc<str>, String)>,
+}
+
+/// The hooks of a call without a grant: every request is denied.
+struct Denied;
+
+impl WasiHttpHooks for Denied {
+    fn send_request(
+        &mut self,
+        _request: Request<WasiBody>,
+        _options: Option<RequestOptions>,
+        _guest_io: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> Pending {
+        Box::new(ready(Err(Error::HttpRequestDenied)))
+    }
+}
+
+impl CallHttp {
+    /// A call of a policy without a grant.
+    pub(crate) fn none() -> Self {
+        Self {
+            ctx: WasiHttpCtx::new(),
+            granted: None,
+            denied: Denied,
+        }
+    }
+
+    /// A call of `policy` on DataJob `job` (`namespace/name`) under
+    /// `outbound`, whose requests end at `deadline`.
+    pub(crate) fn granted(
+        outbound: Arc<Outbound>,
+        client: Client,
+        deadline: Instant,
+        policy: Arc<str>,
+        job: String,
+    ) -> Self {
+        Self {
+            ctx: WasiHttpCtx::new(),
+            granted: Some(CallHooks {
+                outbound,
+                client,
+                deadline,
+                made: 0,
+                tally: Arc::default(),
+                call: Arc::new((policy, job)),
+            }),
+            denied: Denied,
+        }
+    }
+
+    /// The context and hooks `wasi:http` works with.
+    pub(crate) fn parts(&mut self) -> (&mut WasiHttpCtx, &mut dyn WasiHttpHooks) {
+        let hooks: &mut dyn WasiHttpHooks = match &mut self.granted {
+            Some(hooks) => hooks,
+            None => &mut self.denied,
+        };
+        (&mut self.ctx, hooks)
+    }
+
+    /// What the call did over HTTP.
+    pub(crate) fn report(&self) -> OutboundReport {
+        self.granted
+            .as_ref()
+            .map_or_else(OutboundReport::default, |hooks| hooks.tally.report())
+    }
+}
+
+type Pending = Box<dyn Future<Output = Result<Sent, Error>> + Send>;
+
+impl CallHooks {
+    /// Admits the request, credentials added, or says why not.
+    fn admit(&mut self, mut request: Request<WasiBody>) -> Result<Exchange, Rejected> {
+        let outbound = &self.outbound;
+        let uri = request.uri();
+        let scheme = match uri.scheme() {
+            Some(scheme) if *scheme == UriScheme::HTTPS => Scheme::Https,
+            Some(scheme) if *scheme == UriScheme::HTTP => Scheme::Http,
+            _ => return Err(Rejected::Invalid),
+        };
+        let origin = uri
+            .authority()
+            .and_then(|authority| Origin::of(scheme, authority.as_str()))
+            .ok_or(Rejected::Invalid)?;
+        let grant = outbound.grant();
+        let Some(pattern) = grant.admitting(&origin) else {
+            return Err(Rejected::Refused(Refusal::Origin, Some(origin)));
+        };
+        if self.made >= grant.requests_per_call {
+            return Err(Rejected::Refused(Refusal::RequestsPerCall, Some(origin)));
+        }
+        let Ok(permit) = Arc::clone(&outbound.in_flight).try_acquire_owned() else {
+            return Err(Rejected::Refused(Refusal::Concurrency, Some(origin)));
+        };
+        self.made += 1;
+        let headers = request.headers_mut();
+        for (name, value) in outbound.headers_for(&origin) {
+            headers.insert(name.clone(), value.clone());
+        }
+        let exchange = Exchange {
+            pattern: pattern.clone(),
+            origin,
+            request,
+            request_limit: grant.request_body_bytes,
+            response_limit: grant.response_body_bytes,
+            deadline: self.deadline.into(),
+            tally: Arc::clone(&self.tally),
+            call: Arc::clone(&self.call),
+            permit,
+        };
+        Ok(exchange)
+    }
+
+    fn refuse(&self, refusal: Refusal, origin: Option<&Origin>) -> Error {
+        self.tally.refused(refusal);
+        let origin = origin.map(ToString::to_string).unwrap_or_default();
+        let (policy, job) = &*self.call;
+        tracing::warn!(
+            target: "policyhost::outbound",
+            %policy, %job, %origin, reason = refusal.as_str(),
+            "outbound request refused"
+        );
+        match refusal {
+            Refusal::Origin | Refusal::RequestsPerCall => Error::HttpRequestDenied,
+            Refusal::Address => Error::DestinationIpProhibited,
+            Refusal::Concurrency => Error::ConnectionLimitReached,
+        }
+    }
+}
+
+enum Rejected {
+    Refused(Refusal, Option<Origin>),
+    /// Not an `http` or `https` URL with a host.
+    Invalid,
+}
+
+impl WasiHttpHooks for CallHooks {
+    fn send_request(
+        &mut self,
+        request: Request<WasiBody>,
+        _options: Option<RequestOptions>,
+        _guest_io: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> Pending {
+        match self.admit(request) {
+            Ok(exchange) => match self.outbound.fixtures.clone() {
+                Some(fixtures) => {
+                    Box::new(fixtures.answer(exchange.request, exchange.request_limit))
+                }
+                None => Box::new(self.client.clone().send(exchange)),
+            },
+            Err(Rejected::Invalid) => Box::new(ready(Err(Error::HttpRequestUriInvalid))),
+            Err(Rejected::Refused(refusal, origin)) => {
+                Box::new(ready(Err(self.refuse(refusal, origin.as_ref()))))
+            }
+        }
+    }
+}

@@ -1,0 +1,631 @@
+//! Outbound HTTP through the real runtime, against the test cloud
+//! (`tests/common/cloud.rs`): what a grant lets through, what the host
+//! refuses (each refusal seen by the guest and counted), and the deadline
+//! over the network.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use policyhost::outbound::{ClientConfig, Grant, Outbound, Refusal};
+use policyhost::runtime::{Error, Policy, PolicyLimits, PolicySpec, Runtime, RuntimeConfig};
+use serde_json::{Value, json};
+
+use crate::common::cloud::Cloud;
+use crate::common::{self, guest_bytes, input, job};
+
+/// A runtime whose client trusts the cloud's CA.
+fn runtime(cloud: &Cloud) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        threads: 2,
+        outbound: ClientConfig {
+            extra_roots: vec![cloud.ca()],
+        },
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+fn grant(pairs: &[(&str, &str)]) -> Grant {
+    let data: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    Grant::parse(&data).expect("grant")
+}
+
+fn probe(
+    runtime: &Runtime,
+    grant: Grant,
+    secrets: &[(&str, &str, &str)],
+    timeout_ms: u64,
+) -> Arc<Policy> {
+    let secrets = secrets
+        .iter()
+        .map(|(secret, key, value)| {
+            (
+                ((*secret).to_owned(), (*key).to_owned()),
+                value.as_bytes().to_vec(),
+            )
+        })
+        .collect();
+    let outbound = Outbound::new(grant, &secrets).expect("credentials");
+    let spec = PolicySpec::new("http-probe")
+        .limits(PolicyLimits {
+            timeout_ms: Some(timeout_ms),
+            ..PolicyLimits::default()
+        })
+        .outbound(Some(Arc::new(outbound)));
+    runtime
+        .load(spec, &guest_bytes("http-probe"))
+        .expect("load http-probe")
+}
+
+/// Runs the probe's reconcile over `requests`; its outputs and report.
+fn run(
+    runtime: &Runtime,
+    policy: &Policy,
+    requests: Value,
+) -> (Value, policyhost::runtime::CallReport) {
+    let outcome = runtime.reconcile_blocking(
+        policy,
+        &input(job("probe", "team-a", json!({ "requests": requests }))),
+    );
+    let reconciled = outcome.result.unwrap_or_else(|e| panic!("probe call: {e}"));
+    (reconciled.status.outputs, outcome.report)
+}
+
+#[test]
+fn a_component_importing_wasi_http_without_a_grant_is_rejected_naming_the_grant() {
+    let runtime = common::runtime();
+    let error = runtime
+        .load(PolicySpec::new("http-probe"), &guest_bytes("http-probe"))
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::OutboundNotGranted { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("wasi:http/"), "{message}");
+    assert!(message.contains("grant-<policy>"), "{message}");
+    assert_eq!(error.reason(), "OutboundNotGranted");
+}
+
+#[test]
+fn a_granted_policy_creates_reads_and_deletes_through_the_host_and_the_ledger_shows_it() {
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    let policy = probe(&runtime, grant(&[("origins", &origin)]), &[], 5_000);
+    let bucket = format!("{origin}/buckets/b1");
+    let (outputs, report) = run(
+        &runtime,
+        &policy,
+        json!([
+            { "method": "PUT", "url": bucket, "body": "{\"owner\":\"probe\"}" },
+            { "method": "GET", "url": bucket },
+            { "method": "DELETE", "url": bucket },
+            { "method": "GET", "url": bucket },
+        ]),
+    );
+    let statuses: Vec<_> = outputs["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].clone())
+        .collect();
+    assert_eq!(
+        statuses,
+        [json!(201), json!(200), json!(204), json!(404)],
+        "{outputs}"
+    );
+    assert_eq!(report.outbound.requests, 4);
+    let ledger = cloud.ledger();
+    assert_eq!(ledger["b1"].owner, "probe");
+    assert!(ledger["b1"].deleted.is_some());
+}
+
+#[test]
+fn the_host_refuses_every_reach_outside_the_grant_and_the_guest_sees_each_refusal() {
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let port = cloud.port();
+    // Granted by name: `localhost` resolves to a loopback address, which
+    // the grant does not name, so the host refuses it after resolving. Two
+    // requests per call: the refused `localhost` one and the first to the
+    // cloud; the second to the cloud is one too many.
+    let by_name = format!("https://localhost:{port}");
+    let granted = grant(&[
+        ("origins", &format!("{by_name}, {}", cloud.origin())),
+        ("requestsPerCall", "2"),
+    ]);
+    let policy = probe(&runtime, granted, &[], 5_000);
+    let (outputs, report) = run(
+        &runtime,
+        &policy,
+        json!([
+            { "url": format!("{by_name}/buckets/x") },
+            { "url": "http://169.254.169.254/latest/meta-data/" },
+            { "url": format!("https://127.0.0.2:{port}/") },
+            { "url": "https://example.com/" },
+            { "url": format!("{}/buckets/y", cloud.origin()) },
+            { "url": format!("{}/buckets/z", cloud.origin()) },
+        ]),
+    );
+    let results = outputs["results"].as_array().unwrap();
+    let seen: Vec<(&str, bool)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["error"].as_str().unwrap_or("answered"),
+                r["refused"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("DestinationIpProhibited", true),
+            ("HttpRequestDenied", true),
+            ("HttpRequestDenied", true),
+            ("HttpRequestDenied", true),
+            ("answered", false),
+            ("HttpRequestDenied", true),
+        ],
+        "{outputs}"
+    );
+    assert_eq!(report.outbound.refused(Refusal::Address), 1);
+    assert_eq!(report.outbound.refused(Refusal::Origin), 3);
+    assert_eq!(report.outbound.refused(Refusal::RequestsPerCall), 1);
+    assert_eq!(
+        report.outbound.requests, 1,
+        "only the granted request reached a socket"
+    );
+    assert_eq!(cloud.requests(), 1, "the cloud saw one request: {report:?}");
+}
+
+#[test]
+fn a_stalled_server_ends_the_request_at_the_network_deadline_and_the_call_in_time() {
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    // 50 % of a 600 ms call may be spent waiting on the network.
+    let policy = probe(
+        &runtime,
+        grant(&[("origins", &origin), ("networkShare", "50%")]),
+        &[],
+        600,
+    );
+    for route in ["stall", "drip"] {
+        let (outputs, report) = run(
+            &runtime,
+            &policy,
+            json!([{ "url": format!("{origin}/{route}") }]),
+        );
+        let error = outputs["results"][0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            ["ConnectionTimeout", "ConnectionReadTimeout"].contains(&error.as_str()),
+            "{route}: {outputs}"
+        );
+        let network = Duration::from_millis(300);
+        let took = report.duration;
+        assert!(
+            took >= network,
+            "{route}: ended before the network deadline: {took:?}"
+        );
+        assert!(
+            took < network + Duration::from_millis(50),
+            "{route}: ended {:?} after the network deadline",
+            took - network
+        );
+    }
+}
+
+#[test]
+fn a_stalled_server_cannot_hold_a_call_past_its_deadline() {
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    // The whole call may wait on the network: the stall meets the call's
+    // own deadline. Either the guest gets the timeout and returns at once,
+    // or the wait reaches the deadline and ends the call; it never runs on.
+    let policy = probe(
+        &runtime,
+        grant(&[("origins", &origin), ("networkShare", "100%")]),
+        &[],
+        400,
+    );
+    let stall = json!({ "requests": [{ "url": format!("{origin}/stall") }, { "url": format!("{origin}/stall") }] });
+    let outcome = runtime.reconcile_blocking(&policy, &input(job("probe", "team-a", stall)));
+    match &outcome.result {
+        Err(Error::DeadlineExceeded { .. }) => {}
+        Ok(reconciled) => {
+            let results = &reconciled.status.outputs["results"];
+            assert_eq!(results[0]["error"], "ConnectionTimeout", "{results}");
+        }
+        Err(other) => panic!("expected the deadline, got {other:?}"),
+    }
+    let over = outcome
+        .report
+        .duration
+        .saturating_sub(Duration::from_millis(400));
+    assert!(
+        over < Duration::from_millis(50),
+        "ended {over:?} after its deadline"
+    );
+}
+
+#[test]
+fn the_injected_credential_reaches_the_server_and_never_the_policy() {
+    const SECRET: &str = "Bearer s3cret-never-seen";
+    let cloud = Cloud::start();
+    cloud.require_token(SECRET);
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    let granted = grant(&[
+        ("origins", &origin),
+        (
+            "credentials",
+            &format!("{origin} authorization storage-token/token"),
+        ),
+    ]);
+    let policy = probe(
+        &runtime,
+        granted,
+        &[("storage-token", "token", SECRET)],
+        5_000,
+    );
+    let ((outputs, _), log) = common::logs::recorded(|| {
+        run(
+            &runtime,
+            &policy,
+            json!([{ "url": format!("{origin}/private"), "headers": { "authorization": "Bearer forged" } }]),
+        )
+    });
+    assert_eq!(outputs["results"][0]["status"], 200, "{outputs}");
+    assert_eq!(cloud.authorized(), 1);
+    let text = outputs.to_string();
+    assert!(
+        !text.contains("s3cret"),
+        "the policy saw the secret: {text}"
+    );
+    assert!(
+        text.contains("Bearer forged"),
+        "the probe reports what it set: {text}"
+    );
+    assert!(
+        log.contains("/private"),
+        "the probe's log lines are in the host's log"
+    );
+    assert!(!log.contains("s3cret"), "the secret reached the log: {log}");
+}
+
+#[test]
+fn tls_is_verified_redirects_are_not_followed_and_bodies_are_capped() {
+    let cloud = Cloud::start();
+    let origin = cloud.origin();
+    // A runtime that does not trust the cloud's CA.
+    let untrusting = common::runtime();
+    let policy = probe(&untrusting, grant(&[("origins", &origin)]), &[], 5_000);
+    let (outputs, _) = run(
+        &untrusting,
+        &policy,
+        json!([{ "url": format!("{origin}/buckets/t") }]),
+    );
+    assert_eq!(
+        outputs["results"][0]["error"], "TlsCertificateError",
+        "{outputs}"
+    );
+    assert!(cloud.ledger().is_empty());
+
+    let runtime = runtime(&cloud);
+    let policy = probe(
+        &runtime,
+        grant(&[("origins", &origin), ("responseBodyBytes", "1Ki")]),
+        &[],
+        5_000,
+    );
+    let (outputs, _) = run(
+        &runtime,
+        &policy,
+        json!([
+            { "url": format!("{origin}/redirect") },
+            { "url": format!("{origin}/big?bytes=1024") },
+            { "url": format!("{origin}/big?bytes=1025") },
+        ]),
+    );
+    let results = &outputs["results"];
+    assert_eq!(results[0]["status"], 302, "{outputs}");
+    assert_eq!(results[1]["body"].as_str().map(str::len), Some(1024));
+    assert_eq!(results[2]["error"], "HttpResponseBodySize", "{outputs}");
+}
+
+mod operator {
+    //! The grant through the operator: a policy ConfigMap, the platform
+    //! team's grant ConfigMap, and a DataJob whose external resource lives
+    //! and dies with it.
+
+    use std::collections::BTreeMap;
+
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::{Duration, Instant};
+
+    use futures::StreamExt as _;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::ResourceExt as _;
+    use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    use policyhost::outbound::grant::GRANT_LABEL;
+    use policyhost::policies::configmap::{self, Compression, Settings};
+    use policyhost::policies::publish;
+    use serde_json::json;
+
+    use crate::common::cloud::{Cloud, Faults};
+    use crate::common::cluster::{Env, OperatorSetup, condition, eventually, eventually_within};
+    use crate::common::process::Replica;
+    use crate::common::{self, guest_bytes};
+
+    async fn grant(env: &Env, origins: &str) {
+        let map = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("grant-bucket".into()),
+                namespace: Some(env.policy_namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    GRANT_LABEL.to_owned(),
+                    "bucket".to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("origins".to_owned(), origins.to_owned())])),
+            ..ConfigMap::default()
+        };
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        api.patch(
+            "grant-bucket",
+            &PatchParams::apply("platform-team").force(),
+            &Patch::Apply(&map),
+        )
+        .await
+        .expect("apply the grant ConfigMap");
+    }
+
+    /// Pushes the `bucket` policy to the test's policy namespace.
+    async fn push_bucket(env: &Env) -> ConfigMap {
+        let map = configmap::build(
+            "bucket",
+            &env.policy_namespace,
+            &guest_bytes("bucket"),
+            &Settings::default(),
+            Compression::Auto,
+        )
+        .expect("the policy ConfigMap");
+        publish::apply(&env.client, &map)
+            .await
+            .expect("push the policy");
+        map
+    }
+
+    /// The policy ConfigMap's `error` annotation, once it starts with `prefix`.
+    async fn rejected_with(env: &Env, prefix: &str) -> String {
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        eventually(&format!("policy-bucket rejected with {prefix}"), || {
+            let api = api.clone();
+            async move {
+                let map = api.get("policy-bucket").await.ok()?;
+                let error = map
+                    .metadata
+                    .annotations?
+                    .get(configmap::ERROR_ANNOTATION)?
+                    .clone();
+                error.starts_with(prefix).then_some(error)
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_policy_serves_with_its_grant_and_a_datajob_goes_only_after_its_bucket() {
+        let cloud = Cloud::start();
+        let env = Env::start_with(OperatorSetup {
+            outbound_roots: vec![cloud.ca()],
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        push_bucket(&env).await;
+        let error = rejected_with(&env, "OutboundNotGranted").await;
+        assert!(error.contains("grant-<policy>"), "{error}");
+
+        grant(&env, &cloud.origin()).await;
+        let registry = Arc::clone(&env.operator().shared.registry);
+        eventually("bucket in service with its grant", || {
+            let registry = Arc::clone(&registry);
+            async move {
+                registry
+                    .get("bucket")
+                    .ok()
+                    .filter(|p| p.outbound().is_some())
+            }
+        })
+        .await;
+
+        env.create_job("etl", "bucket", json!({ "service": cloud.origin() }))
+            .await;
+        env.wait_job("etl", "BucketReady", |job| {
+            condition(job, "BucketReady").is_some_and(|c| c.status == "True")
+        })
+        .await;
+        let bucket = format!("{}-etl", env.namespace);
+        assert!(cloud.ledger()[&bucket].deleted.is_none());
+
+        // A malformed grant is refused; the version in service keeps serving.
+        grant(&env, "https://storage.example.com/with/a/path").await;
+        let error = rejected_with(&env, "InvalidGrant").await;
+        assert!(error.contains("an origin has no path"), "{error}");
+        assert!(
+            registry.get("bucket").is_ok(),
+            "the last good version still serves"
+        );
+        grant(&env, &cloud.origin()).await;
+
+        env.jobs()
+            .delete("etl", &DeleteParams::default())
+            .await
+            .expect("delete the DataJob");
+        let jobs = env.jobs();
+        eventually("etl to be released", || {
+            let jobs = jobs.clone();
+            async move { matches!(jobs.get_opt("etl").await, Ok(None)).then_some(()) }
+        })
+        .await;
+        let deleted = cloud.ledger()[&bucket].deleted;
+        assert!(deleted.is_some(), "the DataJob went before its bucket");
+        assert_eq!(cloud.live(), 0);
+    }
+
+    /// When the watch saw each DataJob go.
+    struct Releases {
+        seen: Arc<Mutex<HashMap<String, Instant>>>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Releases {
+        fn start(env: &Env) -> Self {
+            let seen = Arc::new(Mutex::new(HashMap::new()));
+            let sink = Arc::clone(&seen);
+            let events = watcher(env.jobs(), watcher::Config::default()).default_backoff();
+            let task = tokio::spawn(async move {
+                futures::pin_mut!(events);
+                while let Some(event) = events.next().await {
+                    if let Ok(watcher::Event::Delete(job)) = event {
+                        let mut seen = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                        seen.entry(job.name_any()).or_insert_with(Instant::now);
+                    }
+                }
+            });
+            Self { seen, task }
+        }
+
+        fn count(&self) -> usize {
+            self.seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len()
+        }
+
+        fn of(&self, name: &str) -> Option<Instant> {
+            self.seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(name)
+                .copied()
+        }
+    }
+
+    impl Drop for Releases {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    /// The scenario: 200 DataJobs each create their bucket; all are
+    /// deleted while the service fails 30 % of requests and stalls 5 %, and
+    /// the operator (its own process) is SIGKILLed and restarted three
+    /// times. At the end no bucket lives, and none was deleted after its
+    /// DataJob was released.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn through_faults_and_kills_every_bucket_goes_and_none_outlives_its_datajob() {
+        const JOBS: usize = 200;
+        let cloud = Cloud::start();
+        let env = Env::cluster_only().await;
+        let kubeconfig = env.kubeconfig_file();
+        let ca = cloud.ca_file(&common::scratch());
+        push_bucket(&env).await;
+        grant(&env, &cloud.origin()).await;
+        let instance = env.instance();
+        let ca = ca.to_string_lossy().into_owned();
+        let args = [
+            "--namespace",
+            env.namespace.as_str(),
+            "--instance",
+            instance.as_str(),
+            "--policy-namespace",
+            env.policy_namespace.as_str(),
+            "--outbound-ca",
+            ca.as_str(),
+            "--leader-elect=false",
+            "--workers",
+            "8",
+            "--min-cleanup-retry",
+            "200ms",
+        ];
+        let start = |run: u32| {
+            Replica::start(
+                &format!("{}-bucket-{run}", env.namespace),
+                &kubeconfig,
+                &args,
+            )
+        };
+        let mut operator = start(1);
+        let names: Vec<String> = (0..JOBS).map(|i| format!("b{i:03}")).collect();
+        for name in &names {
+            env.create_job(name, "bucket", json!({ "service": cloud.origin() }))
+                .await;
+        }
+        eventually_within("every bucket created", Duration::from_secs(300), || async {
+            (cloud.live() == JOBS).then_some(())
+        })
+        .await;
+
+        cloud.set_faults(Faults {
+            fail: 0.30,
+            stall: 0.05,
+            ..Faults::default()
+        });
+        let releases = Releases::start(&env);
+        for name in &names {
+            env.jobs()
+                .delete(name, &DeleteParams::default())
+                .await
+                .expect("delete the DataJob");
+        }
+        for run in 2..=4 {
+            let before = (releases.count(), cloud.live());
+            eventually_within(
+                "progress before the kill",
+                Duration::from_secs(120),
+                || async { ((releases.count(), cloud.live()) != before).then_some(()) },
+            )
+            .await;
+            operator.signal("KILL");
+            operator.wait();
+            operator = start(run);
+        }
+        eventually_within(
+            "every DataJob released",
+            Duration::from_secs(600),
+            || async { (releases.count() == JOBS).then_some(()) },
+        )
+        .await;
+        drop(operator);
+
+        assert_eq!(cloud.live(), 0, "buckets outlived their DataJobs");
+        let ledger = cloud.ledger();
+        for name in &names {
+            let bucket = format!("{}-{name}", env.namespace);
+            let deleted = ledger[&bucket].deleted.expect("deleted");
+            let released = releases.of(name).expect("released");
+            assert!(
+                deleted <= released,
+                "{name} was released before its bucket was deleted"
+            );
+        }
+        eprintln!(
+            "{} requests to the cloud for {JOBS} buckets",
+            cloud.requests()
+        );
+    }
+}

@@ -1,0 +1,384 @@
+//! A small storage "cloud" for the outbound tests: HTTPS on 127.0.0.1 with
+//! a certificate of its own CA, a ledger of the buckets it holds (created,
+//! deleted, by whom, when), and faults on demand: 5xx answers, stalls,
+//! connection resets, wrong content, slow and endless bodies.
+//!
+//! Routes: `PUT|GET|DELETE /buckets/<name>` (the ledger; faults apply
+//! here), `GET /stall` (never answers), `GET /drip` (headers, then one
+//! byte, then nothing), `GET /big?bytes=N`, `GET /redirect` (302 to
+//! another origin), `GET /private` (200 only with the expected
+//! `authorization`, whose value it never sends back).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::TokioIo;
+use rand::{RngExt as _, SeedableRng as _};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// How often the cloud misbehaves on `/buckets` requests (fractions of 1).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Faults {
+    /// Answered 503 without acting.
+    pub fail: f64,
+    /// Never answered.
+    pub stall: f64,
+    /// The connection is dropped without an answer.
+    pub reset: f64,
+    /// 200 with a body that is not what was asked for (and no action).
+    pub garbage: f64,
+}
+
+/// One bucket's life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its owner, as the creating request said (the DataJob's uid).
+    pub owner: String,
+    /// When it was created.
+    pub created: Instant,
+    /// When it was deleted, if it was.
+    pub deleted: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    ledger: BTreeMap<String, Record>,
+    faults: Faults,
+    requests: u64,
+    token: Option<String>,
+    authorized: u64,
+    rng: Option<rand::rngs::StdRng>,
+}
+
+/// A running cloud; stopped when dropped.
+pub struct Cloud {
+    address: SocketAddr,
+    ca: CertificateDer<'static>,
+    ca_pem: String,
+    state: Arc<Mutex<State>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Cloud {
+    /// Starts a cloud on a free port of 127.0.0.1, trusted by `ca()`.
+    pub fn start() -> Self {
+        let (ca, ca_pem, chain, key) = certificates();
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server certificate");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let state = Arc::new(Mutex::new(State {
+            rng: Some(rand::rngs::StdRng::seed_from_u64(7)),
+            ..State::default()
+        }));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the cloud");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let address = listener.local_addr().expect("cloud address");
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let shared = Arc::clone(&state);
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("cloud runtime");
+            runtime.block_on(serve(listener, acceptor, shared, stopped));
+        });
+        Self {
+            address,
+            ca,
+            ca_pem,
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn origin(&self) -> String {
+        format!("https://{}", self.address)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    /// The CA its certificate is signed by.
+    pub fn ca(&self) -> CertificateDer<'static> {
+        self.ca.clone()
+    }
+
+    /// That CA as a PEM file in `dir` (for `--outbound-ca`).
+    pub fn ca_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join(format!("cloud-{}-ca.pem", self.address.port()));
+        std::fs::write(&path, &self.ca_pem).expect("write the cloud's CA");
+        path
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Misbehaves from now on as `faults` say.
+    pub fn set_faults(&self, faults: Faults) {
+        self.with(|state| state.faults = faults);
+    }
+
+    /// Requires `authorization: <token>` on `/private`.
+    pub fn require_token(&self, token: &str) {
+        self.with(|state| state.token = Some(token.to_owned()));
+    }
+
+    /// Requests answered on `/private` with the right token.
+    pub fn authorized(&self) -> u64 {
+        self.with(|state| state.authorized)
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> BTreeMap<String, Record> {
+        self.with(|state| state.ledger.clone())
+    }
+
+    /// Buckets alive now.
+    pub fn live(&self) -> usize {
+        self.with(|state| {
+            state
+                .ledger
+                .values()
+                .filter(|r| r.deleted.is_none())
+                .count()
+        })
+    }
+
+    /// Requests received.
+    pub fn requests(&self) -> u64 {
+        self.with(|state| state.requests)
+    }
+}
+
+impl Drop for Cloud {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A CA (DER and PEM), and a server certificate for 127.0.0.1 and
+/// localhost signed by it.
+fn certificates() -> (
+    CertificateDer<'static>,
+    String,
+    Vec<CertificateDer<'static>>,
+    PrivateKeyDer<'static>,
+) {
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "policyhost test cloud CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA certificate");
+    let key = rcgen::KeyPair::generate().expect("server key");
+    let params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("server params");
+    let server = params.signed_by(&key, &ca).expect("server certificate");
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    (ca.der().clone(), ca.pem(), vec![server.der().clone()], key)
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    state: Arc<Mutex<State>>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+    loop {
+        let (tcp, _) = tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(_) => continue,
+            },
+        };
+        let acceptor = acceptor.clone();
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(move |request| {
+                let state = Arc::clone(&state);
+                async move { answer(request, &state).await }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// Dropping the connection: hyper closes it when the service fails.
+#[derive(Debug)]
+struct Reset;
+
+impl std::fmt::Display for Reset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reset by the test cloud")
+    }
+}
+
+impl std::error::Error for Reset {}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .body(Full::new(body.into()).boxed())
+        .expect("a response")
+}
+
+enum Fault {
+    Fail,
+    Stall,
+    Reset,
+    Garbage,
+}
+
+fn draw(state: &mut State) -> Option<Fault> {
+    let faults = state.faults;
+    let roll: f64 = state.rng.as_mut().map_or(1.0, |rng| rng.random());
+    let mut edge = 0.0;
+    for (share, fault) in [
+        (faults.fail, Fault::Fail),
+        (faults.stall, Fault::Stall),
+        (faults.reset, Fault::Reset),
+        (faults.garbage, Fault::Garbage),
+    ] {
+        edge += share;
+        if roll < edge {
+            return Some(fault);
+        }
+    }
+    None
+}
+
+async fn answer(request: Request<Incoming>, state: &Mutex<State>) -> Result<Response<Body>, Reset> {
+    let lock = || state.lock().unwrap_or_else(PoisonError::into_inner);
+    lock().requests += 1;
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    if let Some(name) = path.strip_prefix("/buckets/") {
+        let name = name.to_owned();
+        let fault = draw(&mut lock());
+        match fault {
+            Some(Fault::Fail) => return Ok(text(StatusCode::SERVICE_UNAVAILABLE, "try later")),
+            Some(Fault::Stall) => std::future::pending::<()>().await,
+            Some(Fault::Reset) => return Err(Reset),
+            Some(Fault::Garbage) => return Ok(text(StatusCode::OK, "<html>not json</html>")),
+            None => {}
+        }
+        let method = request.method().clone();
+        let body = request
+            .into_body()
+            .collect()
+            .await
+            .map_err(|_| Reset)?
+            .to_bytes();
+        return Ok(bucket(&method, &name, &body, &mut lock()));
+    }
+    Ok(match path.as_str() {
+        "/stall" => std::future::pending().await,
+        "/drip" => {
+            let first: Result<Frame<Bytes>, Infallible> = Ok(Frame::data(Bytes::from_static(b"x")));
+            let frames = futures::StreamExt::chain(
+                futures::stream::iter([first]),
+                futures::stream::pending(),
+            );
+            Response::new(StreamBody::new(frames).boxed())
+        }
+        "/big" => {
+            let bytes: usize = query
+                .strip_prefix("bytes=")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1 << 20);
+            text(StatusCode::OK, vec![b'b'; bytes])
+        }
+        "/redirect" => Response::builder()
+            .status(StatusCode::FOUND)
+            .header("location", "https://example.invalid/")
+            .body(Full::new(Bytes::new()).boxed())
+            .expect("a response"),
+        "/private" => {
+            let sent = request
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let mut state = lock();
+            if sent.is_some() && sent == state.token {
+                state.authorized += 1;
+                text(StatusCode::OK, "authorized")
+            } else {
+                text(StatusCode::UNAUTHORIZED, "no or wrong authorization")
+            }
+        }
+        _ => text(StatusCode::NOT_FOUND, "no such route"),
+    })
+}
+
+fn bucket(method: &http::Method, name: &str, body: &[u8], state: &mut State) -> Response<Body> {
+    let live = state
+        .ledger
+        .get(name)
+        .is_some_and(|record| record.deleted.is_none());
+    match *method {
+        http::Method::PUT => {
+            let owner = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v["owner"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            if live {
+                return text(StatusCode::OK, format!(r#"{{"name":"{name}"}}"#));
+            }
+            state.ledger.insert(
+                name.to_owned(),
+                Record {
+                    owner,
+                    created: Instant::now(),
+                    deleted: None,
+                },
+            );
+            text(StatusCode::CREATED, format!(r#"{{"name":"{name}"}}"#))
+        }
+        http::Method::GET if live => text(StatusCode::OK, format!(r#"{{"name":"{name}"}}"#)),
+        http::Method::DELETE if live => {
+            if let Some(record) = state.ledger.get_mut(name) {
+                record.deleted = Some(Instant::now());
+            }
+            text(StatusCode::NO_CONTENT, "")
+        }
+        http::Method::GET | http::Method::DELETE => text(StatusCode::NOT_FOUND, "no such bucket"),
+        _ => text(StatusCode::METHOD_NOT_ALLOWED, ""),
+    }
+}
