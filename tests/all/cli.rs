@@ -365,3 +365,80 @@ fn bench_refuses_a_policy_that_fails_on_the_input() {
     );
     assert!(stderr.contains("policyhost-test-panic"), "{stderr}");
 }
+
+#[test]
+fn test_replays_the_bucket_cases_http_exchanges_through_the_component() {
+    let dir = common::workspace().join("policies/bucket/tests/golden");
+    let cases = std::fs::read_dir(&dir).expect("golden dir").count();
+    let out = policyhost(&["policy", "test", path(&guest("bucket")), path(&dir)]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("{cases} passed, 0 failed")),
+        "{stdout}"
+    );
+
+    // A case whose exchanges miss the confirming GET fails, naming the request.
+    let mut case: Value = serde_json::from_slice(
+        &std::fs::read(dir.join("cleanup-02-deleted-and-confirmed.json")).expect("read case"),
+    )
+    .expect("JSON");
+    case["http"].as_array_mut().expect("exchanges").pop();
+    let short = scratch("short-http.json", case.to_string().as_bytes());
+    let out = policyhost(&["policy", "test", path(&guest("bucket")), path(&short)]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("the requests differ from the case's `http` exchanges"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("unexpected request GET https://storage.example.com/buckets/team-a-etl"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn run_answers_a_components_requests_from_http_fixtures_and_needs_them() {
+    let job = scratch(
+        "bucket-job.yaml",
+        b"apiVersion: policyhost.dev/v1alpha1\nkind: DataJob\nmetadata:\n  name: etl\n  namespace: team-a\n  uid: u-1\nspec:\n  policy: bucket\n  params:\n    service: https://storage.example.com\n",
+    );
+    let out = policyhost(&["policy", "run", path(&guest("bucket")), "--job", path(&job)]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "ran without a grant: {stderr}");
+    assert!(stderr.contains("error[OutboundNotGranted]"), "{stderr}");
+    assert!(stderr.contains("--http-fixtures"), "{stderr}");
+
+    let fixtures = scratch(
+        "bucket-fixtures.json",
+        br#"[{"request":{"method":"PUT","url":"https://storage.example.com/buckets/team-a-etl"},"response":{"status":201}}]"#,
+    );
+    let run = |fixtures: &Path| {
+        policyhost(&[
+            "policy",
+            "run",
+            path(&guest("bucket")),
+            "--job",
+            path(&job),
+            "--http-fixtures",
+            path(fixtures),
+        ])
+    };
+    let out = run(&fixtures);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(
+        result["status"]["conditions"][0]["type"], "BucketReady",
+        "{result}"
+    );
+
+    let none = scratch("no-fixtures.json", b"[]");
+    let out = run(&none);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("HttpRequestDenied"),
+        "the request outside the fixtures is refused: {stderr}"
+    );
+}

@@ -50,8 +50,10 @@ pub(super) fn send(request: &Request, url: &Url<'_>) -> Result<Response, Error> 
         .body()
         .map_err(|()| failed("the request body was taken"))?;
     let future = outgoing_handler::handle(outgoing, None).map_err(|code| error(&code))?;
-    write_body(&body, &request.body)?;
-    OutgoingBody::finish(body, None).map_err(|code| error(&code))?;
+    // A body the host stopped taking (a refusal, a failed exchange) says
+    // only that its stream closed: the answer below says why.
+    let written = write_body(&body, &request.body)
+        .and_then(|()| OutgoingBody::finish(body, None).map_err(|code| error(&code)));
     let response = loop {
         match future.get() {
             Some(answer) => break answer,
@@ -61,6 +63,7 @@ pub(super) fn send(request: &Request, url: &Url<'_>) -> Result<Response, Error> 
     let response = response
         .map_err(|()| failed("the response was already taken"))?
         .map_err(|code| error(&code))?;
+    written?;
     let status = response.status();
     let headers = response
         .headers()
