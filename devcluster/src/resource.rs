@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::patch::schema::Schema as MergeSchema;
 use crate::strategy::{
-    BinaryData, CustomResourceDefinitions, Generic, Namespaces, Pods, Services, Strategy,
+    BinaryData, CustomResourceDefinitions, Generic, Namespaces, Pods, Secrets, Services, Strategy,
 };
 
 /// A group and a plural resource name, the identity of a storage table.
@@ -167,7 +167,6 @@ struct Builtin(
 );
 
 const CONFIGMAP_BYTES: BinaryData = BinaryData("binaryData");
-const SECRET_BYTES: BinaryData = BinaryData("data");
 
 /// The built-in resources, as `kubectl api-resources` lists them.
 #[rustfmt::skip]
@@ -175,7 +174,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin("v1", "namespaces", "Namespace", &["ns"], STATUS, &Namespaces),
     Builtin("v1", "pods", "Pod", &["po"], NAMESPACED | STATUS | GENERATION | RETURN_DELETED | ALL, &Pods),
     Builtin("v1", "configmaps", "ConfigMap", &["cm"], NAMESPACED, &CONFIGMAP_BYTES),
-    Builtin("v1", "secrets", "Secret", &[], NAMESPACED, &SECRET_BYTES),
+    Builtin("v1", "secrets", "Secret", &[], NAMESPACED, &Secrets),
     Builtin("v1", "services", "Service", &["svc"], NAMESPACED | STATUS | RETURN_DELETED | ALL, &Services),
     Builtin("v1", "events", "Event", &["ev"], NAMESPACED, &Generic),
     Builtin("v1", "serviceaccounts", "ServiceAccount", &["sa"], NAMESPACED | RETURN_DELETED, &Generic),

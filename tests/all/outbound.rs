@@ -370,6 +370,15 @@ mod operator {
     use crate::common::{self, guest_bytes};
 
     async fn grant(env: &Env, origins: &str) {
+        grant_with(env, origins, None).await;
+    }
+
+    /// Applies the platform team's grant of `bucket`, with `credentials` lines.
+    async fn grant_with(env: &Env, origins: &str, credentials: Option<&str>) {
+        let mut data = BTreeMap::from([("origins".to_owned(), origins.to_owned())]);
+        if let Some(credentials) = credentials {
+            data.insert("credentials".to_owned(), credentials.to_owned());
+        }
         let map = ConfigMap {
             metadata: ObjectMeta {
                 name: Some("grant-bucket".into()),
@@ -380,7 +389,7 @@ mod operator {
                 )])),
                 ..ObjectMeta::default()
             },
-            data: Some(BTreeMap::from([("origins".to_owned(), origins.to_owned())])),
+            data: Some(data),
             ..ConfigMap::default()
         };
         let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
@@ -626,6 +635,65 @@ mod operator {
         eprintln!(
             "{} requests to the cloud for {JOBS} buckets",
             cloud.requests()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_operator_injects_a_grants_secret_and_refuses_a_grant_naming_a_missing_one() {
+        const TOKEN: &str = "Bearer storage-s3cret";
+        let cloud = Cloud::start();
+        cloud.require_token_on_buckets(TOKEN);
+        let env = Env::start_with(OperatorSetup {
+            outbound_roots: vec![cloud.ca()],
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        let origin = cloud.origin();
+        let credentials = format!("{origin} authorization storage-token/token");
+        // The Secret does not exist yet: the version is refused, naming it.
+        grant_with(&env, &origin, Some(&credentials)).await;
+        push_bucket(&env).await;
+        let error = rejected_with(&env, "GrantCredential").await;
+        assert!(error.contains("storage-token"), "{error}");
+
+        let secret = k8s_openapi::api::core::v1::Secret {
+            metadata: ObjectMeta {
+                name: Some("storage-token".into()),
+                ..ObjectMeta::default()
+            },
+            string_data: Some(BTreeMap::from([("token".to_owned(), TOKEN.to_owned())])),
+            ..Default::default()
+        };
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            env.client.clone(),
+            &env.policy_namespace,
+        )
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .expect("create the Secret");
+        // A change of the grant loads the policy again, now with the Secret.
+        grant_with(&env, &origin, Some(&format!("{credentials}\n# rotated"))).await;
+        let registry = Arc::clone(&env.operator().shared.registry);
+        eventually("bucket in service with its credential", || {
+            let registry = Arc::clone(&registry);
+            async move {
+                registry
+                    .get("bucket")
+                    .ok()
+                    .filter(|p| p.outbound().is_some())
+            }
+        })
+        .await;
+        env.create_job("secret", "bucket", json!({ "service": origin }))
+            .await;
+        env.wait_job("secret", "BucketReady", |job| {
+            condition(job, "BucketReady").is_some_and(|c| c.status == "True")
+        })
+        .await;
+        assert_eq!(
+            cloud.live(),
+            1,
+            "the cloud took the request with the host's credential"
         );
     }
 }

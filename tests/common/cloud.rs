@@ -7,7 +7,8 @@
 //! here), `GET /stall` (never answers), `GET /drip` (headers, then one
 //! byte, then nothing), `GET /big?bytes=N`, `GET /redirect` (302 to
 //! another origin), `GET /private` (200 only with the expected
-//! `authorization`, whose value it never sends back).
+//! `authorization`, whose value it never sends back; `/buckets` too once
+//! told so).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -53,6 +54,7 @@ struct State {
     faults: Faults,
     requests: u64,
     token: Option<String>,
+    bucket_token: Option<String>,
     authorized: u64,
     rng: Option<rand::rngs::StdRng>,
 }
@@ -141,6 +143,11 @@ impl Cloud {
     /// Requires `authorization: <token>` on `/private`.
     pub fn require_token(&self, token: &str) {
         self.with(|state| state.token = Some(token.to_owned()));
+    }
+
+    /// Requires `authorization: <token>` on `/buckets` too (401 without).
+    pub fn require_token_on_buckets(&self, token: &str) {
+        self.with(|state| state.bucket_token = Some(token.to_owned()));
     }
 
     /// Requests answered on `/private` with the right token.
@@ -290,6 +297,14 @@ async fn answer(request: Request<Incoming>, state: &Mutex<State>) -> Result<Resp
     let query = request.uri().query().unwrap_or_default().to_owned();
     if let Some(name) = path.strip_prefix("/buckets/") {
         let name = name.to_owned();
+        let required = lock().bucket_token.clone();
+        let sent = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if required.is_some() && sent != required.as_deref() {
+            return Ok(text(StatusCode::UNAUTHORIZED, "no or wrong authorization"));
+        }
         let fault = draw(&mut lock());
         match fault {
             Some(Fault::Fail) => return Ok(text(StatusCode::SERVICE_UNAVAILABLE, "try later")),

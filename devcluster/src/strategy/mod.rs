@@ -20,7 +20,7 @@ use crate::status::Result;
 use crate::store::Txn;
 
 pub(crate) use crd::CustomResourceDefinitions;
-pub(crate) use data::BinaryData;
+pub(crate) use data::{BinaryData, Secrets};
 pub(crate) use namespace::{NAMESPACE_FINALIZER, Namespaces};
 pub(crate) use pod::Pods;
 pub(crate) use service::Services;
