@@ -125,9 +125,8 @@ impl Outbound {
                 Ok((credential.origin.clone(), credential.header.clone(), value))
             })
             .collect::<Result<_, _>>()?;
-        let permits = usize::try_from(grant.concurrency).unwrap_or(usize::MAX);
         Ok(Self {
-            in_flight: Arc::new(tokio::sync::Semaphore::new(permits)),
+            in_flight: in_flight(&grant),
             grant,
             headers,
             fixtures: None,
@@ -140,9 +139,8 @@ impl Outbound {
     #[must_use]
     pub fn replaying(grant: Grant) -> (Self, Fixtures) {
         let fixtures = Fixtures::default();
-        let permits = usize::try_from(grant.concurrency).unwrap_or(usize::MAX);
         let outbound = Self {
-            in_flight: Arc::new(tokio::sync::Semaphore::new(permits)),
+            in_flight: in_flight(&grant),
             grant: Grant {
                 credentials: Vec::new(),
                 ..grant
@@ -169,6 +167,12 @@ impl Outbound {
             .filter(move |(pattern, _, _)| pattern.admits(origin))
             .map(|(_, name, value)| (name, value))
     }
+}
+
+/// The slots of a grant's `concurrency`, shared by the calls of one version.
+fn in_flight(grant: &Grant) -> Arc<tokio::sync::Semaphore> {
+    let permits = usize::try_from(grant.concurrency).unwrap_or(usize::MAX);
+    Arc::new(tokio::sync::Semaphore::new(permits))
 }
 
 /// Why the host refused a request without opening a connection.
