@@ -9,22 +9,19 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use policyhost::crd::{CleanupSpec, CleanupStatus, DataJob, DataJobSpec};
 use policyhost::finalizer::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
 use crate::common;
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase, policy_dir};
 use crate::common::faults::{FaultProxy, Refuse};
+use crate::common::history::History;
 
 const FLAKY: &str = "flaky-cleanup";
 
@@ -147,86 +144,6 @@ async fn wait_warning(env: &Env, name: &str, reason: &str) -> Vec<String> {
         || async move { warnings(env, name).await.remove(reason) },
     )
     .await
-}
-
-/// Every version of the namespace's DataJobs, as a watch delivers them.
-struct History {
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: JoinHandle<()>,
-}
-
-#[derive(Debug, Clone)]
-enum Seen {
-    Applied(DataJob),
-    Deleted(DataJob),
-}
-
-impl History {
-    fn start(env: &Env) -> Self {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&seen);
-        let events = watcher(env.jobs(), watcher::Config::default()).default_backoff();
-        let task = tokio::spawn(async move {
-            futures::pin_mut!(events);
-            while let Some(event) = events.next().await {
-                let seen = match event {
-                    Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
-                        Seen::Applied(job)
-                    }
-                    Ok(watcher::Event::Delete(job)) => Seen::Deleted(job),
-                    _ => continue,
-                };
-                sink.lock().expect("history").push(seen);
-            }
-        });
-        Self { seen, task }
-    }
-
-    /// The versions of `name` seen so far.
-    fn of(&self, name: &str) -> Vec<Seen> {
-        self.seen
-            .lock()
-            .expect("history")
-            .iter()
-            .filter(|seen| {
-                let (Seen::Applied(job) | Seen::Deleted(job)) = seen;
-                job.name_any() == name
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// The last state of `name` when it was deleted, once it was.
-    fn released(&self, name: &str) -> Option<DataJob> {
-        self.of(name).into_iter().find_map(|seen| match seen {
-            Seen::Deleted(job) => Some(job),
-            Seen::Applied(_) => None,
-        })
-    }
-
-    /// Asserts that every version of `name` that was being deleted held the
-    /// finalizer, unless a person had asked for a force release.
-    fn assert_held_while_terminating(&self, name: &str) {
-        for seen in self.of(name) {
-            if let Seen::Applied(job) = seen
-                && job.metadata.deletion_timestamp.is_some()
-                && !job.annotations().contains_key(FORCE_RELEASE_ANNOTATION)
-            {
-                assert!(
-                    holds(&job),
-                    "{name} lost the finalizer while Terminating: {:?} (resourceVersion {:?})",
-                    job.finalizers(),
-                    job.resource_version()
-                );
-            }
-        }
-    }
-}
-
-impl Drop for History {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -838,8 +755,7 @@ async fn killing_the_operator_at_any_point_converges_and_releases_each_datajob_o
 fn recorded_attempts(history: &History, name: &str) -> Vec<(u32, k8s_openapi::jiff::Timestamp)> {
     let mut attempts: Vec<(u32, k8s_openapi::jiff::Timestamp)> = Vec::new();
     for seen in history.of(name) {
-        let (Seen::Applied(job) | Seen::Deleted(job)) = seen;
-        let record = cleanup(&job);
+        let record = cleanup(seen.job());
         if let Some(at) = record.last_attempt_time
             && attempts.last().is_none_or(|(n, _)| *n != record.attempts)
         {

@@ -349,16 +349,11 @@ mod operator {
     //! and dies with it.
 
     use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
 
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex, PoisonError};
-    use std::time::{Duration, Instant};
-
-    use futures::StreamExt as _;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::ResourceExt as _;
     use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
-    use kube::runtime::{WatchStreamExt as _, watcher};
     use policyhost::outbound::grant::GRANT_LABEL;
     use policyhost::policies::configmap::{self, Compression, Settings};
     use policyhost::policies::publish;
@@ -366,6 +361,7 @@ mod operator {
 
     use crate::common::cloud::{Cloud, Faults};
     use crate::common::cluster::{Env, OperatorSetup, condition, eventually, eventually_within};
+    use crate::common::history::History;
     use crate::common::process::Replica;
     use crate::common::{self, guest_bytes};
 
@@ -418,6 +414,21 @@ mod operator {
         map
     }
 
+    /// Waits until a version of `bucket` with its grant is in service.
+    async fn served_with_grant(env: &Env) {
+        let registry = Arc::clone(&env.operator().shared.registry);
+        eventually("bucket in service with its grant", || {
+            let registry = Arc::clone(&registry);
+            async move {
+                registry
+                    .get("bucket")
+                    .ok()
+                    .filter(|p| p.outbound().is_some())
+            }
+        })
+        .await;
+    }
+
     /// The policy ConfigMap's `error` annotation, once it starts with `prefix`.
     async fn rejected_with(env: &Env, prefix: &str) -> String {
         let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
@@ -449,17 +460,7 @@ mod operator {
         assert!(error.contains("grant-<policy>"), "{error}");
 
         grant(&env, &cloud.origin()).await;
-        let registry = Arc::clone(&env.operator().shared.registry);
-        eventually("bucket in service with its grant", || {
-            let registry = Arc::clone(&registry);
-            async move {
-                registry
-                    .get("bucket")
-                    .ok()
-                    .filter(|p| p.outbound().is_some())
-            }
-        })
-        .await;
+        served_with_grant(&env).await;
 
         env.create_job("etl", "bucket", json!({ "service": cloud.origin() }))
             .await;
@@ -475,7 +476,7 @@ mod operator {
         let error = rejected_with(&env, "InvalidGrant").await;
         assert!(error.contains("an origin has no path"), "{error}");
         assert!(
-            registry.get("bucket").is_ok(),
+            env.operator().shared.registry.get("bucket").is_ok(),
             "the last good version still serves"
         );
         grant(&env, &cloud.origin()).await;
@@ -493,51 +494,6 @@ mod operator {
         let deleted = cloud.ledger()[&bucket].deleted;
         assert!(deleted.is_some(), "the DataJob went before its bucket");
         assert_eq!(cloud.live(), 0);
-    }
-
-    /// When the watch saw each DataJob go.
-    struct Releases {
-        seen: Arc<Mutex<HashMap<String, Instant>>>,
-        task: tokio::task::JoinHandle<()>,
-    }
-
-    impl Releases {
-        fn start(env: &Env) -> Self {
-            let seen = Arc::new(Mutex::new(HashMap::new()));
-            let sink = Arc::clone(&seen);
-            let events = watcher(env.jobs(), watcher::Config::default()).default_backoff();
-            let task = tokio::spawn(async move {
-                futures::pin_mut!(events);
-                while let Some(event) = events.next().await {
-                    if let Ok(watcher::Event::Delete(job)) = event {
-                        let mut seen = sink.lock().unwrap_or_else(PoisonError::into_inner);
-                        seen.entry(job.name_any()).or_insert_with(Instant::now);
-                    }
-                }
-            });
-            Self { seen, task }
-        }
-
-        fn count(&self) -> usize {
-            self.seen
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .len()
-        }
-
-        fn of(&self, name: &str) -> Option<Instant> {
-            self.seen
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(name)
-                .copied()
-        }
-    }
-
-    impl Drop for Releases {
-        fn drop(&mut self) {
-            self.task.abort();
-        }
     }
 
     /// The scenario: 200 DataJobs each create their bucket; all are
@@ -594,7 +550,7 @@ mod operator {
             stall: 0.05,
             ..Faults::default()
         });
-        let releases = Releases::start(&env);
+        let history = History::start(&env);
         for name in &names {
             env.jobs()
                 .delete(name, &DeleteParams::default())
@@ -602,11 +558,11 @@ mod operator {
                 .expect("delete the DataJob");
         }
         for run in 2..=4 {
-            let before = (releases.count(), cloud.live());
+            let before = (history.releases(), cloud.live());
             eventually_within(
                 "progress before the kill",
                 Duration::from_secs(120),
-                || async { ((releases.count(), cloud.live()) != before).then_some(()) },
+                || async { ((history.releases(), cloud.live()) != before).then_some(()) },
             )
             .await;
             operator.signal("KILL");
@@ -616,7 +572,7 @@ mod operator {
         eventually_within(
             "every DataJob released",
             Duration::from_secs(600),
-            || async { (releases.count() == JOBS).then_some(()) },
+            || async { (history.releases() == JOBS).then_some(()) },
         )
         .await;
         drop(operator);
@@ -626,7 +582,7 @@ mod operator {
         for name in &names {
             let bucket = format!("{}-{name}", env.namespace);
             let deleted = ledger[&bucket].deleted.expect("deleted");
-            let released = releases.of(name).expect("released");
+            let released = history.released_at(name).expect("released");
             assert!(
                 deleted <= released,
                 "{name} was released before its bucket was deleted"
@@ -636,6 +592,66 @@ mod operator {
             "{} requests to the cloud for {JOBS} buckets",
             cloud.requests()
         );
+    }
+
+    /// A storage service that never answers one DataJob's bucket: that
+    /// DataJob gets `Ready=False` naming the timeout and is retried, while
+    /// the DataJobs created after it reconcile.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_service_fails_its_datajob_naming_the_timeout_and_others_reconcile() {
+        let cloud = Cloud::start();
+        cloud.stall_bucket("stalled");
+        let env = Env::start_with(OperatorSetup {
+            outbound_roots: vec![cloud.ca()],
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        push_bucket(&env).await;
+        grant(&env, &cloud.origin()).await;
+        served_with_grant(&env).await;
+
+        let origin = cloud.origin();
+        env.create_job(
+            "stuck",
+            "bucket",
+            json!({ "service": origin, "bucket": "stalled" }),
+        )
+        .await;
+        let stuck = env
+            .wait_job("stuck", "Ready=False naming the timeout", |job| {
+                condition(job, "Ready")
+                    .is_some_and(|c| c.status == "False" && c.message.contains("ConnectionTimeout"))
+            })
+            .await;
+        let ready = condition(&stuck, "Ready").expect("Ready");
+        assert_eq!(ready.reason, "PolicyFailed", "{ready:?}");
+        assert!(
+            ready.message.contains("/buckets/stalled"),
+            "the condition names the request: {}",
+            ready.message
+        );
+
+        let others: Vec<String> = (0..3).map(|i| format!("other-{i}")).collect();
+        for name in &others {
+            env.create_job(name, "bucket", json!({ "service": origin }))
+                .await;
+        }
+        for name in &others {
+            env.wait_job(name, "BucketReady", |job| {
+                condition(job, "BucketReady").is_some_and(|c| c.status == "True")
+            })
+            .await;
+        }
+        eventually("the stalled DataJob retried", || async {
+            (cloud.held("stalled") >= 2).then_some(())
+        })
+        .await;
+        let stuck = env.jobs().get("stuck").await.expect("get stuck");
+        assert!(
+            condition(&stuck, "BucketReady").is_none(),
+            "the stalled bucket was never reported ready"
+        );
+        assert_eq!(cloud.live(), others.len());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -673,17 +689,7 @@ mod operator {
         .expect("create the Secret");
         // A change of the grant loads the policy again, now with the Secret.
         grant_with(&env, &origin, Some(&format!("{credentials}\n# rotated"))).await;
-        let registry = Arc::clone(&env.operator().shared.registry);
-        eventually("bucket in service with its credential", || {
-            let registry = Arc::clone(&registry);
-            async move {
-                registry
-                    .get("bucket")
-                    .ok()
-                    .filter(|p| p.outbound().is_some())
-            }
-        })
-        .await;
+        served_with_grant(&env).await;
         env.create_job("secret", "bucket", json!({ "service": origin }))
             .await;
         env.wait_job("secret", "BucketReady", |job| {

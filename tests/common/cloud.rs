@@ -1,7 +1,8 @@
 //! A small storage "cloud" for the outbound tests: HTTPS on 127.0.0.1 with
 //! a certificate of its own CA, a ledger of the buckets it holds (created,
-//! deleted, by whom, when), and faults on demand: 5xx answers, stalls,
-//! connection resets, wrong content, slow and endless bodies.
+//! deleted, by whom, when), and faults on demand: 5xx answers, stalls (at
+//! random or of one bucket), connection resets, wrong content, slow and
+//! endless bodies.
 //!
 //! Routes: `PUT|GET|DELETE /buckets/<name>` (the ledger; faults apply
 //! here), `GET /stall` (never answers), `GET /drip` (headers, then one
@@ -56,6 +57,8 @@ struct State {
     token: Option<String>,
     bucket_token: Option<String>,
     authorized: u64,
+    /// Buckets whose requests are never answered, and how many were held.
+    stalled: BTreeMap<String, u64>,
     rng: Option<rand::rngs::StdRng>,
 }
 
@@ -148,6 +151,16 @@ impl Cloud {
     /// Requires `authorization: <token>` on `/buckets` too (401 without).
     pub fn require_token_on_buckets(&self, token: &str) {
         self.with(|state| state.bucket_token = Some(token.to_owned()));
+    }
+
+    /// Never answers a request for bucket `name` from now on.
+    pub fn stall_bucket(&self, name: &str) {
+        self.with(|state| state.stalled.insert(name.to_owned(), 0));
+    }
+
+    /// How many requests for a stalled bucket `name` were held.
+    pub fn held(&self, name: &str) -> u64 {
+        self.with(|state| state.stalled.get(name).copied().unwrap_or_default())
     }
 
     /// Requests answered on `/private` with the right token.
@@ -305,7 +318,16 @@ async fn answer(request: Request<Incoming>, state: &Mutex<State>) -> Result<Resp
         if required.is_some() && sent != required.as_deref() {
             return Ok(text(StatusCode::UNAUTHORIZED, "no or wrong authorization"));
         }
-        let fault = draw(&mut lock());
+        let fault = {
+            let mut state = lock();
+            match state.stalled.get_mut(&name) {
+                Some(held) => {
+                    *held += 1;
+                    Some(Fault::Stall)
+                }
+                None => draw(&mut state),
+            }
+        };
         match fault {
             Some(Fault::Fail) => return Ok(text(StatusCode::SERVICE_UNAVAILABLE, "try later")),
             Some(Fault::Stall) => std::future::pending::<()>().await,

@@ -8,6 +8,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod deployment;
 pub mod faults;
+pub mod history;
 pub mod logs;
 pub mod process;
 pub mod rbac;
