@@ -7,9 +7,10 @@
 //! It answers only for the plain case, which is every manifest a builder
 //! writes: the fields are strings without escapes and appear once. For
 //! anything else (escapes in those fields, in the keys of the manifest, of
-//! its `metadata`, labels or annotations, repeated fields, fields of another
-//! type, invalid JSON, deep nesting) it answers `None`, and the caller
-//! parses with `serde_json`, whose verdict and message then stand.
+//! its `metadata`, labels or annotations, escaped UTF-16 surrogates
+//! anywhere, repeated fields, fields of another type, invalid JSON, deep
+//! nesting) it answers `None`, and the caller parses with `serde_json`,
+//! whose verdict and message then stand.
 //!
 //! Why a scanner of our own: every child of every reconcile goes through
 //! these checks, and reading a builder's 425-byte Pod manifest with
@@ -324,6 +325,13 @@ impl<'a> Scanner<'a> {
                             if !hex.iter().all(u8::is_ascii_hexdigit) {
                                 return None;
                             }
+                            // A surrogate is valid only as half of a pair:
+                            // `serde_json` judges it.
+                            let unit =
+                                u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+                            if (0xD800..=0xDFFF).contains(&unit) {
+                                return None;
+                            }
                             self.at += 5;
                         }
                         _ => return None,
@@ -532,9 +540,17 @@ mod tests {
             "{\"spec\":\"a\tb\"}",
             r#"{"spec":"\x"}"#,
             r#"{"spec":"\u12g4"}"#,
+            r#"{"spec":"\u+123"}"#,
+            r#"{"metadata":{"labels":{"a":"\udb20"}}}"#,
+            r#"{"metadata":{"labels":{"a":"\udc00\ud800"}}}"#,
+            r#"{"metadata":{"labels":{"a":"\ud83d\ude00"}}}"#,
         ] {
             assert_eq!(head(text), None, "{text}");
         }
+        // Found by the fuzz target: a lone surrogate was skipped as valid.
+        assert!(agrees_with_serde(
+            "{\"kind\":\"Pod\",\"metadata\":{\"labels\":{\"\": \"\\udb20\"}}}"
+        ));
         let deep = format!("{{\"spec\":{}{}}}", "[".repeat(200), "]".repeat(200));
         assert_eq!(head(&deep), None);
     }
