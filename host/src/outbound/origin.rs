@@ -68,11 +68,27 @@ impl Host {
                 .ok()?;
             return Some(Self::Ip(IpAddr::V6(v6)));
         }
-        if let Ok(v4) = text.parse::<std::net::Ipv4Addr>() {
+        let name = text.strip_suffix('.').unwrap_or(text);
+        if let Ok(v4) = name.parse::<std::net::Ipv4Addr>() {
             return Some(Self::Ip(IpAddr::V4(v4)));
         }
-        let name = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
+        // A resolver reads `127.1` or `0x7f.0.0.1` as an address: a host
+        // whose last label is a number is an IPv4 address or nothing, as
+        // the URL standard has it, never a name a wildcard could admit.
+        if ends_in_a_number(name) {
+            return None;
+        }
+        let name = name.to_ascii_lowercase();
         is_dns_name(&name).then_some(Self::Name(name))
+    }
+}
+
+/// Whether the last label is decimal digits or `0x` and hex digits.
+fn ends_in_a_number(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    match last.strip_prefix("0x").or_else(|| last.strip_prefix("0X")) {
+        Some(hex) => hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()),
     }
 }
 
@@ -374,6 +390,31 @@ mod tests {
             let error = OriginPattern::parse(text).unwrap_err();
             assert!(error.to_string().contains(problem), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn a_host_ending_in_a_number_is_an_address_or_nothing() {
+        use Scheme::Https;
+        // Found by the fuzz target: with its trailing dot, an address was
+        // read as a name, which a wildcard such as `*.0.0.1` admitted.
+        assert_eq!(
+            origin(Https, "7.0.0.0.").host,
+            origin(Https, "7.0.0.0").host
+        );
+        assert!(!admits("https://*.example.com", Https, "127.0.0.1."));
+        for host in [
+            "127.1",
+            "0x7f.0.0.1",
+            "10.0.0.0x1",
+            "api.example.1",
+            "1.2.3.4.5",
+        ] {
+            assert_eq!(Origin::of(Https, host), None, "{host}");
+        }
+        let error = OriginPattern::parse("https://*.0.0.1").unwrap_err();
+        assert!(error.to_string().contains("not addresses"), "{error}");
+        assert!(origin(Https, "api.example.com1").host == Host::Name("api.example.com1".into()));
+        assert!(origin(Https, "0x.example.com").host == Host::Name("0x.example.com".into()));
     }
 
     #[test]
