@@ -259,6 +259,54 @@ fn a_stalled_server_cannot_hold_a_call_past_its_deadline() {
 }
 
 #[test]
+fn the_guests_own_timeouts_end_each_step_sooner_than_the_network_deadline() {
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    // Takes connections (the kernel's backlog) and never speaks: the TLS
+    // handshake, part of connecting, stalls.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let silent = format!("https://{}", silent.local_addr().expect("address"));
+    // 2 s of the 4 s call may wait on the network; each step asks for 150 ms.
+    let policy = probe(
+        &runtime,
+        grant(&[
+            ("origins", &format!("{origin} {silent}")),
+            ("networkShare", "50%"),
+        ]),
+        &[],
+        4_000,
+    );
+    let asked = Duration::from_millis(150);
+    for (url, step, code) in [
+        (format!("{silent}/"), "connect", "ConnectionTimeout"),
+        (
+            format!("{origin}/stall"),
+            "firstByte",
+            "ConnectionReadTimeout",
+        ),
+        (
+            format!("{origin}/drip"),
+            "betweenBytes",
+            "ConnectionReadTimeout",
+        ),
+    ] {
+        let (outputs, report) = run(
+            &runtime,
+            &policy,
+            json!([{ "url": url, "timeoutsMs": { step: 150 } }]),
+        );
+        assert_eq!(outputs["results"][0]["error"], code, "{step}: {outputs}");
+        let took = report.duration;
+        assert!(took >= asked, "{step}: ended before its timeout: {took:?}");
+        assert!(
+            took < asked + Duration::from_millis(300),
+            "{step}: ended {took:?} after the call began, not at its 150 ms"
+        );
+    }
+}
+
+#[test]
 fn the_injected_credential_reaches_the_server_and_never_the_policy() {
     const SECRET: &str = "Bearer s3cret-never-seen";
     let cloud = Cloud::start();

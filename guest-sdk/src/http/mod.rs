@@ -38,6 +38,8 @@ mod fixture;
 #[cfg(target_arch = "wasm32")]
 mod wasi;
 
+use std::time::Duration;
+
 pub use fixture::{Exchange, ExpectedRequest, Replay, StubResponse};
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) use fixture::{finish, install};
@@ -92,6 +94,24 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// Its body (empty: none).
     pub body: Vec<u8>,
+    /// How long each step may take, within the call's network deadline.
+    pub timeouts: Timeouts,
+}
+
+/// How long each step of one exchange may take. The host ends every
+/// request at the call's network deadline anyway; these only end it
+/// earlier, so that a policy can give up on a slow server and report it
+/// (or try another) within the same call. A timeout the host reaches is
+/// [`Error::Failed`] with `ConnectionTimeout` (connecting) or
+/// `ConnectionReadTimeout` (waiting for the answer or its body).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Resolving the name, connecting and the TLS handshake.
+    pub connect: Option<Duration>,
+    /// From sending the request to the response's status and headers.
+    pub first_byte: Option<Duration>,
+    /// Between two parts of the response body.
+    pub between_bytes: Option<Duration>,
 }
 
 impl Request {
@@ -103,6 +123,7 @@ impl Request {
             url: url.into(),
             headers: Vec::new(),
             body: Vec::new(),
+            timeouts: Timeouts::default(),
         }
     }
 
@@ -141,6 +162,13 @@ impl Request {
     #[must_use]
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.body = body.into();
+        self
+    }
+
+    /// Sets how long each step may take.
+    #[must_use]
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
         self
     }
 

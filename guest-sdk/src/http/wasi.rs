@@ -7,11 +7,36 @@
 
 use wasip2::http::outgoing_handler;
 use wasip2::http::types::{
-    ErrorCode, Fields, IncomingBody, Method as WasiMethod, OutgoingBody, OutgoingRequest, Scheme,
+    ErrorCode, Fields, IncomingBody, Method as WasiMethod, OutgoingBody, OutgoingRequest,
+    RequestOptions, Scheme,
 };
 use wasip2::io::streams::StreamError;
 
-use super::{Error, Method, Request, Response, Url};
+use super::{Error, Method, Request, Response, Timeouts, Url};
+
+/// The request options carrying `timeouts`, if any is set.
+fn options(timeouts: Timeouts) -> Result<Option<RequestOptions>, Error> {
+    if timeouts == Timeouts::default() {
+        return Ok(None);
+    }
+    let nanos = |timeout: Option<std::time::Duration>| {
+        timeout.map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
+    };
+    let options = RequestOptions::new();
+    let refused = |step: &str| Error::Refused {
+        code: format!("the host takes no {step} timeout"),
+    };
+    options
+        .set_connect_timeout(nanos(timeouts.connect))
+        .map_err(|()| refused("connect"))?;
+    options
+        .set_first_byte_timeout(nanos(timeouts.first_byte))
+        .map_err(|()| refused("first-byte"))?;
+    options
+        .set_between_bytes_timeout(nanos(timeouts.between_bytes))
+        .map_err(|()| refused("between-bytes"))?;
+    Ok(Some(options))
+}
 
 /// Most bytes one `blocking-write-and-flush` takes.
 const WRITE_CHUNK: usize = 4096;
@@ -49,7 +74,8 @@ pub(super) fn send(request: &Request, url: &Url<'_>) -> Result<Response, Error> 
     let body = outgoing
         .body()
         .map_err(|()| failed("the request body was taken"))?;
-    let future = outgoing_handler::handle(outgoing, None).map_err(|code| error(&code))?;
+    let options = options(request.timeouts)?;
+    let future = outgoing_handler::handle(outgoing, options).map_err(|code| error(&code))?;
     // A body the host stopped taking (a refusal, a failed exchange) says
     // only that its stream closed: the answer below says why.
     let written = write_body(&body, &request.body)

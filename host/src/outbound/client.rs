@@ -1,6 +1,7 @@
 //! The host's HTTP client for policies' requests: resolve, check every
 //! address before connecting, connect, verify TLS, one HTTP/1.1 exchange on
-//! its own connection, bodies capped, everything bounded by the deadline.
+//! its own connection, bodies capped, everything bounded by the deadline
+//! and each step by the guest's own timeout, if it set a tighter one.
 //!
 //! One connection per request: a policy makes a handful of requests per
 //! call, and a pool shared between calls would let one call's connection
@@ -11,6 +12,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Request, Response, Uri};
 use http_body_util::BodyExt as _;
@@ -24,6 +26,7 @@ use wasmtime_wasi_http::{Error, WasiBody};
 use super::address::Restricted;
 use super::body::Bounded;
 use super::origin::{Host, Origin, OriginPattern, Scheme};
+use super::timeouts::{Timeouts, bound};
 use super::{Refusal, Tally};
 
 /// How the host's client trusts servers.
@@ -82,6 +85,7 @@ pub(crate) struct Exchange {
     pub(crate) request_limit: u64,
     pub(crate) response_limit: u64,
     pub(crate) deadline: Instant,
+    pub(crate) timeouts: Timeouts,
     pub(crate) tally: Arc<Tally>,
     /// `policy` and `namespace/name` of the DataJob, for the log.
     pub(crate) call: Arc<(Arc<str>, String)>,
@@ -123,11 +127,69 @@ impl Client {
             request_limit,
             response_limit,
             deadline,
+            timeouts,
             tally,
             call,
             permit,
         } = exchange;
-        let addresses = resolve(&origin).await?;
+        let stream = within(
+            deadline,
+            timeouts.connect,
+            Error::ConnectionTimeout,
+            self.open(&origin, &pattern, &tally, &call),
+        )
+        .await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let mut connection = Box::pin(connection);
+        // The request line carries the path only: the origin is the connection's.
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", http::uri::PathAndQuery::as_str)
+            .to_owned();
+        *request.uri_mut() = Uri::try_from(path).map_err(|_| Error::HttpRequestUriInvalid)?;
+        let request =
+            request.map(|body| Bounded::request(body, request_limit, deadline).boxed_unsync());
+        let answered = async {
+            let mut send = pin!(sender.send_request(request));
+            let response = tokio::select! {
+                response = &mut send => response?,
+                closed = &mut connection => {
+                    closed?;
+                    send.await?
+                }
+            };
+            Ok(response)
+        };
+        let response = within(
+            deadline,
+            timeouts.first_byte,
+            Error::ConnectionReadTimeout,
+            answered,
+        )
+        .await?;
+        let response = response.map(|body| {
+            Bounded::response(body, response_limit, deadline, timeouts.between_bytes).boxed_unsync()
+        });
+        let drive = async move {
+            let closed = connection.await;
+            drop(permit);
+            closed.map_err(Error::from)
+        };
+        Ok((response, Box::new(drive)))
+    }
+
+    /// A connection to the origin, over TLS for `https`, at an address the
+    /// grant allows.
+    async fn open(
+        &self,
+        origin: &Origin,
+        pattern: &OriginPattern,
+        tally: &Tally,
+        call: &(Arc<str>, String),
+    ) -> Result<Box<dyn Stream>, Error> {
+        let addresses = resolve(origin).await?;
         let (allowed, restricted): (Vec<IpAddr>, Vec<IpAddr>) = addresses
             .into_iter()
             .partition(|ip| Restricted::of(*ip).is_none() || pattern.names_address(*ip));
@@ -145,40 +207,10 @@ impl Client {
         }
         let tcp = connect(&allowed, origin.port).await?;
         tally.sent();
-        let stream: Box<dyn Stream> = match origin.scheme {
+        Ok(match origin.scheme {
             Scheme::Http => Box::new(tcp),
-            Scheme::Https => Box::new(self.tls(&origin, tcp).await?),
-        };
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        let mut connection = Box::pin(connection);
-        // The request line carries the path only: the origin is the connection's.
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or("/", http::uri::PathAndQuery::as_str)
-            .to_owned();
-        *request.uri_mut() = Uri::try_from(path).map_err(|_| Error::HttpRequestUriInvalid)?;
-        let request =
-            request.map(|body| Bounded::request(body, request_limit, deadline).boxed_unsync());
-        let response = {
-            let mut send = pin!(sender.send_request(request));
-            tokio::select! {
-                response = &mut send => response?,
-                closed = &mut connection => {
-                    closed?;
-                    send.await?
-                }
-            }
-        };
-        let response =
-            response.map(|body| Bounded::response(body, response_limit, deadline).boxed_unsync());
-        let drive = async move {
-            let closed = connection.await;
-            drop(permit);
-            closed.map_err(Error::from)
-        };
-        Ok((response, Box::new(drive)))
+            Scheme::Https => Box::new(self.tls(origin, tcp).await?),
+        })
     }
 
     async fn tls(
@@ -193,6 +225,22 @@ impl Client {
             }
         };
         self.tls.connect(name, tcp).await.map_err(tls_error)
+    }
+}
+
+/// `step`, ended with `error` after the guest's `timeout` if it set one;
+/// without one, the deadline over the whole exchange ends it.
+async fn within<T>(
+    deadline: Instant,
+    timeout: Option<Duration>,
+    error: Error,
+    step: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match timeout {
+        None => step.await,
+        Some(timeout) => tokio::time::timeout_at(bound(deadline, Some(timeout)), step)
+            .await
+            .map_err(|_| error)?,
     }
 }
 

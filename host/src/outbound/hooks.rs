@@ -12,6 +12,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpH
 
 use super::client::{Client, Exchange, Sent};
 use super::origin::{Origin, Scheme};
+use super::timeouts::Timeouts;
 use super::{Outbound, OutboundReport, Refusal, Tally};
 
 /// What a call's store holds for `wasi:http`. A call of a policy without a
@@ -100,7 +101,11 @@ type Pending = Box<dyn Future<Output = Result<Sent, Error>> + Send>;
 
 impl CallHooks {
     /// Admits the request, credentials added, or says why not.
-    fn admit(&mut self, mut request: Request<WasiBody>) -> Result<Exchange, Rejected> {
+    fn admit(
+        &mut self,
+        mut request: Request<WasiBody>,
+        options: Option<&RequestOptions>,
+    ) -> Result<Exchange, Rejected> {
         let outbound = &self.outbound;
         let uri = request.uri();
         let scheme = match uri.scheme() {
@@ -134,6 +139,7 @@ impl CallHooks {
             request_limit: grant.request_body_bytes,
             response_limit: grant.response_body_bytes,
             deadline: self.deadline.into(),
+            timeouts: Timeouts::of(options),
             tally: Arc::clone(&self.tally),
             call: Arc::clone(&self.call),
             permit,
@@ -168,10 +174,10 @@ impl WasiHttpHooks for CallHooks {
     fn send_request(
         &mut self,
         request: Request<WasiBody>,
-        _options: Option<RequestOptions>,
+        options: Option<RequestOptions>,
         _guest_io: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Pending {
-        match self.admit(request) {
+        match self.admit(request, options.as_ref()) {
             Ok(exchange) => match self.outbound.fixtures.clone() {
                 Some(fixtures) => {
                     Box::new(fixtures.answer(exchange.request, exchange.request_limit))

@@ -35,6 +35,7 @@ pub mod grant;
 mod hooks;
 pub mod origin;
 mod replay;
+mod timeouts;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

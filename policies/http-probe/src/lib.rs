@@ -8,13 +8,14 @@
 //! credential never reaches it.
 //!
 //! Params: `{"requests": [{"method": "GET", "url": "...", "headers": {...},
-//! "body": "..."}]}`. Outputs: `{"results": [{"status", "headers", "body"}
+//! "body": "...", "timeoutsMs": {"connect", "firstByte", "betweenBytes"}}]}`. Outputs: `{"results": [{"status", "headers", "body"}
 //! | {"error", "refused"}], "sentHeaders": [...]}`; it logs each result at
 //! info. `cleanup` answers `done` once every request got a 2xx or 404.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use policyhost_sdk::http::{Method, Request};
+use policyhost_sdk::http::{Method, Request, Timeouts};
 use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +48,32 @@ pub struct Planned {
     /// Its body.
     #[serde(default)]
     pub body: String,
+    /// Its timeouts, in milliseconds.
+    #[serde(default, rename = "timeoutsMs")]
+    pub timeouts_ms: TimeoutsMs,
+}
+
+/// [`Timeouts`] in milliseconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimeoutsMs {
+    /// Connecting.
+    pub connect: Option<u64>,
+    /// Until the response's head.
+    pub first_byte: Option<u64>,
+    /// Between body parts.
+    pub between_bytes: Option<u64>,
+}
+
+impl TimeoutsMs {
+    fn timeouts(&self) -> Timeouts {
+        let ms = |ms: Option<u64>| ms.map(Duration::from_millis);
+        Timeouts {
+            connect: ms(self.connect),
+            first_byte: ms(self.first_byte),
+            between_bytes: ms(self.between_bytes),
+        }
+    }
 }
 
 fn get() -> Method {
@@ -79,8 +106,9 @@ fn probe(params: &Params) -> (Vec<Seen>, Vec<Vec<(String, String)>>) {
     let mut seen = Vec::new();
     let mut sent = Vec::new();
     for planned in &params.requests {
-        let mut request =
-            Request::new(planned.method.clone(), &planned.url).body(planned.body.clone());
+        let mut request = Request::new(planned.method.clone(), &planned.url)
+            .body(planned.body.clone())
+            .timeouts(planned.timeouts_ms.timeouts());
         for (name, value) in &planned.headers {
             request = request.header(name, value);
         }
