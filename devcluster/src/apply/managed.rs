@@ -268,6 +268,23 @@ pub(crate) struct Update<'a> {
     pub(crate) removed: &'a FieldSet,
 }
 
+/// `entries` (raw `managedFields`) without those that own nothing, as
+/// kube-apiserver stores them; `None` when none is left.
+pub(crate) fn without_empty(entries: Value) -> Option<Value> {
+    let Value::Array(entries) = entries else {
+        return Some(entries);
+    };
+    let kept: Vec<Value> = entries.into_iter().filter(owns_something).collect();
+    (!kept.is_empty()).then_some(Value::Array(kept))
+}
+
+fn owns_something(entry: &Value) -> bool {
+    entry
+        .get("fieldsV1")
+        .and_then(Value::as_object)
+        .is_some_and(|fields| !fields.is_empty())
+}
+
 /// Applies `update` to raw `managedFields` entries, decoding and re-encoding
 /// only the entries it touches (the writer's, and those owning a field it
 /// changed or removed): most writes touch one or two of them. Entries that

@@ -388,10 +388,16 @@ pub fn apply(
     let mut managers = live
         .and_then(|live| ManagedFields::read(live).ok())
         .unwrap_or_default();
+    // An entry that owns nothing is no owner.
+    managers.drop_empty();
     if live.is_some() && managers.entries().is_empty() {
         // An object nobody owns yet: what it holds is owned by a placeholder
         // updater, so that the first apply conflicts instead of clobbering.
-        let fields = request.ownable(typed::field_set(&schema.root, base), schema);
+        // It owns what an update writing the whole object would (maps
+        // themselves too, as `.`).
+        let (everything, _) =
+            compare::compare(&schema.root, &empty, base).into_changed_and_removed();
+        let fields = request.ownable(everything, schema);
         managers.put(Entry {
             identity: Identity::new(
                 BEFORE_FIRST_APPLY,
@@ -575,9 +581,12 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, request: &Request<'_>
         && ManagedFields::present(new)
         && (new.pointer("/metadata/managedFields") == old_raw || ManagedFields::read(new).is_ok());
     if changed.is_empty() && removed.is_empty() {
-        if !new_valid {
-            set_managed_fields(new, old_raw.cloned());
-        }
+        let kept = if new_valid {
+            take_managed_fields(new)
+        } else {
+            old_raw.cloned()
+        };
+        set_managed_fields(new, kept.and_then(managed::without_empty));
         return;
     }
     let start = if new_valid {

@@ -374,6 +374,30 @@ async fn apply(s: &mut Session<'_>) {
     s.get("the misnamed apply created nothing", &path(CMS, "d"))
         .await;
     s.get("get", &at).await;
+    // Managed fields a client replaces with an entry that owns nothing: it
+    // is not kept, so the next apply finds an object nobody owns, and
+    // applying the same again changes nothing.
+    let e = path(CMS, "e");
+    s.post("create e", CMS, cm("e", json!({"x": "1"}))).await;
+    s.patch(
+        "managed fields that own nothing",
+        &e,
+        MERGE,
+        json!({"metadata": {"managedFields": [{"manager": "other", "operation": "Apply",
+            "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}}]}}),
+    )
+    .await;
+    let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "e"}});
+    let by_alpha = format!("{e}?fieldManager=alpha");
+    s.patch(
+        "apply to an object nobody owns",
+        &by_alpha,
+        APPLY,
+        bare.clone(),
+    )
+    .await;
+    s.patch("the same apply again", &by_alpha, APPLY, bare)
+        .await;
     s.post(
         "dry-run create",
         &format!("{CMS}?dryRun=All"),
