@@ -140,18 +140,20 @@ fn the_host_refuses_every_reach_outside_the_grant_and_the_guest_sees_each_refusa
         ("requestsPerCall", "2"),
     ]);
     let policy = probe(&runtime, granted, &[], 5_000);
-    let (outputs, report) = run(
-        &runtime,
-        &policy,
-        json!([
-            { "url": format!("{by_name}/buckets/x") },
-            { "url": "http://169.254.169.254/latest/meta-data/" },
-            { "url": format!("https://127.0.0.2:{port}/") },
-            { "url": "https://example.com/" },
-            { "url": format!("{}/buckets/y", cloud.origin()) },
-            { "url": format!("{}/buckets/z", cloud.origin()) },
-        ]),
-    );
+    let ((outputs, report), log) = common::logs::recorded(|| {
+        run(
+            &runtime,
+            &policy,
+            json!([
+                { "url": format!("{by_name}/buckets/x") },
+                { "url": "http://169.254.169.254/latest/meta-data/" },
+                { "url": format!("https://127.0.0.2:{port}/") },
+                { "url": "https://example.com/" },
+                { "url": format!("{}/buckets/y", cloud.origin()) },
+                { "url": format!("{}/buckets/z", cloud.origin()) },
+            ]),
+        )
+    });
     let results = outputs["results"].as_array().unwrap();
     let seen: Vec<(&str, bool)> = results
         .iter()
@@ -182,6 +184,32 @@ fn the_host_refuses_every_reach_outside_the_grant_and_the_guest_sees_each_refusa
         "only the granted request reached a socket"
     );
     assert_eq!(cloud.requests(), 1, "the cloud saw one request: {report:?}");
+    // Each refusal is a warning naming the policy, the origin and why.
+    let refusals: Vec<(String, String)> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["level"] == "WARN" && record["target"] == "policyhost::outbound")
+        .map(|record| {
+            let fields = &record["fields"];
+            assert_eq!(fields["policy"], "http-probe", "{record}");
+            (
+                fields["origin"].as_str().unwrap_or_default().to_owned(),
+                fields["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let cloud_origin = format!("https://127.0.0.1:{port}");
+    assert_eq!(
+        refusals,
+        [
+            (format!("https://localhost:{port}"), "address".to_owned()),
+            ("http://169.254.169.254:80".to_owned(), "origin".to_owned()),
+            (format!("https://127.0.0.2:{port}"), "origin".to_owned()),
+            ("https://example.com:443".to_owned(), "origin".to_owned()),
+            (cloud_origin, "requests-per-call".to_owned()),
+        ],
+        "{log}"
+    );
 }
 
 #[test]

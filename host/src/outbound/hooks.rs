@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use http::Request;
 use http::uri::Scheme as UriScheme;
+use tracing::Instrument as _;
+use tracing::instrument::WithSubscriber as _;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks};
 
 use super::client::{Client, Exchange, Sent};
@@ -182,7 +184,15 @@ impl WasiHttpHooks for CallHooks {
                 Some(fixtures) => {
                     Box::new(fixtures.answer(exchange.request, exchange.request_limit))
                 }
-                None => Box::new(self.client.clone().send(exchange)),
+                // On the network runtime's threads, the exchange still logs
+                // within the call's span, to the call's subscriber.
+                None => Box::new(
+                    self.client
+                        .clone()
+                        .send(exchange)
+                        .in_current_span()
+                        .with_current_subscriber(),
+                ),
             },
             Err(Rejected::Invalid) => Box::new(ready(Err(Error::HttpRequestUriInvalid))),
             Err(Rejected::Refused(refusal, origin)) => {
