@@ -64,7 +64,10 @@ pub(crate) fn item_element(list: &ListNode, item: &Value) -> Result<PathElement,
             let mut key: Vec<(String, String)> = keys
                 .iter()
                 .filter_map(|k| {
-                    let value = fields.get(&k.name).or(k.default.as_ref())?;
+                    // A null key names no item: kube-apiserver's validation
+                    // refuses such an item (a container without its name).
+                    let given = fields.get(&k.name).filter(|v| !v.is_null());
+                    let value = given.or(k.default.as_ref())?;
                     Some((k.name.clone(), value.to_string()))
                 })
                 .collect();
@@ -304,6 +307,16 @@ mod tests {
             "errors:\n  .spec.containers[name=\"c\"].env: duplicate entries for key [name=\"A\"]\
              \n  .spec.containers: element 1: associative list with keys has an element that \
              omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+        );
+        // Found by the patch fuzz target: a null key was taken as a key.
+        let null_key = validate(
+            &pod().root,
+            &json!({"spec": {"containers": [{"name": null, "image": "x"}]}}),
+        )
+        .expect_err("a null key");
+        assert!(
+            null_key.to_string().contains("omits all key fields"),
+            "{null_key}"
         );
         let one = validate(
             &pod().root,
