@@ -291,11 +291,12 @@ pub fn parse_body(body: &[u8]) -> Result<Value> {
 /// How a YAML body is read. Scalars as YAML 1.2 reads them (`yes`, `on`
 /// and `017` are strings, `<<` an ordinary key), a repeated key's last
 /// value wins, `.inf` becomes `null`: where serde-saphyr's defaults read
-/// YAML 1.1 scalars and refuse the rest. Nesting is capped at 128 levels
-/// (the default is 64). The error is one line, without the snippet of the
-/// body: it becomes a Status message. The other caps stay at serde-saphyr's
-/// defaults (250,000 nodes, 64 MiB of scalars): they bound what one body
-/// costs.
+/// YAML 1.1 scalars and refuse the rest. The error is one line, without the
+/// snippet of the body: it becomes a Status message. The caps stay at
+/// serde-saphyr's defaults (64 levels of nesting, 250,000 nodes, 64 MiB of
+/// scalars): they bound what one body costs. Deeper nesting (JSON's 128,
+/// say, in a body that failed as JSON) overflowed a debug build's 2 MiB
+/// thread stack inside the parser.
 fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         strict_booleans: true,
@@ -305,7 +306,6 @@ fn yaml_options() -> serde_saphyr::Options {
         merge_keys: serde_saphyr::MergeKeyPolicy::AsOrdinary,
         non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
         with_snippet: false,
-        budget: serde_saphyr::budget! { max_depth: 128 },
     }
 }
 

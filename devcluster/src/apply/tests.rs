@@ -640,6 +640,25 @@ fn apply_bodies_may_be_yaml_or_json() {
 }
 
 #[test]
+fn a_body_nested_too_deep_is_refused_without_exhausting_the_stack() {
+    // Deeper than JSON's 128 levels, so it is tried as YAML too: the YAML
+    // parser's depth cap must end it before the test thread's 2 MiB stack.
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let err = parse_body(deep.as_bytes()).expect_err("too deep");
+    assert_eq!(err.code(), 400);
+    assert!(
+        err.status_message().contains("Depth"),
+        "{}",
+        err.status_message()
+    );
+    let fine = format!("{{\"a\":{}{}}}", "[".repeat(100), "]".repeat(100));
+    assert!(
+        parse_body(fine.as_bytes()).is_ok(),
+        "JSON keeps its 128 levels"
+    );
+}
+
+#[test]
 fn yaml_apply_bodies_read_scalars_as_yaml_1_2_does() {
     let yaml = b"kind: ConfigMap\ndata: {a: yes, b: on, c: 017, d: 1_000, e: 0o17}\nx: 1\nx: 2\nm: {<<: {y: 1}}\n";
     assert_eq!(
