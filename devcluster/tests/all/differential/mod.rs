@@ -128,6 +128,14 @@ const KNOWN: &[Known] = &[
     ),
     known_at(
         "pods",
+        "apply a container whose name is null",
+        "",
+        "an associative-list item with a null key is refused when merged (400, \
+             structured-merge-diff's wording); kube-apiserver merges it and its \
+             validation refuses the object (422, `Required value`)",
+    ),
+    known_at(
+        "pods",
         "change the restart policy",
         "",
         "a refused Pod spec update's message lacks the real server's diff of the \

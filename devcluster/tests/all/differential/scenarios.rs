@@ -733,6 +733,16 @@ async fn pods(s: &mut Session<'_>) {
     s.post("create", PODS, pod).await;
     let at = path(PODS, "p");
     s.patch(
+        "apply a container whose name is null",
+        &format!("{}?fieldManager=alpha", path(PODS, "q")),
+        APPLY,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q"},
+            "spec": {"nodeName": "nowhere", "containers": [{"name": null, "image": "app:1"}]}}),
+    )
+    .await;
+    s.get("the refused apply created nothing", &path(PODS, "q"))
+        .await;
+    s.patch(
         "change the image",
         &at,
         STRATEGIC,
