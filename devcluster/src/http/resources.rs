@@ -255,7 +255,7 @@ impl Ctx<'_> {
         WriteTarget::of(self.store_rt, self.ns(), self.name())
             .in_version(self.store_version)
             .through(self.part)
-            .dry_run(self.query.dry_run)
+            .with_dry_run(self.query.dry_run)
     }
 
     fn writer(&self) -> Writer<'_> {
@@ -614,7 +614,7 @@ impl Ctx<'_> {
         let w = self.writer();
         let outcome = {
             let mut txn = self.app.store.lock();
-            w.delete(&mut txn, &self.write_target().dry_run(dry_run), &opts)?
+            w.delete(&mut txn, &self.write_target().with_dry_run(dry_run), &opts)?
         };
         match outcome {
             Deleted::Now(obj) if self.rt.return_deleted => self.respond(StatusCode::OK, &obj),
@@ -651,7 +651,7 @@ impl Ctx<'_> {
             )?;
             for o in page.items {
                 let target = WriteTarget::of(self.store_rt, &o.meta.namespace, &o.meta.name)
-                    .dry_run(dry_run);
+                    .with_dry_run(dry_run);
                 match w.delete(&mut txn, &target, &opts) {
                     Ok(Deleted::Now(x) | Deleted::Pending(x)) => out.push(x),
                     Err(e) if e.code == 404 => {}

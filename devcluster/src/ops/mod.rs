@@ -71,7 +71,7 @@ impl<'a> Target<'a> {
     }
 
     /// The same object, written only if `dry_run` is false.
-    pub(crate) fn dry_run(self, dry_run: bool) -> Self {
+    pub(crate) fn with_dry_run(self, dry_run: bool) -> Self {
         Self { dry_run, ..self }
     }
 
