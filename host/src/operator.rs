@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::client::ClientBuilder;
 use kube::client::retry::RetryPolicy;
@@ -69,6 +70,9 @@ pub struct Options {
     /// RBAC on policies. Off, a ConfigMap without the key serves every
     /// namespace (one team, the quick start).
     pub strict_policy_tenancy: bool,
+    /// How often the Secrets that outbound grants name are read again: a
+    /// rotated credential loads its policy again within this time.
+    pub grant_secret_refresh: Duration,
     /// Kinds of children policies may create: each is watched and cached.
     pub child_kinds: Vec<AllowedKind>,
     /// Average API writes per second (default 1,000).
@@ -110,6 +114,7 @@ impl Default for Options {
             policy_namespace: None,
             max_policy_bytes: policies::load::Config::default().max_module_bytes,
             strict_policy_tenancy: false,
+            grant_secret_refresh: Duration::from_secs(60),
             child_kinds: AllowedKind::defaults(),
             api_qps: NonZeroU32::new(1000).unwrap_or(NonZeroU32::MIN),
             api_burst: NonZeroU32::new(2000).unwrap_or(NonZeroU32::MIN),
@@ -277,6 +282,7 @@ impl Operator {
                         strict_tenancy: options.strict_policy_tenancy,
                     },
                     workers: 2,
+                    secret_refresh: options.grant_secret_refresh,
                     instance: options.instance.clone(),
                     leadership: leadership.clone(),
                 },

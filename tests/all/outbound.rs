@@ -731,7 +731,7 @@ mod operator {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_operator_injects_a_grants_secret_and_refuses_a_grant_naming_a_missing_one() {
+    async fn the_operator_injects_a_grants_secret_refuses_a_missing_one_and_follows_its_rotation() {
         const TOKEN: &str = "Bearer storage-s3cret";
         let cloud = Cloud::start();
         cloud.require_token_on_buckets(TOKEN);
@@ -777,5 +777,57 @@ mod operator {
             1,
             "the cloud took the request with the host's credential"
         );
+
+        // The platform team rotates the token; the grant stays as it is.
+        const ROTATED: &str = "Bearer storage-r0tated";
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            env.client.clone(),
+            &env.policy_namespace,
+        )
+        .patch(
+            "storage-token",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "stringData": { "token": ROTATED } })),
+        )
+        .await
+        .expect("rotate the Secret");
+        cloud.require_token_on_buckets(ROTATED);
+        env.create_job("rotated", "bucket", json!({ "service": origin }))
+            .await;
+        env.wait_job("rotated", "BucketReady with the rotated token", |job| {
+            condition(job, "BucketReady").is_some_and(|c| c.status == "True")
+        })
+        .await;
+        assert_eq!(cloud.live(), 2, "the rotated token reached the cloud");
+
+        // A Secret that goes refuses the next load; the version in service
+        // keeps its credential.
+        let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        eventually("the earlier refusal cleared", || {
+            let maps = maps.clone();
+            async move {
+                let map = maps.get("policy-bucket").await.ok()?;
+                let annotations = map.metadata.annotations.unwrap_or_default();
+                (!annotations.contains_key(configmap::ERROR_ANNOTATION)).then_some(())
+            }
+        })
+        .await;
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            env.client.clone(),
+            &env.policy_namespace,
+        )
+        .delete("storage-token", &DeleteParams::default())
+        .await
+        .expect("delete the Secret");
+        let error = rejected_with(&env, "GrantCredential").await;
+        assert!(error.contains("storage-token"), "{error}");
+        env.create_job("after", "bucket", json!({ "service": origin }))
+            .await;
+        env.wait_job(
+            "after",
+            "BucketReady with the credential in service",
+            |job| condition(job, "BucketReady").is_some_and(|c| c.status == "True"),
+        )
+        .await;
     }
 }

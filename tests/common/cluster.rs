@@ -269,6 +269,8 @@ impl Env {
                 .policy_configmaps
                 .then(|| self.policy_namespace.clone()),
             strict_policy_tenancy: setup.strict_policy_tenancy,
+            // A rotated Secret shows within a test's patience.
+            grant_secret_refresh: Duration::from_millis(200),
             cache: setup.cache,
             runtime,
             ..defaults

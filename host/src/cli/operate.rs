@@ -120,6 +120,10 @@ pub(crate) struct OperatorArgs {
     /// outbound requests trusts besides the web's roots, e.g. a company CA.
     #[arg(long, value_name = "CA.pem", value_parser = read_roots)]
     outbound_ca: Option<Roots>,
+    /// How often the Secrets that outbound grants name are read again: a
+    /// rotated credential loads its policy again within this time.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    grant_secret_refresh: Duration,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -227,6 +231,7 @@ impl OperatorArgs {
             policy_namespace: self.policy_namespace.clone(),
             max_policy_bytes: self.max_policy_bytes,
             strict_policy_tenancy: self.strict_policy_tenancy,
+            grant_secret_refresh: self.grant_secret_refresh,
             child_kinds: if self.child_kinds.is_empty() {
                 defaults.child_kinds.clone()
             } else {

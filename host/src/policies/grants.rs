@@ -44,7 +44,13 @@ pub struct Grants {
     strict: bool,
     /// ConfigMap name → what it grants.
     entries: Mutex<HashMap<String, Entry>>,
+    /// Policy → the Secret values its loaded version was given.
+    credentials: Mutex<HashMap<String, Secrets>>,
 }
+
+/// The values of the Secret keys a grant's credentials name, by
+/// `(secret, key)`.
+type Secrets = BTreeMap<(String, String), Vec<u8>>;
 
 /// Why a policy's grant cannot serve its next version.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +116,7 @@ impl Grants {
             namespace,
             strict,
             entries: Mutex::new(HashMap::new()),
+            credentials: Mutex::new(HashMap::new()),
         }
     }
 
@@ -194,15 +201,47 @@ impl Grants {
         let secrets = self.read_secrets(&configmap, &grant).await?;
         let outbound = Outbound::new(grant, &secrets)
             .map_err(|source| Refused::Credential { configmap, source })?;
+        let mut credentials = self.credentials();
+        if secrets.is_empty() {
+            credentials.remove(policy);
+        } else {
+            credentials.insert(policy.to_owned(), secrets);
+        }
         Ok(Some(Arc::new(outbound)))
     }
 
+    /// The policies whose grant's Secrets now hold other values than the
+    /// ones their loaded version was given, or can no longer be read.
+    pub async fn rotated(&self) -> Vec<String> {
+        let loaded: Vec<(String, Secrets)> = self
+            .credentials()
+            .iter()
+            .map(|(policy, secrets)| (policy.clone(), secrets.clone()))
+            .collect();
+        let mut rotated = Vec::new();
+        for (policy, secrets) in loaded {
+            let Some((configmap, data)) = self.granting(&policy).into_iter().next() else {
+                continue;
+            };
+            let Ok(grant) = Grant::parse(&data) else {
+                continue;
+            };
+            let now = self.read_secrets(&configmap, &grant).await;
+            if now.as_ref().ok() != Some(&secrets) {
+                rotated.push(policy);
+            }
+        }
+        rotated
+    }
+
+    fn credentials(&self) -> MutexGuard<'_, HashMap<String, Secrets>> {
+        self.credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The values of every key the grant's credentials name.
-    async fn read_secrets(
-        &self,
-        configmap: &str,
-        grant: &Grant,
-    ) -> Result<BTreeMap<(String, String), Vec<u8>>, Refused> {
+    async fn read_secrets(&self, configmap: &str, grant: &Grant) -> Result<Secrets, Refused> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let mut values = BTreeMap::new();
         for name in grant.secrets() {

@@ -80,6 +80,8 @@ pub struct Config {
     pub load: load::Config,
     /// Versions loaded at once.
     pub workers: usize,
+    /// How often the Secrets that grants name are read again.
+    pub secret_refresh: Duration,
     /// The operator instance, reported in the Events it records.
     pub instance: String,
     /// Whether this replica leads: every replica loads the policies (a
@@ -247,6 +249,7 @@ impl ConfigMapSource {
             }
         });
         tasks.spawn(report_on_leadership(Arc::clone(&inner)));
+        tasks.spawn(refresh_secrets(Arc::clone(&inner)));
         for _ in 0..inner.config.workers.max(1) {
             tasks.spawn(work(Arc::clone(&inner)));
         }
@@ -375,6 +378,24 @@ async fn watch_grants(inner: Arc<Inner>, listed: tokio::sync::oneshot::Sender<()
             }
         };
         for policy in changed {
+            inner.reload(&policy);
+        }
+    }
+}
+
+/// Reads the Secrets that grants name every `secret_refresh`, and loads
+/// again each policy whose credentials changed (or can no longer be read:
+/// the new load is then refused, naming the Secret, and the version in
+/// service keeps its credentials). A poll, not a watch: the operator's Role
+/// may `get` those Secrets by name, and nothing more.
+async fn refresh_secrets(inner: Arc<Inner>) {
+    let mut ticks = tokio::time::interval(inner.config.secret_refresh);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        for policy in inner.grants.rotated().await {
+            info!(%policy, "a Secret its grant names changed");
             inner.reload(&policy);
         }
     }
