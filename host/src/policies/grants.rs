@@ -185,6 +185,7 @@ impl Grants {
     pub async fn resolve(&self, policy: &str) -> Result<Option<Arc<Outbound>>, Refused> {
         let mut granting = self.granting(policy).into_iter();
         let Some((configmap, data)) = granting.next() else {
+            self.credentials().remove(policy);
             return Ok(None);
         };
         if let Some((second, _)) = granting.next() {
