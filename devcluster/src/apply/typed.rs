@@ -61,6 +61,19 @@ pub(crate) fn item_element(list: &ListNode, item: &Value) -> Result<PathElement,
                     "associative list with keys may not have non-map elements".into()
                 });
             };
+            if let Some(key) = keys.iter().find(|k| {
+                fields
+                    .get(&k.name)
+                    .is_some_and(|v| v.is_object() || v.is_array())
+            }) {
+                // A key field is a scalar in every schema: a map or list there
+                // would change with the merge (its nulls dropped) and name
+                // another item the next time.
+                return Err(format!(
+                    "associative list with keys has an element whose key field {:?} is not a scalar",
+                    key.name
+                ));
+            }
             let mut key: Vec<(String, String)> = keys
                 .iter()
                 .filter_map(|k| {
@@ -318,6 +331,12 @@ mod tests {
             null_key.to_string().contains("omits all key fields"),
             "{null_key}"
         );
+        let map_key = validate(
+            &pod().root,
+            &json!({"spec": {"containers": [{"name": {"a": null}, "image": "x"}]}}),
+        )
+        .expect_err("a map as key");
+        assert!(map_key.to_string().contains("is not a scalar"), "{map_key}");
         let one = validate(
             &pod().root,
             &json!({"metadata": {"finalizers": ["a", "a"]}}),
