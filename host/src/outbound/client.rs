@@ -190,21 +190,7 @@ impl Client {
         call: &(Arc<str>, String),
     ) -> Result<Box<dyn Stream>, Error> {
         let addresses = resolve(origin).await?;
-        let (allowed, restricted): (Vec<IpAddr>, Vec<IpAddr>) = addresses
-            .into_iter()
-            .partition(|ip| Restricted::of(*ip).is_none() || pattern.names_address(*ip));
-        if allowed.is_empty() {
-            let range = restricted.first().and_then(|ip| Restricted::of(*ip));
-            tally.refused(Refusal::Address);
-            tracing::warn!(
-                target: "policyhost::outbound",
-                policy = %call.0, job = %call.1, %origin,
-                addresses = ?restricted, range = range.map(Restricted::as_str),
-                reason = Refusal::Address.as_str(),
-                "outbound request refused: the name resolves to restricted addresses the grant does not name"
-            );
-            return Err(Error::DestinationIpProhibited);
-        }
+        let allowed = allowed_addresses(addresses, origin, pattern, tally, call)?;
         let tcp = connect(&allowed, origin.port).await?;
         tally.sent();
         Ok(match origin.scheme {
@@ -246,6 +232,34 @@ async fn within<T>(
 
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// Of the addresses `origin`'s host resolved to, those the client may
+/// connect to: every unrestricted one, and a restricted one only if the
+/// grant's `pattern` names it. None left is a refusal, counted and logged.
+fn allowed_addresses(
+    addresses: Vec<IpAddr>,
+    origin: &Origin,
+    pattern: &OriginPattern,
+    tally: &Tally,
+    call: &(Arc<str>, String),
+) -> Result<Vec<IpAddr>, Error> {
+    let (allowed, restricted): (Vec<IpAddr>, Vec<IpAddr>) = addresses
+        .into_iter()
+        .partition(|ip| Restricted::of(*ip).is_none() || pattern.names_address(*ip));
+    if allowed.is_empty() {
+        let range = restricted.first().and_then(|ip| Restricted::of(*ip));
+        tally.refused(Refusal::Address);
+        tracing::warn!(
+            target: "policyhost::outbound",
+            policy = %call.0, job = %call.1, %origin,
+            addresses = ?restricted, range = range.map(Restricted::as_str),
+            reason = Refusal::Address.as_str(),
+            "outbound request refused: the name resolves to restricted addresses the grant does not name"
+        );
+        return Err(Error::DestinationIpProhibited);
+    }
+    Ok(allowed)
+}
 
 /// The addresses of the origin's host: itself for an IP literal.
 async fn resolve(origin: &Origin) -> Result<Vec<IpAddr>, Error> {
@@ -295,5 +309,49 @@ fn tls_error(error: io::Error) -> Error {
         Error::TlsCertificateError
     } else {
         Error::TlsProtocolError
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbound::Refusal;
+
+    fn allowed(addresses: &[&str], pattern: &str) -> (Result<Vec<IpAddr>, Error>, Tally) {
+        let tally = Tally::default();
+        let origin = Origin::of(Scheme::Https, "db.internal.example").expect("origin");
+        let pattern = OriginPattern::parse(pattern).expect("pattern");
+        let call = (Arc::from("p"), "ns/job".to_owned());
+        let addresses = addresses
+            .iter()
+            .map(|a| a.parse().expect("address"))
+            .collect();
+        let result = allowed_addresses(addresses, &origin, &pattern, &tally, &call);
+        (result, tally)
+    }
+
+    #[test]
+    fn a_granted_name_that_resolves_to_a_private_address_is_refused_and_counted() {
+        for private in [
+            "10.0.0.5",
+            "192.168.1.2",
+            "172.16.0.9",
+            "fd00::1",
+            "169.254.169.254",
+        ] {
+            let (result, tally) = allowed(&[private], "https://db.internal.example");
+            assert!(
+                matches!(result, Err(Error::DestinationIpProhibited)),
+                "{private}: {result:?}"
+            );
+            assert_eq!(tally.report().refused(Refusal::Address), 1, "{private}");
+        }
+        // Of a public and a private answer, only the public one is dialled.
+        let (result, tally) = allowed(&["10.0.0.5", "93.184.215.14"], "https://*.internal.example");
+        assert_eq!(
+            result.expect("allowed"),
+            ["93.184.215.14".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(tally.report().refused(Refusal::Address), 0);
     }
 }
