@@ -541,6 +541,17 @@ impl Ctx<'_> {
                     seed["metadata"]["namespace"] = Value::String(self.ns().to_owned());
                 }
                 let body = self.storage_form(patch::apply(ty, seed, body, &pctx)?);
+                // A patch naming a uid updates that object or nothing
+                // (kube-apiserver's patcher.applyPatch): never a create.
+                if let Some(uid) = body["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+                    return Err(ApiError::conflict(
+                        &self.rt.gr,
+                        self.name(),
+                        &format!(
+                            "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
+                        ),
+                    ));
+                }
                 let created = w.create(&mut txn, &target, body)?;
                 drop(txn);
                 return self.respond(StatusCode::CREATED, &created);

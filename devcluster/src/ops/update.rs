@@ -63,6 +63,19 @@ pub(crate) fn patched_body(
         ));
     }
     check_type(rt, target.version, &mut patched)?;
+    // A patch names no precondition: a uid it sets is a change of an
+    // immutable field, refused in validation (a PUT's uid is a precondition).
+    if let Some(uid) = str_at(&patched, &["metadata", "uid"]).filter(|u| !u.is_empty())
+        && uid != old.meta.uid
+    {
+        return Err(super::field_invalid(
+            rt,
+            target.name,
+            "metadata.uid",
+            "FieldValueInvalid",
+            format!("Invalid value: {uid:?}: field is immutable"),
+        ));
+    }
     // As kube-apiserver checks a patched object: a name the patch removed is the URL's.
     match str_at(&patched, &["metadata", "name"]) {
         None | Some("") => {

@@ -224,6 +224,55 @@ async fn an_apply_to_the_status_of_a_missing_object_is_404_and_creates_nothing()
     assert!(api.get_opt("absent").await.unwrap().is_none());
 }
 
+#[tokio::test]
+async fn an_apply_naming_a_uid_updates_that_object_or_nothing() {
+    let c = start().await;
+    let cms = c.cms("default");
+    let with_uid = |uid: &str| {
+        let mut body = cm(json!({"k": "v"}));
+        body["metadata"]["uid"] = json!(uid);
+        body
+    };
+    let apply = |body: Value| {
+        let cms = cms.clone();
+        async move {
+            cms.patch(
+                "settings",
+                &PatchParams::apply("alpha"),
+                &Patch::Apply(body),
+            )
+            .await
+        }
+    };
+    let e = api_error(apply(with_uid("ghost")).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message.contains(
+            "uid mismatch: the provided object specified uid ghost, and no existing object was found"
+        ),
+        "{}",
+        e.message
+    );
+    assert!(
+        cms.get_opt("settings").await.unwrap().is_none(),
+        "nothing created"
+    );
+
+    let created = apply_cm(&c, "alpha", json!({"k": "1"})).await.unwrap();
+    let e = api_error(apply(with_uid("another")).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.reason.as_str()),
+        (422, "Invalid"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("metadata.uid"), "{}", e.message);
+    let uid = created.metadata.uid.clone().unwrap();
+    let updated = apply(with_uid(&uid)).await.unwrap();
+    assert_eq!(updated.metadata.uid, Some(uid));
+    assert_eq!(updated.data.unwrap()["k"], "v");
+}
+
 fn deployment(containers: Value) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",

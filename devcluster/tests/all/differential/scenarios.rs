@@ -373,7 +373,41 @@ async fn apply(s: &mut Session<'_>) {
     .await;
     s.get("the misnamed apply created nothing", &path(CMS, "d"))
         .await;
-    s.get("get", &at).await;
+    let current = s.get("get", &at).await;
+    // An apply naming a uid updates that object or nothing: a create-only
+    // writer's update, which never creates nor reaches another object.
+    let with_uid = |name: &str, uid: &str| {
+        let mut body = cm(name, json!({"u": "1"}));
+        body["metadata"]["uid"] = json!(uid);
+        body
+    };
+    let unknown = "00000000-0000-0000-0000-000000000000";
+    s.patch(
+        "apply naming a uid onto a missing object",
+        &format!("{}?fieldManager=alpha", path(CMS, "ghost")),
+        APPLY,
+        with_uid("ghost", unknown),
+    )
+    .await;
+    s.get(
+        "the apply naming a uid created nothing",
+        &path(CMS, "ghost"),
+    )
+    .await;
+    s.patch(
+        "apply naming another object's uid",
+        &by("alpha", false),
+        APPLY,
+        with_uid("c", unknown),
+    )
+    .await;
+    s.patch(
+        "apply naming the object's own uid",
+        &by("alpha", false),
+        APPLY,
+        with_uid("c", &uid(&current)),
+    )
+    .await;
     // Managed fields a client replaces with an entry that owns nothing: it
     // is not kept, so the next apply finds an object nobody owns, and
     // applying the same again changes nothing.
