@@ -155,6 +155,9 @@ pub struct Metrics {
     /// Events not recorded on DataJobs of a policy, over the per-result cap
     /// or the per-DataJob rate.
     pub events_dropped_total: Family<PolicyLabel, Counter>,
+    /// Objects with the operator's labels whose controller reference names
+    /// a DataJob of another namespace: never anyone's child.
+    pub foreign_children: Counter,
 }
 
 /// Registers a metric and hands it back, so each metric of [`Metrics`] is
@@ -298,6 +301,11 @@ impl Default for Metrics {
                 "events_dropped",
                 "Events not recorded on DataJobs of a policy: over the per-result cap or the per-DataJob rate",
                 Family::default(),
+            ),
+            foreign_children: registry.add(
+                "foreign_children",
+                "Objects with the operator's labels naming a DataJob of another namespace as controller; never taken for children",
+                Counter::default(),
             ),
             registry,
         }
@@ -616,6 +624,7 @@ mod tests {
             policy_load_duration,
             reconcile_latency,
             events_dropped_total,
+            foreign_children,
         } = &metrics;
         let policy = PolicyLabel {
             policy: "p".to_owned(),
@@ -678,6 +687,7 @@ mod tests {
         policy_load_duration.get_or_create(&policy).observe(0.1);
         reconcile_latency.observe(0.1);
         events_dropped_total.get_or_create(&policy).inc();
+        foreign_children.inc();
         let text = metrics.render();
         let rendered: Vec<&str> = text
             .lines()
@@ -710,6 +720,7 @@ mod tests {
                 "policy_load_duration_seconds histogram",
                 "reconcile_latency_seconds histogram",
                 "events_dropped counter",
+                "foreign_children counter",
             ],
             "{text}"
         );

@@ -18,7 +18,9 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
-use crate::cache::{self, Cached, Change, ChildCache, ChildRecord, ObjectKey, Scope, Store};
+use crate::cache::{
+    self, Cached, Change, ChildCache, ChildRecord, Foreign, IndexValue, ObjectKey, Scope, Store,
+};
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
@@ -100,12 +102,14 @@ pub async fn data_jobs(
 }
 
 /// Keeps one child kind's cache current and queues the DataJob that
-/// controls every child whose change a policy could see.
+/// controls every child whose change a policy could see; `foreign` hears of
+/// every object naming a DataJob of another namespace.
 pub async fn children(
     client: Client,
     config: Config,
     cache: ChildCache,
     queue: Arc<WorkQueue<ObjectKey>>,
+    foreign: Foreign,
 ) {
     let selector = config.child_selector();
     let streams = config.scopes.iter().map(|scope| {
@@ -118,7 +122,10 @@ pub async fn children(
             |object: ChildObject| ChildRecord::from_object(&object),
             {
                 let queue = Arc::clone(&queue);
+                let foreign = foreign.clone();
+                let kind = cache.resource.kind.clone();
                 move |change: &Change<ChildRecord>| {
+                    foreign.observe(&kind, change);
                     for key in child_work(change) {
                         queue.add(key);
                     }
@@ -214,15 +221,16 @@ fn child_api(client: &Client, scope: &Scope, resource: &ApiResource) -> Api<Chil
 }
 
 /// Feeds one watch stream into `store` and hands every change to `on_change`.
-async fn drive<K, T>(
+async fn drive<K, T, V>(
     events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
     scope: Scope,
-    store: Store<T>,
+    store: Store<T, V>,
     project: impl Fn(K) -> T,
     on_change: impl Fn(&Change<T>),
 ) where
     K: Resource + DeserializeOwned + Clone + std::fmt::Debug + Send + 'static,
     T: Cached,
+    V: IndexValue,
 {
     let events = events.default_backoff();
     futures::pin_mut!(events);

@@ -1,8 +1,11 @@
 //! What a DataJob may own, end to end: a child name taken by someone else
-//! (a team's own ConfigMap, another DataJob's child) is refused and the
-//! object left alone; pruning deletes only what the DataJob controls;
-//! metadata the host owns, duplicate children and cluster-scoped kinds are
-//! refused before anything is applied.
+//! (a team's own ConfigMap, another DataJob's child, an object created
+//! while the operator's create was on its way) is refused and the object
+//! left alone; an object of another namespace naming a DataJob's UID is
+//! never its child; a child being deleted is not ready; pruning deletes
+//! only what the DataJob controls; metadata the host owns, duplicate
+//! children and cluster-scoped kinds are refused before anything is
+//! applied.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -10,12 +13,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::operator::{Operator, Options};
 use policyhost::policies::load;
 use policyhost::runtime::AllowedKind;
 use serde_json::json;
 
-use crate::common::cluster::{Env, condition, eventually};
+use crate::common::cluster::{Env, OperatorSetup, condition, create_namespace, eventually};
+use crate::common::faults::{FaultProxy, Refuse};
 use crate::common::requests::RequestLog;
 use crate::common::{guest_bytes, runtime};
 
@@ -183,6 +188,294 @@ async fn a_second_datajob_claiming_a_name_is_refused_and_the_first_keeps_its_chi
     assert_eq!(
         condition(&first_now, "Ready").map(|c| c.status.as_str()),
         Some("True")
+    );
+}
+
+/// Waits for `Ready=True` on DataJob `name` and returns its message.
+async fn ready(env: &Env, name: &str) -> String {
+    let job = env
+        .wait_job(name, "Ready=True", |j| {
+            condition(j, "Ready").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    condition(&job, "Ready").expect("Ready").message.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_child_costs_one_create_and_no_read() {
+    let env = Env::start(&["claims-name"]).await;
+    let Some(log) = env.requests() else {
+        return; // No request log on this cluster.
+    };
+    let since = log.mark();
+    let job = env
+        .create_job("lean", "claims-name", json!({"name": "lean-settings"}))
+        .await;
+    ready(&env, "lean").await;
+    let child = config_maps(&env).get("lean-settings").await.expect("child");
+    assert_eq!(child.owner_references()[0].uid, job.uid().expect("uid"));
+    let requests: Vec<String> = log
+        .operator_since(since, &env.namespace)
+        .into_iter()
+        .filter(|r| r.resource == "configmaps" && !matches!(r.verb.as_str(), "list" | "watch"))
+        .map(|r| format!("{} {}", r.verb, r.name))
+        .collect();
+    assert_eq!(requests, ["create "], "one create, no GET, no apply");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_created_while_the_operators_create_is_on_its_way_is_never_adopted() {
+    let mut env = Env::cluster_only().await;
+    let proxy = FaultProxy::start(env.client_config()).await;
+    env.start_operator(OperatorSetup {
+        api: Some(proxy.config()),
+        ..OperatorSetup::with(&["claims-name"])
+    })
+    .await;
+    let maps = config_maps(&env);
+    // Every write that could bring the child into being waits at the proxy,
+    // the create and a server-side apply alike.
+    for verb in ["create", "patch"] {
+        proxy.hold(Refuse {
+            verb,
+            resource: "configmaps",
+            code: 0,
+        });
+    }
+    env.create_job("late", "claims-name", json!({"name": "report"}))
+        .await;
+    eventually("the operator's write of the child, held", || async {
+        proxy
+            .held()
+            .iter()
+            .any(|t| t.resource == "configmaps")
+            .then_some(())
+    })
+    .await;
+    // A team takes the name meanwhile.
+    let mine = maps
+        .create(
+            &PostParams::default(),
+            &config_map("report", &[], &[("owner", "team")]),
+        )
+        .await
+        .expect("the team's ConfigMap");
+    proxy.release();
+
+    let (reason, message) = refused(&env, "late").await;
+    assert_eq!(reason, "ChildConflict", "{message}");
+    assert!(
+        message.contains("ConfigMap report already exists") && message.contains("no controller"),
+        "{message}"
+    );
+    let after = maps.get("report").await.expect("still there");
+    assert_eq!(
+        after.resource_version(),
+        mine.resource_version(),
+        "never written"
+    );
+    assert!(after.owner_references().is_empty(), "never adopted");
+    assert!(after.labels().is_empty(), "never labelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_of_another_namespace_naming_a_datajobs_uid_is_never_its_child() {
+    let mut env = Env::cluster_only().await;
+    let other = format!("{}-other", env.namespace);
+    create_namespace(&env.client, &other).await;
+    env.start_operator(OperatorSetup {
+        extra_namespaces: vec![other.clone()],
+        ..OperatorSetup::with(&["claims-name"])
+    })
+    .await;
+    let suspended = DataJob::new(
+        "etl",
+        DataJobSpec {
+            policy: "claims-name".into(),
+            params: json!({"name": "etl-settings"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            suspend: true,
+            ..DataJobSpec::default()
+        },
+    );
+    env.jobs()
+        .create(&PostParams::default(), &suspended)
+        .await
+        .expect("create the suspended DataJob");
+    let job = env
+        .wait_job("etl", "suspended", |j| {
+            condition(j, "Suspended").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    let uid = job.uid().expect("uid");
+    // Another team's object, named like etl's child, with the operator's
+    // labels and etl's UID as controller, held Terminating by its own finalizer.
+    let theirs: Api<ConfigMap> = Api::namespaced(env.client.clone(), &other);
+    let instance = env.instance();
+    let mut impostor = config_map(
+        "etl-settings",
+        &[
+            ("policyhost.dev/managed-by", instance.as_str()),
+            ("policyhost.dev/datajob", "etl"),
+        ],
+        &[("owner", "team-b")],
+    );
+    impostor.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "policyhost.dev/v1alpha1".into(),
+            kind: "DataJob".into(),
+            name: "etl".into(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        },
+    ]);
+    impostor.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    theirs
+        .create(&PostParams::default(), &impostor)
+        .await
+        .expect("the other team's object");
+    theirs
+        .delete("etl-settings", &DeleteParams::default())
+        .await
+        .expect("delete it: Terminating");
+    let metrics = &env.operator().metrics;
+    eventually("the foreign object seen and counted", || async {
+        (metrics.foreign_children.get() >= 1).then_some(())
+    })
+    .await;
+
+    env.patch_spec("etl", json!({"suspend": false})).await;
+    ready(&env, "etl").await;
+    let child = config_maps(&env)
+        .get("etl-settings")
+        .await
+        .expect("etl's child exists in etl's namespace");
+    assert_eq!(child.owner_references()[0].uid, uid);
+    assert_eq!(
+        child
+            .data
+            .as_ref()
+            .and_then(|d| d.get("claimedBy"))
+            .map(String::as_str),
+        Some("etl")
+    );
+    let foreign = theirs.get("etl-settings").await.expect("still Terminating");
+    assert_eq!(
+        foreign
+            .data
+            .as_ref()
+            .and_then(|d| d.get("owner"))
+            .map(String::as_str),
+        Some("team-b"),
+        "the other team's object is not written"
+    );
+    theirs
+        .patch(
+            "etl-settings",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release the other team's object");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_being_deleted_is_not_ready_and_is_created_again_once_gone() {
+    let env = Env::start(&["claims-name"]).await;
+    let maps = config_maps(&env);
+    let job = env
+        .create_job("keep", "claims-name", json!({"name": "keep-settings"}))
+        .await;
+    ready(&env, "keep").await;
+    let first = maps.get("keep-settings").await.expect("the child");
+    // Someone holds the child Terminating with a finalizer of their own.
+    maps.patch(
+        "keep-settings",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold"]}})),
+    )
+    .await
+    .expect("add a finalizer");
+    maps.delete("keep-settings", &DeleteParams::default())
+        .await
+        .expect("delete the child");
+    let (reason, message) = refused(&env, "keep").await;
+    assert_eq!(reason, "ChildTerminating", "{message}");
+    assert!(
+        message.contains("ConfigMap keep-settings is being deleted"),
+        "{message}"
+    );
+    maps.patch(
+        "keep-settings",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release the child");
+    let first_uid = first.uid();
+    let again = eventually("the child created again", || {
+        let maps = maps.clone();
+        let first_uid = first_uid.clone();
+        async move {
+            maps.get_opt("keep-settings")
+                .await
+                .ok()
+                .flatten()
+                .filter(|c| c.uid() != first_uid && c.metadata.deletion_timestamp.is_none())
+        }
+    })
+    .await;
+    assert_eq!(again.owner_references()[0].uid, job.uid().expect("uid"));
+    ready(&env, "keep").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_the_child_was_created_with_goes_when_the_policy_drops_it() {
+    let env = Env::start(&["claims-name"]).await;
+    let maps = config_maps(&env);
+    env.create_job(
+        "drop",
+        "claims-name",
+        json!({"name": "drop-settings", "data": {"a": "1", "b": "2"}}),
+    )
+    .await;
+    eventually("the child with a and b", || {
+        let maps = maps.clone();
+        async move {
+            let data = maps.get_opt("drop-settings").await.ok()??.data?;
+            (data.get("b").map(String::as_str) == Some("2")).then_some(())
+        }
+    })
+    .await;
+    // A merge patch: `null` removes the key from the params.
+    env.patch_spec("drop", json!({"params": {"data": {"b": null}}}))
+        .await;
+    let data = eventually("b dropped", || {
+        let maps = maps.clone();
+        async move {
+            let data = maps.get_opt("drop-settings").await.ok()??.data?;
+            (!data.contains_key("b")).then_some(data)
+        }
+    })
+    .await;
+    assert_eq!(data.get("a").map(String::as_str), Some("1"));
+    assert_eq!(data.get("claimedBy").map(String::as_str), Some("drop"));
+    let child = maps.get("drop-settings").await.expect("the child");
+    let ours: Vec<&str> = child
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|e| e.manager.as_deref() == Some("policyhost"))
+        .filter_map(|e| e.operation.as_deref())
+        .collect();
+    assert_eq!(
+        ours,
+        ["Apply"],
+        "the create's fields were handed to the apply"
     );
 }
 

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::core::{ApiResource, GroupVersionKind};
 use policyhost::apply::ownership::{self, Verdict};
 use policyhost::cache::{
-    ChildCache, ChildCaches, ChildRecord, Event, FullObject, NaiveCache, ObjectKey, Scope,
+    ChildCache, ChildCaches, ChildRecord, Event, FullObject, NaiveCache, ObjectKey, OwnerKey, Scope,
 };
 use policyhost::projection::ChildObject;
 use serde_json::{Value, json};
@@ -106,19 +106,23 @@ fn lookups(c: &mut Criterion) {
         .unwrap_or(50_000);
     let (indexed, naive) = caches(pods);
     let uids: Vec<String> = (0..JOBS).map(job_uid).collect();
-    for uid in uids.iter().step_by(97) {
-        assert_eq!(indexed.of(uid).len(), REPLICAS);
-        assert_eq!(naive.of(uid), indexed.of(uid), "both modes agree");
+    let owners: Vec<OwnerKey> = uids
+        .iter()
+        .map(|uid| OwnerKey::new("scale", uid.as_str()))
+        .collect();
+    for owner in owners.iter().step_by(97) {
+        assert_eq!(indexed.of(owner).len(), REPLICAS);
+        assert_eq!(naive.of(owner), indexed.of(owner), "both modes agree");
     }
     let mut group = c.benchmark_group(format!("children-of-a-datajob-among-{pods}-foreign-pods"));
     group.measurement_time(Duration::from_secs(10));
-    let mut next = uids.iter().cycle();
+    let mut next = owners.iter().cycle();
     group.bench_function("owner-index", |b| {
-        b.iter(|| black_box(indexed.of(next.next().map_or("", String::as_str))));
+        b.iter(|| next.next().map(|owner| black_box(indexed.of(owner))));
     });
-    let mut next = uids.iter().cycle();
+    let mut next = owners.iter().cycle();
     group.bench_function("naive-scan", |b| {
-        b.iter(|| black_box(naive.of(next.next().map_or("", String::as_str))));
+        b.iter(|| next.next().map(|owner| black_box(naive.of(owner))));
     });
     group.finish();
     ownership_checks(c, &indexed, &uids);

@@ -159,6 +159,8 @@ pub struct OperatorSetup {
     pub api: Option<kube::Config>,
     /// CAs the client of policies' outbound requests trusts (`--outbound-ca`).
     pub outbound_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// Namespaces watched besides the test's (another team's, say).
+    pub extra_namespaces: Vec<String>,
 }
 
 impl OperatorSetup {
@@ -179,6 +181,7 @@ impl OperatorSetup {
             max_timeout: None,
             api: None,
             outbound_roots: Vec::new(),
+            extra_namespaces: Vec::new(),
         }
     }
 
@@ -255,11 +258,14 @@ impl Env {
             }),
             // A cluster-wide operator sees DataJobs in its policy namespace
             // too: watch it, so that the refusal there is tested.
-            namespaces: if setup.policy_configmaps {
-                vec![self.namespace.clone(), self.policy_namespace.clone()]
-            } else {
-                vec![self.namespace.clone()]
-            },
+            namespaces: std::iter::once(self.namespace.clone())
+                .chain(
+                    setup
+                        .policy_configmaps
+                        .then(|| self.policy_namespace.clone()),
+                )
+                .chain(setup.extra_namespaces.iter().cloned())
+                .collect(),
             instance: self.instance(),
             workers: setup.workers,
             policy_dir: Some(policy_dir(&setup.policies)),

@@ -1,7 +1,9 @@
 //! Fault injection on any cluster: a proxy between an operator and its API
 //! server that answers the requests a rule names with an error `Status`
-//! instead of passing them on, cuts open watches mid-stream when told, and
-//! records what it refused and what it passed on. On devcluster and on a
+//! instead of passing them on, holds the requests another rule names until
+//! told to let them go (so a test can act between the operator's requests),
+//! cuts open watches mid-stream when told, and records what it refused and
+//! what it passed on. On devcluster and on a
 //! real kube-apiserver alike, only the operator behind the proxy sees the
 //! faults; the test's own client goes straight to the server.
 
@@ -54,6 +56,10 @@ pub struct Target {
 struct Inner {
     upstream: kube::Client,
     rules: Mutex<Vec<Refuse>>,
+    /// Requests matching these wait while `gate` is closed (`false`).
+    holds: Mutex<Vec<Refuse>>,
+    gate: tokio::sync::watch::Sender<bool>,
+    held: Mutex<Vec<Target>>,
     refused: Mutex<Vec<Target>>,
     passed: Mutex<Vec<Target>>,
     /// Bumped to end every watch open at that moment; each open watch holds
@@ -75,6 +81,9 @@ impl FaultProxy {
         let inner = Arc::new(Inner {
             upstream: kube::Client::try_from(upstream).expect("a client of the upstream"),
             rules: Mutex::new(Vec::new()),
+            holds: Mutex::new(Vec::new()),
+            gate: tokio::sync::watch::Sender::new(true),
+            held: Mutex::new(Vec::new()),
             refused: Mutex::new(Vec::new()),
             passed: Mutex::new(Vec::new()),
             cuts: tokio::sync::watch::Sender::new(0),
@@ -111,6 +120,24 @@ impl FaultProxy {
     /// Refuses the requests `rule` names from now on.
     pub fn refuse(&self, rule: Refuse) {
         lock(&self.inner.rules).push(rule);
+    }
+
+    /// Holds the requests `rule` names (its code is unused) until
+    /// [`release`](Self::release).
+    pub fn hold(&self, rule: Refuse) {
+        lock(&self.inner.holds).push(rule);
+        self.inner.gate.send_replace(false);
+    }
+
+    /// The requests held so far (waiting, or let go since).
+    pub fn held(&self) -> Vec<Target> {
+        lock(&self.inner.held).clone()
+    }
+
+    /// Lets every held request go on, and holds nothing from now on.
+    pub fn release(&self) {
+        lock(&self.inner.holds).clear();
+        self.inner.gate.send_replace(true);
     }
 
     /// Passes every request on again.
@@ -156,6 +183,13 @@ async fn forward(State(inner): State<Arc<Inner>>, request: Request) -> Response 
     if let Some(code) = refusal {
         lock(&inner.refused).push(target);
         return refused(code);
+    }
+    let hold = lock(&inner.holds).iter().any(|rule| rule.matches(&target));
+    if hold {
+        lock(&inner.held).push(target.clone());
+        let mut gate = inner.gate.subscribe();
+        // The sender lives as long as `inner`, which this request holds.
+        let _ = gate.wait_for(|open| *open).await;
     }
     lock(&inner.passed).push(target.clone());
     let (parts, body) = request.into_parts();

@@ -1,30 +1,38 @@
-//! Children: server-side apply of the desired set, then prune the rest.
+//! Children: create what is missing, update what this DataJob controls,
+//! then prune the rest.
 //!
-//! Only objects this DataJob controls are ever written: every desired child
-//! is checked first ([`super::ownership`]), and one whose name is taken by
-//! anyone else refuses the whole result. Pruning deletes only what the
-//! owner index holds for the DataJob's UID (objects whose controller
-//! reference is this DataJob), each with a UID precondition, so an object
-//! that replaced a child under the same name is never deleted.
+//! Only objects this DataJob controls are ever changed: a missing child is
+//! created with a create-only write (`POST`), so the API server itself
+//! refuses a name someone else holds, however late that someone came
+//! (409 `AlreadyExists` → one GET names the holder: a conflict). A child
+//! the DataJob controls is updated by server-side apply naming the child's
+//! `metadata.uid`, which the API server checks: the apply never creates an
+//! object (a missing one is a 409) and never changes another object that
+//! took the name (a 422). Nothing is ever adopted, whatever the timing.
+//! Pruning deletes only what the owner index holds for the DataJob (objects
+//! in its namespace whose controller reference is this DataJob), each with
+//! a UID precondition, so an object that replaced a child under the same
+//! name is never deleted.
 //!
 //! The host, not the policy, decides where children go: the namespace is the
 //! DataJob's, the controller ownerReference and the `policyhost.dev/*`
 //! labels are set here whatever the manifest said. A child whose manifest
 //! hash matches the one it was last applied with is not sent again, so a
-//! steady state costs no writes.
+//! steady state costs no writes, and a new child costs one.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::ApiResource;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tracing::debug;
 
-use super::ownership::{self, Conflict, Verdict};
+use super::fields;
+use super::ownership::{self, Conflict, Holder, Verdict};
 use crate::cache::{APPLIED_HASH_ANNOTATION, ChildCaches, ChildRecord, ObjectKey};
 use crate::crd::DataJob;
 use crate::runtime::ValidChild;
@@ -63,13 +71,17 @@ pub enum Error {
         source: serde_json::Error,
     },
     /// Desired children name objects this DataJob does not control
-    /// ([`super::ownership`]): nothing of the result was applied.
+    /// ([`super::ownership`]). Known from the cache: nothing of the result
+    /// was written. Found by a create the API server refused: the children
+    /// created before it stay (they are this DataJob's), nothing was
+    /// updated or pruned.
     #[error("{}", describe(conflicts))]
     Conflict {
         /// Every conflicting child, in the result's order (never empty).
         conflicts: Vec<Conflict>,
     },
-    /// The API server could not say whether a child's name is taken.
+    /// The API server refused a create for a taken name, and then could not
+    /// say who holds it.
     #[error("{kind} {name}: cannot read the object of that name")]
     Lookup {
         /// The child's kind.
@@ -80,7 +92,19 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The API server refused the apply.
+    /// The API server refused to create a missing child.
+    #[error("{kind} {name}: create failed")]
+    Create {
+        /// The child's kind.
+        kind: String,
+        /// The child's name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server refused the apply of a child this DataJob controls
+    /// (also when the object was deleted or replaced since the cache saw it).
     #[error("{kind} {name}: server-side apply failed")]
     Apply {
         /// The child's kind.
@@ -113,6 +137,7 @@ impl Error {
             Self::UnwatchedKind { .. }
             | Self::Manifest { .. }
             | Self::Lookup { .. }
+            | Self::Create { .. }
             | Self::Apply { .. }
             | Self::Prune { .. } => "ApplyFailed",
         }
@@ -132,21 +157,54 @@ fn describe(conflicts: &[Conflict]) -> String {
 }
 
 /// What one apply pass did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
-    /// Children sent to the API server (created or changed).
+    /// Children created or changed.
     pub applied: u32,
     /// Children already as desired.
     pub unchanged: u32,
     /// Children deleted because they are no longer desired.
     pub pruned: u32,
+    /// Desired children that exist but are being deleted (kind and name):
+    /// not as the policy asked until they are gone and created again.
+    pub terminating: Vec<(String, String)>,
 }
 
-/// Makes the cluster hold exactly `desired` for `job`: checks that every
-/// desired child is absent or controlled by `job` ([`ownership`]), then
-/// applies what changed and deletes the controlled children (`current`,
-/// from the owner index) that are not desired. One conflict applies and
-/// prunes nothing.
+/// What to do with one desired child.
+enum Step {
+    /// Nothing: it is as desired.
+    Unchanged,
+    /// It is this DataJob's and is being deleted: its Deleted event brings
+    /// the DataJob back to create it again.
+    Terminating,
+    /// Not this DataJob's (as far as the cache knows): create it.
+    Create,
+    /// This DataJob's object with this UID: apply the manifest to it.
+    Update(Target),
+}
+
+/// The object an update applies to.
+struct Target {
+    /// Its `metadata.uid`.
+    uid: String,
+    /// Whether fields of the operator's create are to be handed to its
+    /// apply first ([`super::fields`]).
+    fields_from_create: bool,
+}
+
+/// A desired child as the host places it: its manifest and API resource.
+struct Planned<'a> {
+    child: &'a ValidChild,
+    resource: &'a ApiResource,
+    manifest: Map<String, Value>,
+}
+
+/// Makes the cluster hold exactly `desired` for `job`: creates the missing
+/// children, updates those `job` controls that changed, and deletes the
+/// controlled children (`current`, from the owner index) that are not
+/// desired. A name held by anyone else is a conflict: nothing is written
+/// when the cache knows the holder; when only the API server does (a
+/// refused create), the creates before it stay and nothing else is written.
 pub async fn reconcile_children(
     client: &Client,
     caches: &ChildCaches,
@@ -156,37 +214,229 @@ pub async fn reconcile_children(
     current: &[Arc<ChildRecord>],
 ) -> Result<Summary> {
     let namespace = job.namespace().unwrap_or_default();
+    let uid = job.uid().unwrap_or_default();
+    let plan = plan(caches, instance, job, desired, current)?;
     let mut summary = Summary::default();
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let resources = check_ownership(client, caches, job, desired).await?;
-    for (child, resource) in desired.iter().zip(resources) {
-        let (manifest, hash) = prepare(child, job, instance)?;
-        let existing = current
-            .iter()
-            .find(|r| r.child.kind == child.kind && r.child.name == child.name);
-        if let Some(existing) = existing {
-            // Being deleted: its Deleted event brings us back to re-create it.
-            if existing.child.deleting || existing.applied_hash.as_deref() == Some(hash.as_str()) {
-                summary.unchanged += 1;
-                continue;
+    let mut conflicts = Vec::new();
+    let mut updates = Vec::new();
+    let api = |resource| -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), &namespace, resource)
+    };
+    for (planned, step) in plan {
+        match step {
+            Step::Unchanged => summary.unchanged += 1,
+            Step::Terminating => {
+                let child = planned.child;
+                summary
+                    .terminating
+                    .push((child.kind.clone(), child.name.clone()));
             }
+            Step::Create => match create(&api(planned.resource), &planned, &uid).await? {
+                Created::New => summary.applied += 1,
+                Created::Ours(target) => updates.push((planned, target)),
+                Created::Taken(holder) => conflicts.push(Conflict {
+                    kind: planned.child.kind.clone(),
+                    name: planned.child.name.clone(),
+                    holder,
+                }),
+            },
+            Step::Update(target) => updates.push((planned, target)),
         }
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, resource);
-        api.patch(&child.name, &params, &Patch::Apply(Value::Object(manifest)))
-            .await
-            .map_err(|source| Error::Apply {
-                kind: child.kind.clone(),
-                name: child.name.clone(),
-                source,
-            })?;
-        debug!(kind = %child.kind, name = %child.name, %hash, "child applied");
+    }
+    if !conflicts.is_empty() {
+        return Err(Error::Conflict { conflicts });
+    }
+    for (planned, target) in updates {
+        update(&api(planned.resource), planned, &target).await?;
         summary.applied += 1;
     }
+    summary.pruned = prune(client, caches, &namespace, desired, current).await?;
+    Ok(summary)
+}
 
+/// Decides each desired child's step from the cache alone, and refuses the
+/// result if the cache shows a name held by another DataJob.
+fn plan<'a>(
+    caches: &'a ChildCaches,
+    instance: &str,
+    job: &DataJob,
+    desired: &'a [ValidChild],
+    current: &[Arc<ChildRecord>],
+) -> Result<Vec<(Planned<'a>, Step)>> {
+    let namespace = job.namespace().unwrap_or_default();
+    let uid = job.uid().unwrap_or_default();
+    let mut planned = Vec::with_capacity(desired.len());
+    let mut conflicts = Vec::new();
+    for child in desired {
+        let resource = caches
+            .resource(&child.api_version, &child.kind)
+            .ok_or_else(|| Error::UnwatchedKind {
+                api_version: child.api_version.clone(),
+                kind: child.kind.clone(),
+                name: child.name.clone(),
+            })?;
+        let (manifest, hash) = prepare(child, job, instance)?;
+        let ours = current
+            .iter()
+            .find(|r| r.child.kind == child.kind && r.child.name == child.name)
+            .cloned()
+            .or_else(|| {
+                // The owner index and the store are read at different
+                // moments: a child created since `current` was read is ours too.
+                let key = ObjectKey::namespaced(namespace.as_str(), child.name.as_str());
+                (ownership::from_cache(caches, resource, &key, &uid) == Some(Verdict::Ours))
+                    .then(|| caches.get(&resource.api_version, &resource.kind, &key))
+                    .flatten()
+            });
+        let step = match ours {
+            Some(record) if record.child.deleting => Step::Terminating,
+            Some(record) if record.applied_hash.as_deref() == Some(hash.as_str()) => {
+                Step::Unchanged
+            }
+            Some(record) => Step::Update(Target {
+                uid: record.uid.clone(),
+                fields_from_create: record.fields_from_create,
+            }),
+            None => {
+                let key = ObjectKey::namespaced(namespace.as_str(), child.name.as_str());
+                if let Some(Verdict::Taken(holder)) =
+                    ownership::from_cache(caches, resource, &key, &uid)
+                {
+                    conflicts.push(Conflict {
+                        kind: child.kind.clone(),
+                        name: child.name.clone(),
+                        holder,
+                    });
+                }
+                Step::Create
+            }
+        };
+        planned.push((
+            Planned {
+                child,
+                resource,
+                manifest,
+            },
+            step,
+        ));
+    }
+    if conflicts.is_empty() {
+        Ok(planned)
+    } else {
+        Err(Error::Conflict { conflicts })
+    }
+}
+
+/// What a create found.
+enum Created {
+    /// The object is new.
+    New,
+    /// The name was taken by this DataJob's own object (a create of an
+    /// earlier reconcile the cache has not seen yet).
+    Ours(Target),
+    /// The name was taken by someone else.
+    Taken(Holder),
+}
+
+/// Creates a missing child; on 409 `AlreadyExists`, one GET of the object's
+/// metadata says whose it is.
+async fn create(api: &Api<DynamicObject>, planned: &Planned<'_>, job_uid: &str) -> Result<Created> {
+    let child = planned.child;
+    let object: DynamicObject = serde_json::from_value(Value::Object(planned.manifest.clone()))
+        .map_err(|source| Error::Manifest {
+            kind: child.kind.clone(),
+            name: child.name.clone(),
+            source,
+        })?;
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match api.create(&params, &object).await {
+        Ok(_) => {
+            debug!(kind = %child.kind, name = %child.name, "child created");
+            Ok(Created::New)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            let found =
+                api.get_metadata_opt(&child.name)
+                    .await
+                    .map_err(|source| Error::Lookup {
+                        kind: child.kind.clone(),
+                        name: child.name.clone(),
+                        source,
+                    })?;
+            let Some(found) = found else {
+                // Deleted since: the retry creates it.
+                return Err(Error::Create {
+                    kind: child.kind.clone(),
+                    name: child.name.clone(),
+                    source: kube::Error::Api(status),
+                });
+            };
+            let owners = found
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default();
+            Ok(match ownership::judge(owners, job_uid) {
+                Verdict::Ours => Created::Ours(Target {
+                    uid: found.metadata.uid.clone().unwrap_or_default(),
+                    fields_from_create: fields::created_by_operator(
+                        found.metadata.managed_fields.as_deref().unwrap_or_default(),
+                    ),
+                }),
+                Verdict::Taken(holder) => Created::Taken(holder),
+            })
+        }
+        Err(source) => Err(Error::Create {
+            kind: child.kind.clone(),
+            name: child.name.clone(),
+            source,
+        }),
+    }
+}
+
+/// Applies the manifest to the object `target`: the API server refuses
+/// the apply if the name now holds another object, or none.
+async fn update(api: &Api<DynamicObject>, planned: Planned<'_>, target: &Target) -> Result<()> {
+    let child = planned.child;
+    let refused = |source| Error::Apply {
+        kind: child.kind.clone(),
+        name: child.name.clone(),
+        source,
+    };
+    if target.fields_from_create {
+        fields::hand_over(api, &child.name, &target.uid)
+            .await
+            .map_err(refused)?;
+    }
+    let mut manifest = planned.manifest;
+    if let Some(Value::Object(metadata)) = manifest.get_mut("metadata") {
+        metadata.insert("uid".into(), Value::String(target.uid.clone()));
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&child.name, &params, &Patch::Apply(Value::Object(manifest)))
+        .await
+        .map_err(refused)?;
+    debug!(kind = %child.kind, name = %child.name, "child applied");
+    Ok(())
+}
+
+/// Deletes the controlled children that are not desired, each with a UID
+/// precondition; returns how many.
+async fn prune(
+    client: &Client,
+    caches: &ChildCaches,
+    namespace: &str,
+    desired: &[ValidChild],
+    current: &[Arc<ChildRecord>],
+) -> Result<u32> {
     let wanted: HashSet<(&str, &str)> = desired
         .iter()
         .map(|c| (c.kind.as_str(), c.name.as_str()))
         .collect();
+    let mut pruned = 0;
     for record in current {
         let child = &record.child;
         if child.deleting || wanted.contains(&(child.kind.as_str(), child.name.as_str())) {
@@ -195,7 +445,7 @@ pub async fn reconcile_children(
         let Some(resource) = caches.resource(&child.api_version, &child.kind) else {
             continue;
         };
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, resource);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(record.uid.clone()),
@@ -216,58 +466,9 @@ pub async fn reconcile_children(
             }
         }
         debug!(kind = %child.kind, name = %child.name, "child pruned");
-        summary.pruned += 1;
+        pruned += 1;
     }
-    Ok(summary)
-}
-
-/// The API resource of every desired child, once each is known to be
-/// absent or controlled by `job`: the cache answers for the children that
-/// exist (the steady state costs no request), one GET of its metadata for
-/// each of the others.
-async fn check_ownership<'a>(
-    client: &Client,
-    caches: &'a ChildCaches,
-    job: &DataJob,
-    desired: &[ValidChild],
-) -> Result<Vec<&'a ApiResource>> {
-    let namespace = job.namespace().unwrap_or_default();
-    let uid = job.uid().unwrap_or_default();
-    let mut resources = Vec::with_capacity(desired.len());
-    let mut conflicts = Vec::new();
-    for child in desired {
-        let resource = caches
-            .resource(&child.api_version, &child.kind)
-            .ok_or_else(|| Error::UnwatchedKind {
-                api_version: child.api_version.clone(),
-                kind: child.kind.clone(),
-                name: child.name.clone(),
-            })?;
-        let key = ObjectKey::namespaced(namespace.as_str(), child.name.as_str());
-        let verdict = match ownership::from_cache(caches, resource, &key, &uid) {
-            Some(verdict) => verdict,
-            None => ownership::from_server(client, resource, &namespace, &child.name, &uid)
-                .await
-                .map_err(|source| Error::Lookup {
-                    kind: child.kind.clone(),
-                    name: child.name.clone(),
-                    source,
-                })?,
-        };
-        if let Verdict::Taken(holder) = verdict {
-            conflicts.push(Conflict {
-                kind: child.kind.clone(),
-                name: child.name.clone(),
-                holder,
-            });
-        }
-        resources.push(resource);
-    }
-    if conflicts.is_empty() {
-        Ok(resources)
-    } else {
-        Err(Error::Conflict { conflicts })
-    }
+    Ok(pruned)
 }
 
 /// The manifest to apply, with the host's placement, and its hash.

@@ -1,8 +1,10 @@
-//! Everything the operator writes for a DataJob: its children (server-side
-//! apply and prune, of objects it controls only), its status, its Events.
+//! Everything the operator writes for a DataJob: its children (create,
+//! server-side apply and prune, of objects it controls only), its status,
+//! its Events.
 
 pub mod children;
 pub mod events;
+pub mod fields;
 pub mod ownership;
 pub mod status;
 

@@ -1,35 +1,25 @@
 //! Ownership: the operator modifies or deletes only objects it created for
-//! that DataJob. Before anything of a result is applied, every desired
-//! child is checked against the object of its name in the cluster:
+//! that DataJob. Every desired child is judged by the object of its name
+//! in the DataJob's namespace:
 //!
-//! | the object | verdict |
-//! |---|---|
-//! | in the child cache, controlled by this DataJob (controller ownerReference UID) | ours: apply |
-//! | in the child cache, controlled by another DataJob | conflict |
-//! | absent from the cache | one live GET (metadata only): 404 → create; controlled by this DataJob (the cache lags our own create) → apply; anything else → conflict |
+//! | the object | verdict | what [`super::children`] does |
+//! |---|---|---|
+//! | in the owner index under this DataJob (its namespace and UID) | ours | server-side apply naming the object's UID |
+//! | in the child cache, controlled by another DataJob | conflict | nothing: the result is refused |
+//! | absent from the cache, or cached without a DataJob controller | unknown | a create-only `POST`; on 409 one GET of its metadata names the holder |
 //!
-//! A cached object with no DataJob controller is also looked up live, only
-//! to name who controls it. One conflict refuses the whole result: nothing
-//! is applied and nothing is adopted.
-//!
-//! # Caveats
-//!
-//! Between the live GET that finds no object and the apply that creates it,
-//! someone else may create an object of that name (a window of one round
-//! trip). The apply would then take over fields of that object; the next
-//! reconcile sees it in the cache (it carries this DataJob's labels and
-//! controller reference from that apply) and treats it as ours. Closing the
-//! window needs a create-only write, which server-side apply does not have.
+//! The API server has the last word on every write: a create never
+//! overwrites, and an apply naming a UID never creates nor reaches another
+//! object, so no timing of someone else's create makes the operator adopt
+//! an object. One conflict refuses the result ([`super::children`] says
+//! how much of it was written).
 
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
-use kube::{Client, Resource};
 
-use crate::cache::{ChildCaches, ObjectKey};
-use crate::crd::DataJob;
+use crate::cache::{ChildCaches, ObjectKey, controlling_datajob};
 
 /// Who controls an object the operator may not touch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,11 +77,9 @@ impl fmt::Display for Conflict {
     }
 }
 
-/// Whether the operator may apply a desired child.
+/// Whose an existing object is, for a DataJob that wants its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// No such object: the apply creates it.
-    Absent,
     /// This DataJob controls it: the apply updates it.
     Ours,
     /// Someone else holds the name.
@@ -99,31 +87,24 @@ pub enum Verdict {
 }
 
 /// The verdict on an object with these ownerReferences, for the DataJob
-/// with `job_uid`. Only the controller reference counts: a UID is unique,
-/// so it is compared alone.
+/// with `job_uid`. Only the controller reference counts, and only as a
+/// DataJob of `policyhost.dev`: a UID is unique, so it is compared alone.
 #[must_use]
 pub fn judge(owners: &[OwnerReference], job_uid: &str) -> Verdict {
-    match owners.iter().find(|o| o.controller == Some(true)) {
+    let Some(controller) = owners.iter().find(|o| o.controller == Some(true)) else {
+        return Verdict::Taken(Holder::Nobody);
+    };
+    match controlling_datajob(owners) {
         Some(owner) if owner.uid == job_uid && !job_uid.is_empty() => Verdict::Ours,
-        Some(owner) if owner.kind == DataJob::kind(&()) && is_datajob_group(owner) => {
-            Verdict::Taken(Holder::DataJob {
-                name: owner.name.clone(),
-            })
-        }
-        Some(owner) => Verdict::Taken(Holder::Object {
-            api_version: owner.api_version.clone(),
-            kind: owner.kind.clone(),
+        Some(owner) => Verdict::Taken(Holder::DataJob {
             name: owner.name.clone(),
         }),
-        None => Verdict::Taken(Holder::Nobody),
+        None => Verdict::Taken(Holder::Object {
+            api_version: controller.api_version.clone(),
+            kind: controller.kind.clone(),
+            name: controller.name.clone(),
+        }),
     }
-}
-
-fn is_datajob_group(owner: &OwnerReference) -> bool {
-    owner
-        .api_version
-        .split_once('/')
-        .is_some_and(|(group, _)| group == DataJob::group(&()))
 }
 
 /// The verdict on the child `kind` `name` from the child cache alone:
@@ -144,32 +125,6 @@ pub fn from_cache(
         Verdict::Taken(Holder::DataJob {
             name: owner.name.clone(),
         })
-    })
-}
-
-/// The verdict from the API server: one GET of the object's metadata.
-///
-/// # Errors
-///
-/// The API server's error, but for a 404 (the object is absent).
-pub async fn from_server(
-    client: &Client,
-    resource: &ApiResource,
-    namespace: &str,
-    name: &str,
-    job_uid: &str,
-) -> kube::Result<Verdict> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
-    Ok(match api.get_metadata_opt(name).await? {
-        None => Verdict::Absent,
-        Some(object) => judge(
-            object
-                .metadata
-                .owner_references
-                .as_deref()
-                .unwrap_or_default(),
-            job_uid,
-        ),
     })
 }
 

@@ -5,36 +5,32 @@ use std::sync::Arc;
 
 use kube::core::ApiResource;
 
-use super::key::ObjectKey;
+use super::key::{ObjectKey, OwnerKey};
 #[cfg(feature = "bench-baseline")]
 use super::naive::NaiveCache;
 use super::records::ChildRecord;
-use super::store::{Index, Scope, Store};
+use super::store::{Index, Scope, Store, StoreBuilder};
 
 /// The cache of one child kind: its API resource, its store of slim
-/// records, and the index by controlling DataJob UID.
+/// records, and the index by controlling DataJob (namespace and UID).
 #[derive(Clone)]
 pub struct ChildCache {
     /// The kind's API resource (group, version, kind, plural).
     pub resource: ApiResource,
     /// Its objects, as slim records.
-    pub store: Store<ChildRecord>,
-    /// Records by the UID of the DataJob that controls them.
-    pub by_owner: Index<ChildRecord>,
+    pub store: Store<ChildRecord, OwnerKey>,
+    /// Records by the DataJob that controls them: its UID in their own
+    /// namespace (ownerReferences do not cross namespaces).
+    pub by_owner: Index<ChildRecord, OwnerKey>,
 }
 
 impl ChildCache {
     /// An empty cache of `resource`, fed by one stream per scope.
     #[must_use]
     pub fn new(resource: ApiResource, scopes: Vec<Scope>) -> Self {
-        let mut builder = Store::builder();
-        let by_owner = builder.index("owner-uid", |record: &ChildRecord| {
-            record
-                .owner
-                .as_ref()
-                .map(|owner| owner.uid.clone())
-                .into_iter()
-                .collect()
+        let mut builder = StoreBuilder::<ChildRecord, OwnerKey>::default();
+        let by_owner = builder.index("owner", |record: &ChildRecord| {
+            record.owner_key().into_iter().collect()
         });
         Self {
             resource,
@@ -135,20 +131,21 @@ impl ChildCaches {
         }
     }
 
-    /// The children of the DataJob with `owner_uid`, sorted by kind and name
-    /// (the order a policy sees): one index lookup per kind, no scan (a scan
-    /// of every cached object in [`Mode::Naive`]).
+    /// The children of the DataJob `owner`, sorted by kind and name (the
+    /// order a policy sees): objects in its namespace whose controller
+    /// reference carries its UID, found with one index lookup per kind, no
+    /// scan (a scan of every cached object in [`Mode::Naive`]).
     #[must_use]
-    pub fn of(&self, owner_uid: &str) -> Vec<Arc<ChildRecord>> {
+    pub fn of(&self, owner: &OwnerKey) -> Vec<Arc<ChildRecord>> {
         let mut children: Vec<Arc<ChildRecord>> = match &self.kinds {
             Kinds::Indexed(kinds) => kinds
                 .iter()
-                .flat_map(|cache| cache.store.lookup(cache.by_owner, owner_uid))
+                .flat_map(|cache| cache.store.lookup(cache.by_owner, owner))
                 .collect(),
             #[cfg(feature = "bench-baseline")]
             Kinds::Naive(kinds) => kinds
                 .iter()
-                .flat_map(|cache| cache.children_of(owner_uid))
+                .flat_map(|cache| cache.children_of(owner))
                 .collect(),
         };
         children
@@ -291,7 +288,7 @@ mod tests {
             .apply(Event::Apply(record("Job", "batch/v1", "z", "u1")));
         let caches = ChildCaches::new(vec![pods, jobs]);
         let names: Vec<(String, String)> = caches
-            .of("u1")
+            .of(&OwnerKey::new("ns", "u1"))
             .iter()
             .map(|r| (r.child.kind.clone(), r.child.name.clone()))
             .collect();
@@ -319,5 +316,44 @@ mod tests {
         );
         assert!(caches.kind("batch/v1", "Job").is_some());
         assert!(caches.kind("v1", "Secret").is_none());
+    }
+
+    #[test]
+    fn an_object_naming_a_datajobs_uid_from_another_namespace_is_not_its_child() {
+        let pods = cache("", "v1", "Pod");
+        pods.store
+            .apply(Event::Apply(record("Pod", "v1", "mine", "u1")));
+        let mut elsewhere = record("Pod", "v1", "mine", "u1");
+        elsewhere.key = ObjectKey::namespaced("other", "mine");
+        pods.store.apply(Event::Apply(elsewhere));
+        let caches = ChildCaches::new(vec![pods]);
+        let keys: Vec<String> = caches
+            .of(&OwnerKey::new("ns", "u1"))
+            .iter()
+            .map(|r| r.key.to_string())
+            .collect();
+        assert_eq!(keys, ["ns/mine"]);
+        assert_eq!(caches.of(&OwnerKey::new("other", "u1")).len(), 1);
+        assert!(caches.of(&OwnerKey::new("third", "u1")).is_empty());
+    }
+
+    #[test]
+    fn only_a_policyhost_datajob_controller_makes_a_child() {
+        let object = |api_version: &str, kind: &str| {
+            ChildObject::deserialize(&json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1",
+                    "ownerReferences": [{"apiVersion": api_version, "kind": kind,
+                        "name": "j", "uid": "u1", "controller": true}]}}))
+            .unwrap()
+        };
+        let owner =
+            |api_version, kind| ChildRecord::from_object(&object(api_version, kind)).owner_key();
+        assert_eq!(
+            owner("policyhost.dev/v1alpha1", "DataJob"),
+            Some(OwnerKey::new("ns", "u1"))
+        );
+        assert_eq!(owner("example.com/v1", "DataJob"), None);
+        assert_eq!(owner("apps/v1", "ReplicaSet"), None);
     }
 }

@@ -61,6 +61,53 @@ impl fmt::Debug for ObjectKey {
     }
 }
 
+/// The DataJob a child belongs to: its namespace and UID.
+///
+/// ownerReferences are namespace-local in Kubernetes: an object names its
+/// owner by UID within its own namespace. A DataJob's children are
+/// therefore looked up by both parts, so that an object in another
+/// namespace carrying a DataJob's UID is never taken for its child.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OwnerKey {
+    namespace: Arc<str>,
+    uid: Arc<str>,
+}
+
+impl OwnerKey {
+    /// The owner with `uid` in `namespace`.
+    #[must_use]
+    pub fn new(namespace: impl Into<Arc<str>>, uid: impl Into<Arc<str>>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            uid: uid.into(),
+        }
+    }
+
+    /// The owner's namespace (its children's).
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The owner's `metadata.uid`.
+    #[must_use]
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
+}
+
+impl fmt::Display for OwnerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (uid {})", self.namespace, self.uid)
+    }
+}
+
+impl fmt::Debug for OwnerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

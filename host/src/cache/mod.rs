@@ -11,6 +11,7 @@
 //! kind in full, scanned.
 
 mod children;
+mod foreign;
 mod key;
 #[cfg(feature = "bench-baseline")]
 pub mod naive;
@@ -18,8 +19,11 @@ mod records;
 mod store;
 
 pub use children::{ChildCache, ChildCaches, Mode};
-pub use key::ObjectKey;
+pub use foreign::Foreign;
+pub use key::{ObjectKey, OwnerKey};
 #[cfg(feature = "bench-baseline")]
 pub use naive::{FullObject, NaiveCache};
-pub use records::{APPLIED_HASH_ANNOTATION, ChildRecord, Owner, slim_data_job};
-pub use store::{Cached, Change, Event, Index, Scope, Store, StoreBuilder};
+pub use records::{
+    APPLIED_HASH_ANNOTATION, ChildRecord, Owner, controlling_datajob, owner_key_of, slim_data_job,
+};
+pub use store::{Cached, Change, Event, Index, IndexValue, Scope, Store, StoreBuilder};

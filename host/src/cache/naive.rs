@@ -25,9 +25,10 @@ use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use serde::Deserialize;
 
-use super::key::ObjectKey;
-use super::records::ChildRecord;
+use super::key::{ObjectKey, OwnerKey};
+use super::records::{ChildRecord, controlling_datajob};
 use super::store::{Cached, Scope, Store};
+use crate::apply::fields::created_by_operator;
 use crate::projection::{ChildObject, ChildStatus};
 
 /// An object as the naive cache keeps it: whole, as decoded.
@@ -78,12 +79,16 @@ impl NaiveCache {
         }
     }
 
-    /// The children of the DataJob with `owner_uid`: a scan of every cached
-    /// object for a controller ownerReference with that UID.
+    /// The children of the DataJob `owner`: a scan of every cached object
+    /// for a controller ownerReference with its UID, in its namespace.
     #[must_use]
-    pub fn children_of(&self, owner_uid: &str) -> Vec<Arc<ChildRecord>> {
+    pub fn children_of(&self, owner: &OwnerKey) -> Vec<Arc<ChildRecord>> {
         self.store
-            .scan(|object| controller_uid(object.metadata()) == Some(owner_uid))
+            .scan(|object| {
+                let meta = object.metadata();
+                meta.namespace.as_deref() == Some(owner.namespace())
+                    && controller_uid(meta) == Some(owner.uid())
+            })
             .iter()
             .map(|object| Arc::new(record(object, &self.resource)))
             .collect()
@@ -94,10 +99,7 @@ impl NaiveCache {
 /// same rule as [`ChildRecord::owner`]).
 #[must_use]
 pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true) && r.kind == "DataJob")
+    controlling_datajob(meta.owner_references.as_deref().unwrap_or_default())
         .map(|r| r.uid.as_str())
 }
 
@@ -144,7 +146,10 @@ pub fn record(object: &FullObject, resource: &ApiResource) -> ChildRecord {
         },
         status,
     };
-    ChildRecord::from_object(&slim)
+    ChildRecord {
+        fields_from_create: created_by_operator(meta.managed_fields.as_deref().unwrap_or_default()),
+        ..ChildRecord::from_object(&slim)
+    }
 }
 
 impl Cached for FullObject {
@@ -258,16 +263,23 @@ mod tests {
             config_map("b", "other-cfg", "u3"),
         ];
         let (indexed, naive) = both(&objects);
-        for uid in ["u1", "u2", "u3", "nobody"] {
-            let expected = indexed.of(uid);
-            let found = naive.of(uid);
+        for (namespace, uid) in [
+            ("a", "u1"),
+            ("a", "u2"),
+            ("b", "u3"),
+            ("a", "u3"),
+            ("a", "nobody"),
+        ] {
+            let owner = OwnerKey::new(namespace, uid);
+            let expected = indexed.of(&owner);
+            let found = naive.of(&owner);
             let deref = |records: &[Arc<ChildRecord>]| -> Vec<ChildRecord> {
                 records.iter().map(|r| (**r).clone()).collect()
             };
-            assert_eq!(deref(&found), deref(&expected), "children of {uid}");
+            assert_eq!(deref(&found), deref(&expected), "children of {owner}");
         }
         let names: Vec<String> = naive
-            .of("u1")
+            .of(&OwnerKey::new("a", "u1"))
             .iter()
             .map(|r| format!("{}/{}", r.child.kind, r.child.name))
             .collect();
@@ -284,7 +296,7 @@ mod tests {
         };
         assert_eq!(pod.spec.as_ref().map(|s| s.containers.len()), Some(1));
         assert_eq!(indexed.iter().map(|c| c.store.len()).sum::<usize>(), 1);
-        assert!(naive.of("uid-foreign").is_empty());
+        assert!(naive.of(&OwnerKey::new("a", "uid-foreign")).is_empty());
     }
 
     #[test]

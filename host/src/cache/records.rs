@@ -1,10 +1,12 @@
 //! What the operator caches: slim child records and DataJobs without their
 //! managed fields.
 
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{Resource, ResourceExt};
 
-use super::key::ObjectKey;
+use super::key::{ObjectKey, OwnerKey};
 use super::store::Cached;
+use crate::apply::fields::created_by_operator;
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::runtime::Child;
@@ -37,6 +39,9 @@ pub struct ChildRecord {
     pub owner: Option<Owner>,
     /// The value of [`APPLIED_HASH_ANNOTATION`], if set.
     pub applied_hash: Option<String>,
+    /// Whether fields of the operator's create are still held apart from
+    /// its apply's ([`crate::apply::fields`]).
+    pub fields_from_create: bool,
     /// What the policy sees.
     pub child: Child,
 }
@@ -46,14 +51,12 @@ impl ChildRecord {
     #[must_use]
     pub fn from_object(object: &ChildObject) -> Self {
         let meta = &object.metadata;
-        let owner = meta
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true) && r.kind == "DataJob")
-            .map(|r| Owner {
-                uid: r.uid.clone(),
-                name: r.name.clone(),
+        let owner =
+            controlling_datajob(meta.owner_references.as_deref().unwrap_or_default()).map(|r| {
+                Owner {
+                    uid: r.uid.clone(),
+                    name: r.name.clone(),
+                }
             });
         Self {
             key: ObjectKey::namespaced(
@@ -68,9 +71,48 @@ impl ChildRecord {
                 .as_ref()
                 .and_then(|a| a.get(APPLIED_HASH_ANNOTATION))
                 .cloned(),
+            fields_from_create: created_by_operator(
+                meta.managed_fields.as_deref().unwrap_or_default(),
+            ),
             child: object.project(),
         }
     }
+}
+
+impl ChildRecord {
+    /// The DataJob that controls this child, as the owner index keys it:
+    /// in the child's own namespace, by UID.
+    #[must_use]
+    pub fn owner_key(&self) -> Option<OwnerKey> {
+        let owner = self.owner.as_ref()?;
+        Some(OwnerKey::new(
+            self.key.namespace().unwrap_or_default(),
+            owner.uid.as_str(),
+        ))
+    }
+}
+
+/// The controller reference of an object, if it names a DataJob of
+/// `policyhost.dev`. Only one reference may be the controller; one of
+/// another kind or group (an `example.com` DataJob) makes the object no
+/// DataJob's child.
+#[must_use]
+pub fn controlling_datajob(owners: &[OwnerReference]) -> Option<&OwnerReference> {
+    let controller = owners.iter().find(|r| r.controller == Some(true))?;
+    let group = controller
+        .api_version
+        .split_once('/')
+        .map_or("", |(group, _)| group);
+    (controller.kind == DataJob::kind(&()) && group == DataJob::group(&())).then_some(controller)
+}
+
+/// The key DataJob `job`'s children are found under, once it has a UID.
+#[must_use]
+pub fn owner_key_of(job: &DataJob) -> Option<OwnerKey> {
+    Some(OwnerKey::new(
+        job.namespace().unwrap_or_default(),
+        job.metadata.uid.as_deref()?,
+    ))
 }
 
 impl Cached for ChildRecord {
@@ -118,7 +160,7 @@ mod tests {
             "metadata": {"name": "c", "namespace": "ns", "uid": "c-uid", "resourceVersion": "7",
                 "annotations": {APPLIED_HASH_ANNOTATION: "abc"},
                 "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "Other", "name": "x", "uid": "x-uid", "controller": true},
+                    {"apiVersion": "v1", "kind": "Other", "name": "x", "uid": "x-uid"},
                     {"apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob", "name": "j", "uid": "j-uid", "controller": true}
                 ]}}))
         .unwrap();
@@ -133,6 +175,22 @@ mod tests {
             })
         );
         assert_eq!(record.applied_hash.as_deref(), Some("abc"));
+        assert_eq!(record.owner_key(), Some(OwnerKey::new("ns", "j-uid")));
+        assert!(!record.fields_from_create);
+    }
+
+    #[test]
+    fn a_child_the_operator_created_holds_its_fields_apart_until_handed_over() {
+        let object = |operation: &str| {
+            ChildObject::deserialize(&json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "ns", "managedFields": [
+                    {"manager": "policyhost", "operation": operation, "apiVersion": "v1",
+                        "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]}}))
+            .unwrap()
+        };
+        assert!(ChildRecord::from_object(&object("Update")).fields_from_create);
+        assert!(!ChildRecord::from_object(&object("Apply")).fields_from_create);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -18,6 +19,12 @@ pub trait Cached: Send + Sync + 'static {
     /// the store already holds is not a change.
     fn resource_version(&self) -> &str;
 }
+
+/// What an index maps objects by: a name (`String`, the default) or a
+/// struct of several parts, never a `format!`-ed string of them.
+pub trait IndexValue: Eq + Hash + Clone + Send + Sync + 'static {}
+
+impl<V: Eq + Hash + Clone + Send + Sync + 'static> IndexValue for V {}
 
 /// One update from a watch stream, already projected.
 ///
@@ -75,41 +82,42 @@ pub enum Change<T> {
 }
 
 /// A typed handle to an index registered with [`StoreBuilder::index`].
-pub struct Index<T> {
+pub struct Index<T, V = String> {
     slot: usize,
-    _object: PhantomData<fn(&T)>,
+    _object: PhantomData<fn(&T) -> V>,
 }
 
-impl<T> Clone for Index<T> {
+impl<T, V> Clone for Index<T, V> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<T> Copy for Index<T> {}
+impl<T, V> Copy for Index<T, V> {}
 
-impl<T> fmt::Debug for Index<T> {
+impl<T, V> fmt::Debug for Index<T, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Index").field(&self.slot).finish()
     }
 }
 
-type IndexFn<T> = Box<dyn Fn(&T) -> Vec<String> + Send + Sync>;
+type IndexFn<T, V> = Box<dyn Fn(&T) -> Vec<V> + Send + Sync>;
 
 /// A named function from an object to the values it is indexed under.
-struct Indexer<T> {
+struct Indexer<T, V> {
     name: &'static str,
-    values: IndexFn<T>,
+    values: IndexFn<T, V>,
 }
 
 /// Registers indexes before the store is built, as controller-runtime's
-/// FieldIndexer does before the manager starts.
-pub struct StoreBuilder<T> {
-    indexers: Vec<Indexer<T>>,
+/// FieldIndexer does before the manager starts. Every index of one store
+/// maps by values of one type `V`.
+pub struct StoreBuilder<T, V = String> {
+    indexers: Vec<Indexer<T, V>>,
     scopes: Vec<Scope>,
 }
 
-impl<T: Cached> Default for StoreBuilder<T> {
+impl<T: Cached, V: IndexValue> Default for StoreBuilder<T, V> {
     fn default() -> Self {
         Self {
             indexers: Vec::new(),
@@ -118,14 +126,14 @@ impl<T: Cached> Default for StoreBuilder<T> {
     }
 }
 
-impl<T: Cached> StoreBuilder<T> {
+impl<T: Cached, V: IndexValue> StoreBuilder<T, V> {
     /// Registers an index: `values` returns every value the object is found
     /// under (none, one, or several). The returned handle queries it.
     pub fn index(
         &mut self,
         name: &'static str,
-        values: impl Fn(&T) -> Vec<String> + Send + Sync + 'static,
-    ) -> Index<T> {
+        values: impl Fn(&T) -> Vec<V> + Send + Sync + 'static,
+    ) -> Index<T, V> {
         self.indexers.push(Indexer {
             name,
             values: Box::new(values),
@@ -134,18 +142,6 @@ impl<T: Cached> StoreBuilder<T> {
             slot: self.indexers.len() - 1,
             _object: PhantomData,
         }
-    }
-
-    /// Registers the index of objects by namespace.
-    pub fn namespace_index(&mut self) -> Index<T> {
-        self.index("namespace", |object| {
-            object
-                .key()
-                .namespace()
-                .map(str::to_owned)
-                .into_iter()
-                .collect()
-        })
     }
 
     /// Declares the scopes of the streams that will feed the store (default:
@@ -159,7 +155,7 @@ impl<T: Cached> StoreBuilder<T> {
 
     /// Builds the (empty, not yet ready) store.
     #[must_use]
-    pub fn build(self) -> Store<T> {
+    pub fn build(self) -> Store<T, V> {
         let state = State {
             objects: HashMap::new(),
             indexes: self.indexers.iter().map(|_| HashMap::new()).collect(),
@@ -174,10 +170,24 @@ impl<T: Cached> StoreBuilder<T> {
     }
 }
 
+impl<T: Cached> StoreBuilder<T> {
+    /// Registers the index of objects by namespace.
+    pub fn namespace_index(&mut self) -> Index<T> {
+        self.index("namespace", |object| {
+            object
+                .key()
+                .namespace()
+                .map(str::to_owned)
+                .into_iter()
+                .collect()
+        })
+    }
+}
+
 /// Objects by key, plus one map per index from value to keys.
-struct State<T> {
+struct State<T, V> {
     objects: HashMap<ObjectKey, Arc<T>>,
-    indexes: Vec<HashMap<String, HashSet<ObjectKey>>>,
+    indexes: Vec<HashMap<V, HashSet<ObjectKey>>>,
     /// Objects seen so far in each scope's unfinished re-list.
     relists: HashMap<Scope, HashMap<ObjectKey, Arc<T>>>,
     /// Scopes that have not completed a first list.
@@ -194,13 +204,13 @@ struct State<T> {
 ///   store with the index function would (property-tested below).
 /// - A re-list replaces the contents atomically at `InitDone`, and reports
 ///   objects that vanished during a watch gap as [`Change::Deleted`].
-pub struct Store<T> {
-    state: Arc<RwLock<State<T>>>,
-    indexers: Arc<[Indexer<T>]>,
+pub struct Store<T, V = String> {
+    state: Arc<RwLock<State<T, V>>>,
+    indexers: Arc<[Indexer<T, V>]>,
     ready: Arc<watch::Sender<bool>>,
 }
 
-impl<T> Clone for Store<T> {
+impl<T, V> Clone for Store<T, V> {
     fn clone(&self) -> Self {
         Self {
             state: Arc::clone(&self.state),
@@ -211,12 +221,15 @@ impl<T> Clone for Store<T> {
 }
 
 impl<T: Cached> Store<T> {
-    /// Starts registering indexes.
+    /// Starts registering indexes by name; `StoreBuilder::default()`
+    /// starts a store whose indexes map by another type of value.
     #[must_use]
     pub fn builder() -> StoreBuilder<T> {
         StoreBuilder::default()
     }
+}
 
+impl<T: Cached, V: IndexValue> Store<T, V> {
     /// Applies one event of the cluster-wide stream and returns what it changed.
     pub fn apply(&self, event: Event<T>) -> Vec<Change<T>> {
         self.apply_in(&Scope::Cluster, event)
@@ -263,7 +276,11 @@ impl<T: Cached> Store<T> {
 
     /// Every object indexed under `value`, in key order.
     #[must_use]
-    pub fn lookup(&self, index: Index<T>, value: &str) -> Vec<Arc<T>> {
+    pub fn lookup<Q>(&self, index: Index<T, V>, value: &Q) -> Vec<Arc<T>>
+    where
+        V: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let state = self.read();
         let Some(keys) = state.indexes[index.slot].get(value) else {
             return Vec::new();
@@ -281,7 +298,11 @@ impl<T: Cached> Store<T> {
 
     /// The keys indexed under `value`, in key order.
     #[must_use]
-    pub fn lookup_keys(&self, index: Index<T>, value: &str) -> Vec<ObjectKey> {
+    pub fn lookup_keys<Q>(&self, index: Index<T, V>, value: &Q) -> Vec<ObjectKey>
+    where
+        V: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let state = self.read();
         let mut keys: Vec<ObjectKey> = state.indexes[index.slot]
             .get(value)
@@ -293,7 +314,11 @@ impl<T: Cached> Store<T> {
 
     /// How many objects are indexed under `value`.
     #[must_use]
-    pub fn count(&self, index: Index<T>, value: &str) -> usize {
+    pub fn count<Q>(&self, index: Index<T, V>, value: &Q) -> usize
+    where
+        V: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.read().indexes[index.slot]
             .get(value)
             .map_or(0, HashSet::len)
@@ -337,7 +362,7 @@ impl<T: Cached> Store<T> {
 
     /// The name an index was registered with (for metrics and logs).
     #[must_use]
-    pub fn index_name(&self, index: Index<T>) -> &'static str {
+    pub fn index_name(&self, index: Index<T, V>) -> &'static str {
         self.indexers[index.slot].name
     }
 
@@ -354,24 +379,24 @@ impl<T: Cached> Store<T> {
         let _ = ready.wait_for(|ready| *ready).await;
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, State<T>> {
+    fn read(&self) -> RwLockReadGuard<'_, State<T, V>> {
         // A panic while holding the lock cannot leave a half-applied event:
         // every mutation below completes before anything can panic.
         self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, State<T>> {
+    fn write(&self) -> RwLockWriteGuard<'_, State<T, V>> {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<T: Cached> State<T> {
+impl<T: Cached, V: IndexValue> State<T, V> {
     /// Inserts or replaces an object; `None` when the store already held this version.
-    fn upsert(&mut self, indexers: &[Indexer<T>], object: T) -> Option<Change<T>> {
+    fn upsert(&mut self, indexers: &[Indexer<T, V>], object: T) -> Option<Change<T>> {
         self.upsert_shared(indexers, Arc::new(object))
     }
 
-    fn upsert_shared(&mut self, indexers: &[Indexer<T>], new: Arc<T>) -> Option<Change<T>> {
+    fn upsert_shared(&mut self, indexers: &[Indexer<T, V>], new: Arc<T>) -> Option<Change<T>> {
         let key = new.key();
         if let Some(old) = self.objects.get(&key)
             && old.resource_version() == new.resource_version()
@@ -393,7 +418,7 @@ impl<T: Cached> State<T> {
         Some(Change::Applied { old, new })
     }
 
-    fn remove(&mut self, indexers: &[Indexer<T>], key: &ObjectKey) -> Option<Arc<T>> {
+    fn remove(&mut self, indexers: &[Indexer<T, V>], key: &ObjectKey) -> Option<Arc<T>> {
         let old = self.objects.remove(key)?;
         for (slot, indexer) in indexers.iter().enumerate() {
             for value in (indexer.values)(&old) {
@@ -404,7 +429,7 @@ impl<T: Cached> State<T> {
     }
 
     /// Makes the re-listed set the scope's contents, incrementally.
-    fn finish_relist(&mut self, indexers: &[Indexer<T>], scope: &Scope) -> Vec<Change<T>> {
+    fn finish_relist(&mut self, indexers: &[Indexer<T, V>], scope: &Scope) -> Vec<Change<T>> {
         let listed = self.relists.remove(scope).unwrap_or_default();
         let gone: Vec<ObjectKey> = self
             .objects
@@ -426,7 +451,7 @@ impl<T: Cached> State<T> {
     }
 }
 
-fn unindex(index: &mut HashMap<String, HashSet<ObjectKey>>, value: &str, key: &ObjectKey) {
+fn unindex<V: IndexValue>(index: &mut HashMap<V, HashSet<ObjectKey>>, value: &V, key: &ObjectKey) {
     if let Some(keys) = index.get_mut(value) {
         keys.remove(key);
         if keys.is_empty() {

@@ -19,7 +19,7 @@ use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::{Client, ResourceExt, discovery};
-use policyhost::cache::ObjectKey;
+use policyhost::cache::{ObjectKey, owner_key_of};
 use policyhost::controller::Shared;
 
 use policyhost::operator::Operator;
@@ -354,9 +354,8 @@ fn print_summary(shared: &Shared, jobs: &[ObjectKey]) {
             counts.succeeded,
             counts.failed
         );
-        for record in job
-            .uid()
-            .map(|uid| shared.children.of(&uid))
+        for record in owner_key_of(&job)
+            .map(|owner| shared.children.of(&owner))
             .unwrap_or_default()
         {
             println!(

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::{Next, Shared};
 use crate::apply::status as job_status;
-use crate::cache::{Cached as _, Index, ObjectKey};
+use crate::cache::{Cached as _, Index, ObjectKey, OwnerKey};
 use crate::chain::display_chain;
 use crate::crd::{DataJob, DataJobStatus, PolicyRef};
 use crate::finalizer::machine::{
@@ -195,7 +195,10 @@ async fn clean(
         job: projection::data_job(job),
         children: shared
             .children
-            .of(&observed.uid)
+            .of(&OwnerKey::new(
+                key.namespace().unwrap_or_default(),
+                observed.uid.as_str(),
+            ))
             .iter()
             .map(|record| record.child.clone())
             .collect(),

@@ -43,7 +43,7 @@ use tracing::{Instrument, debug, info, info_span};
 
 use crate::apply::{Events, status};
 use crate::asks::Asks;
-use crate::cache::{self, Cached, ChildCaches, Index, ObjectKey, Store};
+use crate::cache::{self, Cached, ChildCaches, Foreign, Index, ObjectKey, Store};
 use crate::crd::DataJob;
 use crate::fair::{self, Tenant};
 use crate::finalizer::{Budget, machine::Pacing};
@@ -95,6 +95,8 @@ pub struct Shared {
     pub jobs_by_policy: Index<DataJob>,
     /// Children, by kind, indexed by owner.
     pub children: ChildCaches,
+    /// Reports objects that name a DataJob of another namespace.
+    pub foreign: Foreign,
     /// DataJob keys to reconcile.
     pub queue: Arc<WorkQueue<ObjectKey>>,
     /// Event recorder.
@@ -135,7 +137,9 @@ impl Controller {
         let mut jobs = Store::builder();
         let jobs_by_policy = jobs.index("policy", |job: &DataJob| vec![job.spec.policy.clone()]);
         let pending = jobs.index("pending-finalizer", finalizer::pending_index);
+        let jobs_by_uid = jobs.index("uid", Foreign::uid_index);
         let jobs = jobs.scopes(scopes.clone()).build();
+        let foreign = Foreign::new(jobs.clone(), jobs_by_uid, metrics.foreign_children.clone());
         let children = ChildCaches::with_mode(config.cache, &config.child_kinds, &scopes);
         let instance = config.watch.instance.clone();
         let queue = WorkQueue::with_tenants(config.backoff, {
@@ -155,6 +159,7 @@ impl Controller {
             jobs,
             jobs_by_policy,
             children,
+            foreign,
             queue,
             metrics,
             instance,
@@ -198,6 +203,7 @@ impl Controller {
                 self.config.watch.clone(),
                 cache.clone(),
                 Arc::clone(&shared.queue),
+                shared.foreign.clone(),
             ));
         }
         #[cfg(feature = "bench-baseline")]

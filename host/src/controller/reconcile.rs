@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use super::{Shared, access};
 use crate::apply::children::{self, Summary};
 use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
-use crate::cache::{Cached as _, ChildRecord, ObjectKey};
+use crate::cache::{Cached as _, ChildRecord, ObjectKey, owner_key_of};
 use crate::chain::display_chain;
 use crate::crd::{DataJob, PolicyRef};
 use crate::projection;
@@ -90,9 +90,8 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         && denied.refuses_the_job()
     {
         let started = Instant::now();
-        let children = job
-            .uid()
-            .map(|uid| shared.children.of(&uid))
+        let children = owner_key_of(&job)
+            .map(|owner| shared.children.of(&owner))
             .unwrap_or_default();
         let done = fail(shared, &job, None, &Failure::Denied(denied), &children).await;
         shared
@@ -107,9 +106,8 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
     }
     let started = Instant::now();
     let policy_name = job.spec.policy.clone();
-    let children = job
-        .uid()
-        .map(|uid| shared.children.of(&uid))
+    let children = owner_key_of(&job)
+        .map(|owner| shared.children.of(&owner))
         .unwrap_or_default();
 
     if job.spec.suspend {
@@ -206,18 +204,7 @@ async fn succeed(
         }
     };
     debug!(job = %job.key(), ?summary, "children reconciled");
-    let mut conditions = vec![NewCondition::new(
-        READY,
-        true,
-        "Reconciled",
-        format!(
-            "{} children desired: {} applied, {} unchanged, {} pruned",
-            reconciled.children.len(),
-            summary.applied,
-            summary.unchanged,
-            summary.pruned
-        ),
-    )];
+    let mut conditions = vec![ready(reconciled.children.len(), &summary)];
     conditions.extend(reconciled.status.conditions.iter().map(NewCondition::from));
     let update = StatusUpdate {
         phase: Some(reconciled.status.phase.clone()),
@@ -242,6 +229,34 @@ async fn succeed(
             Next::RequeueAfter(shared.asks.requeue_after(ms))
         }),
         result: "success",
+    }
+}
+
+/// The `Ready` condition after the children were reconciled: true only
+/// when every desired child exists as the policy asked. A desired child
+/// that is being deleted is created again once it is gone (its Deleted
+/// event queues the DataJob); until then the DataJob is not ready.
+fn ready(desired: usize, summary: &Summary) -> NewCondition {
+    let counts = format!(
+        "{desired} children desired: {} applied, {} unchanged, {} pruned",
+        summary.applied, summary.unchanged, summary.pruned
+    );
+    match summary.terminating.as_slice() {
+        [] => NewCondition::new(READY, true, "Reconciled", counts),
+        [(kind, name), rest @ ..] => {
+            let more = match rest.len() {
+                0 => String::new(),
+                n => format!(" (and {n} more)"),
+            };
+            NewCondition::new(
+                READY,
+                false,
+                "ChildTerminating",
+                format!(
+                    "{kind} {name}{more} is being deleted; created again once it is gone ({counts})"
+                ),
+            )
+        }
     }
 }
 
@@ -296,4 +311,49 @@ async fn write_status(
 
 fn now_unix_ms() -> u64 {
     u64::try_from(Timestamp::now().as_millisecond()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_is_true_only_when_no_desired_child_is_being_deleted() {
+        let summary = Summary {
+            applied: 1,
+            unchanged: 2,
+            pruned: 0,
+            terminating: Vec::new(),
+        };
+        let ok = ready(3, &summary);
+        assert!(ok.status);
+        assert_eq!(ok.reason, "Reconciled");
+        assert_eq!(
+            ok.message,
+            "3 children desired: 1 applied, 2 unchanged, 0 pruned"
+        );
+
+        let pod = |name: &str| ("Pod".to_owned(), name.to_owned());
+        let one = Summary {
+            terminating: vec![pod("w-1")],
+            ..summary.clone()
+        };
+        let held = ready(3, &one);
+        assert!(!held.status);
+        assert_eq!(held.reason, "ChildTerminating");
+        assert_eq!(
+            held.message,
+            "Pod w-1 is being deleted; created again once it is gone \
+             (3 children desired: 1 applied, 2 unchanged, 0 pruned)"
+        );
+        let two = Summary {
+            terminating: vec![pod("w-1"), pod("w-2")],
+            ..summary
+        };
+        assert!(
+            ready(3, &two)
+                .message
+                .starts_with("Pod w-1 (and 1 more) is being deleted")
+        );
+    }
 }

@@ -16,3 +16,14 @@ fn the_child_is_the_configmap_the_params_name() {
     assert_eq!(child["manifest"]["metadata"]["name"], "settings");
     assert_eq!(child["manifest"]["data"]["claimedBy"], "thief");
 }
+
+#[test]
+fn data_from_the_params_joins_the_claim() {
+    let json =
+        Call::new(JobFixture::new("etl").params(json!({"name": "settings", "data": {"a": "1"}})))
+            .reconcile::<ClaimsName>()
+            .to_json()
+            .expect("valid JSON");
+    let data = &json["children"][0]["manifest"]["data"];
+    assert_eq!(data, &json!({"a": "1", "claimedBy": "etl"}));
+}
