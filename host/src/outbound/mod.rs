@@ -13,7 +13,7 @@
 //! 2. the call may not have made `requestsPerCall` requests already, and the
 //!    policy may not have `concurrency` requests in flight across its calls;
 //! 3. the host adds the grant's credential headers for that origin, over
-//!    whatever the guest set; the guest never sees their values;
+//!    whatever the guest set, where the guest's request cannot read them;
 //! 4. the name is resolved and every address checked *before connecting*
 //!    ([`address`]): loopback, link-local, private and the like only where
 //!    the grant names the address itself;
