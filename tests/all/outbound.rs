@@ -461,6 +461,43 @@ fn a_credential_a_server_reflects_is_redacted_from_all_the_policy_publishes() {
 }
 
 #[test]
+fn a_credential_in_the_name_of_a_refused_origin_is_redacted_from_the_hosts_log() {
+    const TOKEN: &str = "s3cret-token";
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    let granted = grant(&[
+        ("origins", &origin),
+        (
+            "credentials",
+            &format!("{origin} x-token storage-token/token"),
+        ),
+    ]);
+    let policy = probe(
+        &runtime,
+        granted,
+        &[("storage-token", "token", TOKEN)],
+        5_000,
+    );
+    let ((outputs, report), log) = common::logs::recorded(|| {
+        run(
+            &runtime,
+            &policy,
+            json!([{ "url": format!("https://{TOKEN}.example.com/") }]),
+        )
+    });
+    assert_eq!(report.outbound.refused(Refusal::Origin), 1, "{outputs}");
+    assert!(!log.contains("s3cret"), "{log}");
+    assert!(
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .any(|record| record["target"] == "policyhost::outbound"
+                && record["fields"]["origin"] == "https://[redacted].example.com:443"),
+        "{log}"
+    );
+}
+
+#[test]
 fn tls_is_verified_redirects_are_not_followed_and_bodies_are_capped() {
     let cloud = Cloud::start();
     let origin = cloud.origin();
