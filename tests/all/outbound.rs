@@ -379,6 +379,124 @@ fn the_injected_credential_reaches_the_server_and_never_the_policy() {
     assert!(!log.contains("s3cret"), "the secret reached the log: {log}");
 }
 
+/// A credential with the characters JSON escapes: a copy inside a JSON
+/// string is escaped, and found decoded.
+const REFLECTED: &str = r#"Bearer s3cret-"reflected"\token"#;
+
+#[test]
+fn a_credential_a_server_reflects_is_redacted_from_all_the_policy_publishes() {
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    let granted = grant(&[
+        ("origins", &origin),
+        (
+            "credentials",
+            &format!("{origin} authorization storage-token/token"),
+        ),
+    ]);
+    let policy = probe(
+        &runtime,
+        granted,
+        &[("storage-token", "token", REFLECTED)],
+        5_000,
+    );
+    let params = json!({ "requests": [{ "url": format!("{origin}/echo") }], "publish": true });
+    let ((reconciled, cleaned), log) = common::logs::recorded(|| {
+        let input = input(job("echo", "team-a", params));
+        (
+            runtime.reconcile_blocking(&policy, &input).result,
+            runtime.cleanup_blocking(&policy, &input).result,
+        )
+    });
+    let reconciled = reconciled.unwrap_or_else(|e| panic!("probe call: {e}"));
+    // The server did send it back, as a header and in the body.
+    let results = &reconciled.status.outputs["results"];
+    assert_eq!(results[0]["status"], 200, "{results}");
+    let published = serde_json::to_string(&reconciled).expect("the result as JSON");
+    assert!(!published.contains("s3cret"), "{published}");
+    let status = &reconciled.status;
+    assert_eq!(
+        status.message,
+        "the server said: authorization: [redacted]\n"
+    );
+    assert!(
+        status.conditions[0].message.contains("back: [redacted]"),
+        "{status:?}"
+    );
+    assert!(
+        results[0]["body"]
+            .as_str()
+            .is_some_and(|body| body.contains("[redacted]")),
+        "{results}"
+    );
+    assert!(
+        reconciled.events[0].message.contains("back: [redacted]"),
+        "{:?}",
+        reconciled.events
+    );
+    let manifest = reconciled.children[0]
+        .manifest_in("team-a")
+        .expect("a manifest");
+    assert_eq!(manifest["data"]["body"], "authorization: [redacted]\n");
+    let error = cleaned.expect_err("the first cleanup fails quoting the server");
+    assert_eq!(error.reason(), "PolicyFailed");
+    let error = error.to_string();
+    assert!(!error.contains("s3cret"), "{error}");
+    assert!(error.contains("back: [redacted]"), "{error}");
+    // log(), stdout and stderr, at every level the host records.
+    assert!(!log.contains("s3cret"), "{log}");
+    for target in ["guest", "guest::stdout", "guest::stderr"] {
+        let redacted = log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .any(|record| {
+                record["target"] == format!("policyhost::{target}")
+                    && record["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("[redacted]"))
+            });
+        assert!(redacted, "no redacted record of {target}: {log}");
+    }
+}
+
+#[test]
+fn a_credential_in_the_name_of_a_refused_origin_is_redacted_from_the_hosts_log() {
+    const TOKEN: &str = "s3cret-token";
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    let granted = grant(&[
+        ("origins", &origin),
+        (
+            "credentials",
+            &format!("{origin} x-token storage-token/token"),
+        ),
+    ]);
+    let policy = probe(
+        &runtime,
+        granted,
+        &[("storage-token", "token", TOKEN)],
+        5_000,
+    );
+    let ((outputs, report), log) = common::logs::recorded(|| {
+        run(
+            &runtime,
+            &policy,
+            json!([{ "url": format!("https://{TOKEN}.example.com/") }]),
+        )
+    });
+    assert_eq!(report.outbound.refused(Refusal::Origin), 1, "{outputs}");
+    assert!(!log.contains("s3cret"), "{log}");
+    assert!(
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .any(|record| record["target"] == "policyhost::outbound"
+                && record["fields"]["origin"] == "https://[redacted].example.com:443"),
+        "{log}"
+    );
+}
+
 #[test]
 fn tls_is_verified_redirects_are_not_followed_and_bodies_are_capped() {
     let cloud = Cloud::start();
@@ -428,13 +546,15 @@ mod operator {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
     use policyhost::outbound::grant::GRANT_LABEL;
     use policyhost::policies::configmap::{self, Compression, Settings};
     use policyhost::policies::publish;
     use serde_json::json;
 
+    use super::REFLECTED;
     use crate::common::cloud::{Cloud, Faults};
     use crate::common::cluster::{Env, OperatorSetup, condition, eventually, eventually_within};
     use crate::common::history::History;
@@ -447,17 +567,23 @@ mod operator {
 
     /// Applies the platform team's grant of `bucket`, with `credentials` lines.
     async fn grant_with(env: &Env, origins: &str, credentials: Option<&str>) {
+        grant_policy(env, "bucket", origins, credentials).await;
+    }
+
+    /// Applies the platform team's grant of `policy`, with `credentials` lines.
+    async fn grant_policy(env: &Env, policy: &str, origins: &str, credentials: Option<&str>) {
         let mut data = BTreeMap::from([("origins".to_owned(), origins.to_owned())]);
         if let Some(credentials) = credentials {
             data.insert("credentials".to_owned(), credentials.to_owned());
         }
+        let name = format!("grant-{policy}");
         let map = ConfigMap {
             metadata: ObjectMeta {
-                name: Some("grant-bucket".into()),
+                name: Some(name.clone()),
                 namespace: Some(env.policy_namespace.clone()),
                 labels: Some(BTreeMap::from([(
                     GRANT_LABEL.to_owned(),
-                    "bucket".to_owned(),
+                    policy.to_owned(),
                 )])),
                 ..ObjectMeta::default()
             },
@@ -466,7 +592,7 @@ mod operator {
         };
         let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
         api.patch(
-            "grant-bucket",
+            &name,
             &PatchParams::apply("platform-team").force(),
             &Patch::Apply(&map),
         )
@@ -476,10 +602,15 @@ mod operator {
 
     /// Pushes the `bucket` policy to the test's policy namespace.
     async fn push_bucket(env: &Env) -> ConfigMap {
+        push(env, "bucket").await
+    }
+
+    /// Pushes the guest `policy` to the test's policy namespace.
+    async fn push(env: &Env, policy: &str) -> ConfigMap {
         let map = configmap::build(
-            "bucket",
+            policy,
             &env.policy_namespace,
-            &guest_bytes("bucket"),
+            &guest_bytes(policy),
             &Settings::default(),
             Compression::Auto,
         )
@@ -488,6 +619,22 @@ mod operator {
             .await
             .expect("push the policy");
         map
+    }
+
+    /// Creates the Secret `name` with `key: value` in the policy namespace.
+    async fn create_secret(env: &Env, name: &str, key: &str, value: &str) {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            string_data: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(env.client.clone(), &env.policy_namespace)
+            .create(&kube::api::PostParams::default(), &secret)
+            .await
+            .expect("create the Secret");
     }
 
     /// Waits until a version of `bucket` with its grant is in service.
@@ -829,5 +976,145 @@ mod operator {
             |job| condition(job, "BucketReady").is_some_and(|c| c.status == "True"),
         )
         .await;
+    }
+
+    /// A granted policy whose server sends the injected credential back
+    /// publishes it everywhere it can, through the operator's own process:
+    /// the DataJob's status, its Events, its child, its cleanup error and
+    /// the operator's log (every `policyhost` record, trace included) show
+    /// the marker and never the value.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reflected_credential_leaves_the_operator_only_redacted() {
+        let cloud = Cloud::start();
+        let env = Env::cluster_only().await;
+        let kubeconfig = env.kubeconfig_file();
+        let ca = cloud.ca_file(&common::scratch());
+        let origin = cloud.origin();
+        create_secret(&env, "echo-token", "token", REFLECTED).await;
+        let credentials = format!("{origin} authorization echo-token/token");
+        grant_policy(&env, "http-probe", &origin, Some(&credentials)).await;
+        push(&env, "http-probe").await;
+        let instance = env.instance();
+        let ca = ca.to_string_lossy().into_owned();
+        let name = format!("{}-echo", env.namespace);
+        let operator = Replica::start_with_env(
+            &name,
+            &kubeconfig,
+            &[
+                "--namespace",
+                env.namespace.as_str(),
+                "--instance",
+                instance.as_str(),
+                "--policy-namespace",
+                env.policy_namespace.as_str(),
+                "--outbound-ca",
+                ca.as_str(),
+                "--leader-elect=false",
+            ],
+            &[
+                ("POD_NAME".into(), name.clone()),
+                ("POLICYHOST_LOG".into(), "info,policyhost=trace".into()),
+                ("POLICYHOST_LOG_FORMAT".into(), "json".into()),
+            ],
+        );
+        let params = json!({ "requests": [{ "url": format!("{origin}/echo") }], "publish": true });
+        env.create_job("echo", "http-probe", params).await;
+        let running = env
+            .wait_job("echo", "Echoed", |job| condition(job, "Echoed").is_some())
+            .await;
+        let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+        let child = eventually("the echo ConfigMap", || {
+            let maps = maps.clone();
+            async move { maps.get_opt("echo-echo").await.ok().flatten() }
+        })
+        .await;
+        let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+        let reflected = eventually("the policy's Event", || {
+            let events = events.clone();
+            async move {
+                let list = events.list(&ListParams::default()).await.ok()?;
+                list.items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("Reflected"))
+            }
+        })
+        .await;
+
+        env.jobs()
+            .delete("echo", &DeleteParams::default())
+            .await
+            .expect("delete the DataJob");
+        let jobs = env.jobs();
+        let failed = eventually("the first cleanup's error recorded", || {
+            let jobs = jobs.clone();
+            async move {
+                let job = jobs.get_opt("echo").await.ok()??;
+                let cleanup = job.status.as_ref()?.cleanup.as_ref()?;
+                cleanup.last_error.is_some().then_some(job)
+            }
+        })
+        .await;
+        eventually("echo to be released", || {
+            let jobs = jobs.clone();
+            async move { matches!(jobs.get_opt("echo").await, Ok(None)).then_some(()) }
+        })
+        .await;
+        let events = events
+            .list(&ListParams::default())
+            .await
+            .expect("list Events")
+            .items;
+        let log = operator.logs();
+        drop(operator);
+
+        fn text(value: &impl serde::Serialize) -> String {
+            serde_json::to_string(value).expect("an object as JSON")
+        }
+        let published = [
+            ("status", text(&running)),
+            ("child", text(&child)),
+            ("event", text(&reflected)),
+            ("cleanup", text(&failed)),
+            ("events", text(&events)),
+        ];
+        for (what, text) in &published {
+            assert!(!text.contains("s3cret"), "{what}: {text}");
+            assert!(text.contains("[redacted]"), "{what}: {text}");
+        }
+        let status = running.status.as_ref().expect("a status");
+        assert_eq!(
+            status.message.as_deref(),
+            Some("the server said: authorization: [redacted]\n")
+        );
+        let cleanup = failed
+            .status
+            .as_ref()
+            .and_then(|s| s.cleanup.as_ref())
+            .and_then(|c| c.last_error.clone())
+            .unwrap_or_default();
+        assert!(cleanup.contains("back: [redacted]"), "{cleanup}");
+        assert!(
+            events
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("CleanupFailed")
+                    && e.note.as_deref().is_some_and(|n| n.contains("[redacted]"))),
+            "{events:?}"
+        );
+        assert!(!log.contains("s3cret"), "the operator's log: {log}");
+        let records: Vec<serde_json::Value> = log
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        for target in ["guest", "guest::stdout", "guest::stderr"] {
+            assert!(
+                records.iter().any(|record| {
+                    record["target"] == format!("policyhost::{target}")
+                        && record["fields"]["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("[redacted]"))
+                }),
+                "no redacted record of {target}: {log}"
+            );
+        }
     }
 }

@@ -9,7 +9,9 @@
 //! byte, then nothing), `GET /big?bytes=N`, `GET /redirect` (302 to
 //! another origin), `GET /private` (200 only with the expected
 //! `authorization`, whose value it never sends back; `/buckets` too once
-//! told so).
+//! told so), `GET /echo` (sends the request's `authorization` back, as the
+//! header `x-echo-authorization` and as the text body, the way an echo or
+//! debug route does).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -366,6 +368,18 @@ async fn answer(request: Request<Incoming>, state: &Mutex<State>) -> Result<Resp
             .header("location", "https://example.invalid/")
             .body(Full::new(Bytes::new()).boxed())
             .expect("a response"),
+        "/echo" => {
+            let sent = request.headers().get("authorization").cloned();
+            let mut response = Response::builder().status(StatusCode::OK);
+            let mut body = Vec::new();
+            if let Some(value) = sent {
+                body = [b"authorization: ", value.as_bytes(), b"\n"].concat();
+                response = response.header("x-echo-authorization", value);
+            }
+            response
+                .body(Full::new(Bytes::from(body)).boxed())
+                .expect("a response")
+        }
         "/private" => {
             let sent = request
                 .headers()

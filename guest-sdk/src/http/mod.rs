@@ -7,7 +7,9 @@
 //! on the host's or the cluster's networks, too many requests or too large
 //! a body is refused with an [`Error`] naming the `wasi:http` error code,
 //! before any connection. The host adds the grant's credentials itself
-//! (the policy never sees them), verifies TLS and does not follow
+//! (the request never shows them to the policy; a server that sends one
+//! back hands it over, and the host redacts it from all the policy
+//! publishes), verifies TLS and does not follow
 //! redirects: a 3xx is a [`Response`] like any other.
 //!
 //! Natively (under [`crate::testing`]), requests are answered from the

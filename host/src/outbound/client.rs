@@ -78,6 +78,8 @@ impl Client {
 /// One admitted request, and what bounds it.
 pub(crate) struct Exchange {
     pub(crate) origin: Origin,
+    /// The origin as the host's log shows it, credentials redacted.
+    pub(crate) shown: String,
     /// The grant's pattern that admitted it: it decides which addresses
     /// are named explicitly.
     pub(crate) pattern: OriginPattern,
@@ -105,7 +107,7 @@ impl Client {
     pub(crate) async fn send(self, exchange: Exchange) -> Result<Sent, Error> {
         let deadline = exchange.deadline;
         let call = Arc::clone(&exchange.call);
-        let origin = exchange.origin.clone();
+        let origin = exchange.shown.clone();
         match tokio::time::timeout_at(deadline, self.exchange(exchange)).await {
             Ok(Ok(sent)) => Ok(sent),
             Ok(Err(error)) => {
@@ -122,6 +124,7 @@ impl Client {
     async fn exchange(self, exchange: Exchange) -> Result<Sent, Error> {
         let Exchange {
             origin,
+            shown,
             pattern,
             mut request,
             request_limit,
@@ -136,7 +139,7 @@ impl Client {
             deadline,
             timeouts.connect,
             Error::ConnectionTimeout,
-            self.open(&origin, &pattern, &tally, &call),
+            self.open(&origin, &shown, &pattern, &tally, &call),
         )
         .await?;
         let (mut sender, connection) =
@@ -185,12 +188,13 @@ impl Client {
     async fn open(
         &self,
         origin: &Origin,
+        shown: &str,
         pattern: &OriginPattern,
         tally: &Tally,
         call: &(Arc<str>, String),
     ) -> Result<Box<dyn Stream>, Error> {
         let addresses = resolve(origin).await?;
-        let allowed = allowed_addresses(addresses, origin, pattern, tally, call)?;
+        let allowed = allowed_addresses(addresses, shown, pattern, tally, call)?;
         let tcp = connect(&allowed, origin.port).await?;
         tally.sent();
         Ok(match origin.scheme {
@@ -233,12 +237,13 @@ async fn within<T>(
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
-/// Of the addresses `origin`'s host resolved to, those the client may
+/// Of the addresses an origin's host resolved to, those the client may
 /// connect to: every unrestricted one, and a restricted one only if the
-/// grant's `pattern` names it. None left is a refusal, counted and logged.
+/// grant's `pattern` names it. None left is a refusal, counted and logged
+/// (the origin as `shown`).
 fn allowed_addresses(
     addresses: Vec<IpAddr>,
-    origin: &Origin,
+    origin: &str,
     pattern: &OriginPattern,
     tally: &Tally,
     call: &(Arc<str>, String),
@@ -319,14 +324,14 @@ mod tests {
 
     fn allowed(addresses: &[&str], pattern: &str) -> (Result<Vec<IpAddr>, Error>, Tally) {
         let tally = Tally::default();
-        let origin = Origin::of(Scheme::Https, "db.internal.example").expect("origin");
+        let origin = "https://db.internal.example:443";
         let pattern = OriginPattern::parse(pattern).expect("pattern");
         let call = (Arc::from("p"), "ns/job".to_owned());
         let addresses = addresses
             .iter()
             .map(|a| a.parse().expect("address"))
             .collect();
-        let result = allowed_addresses(addresses, &origin, &pattern, &tally, &call);
+        let result = allowed_addresses(addresses, origin, &pattern, &tally, &call);
         (result, tally)
     }
 

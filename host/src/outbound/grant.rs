@@ -26,8 +26,9 @@
 //!
 //! A credential's Secret is in the host's own namespace, and its value is
 //! the whole header value (`Bearer …`): the host adds the header to every
-//! request to that origin, over whatever the policy set, and the policy
-//! never sees the bytes.
+//! request to that origin, over whatever the policy set; the policy's
+//! request never shows it the value, and what a server sends back of it is
+//! redacted from all the policy publishes ([`super::redact`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

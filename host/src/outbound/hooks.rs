@@ -136,6 +136,7 @@ impl CallHooks {
         }
         let exchange = Exchange {
             pattern: pattern.clone(),
+            shown: self.shown(&origin),
             origin,
             request,
             request_limit: grant.request_body_bytes,
@@ -149,9 +150,16 @@ impl CallHooks {
         Ok(exchange)
     }
 
+    /// `origin` as the host's log shows it: the policy chose it, and a
+    /// name under a wildcard may carry a credential.
+    fn shown(&self, origin: &Origin) -> String {
+        let origin = origin.to_string();
+        self.outbound.redactor().redact(&origin).into_owned()
+    }
+
     fn refuse(&self, refusal: Refusal, origin: Option<&Origin>) -> Error {
         self.tally.refused(refusal);
-        let origin = origin.map(ToString::to_string).unwrap_or_default();
+        let origin = origin.map(|origin| self.shown(origin)).unwrap_or_default();
         let (policy, job) = &*self.call;
         tracing::warn!(
             target: "policyhost::outbound",

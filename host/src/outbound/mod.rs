@@ -13,7 +13,7 @@
 //! 2. the call may not have made `requestsPerCall` requests already, and the
 //!    policy may not have `concurrency` requests in flight across its calls;
 //! 3. the host adds the grant's credential headers for that origin, over
-//!    whatever the guest set; the guest never sees their values;
+//!    whatever the guest set, where the guest's request cannot read them;
 //! 4. the name is resolved and every address checked *before connecting*
 //!    ([`address`]): loopback, link-local, private and the like only where
 //!    the grant names the address itself;
@@ -22,6 +22,10 @@
 //!    followed;
 //! 6. request and response bodies are capped, and the whole exchange, body
 //!    included, ends at the call's network deadline.
+//!
+//! The values the host injects are the policy's to use, never to publish:
+//! wherever the policy's words leave the sandbox, its version's
+//! [`Redactor`] replaces them with a marker ([`redact`]).
 //!
 //! A refusal is a `wasi:http` error code the guest sees, a warning in the
 //! host's log and a count in the call's report
@@ -34,6 +38,7 @@ mod client;
 pub mod grant;
 mod hooks;
 pub mod origin;
+pub mod redact;
 mod replay;
 mod timeouts;
 
@@ -47,6 +52,7 @@ pub use client::{Client, ClientConfig};
 pub use grant::{Credential, Grant, GrantError};
 pub(crate) use hooks::CallHttp;
 pub use origin::{Origin, OriginPattern};
+pub use redact::{RedactError, Redactor};
 pub use replay::{Fixtures, grant_for};
 
 /// A policy's grant with its credentials read: what the host holds to
@@ -55,6 +61,8 @@ pub struct Outbound {
     grant: Grant,
     /// The credential headers, values marked sensitive (never logged).
     headers: Vec<(OriginPattern, HeaderName, HeaderValue)>,
+    /// Their values, to keep out of what the policy says.
+    redactor: Redactor,
     /// Requests in flight across the policy's calls.
     in_flight: Arc<tokio::sync::Semaphore>,
     /// Set when requests are answered from fixtures, never sent.
@@ -71,7 +79,7 @@ impl std::fmt::Debug for Outbound {
 }
 
 /// A credential the grant names that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CredentialError {
     /// The Secret, or its key, is not there.
     #[error(
@@ -95,6 +103,21 @@ pub enum CredentialError {
         /// The key.
         key: String,
     },
+    /// The value cannot be kept out of what the policy publishes (it is
+    /// part of the marker that replaces it, see [`redact`]).
+    #[error("Secret `{secret}` key `{key}` cannot be redacted from the policy's output: {why}")]
+    Unredactable {
+        /// The Secret.
+        secret: String,
+        /// The key.
+        key: String,
+        /// Why.
+        why: RedactError,
+    },
+    /// The values together are too long for the host to search for in what
+    /// the policy publishes.
+    #[error("the grant's credentials are too long to redact from the policy's output")]
+    TooLargeToRedact(#[source] RedactError),
 }
 
 impl Outbound {
@@ -122,14 +145,22 @@ impl Outbound {
                         key: credential.key.clone(),
                     }
                 })?;
+                Redactor::check(bytes).map_err(|why| CredentialError::Unredactable {
+                    secret: credential.secret.clone(),
+                    key: credential.key.clone(),
+                    why,
+                })?;
                 value.set_sensitive(true);
                 Ok((credential.origin.clone(), credential.header.clone(), value))
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
+        let redactor = Redactor::new(headers.iter().map(|(_, _, value)| value.as_bytes()))
+            .map_err(CredentialError::TooLargeToRedact)?;
         Ok(Self {
             in_flight: in_flight(&grant),
             grant,
             headers,
+            redactor,
             fixtures: None,
         })
     }
@@ -147,6 +178,7 @@ impl Outbound {
                 ..grant
             },
             headers: Vec::new(),
+            redactor: Redactor::none(),
             fixtures: Some(fixtures.clone()),
         };
         (outbound, fixtures)
@@ -156,6 +188,12 @@ impl Outbound {
     #[must_use]
     pub fn grant(&self) -> &Grant {
         &self.grant
+    }
+
+    /// What keeps the credentials' values out of the policy's words.
+    #[must_use]
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// The credential headers for `origin`.
@@ -284,4 +322,50 @@ pub(crate) use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 #[must_use]
 pub fn is_forbidden_header(name: &HeaderName) -> bool {
     wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS.contains(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant_with_credential() -> Grant {
+        let data = BTreeMap::from([
+            ("origins".to_owned(), "https://api.example.com".to_owned()),
+            (
+                "credentials".to_owned(),
+                "https://api.example.com authorization token/value".to_owned(),
+            ),
+        ]);
+        Grant::parse(&data).expect("grant")
+    }
+
+    fn secrets(value: &str) -> BTreeMap<(String, String), Vec<u8>> {
+        BTreeMap::from([(
+            ("token".to_owned(), "value".to_owned()),
+            value.as_bytes().to_vec(),
+        )])
+    }
+
+    #[test]
+    fn the_grants_credentials_are_what_its_redactor_finds() {
+        let outbound = Outbound::new(grant_with_credential(), &secrets("Bearer s3cret")).unwrap();
+        assert_eq!(
+            outbound.redactor().redact("echo: Bearer s3cret"),
+            "echo: [redacted]"
+        );
+        let (replaying, _) = Outbound::replaying(grant_with_credential());
+        assert!(replaying.redactor().is_empty());
+        let none = Outbound::new(Grant::to(grant_with_credential().origins), &BTreeMap::new());
+        assert!(none.unwrap().redactor().is_empty());
+    }
+
+    #[test]
+    fn a_credential_the_marker_would_show_is_refused_naming_its_secret() {
+        let error = Outbound::new(grant_with_credential(), &secrets("act")).unwrap_err();
+        assert!(matches!(error, CredentialError::Unredactable { .. }));
+        assert_eq!(
+            error.to_string(),
+            "Secret `token` key `value` cannot be redacted from the policy's output: its value is too short to redact: it occurs in the marker `[redacted]`"
+        );
+    }
 }

@@ -1,11 +1,18 @@
 //! Host bindings of the `policyhost:reconcile/datajob-policy` world, generated
-//! from `wit/policy.wit`, with a tracing span around every import call.
+//! from `wit/policy.wit`, with a tracing span around every import call but
+//! `log`.
 
 mod generated {
     wasmtime::component::bindgen!({
         world: "datajob-policy",
         path: "../wit",
-        imports: { default: tracing },
+        // `log` is traced by the host's own records of it, credentials
+        // redacted (`logs`); bindgen's trace would show the message as the
+        // policy wrote it.
+        imports: {
+            "policyhost:reconcile/host.log": exact,
+            default: tracing,
+        },
         // The operator's cache compares child records to skip no-op changes.
         additional_derives: [PartialEq],
     });

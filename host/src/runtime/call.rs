@@ -1,5 +1,6 @@
 //! One call of a policy: a fresh instance from the `*Pre`, capped by the
-//! limiter, fuel and an epoch deadline; the result checked and the cost reported.
+//! limiter, fuel and an epoch deadline; the result checked, the grant's
+//! credentials redacted from all it says, and the cost reported.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use super::engine::Engine;
 use super::error::{Error, PolicyError, Result};
 use super::limiter::{MemoryAccount, MemoryLimiter};
 use super::load::Policy;
-use super::logs::GuestLog;
+use super::logs::{GuestLog, whole_lines};
 use super::output::{self, Cleaned, Reconciled};
 use super::store::StoreState;
 use super::wasi::{self, Capture};
@@ -97,6 +98,7 @@ pub(crate) fn reconcile(
                 &input.job.namespace,
                 &policy.allowed_kinds,
                 &policy.limits,
+                policy.redactor(),
             )
         },
     )
@@ -203,7 +205,12 @@ fn run<T, U>(
         table,
         clock,
         limiter: MemoryLimiter::new(policy.limits.memory_bytes),
-        log: GuestLog::new(policy.name.clone(), job, policy.log_budget.clone()),
+        log: GuestLog::new(
+            policy.name.clone(),
+            job,
+            policy.log_budget.clone(),
+            policy.redactor().clone(),
+        ),
         http,
         deadline: (until, timeout),
     };
@@ -229,7 +236,10 @@ fn run<T, U>(
     let mut log = store.into_data().log;
     let (out, out_dropped) = stdout.take();
     let (err, err_dropped) = stderr.take();
-    log.forward(&out, &err);
+    log.forward(
+        whole_lines(&out, out_dropped > 0),
+        whole_lines(&err, err_dropped > 0),
+    );
     let result = match result {
         Ok(Ok(raw)) => Ok(raw),
         Ok(Err(error)) => Err(error),
@@ -237,7 +247,11 @@ fn run<T, U>(
         Err(Failure::Call(error)) => Err(classify(error, policy, memory, &err, true)),
         Err(Failure::Host(error)) => Err(error),
     };
-    let result = result.and_then(check);
+    // The result was redacted as it was checked; what the host says of a
+    // fault may quote the policy.
+    let result = result
+        .and_then(check)
+        .map_err(|error| error.redacted(policy.redactor()));
     let report = CallReport {
         fuel_consumed,
         duration: started.elapsed(),

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::bindings::PolicyError as WitPolicyError;
 use super::compile::Refusal;
+use crate::outbound::Redactor;
 
 /// The result type of the runtime.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -249,6 +250,37 @@ impl Error {
         }
     }
 
+    /// The error with the values `redactor` finds replaced in every text
+    /// that came from the policy: its own error, its last words, the part
+    /// of its result a rule names. The rest is the host's own words.
+    #[must_use]
+    pub(crate) fn redacted(mut self, redactor: &Redactor) -> Self {
+        if redactor.is_empty() {
+            return self;
+        }
+        match &mut self {
+            Self::PolicyError(
+                PolicyError::InvalidParams(message) | PolicyError::Failed(message),
+            ) => {
+                redactor.redact_string(message);
+            }
+            Self::Trap {
+                message, backtrace, ..
+            } => {
+                redactor.redact_string(message);
+                if let Some(backtrace) = backtrace {
+                    redactor.redact_string(backtrace);
+                }
+            }
+            Self::InvalidOutput { location, rule } => {
+                redactor.redact_string(location);
+                redactor.redact_string(rule);
+            }
+            _ => {}
+        }
+        self
+    }
+
     pub(crate) fn invalid_output(location: impl Into<String>, rule: impl Into<String>) -> Self {
         Self::InvalidOutput {
             location: location.into(),
@@ -449,5 +481,38 @@ mod tests {
             Error::PolicyError(PolicyError::InvalidParams(String::new())).reason(),
             "InvalidParams"
         );
+    }
+
+    #[test]
+    fn every_text_of_the_policys_in_an_error_is_redacted() {
+        const TOKEN: &str = "Bearer s3cret-token";
+        let redactor = Redactor::new([TOKEN.as_bytes()]).expect("redactor");
+        let said = format!("the server said: {TOKEN}");
+        let errors = [
+            Error::PolicyError(PolicyError::Failed(said.clone())),
+            Error::PolicyError(PolicyError::InvalidParams(said.clone())),
+            Error::Trap {
+                message: said.clone(),
+                backtrace: Some(said.clone()),
+                source: cause(),
+            },
+            Error::invalid_output(format!("children[0] (Pod {TOKEN})"), said),
+        ];
+        for error in errors {
+            let reason = error.reason();
+            let error = error.redacted(&redactor);
+            let Error::Trap { backtrace, .. } = &error else {
+                let text = error.to_string();
+                assert!(!text.contains("s3cret"), "{text}");
+                assert!(text.contains("[redacted]"), "{text}");
+                assert_eq!(error.reason(), reason);
+                continue;
+            };
+            assert_eq!(
+                error.to_string(),
+                "policy trapped: the server said: [redacted]"
+            );
+            assert_eq!(backtrace.as_deref(), Some("the server said: [redacted]"));
+        }
     }
 }

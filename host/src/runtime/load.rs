@@ -19,7 +19,7 @@ use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
 use crate::fair::{Share, Tenant};
-use crate::outbound::Outbound;
+use crate::outbound::{Outbound, Redactor};
 
 /// What the host is told about a policy besides its bytes (from its
 /// ConfigMap, or the command line).
@@ -190,6 +190,14 @@ impl Policy {
     #[must_use]
     pub fn outbound(&self) -> Option<&Outbound> {
         self.outbound.as_deref()
+    }
+
+    /// What keeps its grant's credentials out of what it says: finds
+    /// nothing without one.
+    #[must_use]
+    pub fn redactor(&self) -> &Redactor {
+        static NONE: Redactor = Redactor::none();
+        self.outbound.as_deref().map_or(&NONE, Outbound::redactor)
     }
 }
 

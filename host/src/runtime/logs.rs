@@ -18,14 +18,18 @@
 //!
 //! Records go to tracing under the targets `policyhost::guest` (`log()`),
 //! `policyhost::guest::stdout` and `policyhost::guest::stderr`, with the
-//! fields `policy` and `job` (`namespace/name`). Their text is the guest's:
-//! the text log format escapes its control characters (see `cli::logging`).
+//! fields `policy` and `job` (`namespace/name`). Their text is the guest's,
+//! with its grant's credentials redacted ([`crate::outbound::redact`]): a
+//! `log()` line before it is cut, stdout and stderr as the whole text the
+//! call captured, so a value split over writes is whole again. The text log
+//! format escapes its control characters (see `cli::logging`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use super::bindings::Level;
+use crate::outbound::Redactor;
 
 /// Most `log` lines one call may write; the rest are counted and dropped.
 pub(crate) const LOG_LINES: u32 = 100;
@@ -144,6 +148,8 @@ pub(crate) struct GuestLog {
     pub(crate) job: String,
     pub(crate) budget: Arc<Budget>,
     pub(crate) counts: Counts,
+    /// The credentials of the policy's grant, kept out of its records.
+    pub(crate) redactor: Redactor,
 }
 
 /// Whether the host's filter shows records of `level` from the guest.
@@ -170,12 +176,18 @@ fn cut(text: &str) -> &str {
 }
 
 impl GuestLog {
-    pub(crate) fn new(policy: Arc<str>, job: String, budget: Arc<Budget>) -> Self {
+    pub(crate) fn new(
+        policy: Arc<str>,
+        job: String,
+        budget: Arc<Budget>,
+        redactor: Redactor,
+    ) -> Self {
         Self {
             policy,
             job,
             budget,
             counts: Counts::default(),
+            redactor,
         }
     }
 
@@ -203,7 +215,8 @@ impl GuestLog {
             self.counts.dropped = self.counts.dropped.saturating_add(1);
             return;
         }
-        let (policy, job, message) = (&*self.policy, self.job.as_str(), cut(message));
+        let message = self.redactor.redact_prefix(message, LOG_LINE_BYTES);
+        let (policy, job) = (&*self.policy, self.job.as_str());
         match level {
             Level::Trace => tracing::trace!(target: "policyhost::guest", policy, job, "{message}"),
             Level::Debug => tracing::debug!(target: "policyhost::guest", policy, job, "{message}"),
@@ -225,6 +238,7 @@ impl GuestLog {
             if !shown {
                 continue;
             }
+            let text = self.redactor.redact(text);
             let lines = text.lines().filter(|l| !l.is_empty());
             let total = lines.clone().count();
             let skip = total.saturating_sub(OUTPUT_LINES);
@@ -263,6 +277,16 @@ impl GuestLog {
             );
         }
     }
+}
+
+/// The whole lines of a capture: when it dropped older bytes (`cut`), its
+/// first line is the end of a longer one, and goes with them (it may begin
+/// inside a credential, where no redaction would know it).
+pub(crate) fn whole_lines(text: &str, cut: bool) -> &str {
+    if !cut {
+        return text;
+    }
+    text.split_once('\n').map_or("", |(_, rest)| rest)
 }
 
 /// How long a full bucket of `rate` takes to refill: for tests and docs.
@@ -322,6 +346,7 @@ mod tests {
                     "flood".into(),
                     format!("ns/job-{call}"),
                     Arc::clone(&budget),
+                    Redactor::none(),
                 );
                 for _ in 0..8 {
                     log.write(Level::Info, "hello");
@@ -346,7 +371,7 @@ mod tests {
             burst: 1000,
             per_second: 1,
         }));
-        let mut log = GuestLog::new("p".into(), "ns/j".into(), budget);
+        let mut log = GuestLog::new("p".into(), "ns/j".into(), budget, Redactor::none());
         let stdout: String = (0..50).map(|i| format!("line {i}\n")).collect();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(std::io::sink)
@@ -360,16 +385,78 @@ mod tests {
     }
 
     #[test]
+    fn a_capture_that_dropped_bytes_loses_its_first_partial_line() {
+        assert_eq!(whole_lines("a\nb\n", false), "a\nb\n");
+        assert_eq!(whole_lines("cret-token\nb\n", true), "b\n");
+        assert_eq!(whole_lines("cret-token", true), "");
+    }
+
+    #[test]
     fn log_lines_over_the_call_cap_are_dropped() {
         let budget = Arc::new(Budget::new(LogRate {
             burst: 1000,
             per_second: 1,
         }));
-        let mut log = GuestLog::new("p".into(), "ns/j".into(), budget);
+        let mut log = GuestLog::new("p".into(), "ns/j".into(), budget, Redactor::none());
         for _ in 0..LOG_LINES + 7 {
             log.write(Level::Error, "x");
         }
         assert_eq!(log.counts.lines, LOG_LINES + 7);
         assert_eq!(log.counts.dropped, 7);
+    }
+
+    /// The host's log as text, shared with the subscriber writing it.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_credential_is_redacted_from_log_lines_and_output_even_where_a_line_is_cut() {
+        const TOKEN: &str = "Bearer s3cret-token";
+        let budget = Arc::new(Budget::new(LogRate {
+            burst: 1000,
+            per_second: 1,
+        }));
+        let redactor = Redactor::new([TOKEN.as_bytes()]).expect("redactor");
+        let mut log = GuestLog::new("p".into(), "ns/j".into(), budget, redactor);
+        let written = Shared::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish();
+        // The cut at LOG_LINE_BYTES falls inside the value.
+        let long = format!("{}{TOKEN}", "x".repeat(LOG_LINE_BYTES - 4));
+        // stdout and stderr as the call's capture holds them: whatever the
+        // writes were, one text.
+        let stdout = format!("echo: {}\n", TOKEN);
+        tracing::subscriber::with_default(subscriber, || {
+            log.write(Level::Info, &format!("the server said {TOKEN}"));
+            log.write(Level::Warn, &long);
+            log.forward(&stdout, &format!("{TOKEN}\n"));
+        });
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            !text.contains("xxxxBear"),
+            "a part of the value was kept: {text}"
+        );
+        assert!(text.contains("the server said [redacted]"), "{text}");
+        assert!(text.contains("xxxx[red"), "{text}");
+        assert!(text.contains("echo: [redacted]"), "{text}");
+        assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
     }
 }

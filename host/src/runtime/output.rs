@@ -22,6 +22,7 @@ pub(crate) use scan::reference::agrees_with_serde as scanner_agrees_with_serde;
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
 use super::error::{Error, Result};
 use super::limits::Limits;
+use crate::outbound::Redactor;
 
 /// A kind a policy may create (`apiVersion` + `kind`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -196,12 +197,14 @@ impl From<CleanupResult> for Cleaned {
     }
 }
 
-/// Checks a `reconcile` result: size caps first (cheap), then every child.
+/// Checks a `reconcile` result: size caps first (cheap), then the
+/// credentials `redactor` finds are replaced, then every child is checked.
 pub(crate) fn validate(
     result: ReconcileResult,
     namespace: &str,
     allowed: &[AllowedKind],
     limits: &Limits,
+    redactor: &Redactor,
 ) -> Result<Reconciled> {
     let count = result.children.len() as u64;
     if count > u64::from(limits.children) {
@@ -219,12 +222,14 @@ pub(crate) fn validate(
             limit: limits.output_bytes,
         });
     }
+    // Redacted before any check: an error that names part of the result
+    // names the redacted part.
     let ReconcileResult {
         children,
         status,
         requeue_after_ms,
         events,
-    } = result;
+    } = redacted(result, redactor);
     let status = self::status::check(status)?;
     self::status::check_events(&events)?;
     let children = children
@@ -263,6 +268,35 @@ pub(crate) fn validate(
         requeue_after_ms,
         events: events.into_iter().map(event).collect(),
     })
+}
+
+/// `result` with every credential `redactor` finds replaced: in each
+/// string, and in the decoded strings of the JSON texts (outputs, manifests).
+fn redacted(mut result: ReconcileResult, redactor: &Redactor) -> ReconcileResult {
+    if redactor.is_empty() {
+        return result;
+    }
+    let text = |text: &mut String| redactor.redact_string(text);
+    for child in &mut result.children {
+        text(&mut child.api_version);
+        text(&mut child.kind);
+        text(&mut child.name);
+        redactor.redact_json_text(&mut child.manifest);
+    }
+    let status = &mut result.status;
+    text(&mut status.phase);
+    text(&mut status.message);
+    redactor.redact_json_text(&mut status.outputs);
+    for condition in &mut status.conditions {
+        text(&mut condition.kind);
+        text(&mut condition.reason);
+        text(&mut condition.message);
+    }
+    for event in &mut result.events {
+        text(&mut event.reason);
+        text(&mut event.message);
+    }
+    result
 }
 
 fn condition(c: Condition) -> ReportedCondition {
@@ -450,6 +484,7 @@ mod tests {
             "ns",
             &AllowedKind::defaults(),
             &Limits::default(),
+            &Redactor::none(),
         )
     }
 
@@ -559,6 +594,7 @@ mod tests {
             "ns",
             &AllowedKind::defaults(),
             &limits,
+            &Redactor::none(),
         )
         .unwrap_err();
         assert!(matches!(
@@ -578,9 +614,67 @@ mod tests {
             "ns",
             &AllowedKind::defaults(),
             &limits,
+            &Redactor::none(),
         )
         .unwrap_err();
         assert!(matches!(err, Error::OutputTooLarge { what: "bytes", .. }));
+    }
+
+    #[test]
+    fn a_credential_is_redacted_from_every_string_of_a_result_and_from_the_errors_naming_it() {
+        const TOKEN: &str = r#"Bearer s3cret-"token"\x"#;
+        let redactor = Redactor::new([TOKEN.as_bytes()]).expect("redactor");
+        let escaped = serde_json::to_string(TOKEN).unwrap();
+        let mut result = result(vec![pod(
+            "w-0",
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "w-0", "annotations": {"seen": TOKEN}},
+                   "spec": {"containers": [{"name": "c", "args": [TOKEN]}]}}),
+        )]);
+        result.status.message = format!("the server said {TOKEN}");
+        result.status.outputs = format!(r#"{{"seen":{escaped},{escaped}:1}}"#);
+        result.status.conditions[0].message = TOKEN.into();
+        result.events[0].message = format!("echo: {TOKEN}");
+        let ok = validate(
+            result.clone(),
+            "ns",
+            &AllowedKind::defaults(),
+            &Limits::default(),
+            &redactor,
+        )
+        .unwrap();
+        let text = serde_json::to_string(&ok).unwrap();
+        assert!(!text.contains("s3cret"), "{text}");
+        assert_eq!(ok.status.message, "the server said [redacted]");
+        assert_eq!(
+            ok.status.outputs,
+            json!({"seen": "[redacted]", "[redacted]": 1})
+        );
+        assert_eq!(ok.status.conditions[0].message, "[redacted]");
+        assert_eq!(ok.events[0].message, "echo: [redacted]");
+        let manifest = ok.children[0].manifest_in("ns").unwrap();
+        assert_eq!(manifest["metadata"]["annotations"]["seen"], "[redacted]");
+        assert_eq!(manifest["spec"]["containers"][0]["args"][0], "[redacted]");
+        // A part the checks refuse is named redacted: a phase, a reason, a
+        // child's name.
+        for mutate in [
+            (|r: &mut ReconcileResult| r.status.phase = TOKEN.into()) as fn(&mut ReconcileResult),
+            |r| r.status.conditions[0].reason = TOKEN.into(),
+            |r| r.children[0].name = format!("w-{TOKEN}"),
+        ] {
+            let mut bad = result.clone();
+            mutate(&mut bad);
+            let error = validate(
+                bad,
+                "ns",
+                &AllowedKind::defaults(),
+                &Limits::default(),
+                &redactor,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(!error.contains("s3cret"), "{error}");
+        }
     }
 
     #[test]

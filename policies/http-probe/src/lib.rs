@@ -5,18 +5,30 @@
 //! its grant, loopback and metadata addresses, names that resolve to them,
 //! more requests than its grant allows, a server that stalls; and it
 //! echoes its own request headers, so a test can show the host's injected
-//! credential never reaches it.
+//! credential never reaches it through its own request.
+//!
+//! With `"publish": true` it is the policy a reflecting server hands the
+//! credential back to (an echo route, an error page quoting the request),
+//! and it publishes what it got everywhere a policy's words leave the
+//! sandbox: for the first answer, its body in the status message and its
+//! headers' values in a condition, an Event, a ConfigMap `<job>-echo`, a
+//! `log()` line, stdout and stderr; and the first `cleanup` attempt fails
+//! quoting them. The host must redact the credential from all of it.
 //!
 //! Params: `{"requests": [{"method": "GET", "url": "...", "headers": {...},
-//! "body": "...", "timeoutsMs": {"connect", "firstByte", "betweenBytes"}}]}`. Outputs: `{"results": [{"status", "headers", "body"}
+//! "body": "...", "timeoutsMs": {"connect", "firstByte", "betweenBytes"}}],
+//! "publish": false}`. Outputs: `{"results": [{"status", "headers", "body"}
 //! | {"error", "refused"}], "sentHeaders": [...]}`; it logs each result at
 //! info. `cleanup` answers `done` once every request got a 2xx or 404.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use policyhost_sdk::build::ConfigMap;
 use policyhost_sdk::http::{Method, Request, Timeouts};
-use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+use policyhost_sdk::{
+    Child, Cleanup, Condition, Context, Event, Job, Phase, Policy, PolicyError, Reconcile, Status,
+};
 use serde::{Deserialize, Serialize};
 
 /// The probe.
@@ -31,6 +43,9 @@ pub struct Params {
     /// The requests, in order.
     #[serde(default)]
     pub requests: Vec<Planned>,
+    /// Publish the first answer everywhere (see the crate's docs).
+    #[serde(default)]
+    pub publish: bool,
 }
 
 /// One request to make.
@@ -139,25 +154,76 @@ fn probe(params: &Params) -> (Vec<Seen>, Vec<Vec<(String, String)>>) {
     (seen, sent)
 }
 
+/// The first answer: its body, and its headers' values on one line.
+fn first_answer(results: &[Seen]) -> Option<(&str, String)> {
+    results.iter().find_map(|seen| match seen {
+        Seen::Answer { body, headers, .. } => {
+            let values: Vec<&str> = headers.iter().map(|(_, value)| value.as_str()).collect();
+            Some((body.as_str(), values.join(" ")))
+        }
+        Seen::Error { .. } => None,
+    })
+}
+
+/// The reconcile of `"publish": true`: what the server said, everywhere.
+fn publish(
+    job: &Job,
+    results: &[Seen],
+    outputs: &serde_json::Value,
+) -> Result<Reconcile, PolicyError> {
+    let (body, headers) = first_answer(results).unwrap_or_default();
+    policyhost_sdk::warn!("the server sent back: {headers}");
+    println!("stdout: the server sent back: {headers}");
+    eprintln!("stderr: the server sent back: {headers}");
+    let status = Status::new(Phase::Running)
+        .message(format!("the server said: {body}"))
+        .condition(Condition::new(
+            "Echoed",
+            true,
+            "Reflected",
+            format!("the server sent back: {headers}"),
+        ))
+        .outputs(outputs)?;
+    let echo = ConfigMap::new(format!("{}-echo", job.name))
+        .data("headers", headers.clone())
+        .data("body", body)
+        .build()?;
+    Ok(Reconcile::new(status)
+        .children([echo])
+        .event(Event::warning(
+            "Reflected",
+            format!("the server sent back: {headers}"),
+        )))
+}
+
 impl Policy for HttpProbe {
     type Params = Params;
 
     fn reconcile(
-        _: &Job,
+        job: &Job,
         params: Params,
         _: &[Child],
         _: &Context,
     ) -> Result<Reconcile, PolicyError> {
         let (results, sent_headers) = probe(&params);
         let outputs = serde_json::json!({ "results": results, "sentHeaders": sent_headers });
+        if params.publish {
+            return publish(job, &results, &outputs);
+        }
         Ok(Reconcile::new(
             Status::new(Phase::Running).outputs(&outputs)?,
         ))
     }
 
-    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup, PolicyError> {
         let params: Params = job.params()?;
         let (results, _) = probe(&params);
+        if params.publish && ctx.attempt <= 1 {
+            let (_, headers) = first_answer(&results).unwrap_or_default();
+            return Err(PolicyError::failed_with(format!(
+                "cleanup: the server sent back: {headers}"
+            )));
+        }
         let gone = results.iter().all(|seen| {
             matches!(seen, Seen::Answer { status, .. } if (200..300).contains(status) || *status == 404)
         });

@@ -384,6 +384,7 @@ mod tests {
             "ns",
             &super::super::AllowedKind::defaults(),
             &crate::runtime::Limits::default(),
+            &crate::outbound::Redactor::none(),
         )
     }
 
