@@ -419,6 +419,38 @@ fn tls_is_verified_redirects_are_not_followed_and_bodies_are_capped() {
     assert_eq!(results[2]["error"], "HttpResponseBodySize", "{outputs}");
 }
 
+#[test]
+fn a_request_body_over_the_grants_cap_ends_with_http_request_body_size() {
+    let cloud = Cloud::start();
+    let origin = cloud.origin();
+    let runtime = runtime(&cloud);
+    let policy = probe(
+        &runtime,
+        grant(&[("origins", &origin), ("requestBodyBytes", "1Ki")]),
+        &[],
+        5_000,
+    );
+    // The same JSON document, padded with spaces to `len` bytes.
+    let body = |len: usize| format!("{:<len$}", "{\"owner\":\"probe\"}");
+    let (outputs, _) = run(
+        &runtime,
+        &policy,
+        json!([
+            { "method": "PUT", "url": format!("{origin}/buckets/within"), "body": body(1024) },
+            { "method": "PUT", "url": format!("{origin}/buckets/over"), "body": body(1025) },
+        ]),
+    );
+    let results = &outputs["results"];
+    assert_eq!(results[0]["status"], 201, "{outputs}");
+    assert_eq!(results[1]["error"], "HttpRequestBodySize", "{outputs}");
+    let ledger = cloud.ledger();
+    assert_eq!(ledger["within"].owner, "probe");
+    assert!(
+        !ledger.contains_key("over"),
+        "the server never took the body over the cap"
+    );
+}
+
 mod operator {
     //! The grant through the operator: a policy ConfigMap, the platform
     //! team's grant ConfigMap, and a DataJob whose external resource lives
