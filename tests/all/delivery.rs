@@ -893,6 +893,78 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_push_publishes_an_outbound_policy_and_wait_reports_outbound_not_granted_until_its_grant()
+ {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let config = env.kubeconfig_file();
+    let push = |file: &Path| {
+        policyhost(&[
+            "policy",
+            "push",
+            path(file),
+            "--name",
+            "bucket",
+            "--namespace",
+            &env.policy_namespace,
+            "--kubeconfig",
+            path(&config),
+            "--allowed-namespaces",
+            &env.namespace,
+            "--wait",
+        ])
+    };
+    let out = push(&guest("bucket"));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("note: the policy imports `wasi:http/")
+            && stderr.contains("the ConfigMap `grant-bucket`"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("configmap/policy-bucket applied")
+            && stdout.contains("rejected: OutboundNotGranted: "),
+        "{stdout}"
+    );
+
+    // The platform team's grant: the version loads with it, and the next
+    // push is reported in service.
+    let grant = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("grant-bucket".into()),
+            labels: Some(BTreeMap::from([(
+                policyhost::outbound::grant::GRANT_LABEL.to_owned(),
+                "bucket".to_owned(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "origins".to_owned(),
+            "https://storage.example.com".to_owned(),
+        )])),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.policy_namespace)
+        .create(&PostParams::default(), &grant)
+        .await
+        .expect("create the grant");
+    eventually("bucket in service with its grant", || async {
+        serving(&env, "bucket")
+    })
+    .await;
+    let next = version(&guest_bytes("bucket"), "granted");
+    let file = scratch("bucket-granted.wasm", &next);
+    let out = push(&file);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("serving sha256:{}", digest(&next))),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
 /// Stops a child process when dropped.
 struct Running(std::process::Child);
 

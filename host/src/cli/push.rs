@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::Client;
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
+use policyhost::policies::grants::grant_name;
 use policyhost::policies::publish;
 use policyhost::runtime::{AllowedKind, PolicySpec};
 
@@ -125,9 +126,16 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
                 .clone()
                 .unwrap_or_else(AllowedKind::defaults),
         );
-    let Some(policy) = super::check::checked(&runtime, spec, &bytes) else {
+    let Some(checked) = super::check::checked_for_grant(&runtime, spec, &bytes) else {
         return Ok(ExitCode::FAILURE);
     };
+    let policy = checked.policy;
+    if let Some(import) = &checked.needs_grant {
+        eprintln!(
+            "note: the policy imports `{import}`: a host serves it only with its grant, the ConfigMap `{}` (the platform team's)",
+            grant_name(&args.name)
+        );
+    }
     for clamped in policy.clamped() {
         eprintln!("warning: {clamped} (this binary's default maxima; the host applies its own)");
     }
