@@ -460,18 +460,19 @@ mod operator {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+    use k8s_openapi::api::core::v1::{ConfigMap, Event};
+    use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
     use policyhost::outbound::grant::GRANT_LABEL;
-    use policyhost::policies::configmap::{self, Compression, Settings};
+    use policyhost::policies::configmap::{self, Compression};
     use policyhost::policies::publish;
+    use policyhost::policies::tenancy::Tenancy;
     use serde_json::json;
 
     use crate::common::cloud::{Cloud, Faults};
     use crate::common::cluster::{Env, OperatorSetup, condition, eventually, eventually_within};
     use crate::common::history::History;
     use crate::common::process::Replica;
-    use crate::common::{self, guest_bytes};
+    use crate::common::{self, for_every_namespace, guest_bytes};
 
     async fn grant(env: &Env, origins: &str) {
         grant_with(env, origins, None).await;
@@ -512,7 +513,7 @@ mod operator {
             "bucket",
             &env.policy_namespace,
             &guest_bytes("bucket"),
-            &Settings::default(),
+            &for_every_namespace(),
             Compression::Auto,
         )
         .expect("the policy ConfigMap");
@@ -602,6 +603,64 @@ mod operator {
         let deleted = cloud.ledger()[&bucket].deleted;
         assert!(deleted.is_some(), "the DataJob went before its bucket");
         assert_eq!(cloud.live(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_teams_own_configmap_labelled_as_a_grant_grants_nothing_even_on_a_single_team_host() {
+        let cloud = Cloud::start();
+        let env = Env::start_with(OperatorSetup {
+            outbound_roots: vec![cloud.ca()],
+            policy_tenancy: Tenancy::SingleTeam,
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        push_bucket(&env).await;
+        rejected_with(&env, "OutboundNotGranted").await;
+
+        // The team may write its own ConfigMap: it labels it as the grant
+        // of its policy.
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        api.patch(
+            "policy-bucket",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { GRANT_LABEL: "bucket" } } })),
+        )
+        .await
+        .expect("label the team's ConfigMap as a grant");
+        let events: Api<Event> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        let note = eventually("a GrantIgnored Event on policy-bucket", || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.involved_object.name.as_deref() == Some("policy-bucket")
+                        && e.reason.as_deref() == Some("GrantIgnored")
+                })?
+                .message
+        })
+        .await;
+        assert!(
+            note.contains("which only the ConfigMap `grant-bucket` may grant: it grants nothing"),
+            "{note}"
+        );
+        assert!(
+            env.operator().shared.registry.get("bucket").is_err(),
+            "never served"
+        );
+        let metrics = env.operator().metrics.render();
+        assert!(
+            metrics.contains(
+                "policyhost_policy_load_errors_total{policy=\"bucket\",reason=\"GrantIgnored\"}"
+            ),
+            "{metrics}"
+        );
+
+        // The platform team's grant is the one that counts.
+        grant(&env, &cloud.origin()).await;
+        served_with_grant(&env).await;
     }
 
     /// The scenario: 200 DataJobs each create their bucket; all are

@@ -48,10 +48,10 @@ pub(crate) struct PushArgs {
     #[arg(long, value_name = "KINDS")]
     allowed_kinds: Option<String>,
     /// Namespaces whose DataJobs may use the policy, e.g. `team-a,team-a-ci`,
-    /// or `*` for all; default: unset, which a host run with
-    /// `--strict-policy-tenancy` refuses and any other reads as `*`.
+    /// or `*` for all. Required: a host in its default, strict tenancy
+    /// refuses a policy that does not say.
     #[arg(long, value_name = "NAMESPACES")]
-    allowed_namespaces: Option<String>,
+    allowed_namespaces: String,
     /// A line for people, kept in the ConfigMap.
     #[arg(long)]
     description: Option<String>,
@@ -102,7 +102,10 @@ impl PushArgs {
             (keys::MAX_CHILDREN, self.max_children.clone()),
             (keys::MAX_OUTPUT_BYTES, self.max_output_bytes.clone()),
             (keys::ALLOWED_KINDS, self.allowed_kinds.clone()),
-            (keys::ALLOWED_NAMESPACES, self.allowed_namespaces.clone()),
+            (
+                keys::ALLOWED_NAMESPACES,
+                Some(self.allowed_namespaces.clone()),
+            ),
             (keys::DESCRIPTION, self.description.clone()),
             (keys::SHARE, self.share.clone()),
         ]
