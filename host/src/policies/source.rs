@@ -977,3 +977,45 @@ fn source_future_should_be_send(source: ConfigMapSource) {
     fn assert_send<T: Send>(_: T) {}
     assert_send(source.run(std::future::pending()));
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn map(policy: &str, provides: Option<&str>) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("policy-aaa".into()),
+                namespace: Some("policyhost-system".into()),
+                labels: Some([(POLICY_LABEL.to_owned(), policy.to_owned())].into()),
+                annotations: provides
+                    .map(|p| [(configmap::PROVIDES_ANNOTATION.to_owned(), p.to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn only_a_configmap_recorded_as_providing_the_policy_it_names_keeps_it_on_a_start() {
+        let recorded = |map: &ConfigMap| record(map, String::new()).is_recorded_provider();
+        assert!(recorded(&map("etl", Some("etl"))));
+        assert!(!recorded(&map("etl", None)), "never recorded");
+        assert!(
+            !recorded(&map("etl", Some("reports"))),
+            "recorded for the policy it named before a relabel"
+        );
+        let mut owned = map("etl", Some("etl"));
+        owned.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: "u".into(),
+            ..OwnerReference::default()
+        }]);
+        assert!(!recorded(&owned), "a DataJob's child keeps nothing");
+    }
+}
