@@ -64,12 +64,12 @@ pub struct Options {
     pub policy_namespace: Option<String>,
     /// Largest policy component a ConfigMap may carry, after decompression.
     pub max_policy_bytes: u64,
-    /// A host shared by teams: every policy ConfigMap must say whose
-    /// DataJobs may use it (`data.allowedNamespaces`), and only `policy-<name>`
-    /// may provide the policy `<name>`, so that RBAC on ConfigMap names is
-    /// RBAC on policies. Off, a ConfigMap without the key serves every
-    /// namespace (one team, the quick start).
-    pub strict_policy_tenancy: bool,
+    /// How far the host trusts policy publishers ([`policies::tenancy`]).
+    /// Strict (the default, for a host shared by teams): every policy
+    /// ConfigMap must say whose DataJobs may use it
+    /// (`data.allowedNamespaces`), and only `policy-<name>` may provide the
+    /// policy `<name>`, so that RBAC on ConfigMap names is RBAC on policies.
+    pub policy_tenancy: policies::tenancy::Tenancy,
     /// How often the Secrets that outbound grants name are read again: a
     /// rotated credential loads its policy again within this time.
     pub grant_secret_refresh: Duration,
@@ -113,7 +113,7 @@ impl Default for Options {
             policy_dir: None,
             policy_namespace: None,
             max_policy_bytes: policies::load::Config::default().max_module_bytes,
-            strict_policy_tenancy: false,
+            policy_tenancy: policies::tenancy::Tenancy::default(),
             grant_secret_refresh: Duration::from_secs(60),
             child_kinds: AllowedKind::defaults(),
             api_qps: NonZeroU32::new(1000).unwrap_or(NonZeroU32::MIN),
@@ -279,7 +279,7 @@ impl Operator {
                     load: policies::load::Config {
                         max_module_bytes: options.max_policy_bytes,
                         child_kinds: options.child_kinds.clone(),
-                        strict_tenancy: options.strict_policy_tenancy,
+                        tenancy: options.policy_tenancy,
                     },
                     workers: 2,
                     secret_refresh: options.grant_secret_refresh,

@@ -49,6 +49,19 @@ fn check_accepts_fanout_and_prints_digest_size_and_imports() {
 }
 
 #[test]
+fn check_accepts_a_component_importing_wasi_http_and_says_it_needs_a_grant() {
+    let out = policyhost(&["policy", "check", path(&guest("bucket"))]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("wasi:http/outgoing-handler@"), "{stdout}");
+    assert!(
+        stdout.contains("ok: loadable; needs a grant: it imports `wasi:http/")
+            && stdout.contains("(the ConfigMap `grant-bucket`)"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn check_rejects_each_kind_of_bad_component_with_a_message() {
     let garbage = scratch("garbage.wasm", b"garbage");
     let core = scratch(

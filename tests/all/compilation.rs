@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use policyhost::policies::configmap::{self, Compression, Settings};
+use policyhost::policies::configmap::{self, Compression};
 use policyhost::policies::publish;
 use policyhost::policies::refusal::{self, COMPILE_REFUSED_ANNOTATION};
 use policyhost::runtime::{
@@ -14,7 +14,7 @@ use policyhost::runtime::{
 };
 
 use crate::common::cluster::{Env, OperatorSetup, eventually};
-use crate::common::{self, guest_bytes, leb128, policyhost_bin};
+use crate::common::{self, for_every_namespace, guest_bytes, leb128, policyhost_bin};
 
 fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
     out.push(id);
@@ -77,7 +77,7 @@ fn a_tiny_gzipped_component_that_asks_for_a_huge_compile_is_refused_before_compi
         "bomb",
         "ns",
         &bomb,
-        &Settings::default(),
+        &for_every_namespace(),
         Compression::Always,
     )
     .expect("a ConfigMap");
@@ -288,7 +288,7 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
         "fanout",
         &env.policy_namespace,
         &good,
-        &Settings::default(),
+        &for_every_namespace(),
         Compression::Auto,
     )
     .expect("a policy ConfigMap");
@@ -303,7 +303,7 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
         "fanout",
         &env.policy_namespace,
         &bomb,
-        &Settings::default(),
+        &for_every_namespace(),
         Compression::Always,
     )
     .expect("a few KiB gzip'd");

@@ -20,11 +20,12 @@ use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::policies::configmap::{self, Compression, MODULE_GZ_KEY, MODULE_KEY, Settings};
 use policyhost::policies::publish;
 use policyhost::policies::report::Annotations;
+use policyhost::policies::tenancy::Tenancy;
 use policyhost::runtime::Digest;
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
-use crate::common::{guest, guest_bytes, leb128, policyhost_bin};
+use crate::common::{for_every_namespace, guest, guest_bytes, leb128, policyhost_bin};
 
 /// `component` with a custom section appended: the same behaviour under
 /// another digest, i.e. another version of the policy.
@@ -81,7 +82,11 @@ async fn push_map(env: &Env, map: &ConfigMap) -> Annotations {
 
 /// Pushes `component` as policy `name` with default settings; returns the verdict.
 async fn push(env: &Env, name: &str, component: &[u8]) -> Annotations {
-    push_map(env, &policy_map(env, name, component, &Settings::default())).await
+    push_map(
+        env,
+        &policy_map(env, name, component, &for_every_namespace()),
+    )
+    .await
 }
 
 /// The digest the operator's registry serves for `name`.
@@ -234,20 +239,20 @@ struct BadVersion {
 
 fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
     let with_binary = |key: &str, bytes: Vec<u8>| {
-        let mut map = policy_map(env, "fanout", good, &Settings::default());
+        let mut map = policy_map(env, "fanout", good, &for_every_namespace());
         map.binary_data = Some(BTreeMap::from([(key.to_owned(), ByteString(bytes))]));
-        map.data = None;
+        map.data = Some(for_every_namespace().to_data());
         map
     };
     let with_data = |pairs: &[(&str, &str)]| {
-        let mut map = policy_map(env, "fanout", good, &Settings::default());
+        let mut map = policy_map(env, "fanout", good, &for_every_namespace());
         let data = map.data.get_or_insert_default();
         for (key, value) in pairs {
             data.insert((*key).to_owned(), (*value).to_owned());
         }
         map
     };
-    let mut pinned_elsewhere = policy_map(env, "fanout", good, &Settings::default());
+    let mut pinned_elsewhere = policy_map(env, "fanout", good, &for_every_namespace());
     pinned_elsewhere
         .data
         .get_or_insert_default()
@@ -258,7 +263,7 @@ fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
         "fanout",
         &env.policy_namespace,
         &bomb,
-        &Settings::default(),
+        &for_every_namespace(),
         Compression::Always,
     )
     .expect("it fits gzip'd");
@@ -429,7 +434,7 @@ async fn datajobs_of_a_policy_with_no_good_version_report_policy_unavailable_nam
     );
 
     let good = guest_bytes("fanout");
-    let mut bad = policy_map(&env, "late-policy", &good, &Settings::default());
+    let mut bad = policy_map(&env, "late-policy", &good, &for_every_namespace());
     bad.data
         .get_or_insert_default()
         .insert("sha256".into(), digest(b"something else"));
@@ -523,13 +528,23 @@ async fn deleting_the_configmap_takes_the_policy_out_of_service_and_datajobs_kee
     assert_eq!(uids(&again), uids(&pods));
 }
 
+/// An operator serving the policy ConfigMaps of the test's policy
+/// namespace, for one team of publishers (`--policy-tenancy single-team`).
+fn single_team() -> OperatorSetup {
+    OperatorSetup {
+        policy_tenancy: Tenancy::SingleTeam,
+        ..OperatorSetup::configmaps()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_configmap_naming_the_same_policy_is_rejected_until_the_first_goes() {
-    let env = Env::start_with(OperatorSetup::configmaps()).await;
+async fn on_a_single_team_host_a_second_configmap_naming_the_same_policy_is_rejected_until_the_first_goes()
+ {
+    let env = Env::start_with(single_team()).await;
     let first = version(&guest_bytes("fanout"), "first");
     let second = version(&guest_bytes("fanout"), "second");
     push(&env, "fanout", &first).await;
-    let mut other = policy_map(&env, "fanout", &second, &Settings::default());
+    let mut other = policy_map(&env, "fanout", &second, &for_every_namespace());
     other.metadata.name = Some("fanout-copy".into());
     let verdict = push_map(&env, &other).await;
     assert!(
@@ -564,12 +579,12 @@ async fn a_component_too_large_for_a_plain_configmap_travels_gzipped() {
             "big",
             &env.policy_namespace,
             &large,
-            &Settings::default(),
+            &for_every_namespace(),
             Compression::Never
         ),
         Err(configmap::Error::DoesNotFit { .. })
     ));
-    let map = policy_map(&env, "big", &large, &Settings::default());
+    let map = policy_map(&env, "big", &large, &for_every_namespace());
     let binary = map.binary_data.as_ref().expect("binaryData");
     assert!(binary.contains_key(MODULE_GZ_KEY) && !binary.contains_key(MODULE_KEY));
     assert!(binary[MODULE_GZ_KEY].0.len() < configmap::CONFIGMAP_LIMIT);
@@ -624,7 +639,7 @@ async fn swaps_under_load_never_fail_a_reconcile_and_every_status_names_a_good_v
         .await;
     }
     let bad = {
-        let mut map = policy_map(&env, "fanout", &v1, &Settings::default());
+        let mut map = policy_map(&env, "fanout", &v1, &for_every_namespace());
         map.data
             .get_or_insert_default()
             .insert("sha256".into(), digest(b"not this one"));
@@ -812,6 +827,8 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         &env.policy_namespace,
         "--kubeconfig",
         path(&config),
+        "--allowed-namespaces",
+        &allowed,
     ]);
     assert!(!out.status.success());
     assert!(
@@ -829,6 +846,8 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         &env.policy_namespace,
         "--kubeconfig",
         path(&config),
+        "--allowed-namespaces",
+        &allowed,
         "--fuel",
         "0",
     ]);
@@ -856,6 +875,8 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         &env.policy_namespace,
         "--kubeconfig",
         path(&config),
+        "--allowed-namespaces",
+        &allowed,
         "--allowed-kinds",
         "apps/v1/Deployment",
         "--wait",
@@ -891,6 +912,78 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
         table.contains("Rejected") && table.contains(&fanout_digest[..12]),
         "{table}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_push_publishes_an_outbound_policy_and_wait_reports_outbound_not_granted_until_its_grant()
+ {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let config = env.kubeconfig_file();
+    let push = |file: &Path| {
+        policyhost(&[
+            "policy",
+            "push",
+            path(file),
+            "--name",
+            "bucket",
+            "--namespace",
+            &env.policy_namespace,
+            "--kubeconfig",
+            path(&config),
+            "--allowed-namespaces",
+            &env.namespace,
+            "--wait",
+        ])
+    };
+    let out = push(&guest("bucket"));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("note: the policy imports `wasi:http/")
+            && stderr.contains("the ConfigMap `grant-bucket`"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("configmap/policy-bucket applied")
+            && stdout.contains("rejected: OutboundNotGranted: "),
+        "{stdout}"
+    );
+
+    // The platform team's grant: the version loads with it, and the next
+    // push is reported in service.
+    let grant = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("grant-bucket".into()),
+            labels: Some(BTreeMap::from([(
+                policyhost::outbound::grant::GRANT_LABEL.to_owned(),
+                "bucket".to_owned(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "origins".to_owned(),
+            "https://storage.example.com".to_owned(),
+        )])),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.policy_namespace)
+        .create(&PostParams::default(), &grant)
+        .await
+        .expect("create the grant");
+    eventually("bucket in service with its grant", || async {
+        serving(&env, "bucket")
+    })
+    .await;
+    let next = version(&guest_bytes("bucket"), "granted");
+    let file = scratch("bucket-granted.wasm", &next);
+    let out = push(&file);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("serving sha256:{}", digest(&next))),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_file(&file);
 }
 
 /// Stops a child process when dropped.
@@ -1134,17 +1227,17 @@ async fn a_configmap_with_an_owner_reference_or_child_labels_is_ignored_and_the_
         controller: Some(true),
         ..Default::default()
     };
-    let mut owned = policy_map(&env, "fanout", &other, &Settings::default());
+    let mut owned = policy_map(&env, "fanout", &other, &for_every_namespace());
     owned.metadata.name = Some("fanout-owned".into());
     owned.metadata.owner_references = Some(vec![owner_ref.clone()]);
-    let mut child = policy_map(&env, "fanout", &other, &Settings::default());
+    let mut child = policy_map(&env, "fanout", &other, &for_every_namespace());
     child.metadata.name = Some("fanout-child".into());
     child.metadata.labels.get_or_insert_default().insert(
         "policyhost.dev/managed-by".into(),
         "another-instance".into(),
     );
     // And the serving ConfigMap itself, given an owner and new content.
-    let mut taken = policy_map(&env, "fanout", &other, &Settings::default());
+    let mut taken = policy_map(&env, "fanout", &other, &for_every_namespace());
     taken.metadata.owner_references = Some(vec![owner_ref]);
     for map in [&owned, &child, &taken] {
         publish::apply(&env.client, map).await.expect("apply");
@@ -1293,14 +1386,13 @@ async fn a_policy_serves_only_the_namespaces_it_allows_and_a_swap_that_changes_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_strict_host_refuses_a_policy_without_allowed_namespaces_or_from_a_configmap_of_another_name()
+async fn the_default_strict_host_refuses_a_policy_without_allowed_namespaces_or_from_a_configmap_of_another_name()
  {
-    let mut setup = OperatorSetup::configmaps();
-    setup.strict_policy_tenancy = true;
-    let env = Env::start_with(setup).await;
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
     let component = guest_bytes("fanout");
 
-    let verdict = push(&env, "fanout", &component).await;
+    let unsaid = policy_map(&env, "fanout", &component, &Settings::default());
+    let verdict = push_map(&env, &unsaid).await;
     let error = verdict.error.unwrap_or_default();
     assert!(
         error.starts_with("InvalidConfig: ")
@@ -1320,11 +1412,7 @@ async fn a_strict_host_refuses_a_policy_without_allowed_namespaces_or_from_a_con
         &env,
         "fanout",
         &version(&component, "sneaky"),
-        &Settings::parse(&BTreeMap::from([(
-            configmap::keys::ALLOWED_NAMESPACES.to_owned(),
-            "*".to_owned(),
-        )]))
-        .expect("settings"),
+        &for_every_namespace(),
     );
     sneaky.metadata.name = Some("policy-reports".into());
     let verdict = push_map(&env, &sneaky).await;
@@ -1334,4 +1422,95 @@ async fn a_strict_host_refuses_a_policy_without_allowed_namespaces_or_from_a_con
         "{error}"
     );
     assert_eq!(serving(&env, "fanout"), Some(d));
+}
+
+/// Another team's ConfigMap, which its RBAC lets it write, relabelled to
+/// claim `fanout` with its own code. Its name, `policy-aaa`, lists before
+/// `policy-fanout`: ConfigMaps list in name order.
+fn impostor(env: &Env, component: &[u8]) -> ConfigMap {
+    let mut map = policy_map(
+        env,
+        "fanout",
+        &version(component, "impostor"),
+        &for_every_namespace(),
+    );
+    map.metadata.name = Some("policy-aaa".into());
+    map
+}
+
+/// Waits until ConfigMap `name` has `count` Events with `reason`.
+async fn events_counted(env: &Env, name: &str, reason: &str, count: usize) {
+    eventually(&format!("{count} {reason} Events on {name}"), || async {
+        (events_on(env, name, reason).await.len() >= count).then_some(())
+    })
+    .await;
+}
+
+/// Pushes fanout `owner` and then [`impostor`], and runs a DataJob on the
+/// owner's version; restarts the operator with `setup`, and waits for its
+/// verdicts on both ConfigMaps. Returns the impostor's error annotation
+/// after the restart.
+async fn impostor_across_a_restart(setup: fn() -> OperatorSetup, refused: &str) -> (Env, String) {
+    let mut env = Env::start_with(setup()).await;
+    let owner = version(&guest_bytes("fanout"), "owner");
+    let owner_digest = digest(&owner);
+    assert_eq!(push(&env, "fanout", &owner).await.error, None);
+    env.create_job("victim", "fanout", fanout_forever(1)).await;
+    env.wait_job("victim", "reconciled by the owner's version", |j| {
+        status_digest(j) == Some(owner_digest.as_str())
+    })
+    .await;
+    let verdict = push_map(&env, &impostor(&env, &owner)).await;
+    let error = verdict.error.unwrap_or_default();
+    assert!(error.starts_with(refused), "{error}");
+    assert_eq!(serving(&env, "fanout"), Some(owner_digest.clone()));
+    events_counted(&env, "policy-fanout", "PolicyLoaded", 1).await;
+    events_counted(&env, "policy-aaa", "PolicyRejected", 1).await;
+
+    // A restart: the new operator lists `policy-aaa` first.
+    env.stop_operator().await;
+    env.start_operator(setup()).await;
+    events_counted(&env, "policy-fanout", "PolicyLoaded", 2).await;
+    events_counted(&env, "policy-aaa", "PolicyRejected", 2).await;
+    assert_eq!(
+        serving(&env, "fanout"),
+        Some(owner_digest.clone()),
+        "the owner's version serves after the restart"
+    );
+    let job = reconciled_again(&env, "victim").await;
+    assert_eq!(status_digest(&job), Some(owner_digest.as_str()));
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let map = maps.get("policy-aaa").await.expect("the impostor");
+    let error = Annotations::read(map.annotations())
+        .error
+        .unwrap_or_default();
+    (env, error)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impostor_configmap_listed_first_never_serves_another_teams_datajobs_even_after_a_restart()
+ {
+    let (_env, error) =
+        impostor_across_a_restart(OperatorSetup::configmaps, "NameMismatch: ").await;
+    assert!(
+        error.starts_with("NameMismatch: ") && error.contains("only the ConfigMap `policy-fanout`"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_single_team_host_the_first_publisher_keeps_its_name_across_a_restart_whatever_the_list_order()
+ {
+    let (env, error) = impostor_across_a_restart(single_team, "Conflict: ").await;
+    assert!(
+        error.starts_with("Conflict: ") && error.contains("policy-fanout"),
+        "{error}"
+    );
+    // The host's record of who provides the name.
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let provides = |map: ConfigMap| Annotations::read(map.annotations()).provides;
+    let owner = maps.get("policy-fanout").await.expect("the owner");
+    assert_eq!(provides(owner).as_deref(), Some("fanout"));
+    let impostor = maps.get("policy-aaa").await.expect("the impostor");
+    assert_eq!(provides(impostor), None);
 }

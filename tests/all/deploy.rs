@@ -139,6 +139,7 @@ fn kustomize_renders_the_operator_with_a_restrictive_two_replica_deployment() {
         .collect();
     assert_eq!(args[0], "run");
     assert!(args.contains(&"--listen=0.0.0.0:8080"), "{args:?}");
+    assert!(args.contains(&"--policy-tenancy=strict"), "{args:?}");
     assert_eq!(container["ports"][0]["containerPort"], 8080);
     let port = &container["ports"][0]["name"];
     for (probe, path) in [

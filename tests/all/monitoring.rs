@@ -369,6 +369,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
     ))
     .await;
     // A policy version the host rejects.
+    let every_namespace = crate::common::for_every_namespace().to_data();
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     configmaps
         .create(
@@ -381,6 +382,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
                     ),
                     ..ObjectMeta::default()
                 },
+                data: Some(every_namespace.clone()),
                 binary_data: Some(
                     [(
                         "policy.wasm".to_owned(),
@@ -403,6 +405,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
                     labels: Some([("policyhost.dev/policy".to_owned(), "good".to_owned())].into()),
                     ..ObjectMeta::default()
                 },
+                data: Some(every_namespace),
                 binary_data: Some(
                     [(
                         "policy.wasm".to_owned(),

@@ -537,6 +537,38 @@ fn tls_is_verified_redirects_are_not_followed_and_bodies_are_capped() {
     assert_eq!(results[2]["error"], "HttpResponseBodySize", "{outputs}");
 }
 
+#[test]
+fn a_request_body_over_the_grants_cap_ends_with_http_request_body_size() {
+    let cloud = Cloud::start();
+    let origin = cloud.origin();
+    let runtime = runtime(&cloud);
+    let policy = probe(
+        &runtime,
+        grant(&[("origins", &origin), ("requestBodyBytes", "1Ki")]),
+        &[],
+        5_000,
+    );
+    // The same JSON document, padded with spaces to `len` bytes.
+    let body = |len: usize| format!("{:<len$}", "{\"owner\":\"probe\"}");
+    let (outputs, _) = run(
+        &runtime,
+        &policy,
+        json!([
+            { "method": "PUT", "url": format!("{origin}/buckets/within"), "body": body(1024) },
+            { "method": "PUT", "url": format!("{origin}/buckets/over"), "body": body(1025) },
+        ]),
+    );
+    let results = &outputs["results"];
+    assert_eq!(results[0]["status"], 201, "{outputs}");
+    assert_eq!(results[1]["error"], "HttpRequestBodySize", "{outputs}");
+    let ledger = cloud.ledger();
+    assert_eq!(ledger["within"].owner, "probe");
+    assert!(
+        !ledger.contains_key("over"),
+        "the server never took the body over the cap"
+    );
+}
+
 mod operator {
     //! The grant through the operator: a policy ConfigMap, the platform
     //! team's grant ConfigMap, and a DataJob whose external resource lives
@@ -546,12 +578,12 @@ mod operator {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-    use k8s_openapi::api::events::v1::Event;
+    use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
     use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
     use policyhost::outbound::grant::GRANT_LABEL;
-    use policyhost::policies::configmap::{self, Compression, Settings};
+    use policyhost::policies::configmap::{self, Compression};
     use policyhost::policies::publish;
+    use policyhost::policies::tenancy::Tenancy;
     use serde_json::json;
 
     use super::REFLECTED;
@@ -559,7 +591,7 @@ mod operator {
     use crate::common::cluster::{Env, OperatorSetup, condition, eventually, eventually_within};
     use crate::common::history::History;
     use crate::common::process::Replica;
-    use crate::common::{self, guest_bytes};
+    use crate::common::{self, for_every_namespace, guest_bytes};
 
     async fn grant(env: &Env, origins: &str) {
         grant_with(env, origins, None).await;
@@ -611,7 +643,7 @@ mod operator {
             policy,
             &env.policy_namespace,
             &guest_bytes(policy),
-            &Settings::default(),
+            &for_every_namespace(),
             Compression::Auto,
         )
         .expect("the policy ConfigMap");
@@ -717,6 +749,64 @@ mod operator {
         let deleted = cloud.ledger()[&bucket].deleted;
         assert!(deleted.is_some(), "the DataJob went before its bucket");
         assert_eq!(cloud.live(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_teams_own_configmap_labelled_as_a_grant_grants_nothing_even_on_a_single_team_host() {
+        let cloud = Cloud::start();
+        let env = Env::start_with(OperatorSetup {
+            outbound_roots: vec![cloud.ca()],
+            policy_tenancy: Tenancy::SingleTeam,
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        push_bucket(&env).await;
+        rejected_with(&env, "OutboundNotGranted").await;
+
+        // The team may write its own ConfigMap: it labels it as the grant
+        // of its policy.
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        api.patch(
+            "policy-bucket",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { GRANT_LABEL: "bucket" } } })),
+        )
+        .await
+        .expect("label the team's ConfigMap as a grant");
+        let events: Api<Event> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        let note = eventually("a GrantIgnored Event on policy-bucket", || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.involved_object.name.as_deref() == Some("policy-bucket")
+                        && e.reason.as_deref() == Some("GrantIgnored")
+                })?
+                .message
+        })
+        .await;
+        assert!(
+            note.contains("which only the ConfigMap `grant-bucket` may grant: it grants nothing"),
+            "{note}"
+        );
+        assert!(
+            env.operator().shared.registry.get("bucket").is_err(),
+            "never served"
+        );
+        let metrics = env.operator().metrics.render();
+        assert!(
+            metrics.contains(
+                "policyhost_policy_load_errors_total{policy=\"bucket\",reason=\"GrantIgnored\"}"
+            ),
+            "{metrics}"
+        );
+
+        // The platform team's grant is the one that counts.
+        grant(&env, &cloud.origin()).await;
+        served_with_grant(&env).await;
     }
 
     /// The scenario: 200 DataJobs each create their bucket; all are
@@ -1097,7 +1187,7 @@ mod operator {
             events
                 .iter()
                 .any(|e| e.reason.as_deref() == Some("CleanupFailed")
-                    && e.note.as_deref().is_some_and(|n| n.contains("[redacted]"))),
+                    && e.message.as_deref().is_some_and(|n| n.contains("[redacted]"))),
             "{events:?}"
         );
         assert!(!log.contains("s3cret"), "the operator's log: {log}");

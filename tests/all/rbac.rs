@@ -15,6 +15,7 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use policyhost::outbound::grant::GRANT_LABEL;
 use policyhost::policies::report::Annotations;
 use serde_json::{Value, json};
 
@@ -279,6 +280,7 @@ async fn push(kubeconfig: &std::path::Path, file: &std::path::Path, name: &str) 
         .args(["policy", "push"])
         .arg(file)
         .args(["--name", name, "--namespace", NAMESPACE, "--wait"])
+        .args(["--allowed-namespaces", "*"])
         .arg("--kubeconfig")
         .arg(kubeconfig);
     let output = tokio::task::spawn_blocking(move || command.output())
@@ -373,46 +375,42 @@ async fn the_operator_uses_exactly_the_permissions_deploy_grants_and_each_rule_i
             .is_some_and(|p| p.digest == v2_digest)
     })
     .await;
-    // A standby ConfigMap for the same policy takes over when the serving
-    // one is deleted: the host reads it again then.
+    // The platform team grants the policy: the host reads its ConfigMap
+    // again to load it with the grant (a bad grant refuses the load, the
+    // version in service keeps serving), and again when the grant goes.
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), NAMESPACE);
-    let serving = configmaps
-        .get("policy-fanout")
-        .await
-        .expect("policy-fanout");
-    let standby = ConfigMap {
+    let grant = ConfigMap {
         metadata: ObjectMeta {
-            name: Some("policy-fanout-standby".into()),
-            labels: serving.metadata.labels.clone(),
+            name: Some("grant-fanout".into()),
+            labels: Some([(GRANT_LABEL.to_owned(), "fanout".to_owned())].into()),
             ..ObjectMeta::default()
         },
-        data: serving.data.clone(),
-        binary_data: serving.binary_data.clone(),
+        data: Some([("origins".to_owned(), "storage.example.com".to_owned())].into()),
         ..ConfigMap::default()
     };
     configmaps
-        .create(&PostParams::default(), &standby)
+        .create(&PostParams::default(), &grant)
         .await
-        .expect("create the standby");
-    eventually(
-        "the standby to be refused while the other serves",
-        || async {
-            let map = configmaps.get("policy-fanout-standby").await.ok()?;
-            Annotations::read(map.metadata.annotations.as_ref()?)
-                .error
-                .map(|_| ())
-        },
-    )
+        .expect("create the grant");
+    let verdict = || async {
+        let map = configmaps.get("policy-fanout").await.ok()?;
+        Some(Annotations::read(map.metadata.annotations.as_ref()?))
+    };
+    eventually("the version with a bad grant to be refused", || async {
+        verdict()
+            .await?
+            .error?
+            .starts_with("InvalidGrant: ")
+            .then_some(())
+    })
     .await;
     configmaps
-        .delete("policy-fanout", &DeleteParams::default())
+        .delete("grant-fanout", &DeleteParams::default())
         .await
-        .expect("delete policy-fanout");
-    eventually("the standby to serve", || async {
-        let map = configmaps.get("policy-fanout-standby").await.ok()?;
-        (Annotations::read(map.metadata.annotations.as_ref()?).loaded_digest
-            == Some(v2_digest.clone()))
-        .then_some(())
+        .expect("delete the grant");
+    eventually("the version to load again without the grant", || async {
+        let verdict = verdict().await?;
+        (verdict.error.is_none() && verdict.loaded_digest == Some(v2_digest.clone())).then_some(())
     })
     .await;
 
@@ -762,7 +760,8 @@ fn push_as(kubeconfig: &std::path::Path, name: &str) -> std::process::Output {
     std::process::Command::new(policyhost_bin())
         .args(["policy", "push"])
         .arg(crate::common::guest("fanout"))
-        .args(["--name", name, "--namespace", NAMESPACE, "--kubeconfig"])
+        .args(["--name", name, "--namespace", NAMESPACE])
+        .args(["--allowed-namespaces", "team-a", "--kubeconfig"])
         .arg(kubeconfig)
         .env("POLICYHOST_LOG", "warn")
         .output()

@@ -22,6 +22,7 @@
 mod common;
 
 use common::bench::env_number;
+use common::for_every_namespace;
 use policyhost_measure::{load_average_text, percentile_ms};
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::cluster::{Env, OperatorSetup};
 use kube::api::ListParams;
 use policyhost::crd::DataJob;
-use policyhost::policies::configmap::{self, Compression, Settings};
+use policyhost::policies::configmap::{self, Compression};
 use policyhost::policies::publish;
 use policyhost::runtime::Digest;
 use serde_json::json;
@@ -80,7 +81,7 @@ async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
         "fanout",
         &env.policy_namespace,
         component,
-        &Settings::default(),
+        &for_every_namespace(),
         Compression::Auto,
     )
     .expect("a policy ConfigMap");

@@ -22,6 +22,7 @@ use policyhost::controller::Shared;
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::metrics::Metrics;
 use policyhost::operator::{Operator, Options, StreamingLists};
+use policyhost::policies::tenancy::Tenancy;
 use policyhost::queue::Backoff;
 use policyhost::runtime::RuntimeConfig;
 use serde_json::Value;
@@ -148,8 +149,8 @@ pub struct OperatorSetup {
     pub api_qps: Option<std::num::NonZeroU32>,
     /// Also serve the policy ConfigMaps of the test's policy namespace (hot swap).
     pub policy_configmaps: bool,
-    /// `--strict-policy-tenancy`.
-    pub strict_policy_tenancy: bool,
+    /// `--policy-tenancy` (default: strict).
+    pub policy_tenancy: Tenancy,
     /// How children are cached.
     pub cache: policyhost::cache::Mode,
     /// The host's longest call deadline (`--max-timeout`), if not the default.
@@ -176,7 +177,7 @@ impl OperatorSetup {
             streaming_lists: StreamingLists::Auto,
             api_qps: None,
             policy_configmaps: false,
-            strict_policy_tenancy: false,
+            policy_tenancy: Tenancy::Strict,
             cache: policyhost::cache::Mode::Indexed,
             max_timeout: None,
             api: None,
@@ -274,7 +275,7 @@ impl Env {
             policy_namespace: setup
                 .policy_configmaps
                 .then(|| self.policy_namespace.clone()),
-            strict_policy_tenancy: setup.strict_policy_tenancy,
+            policy_tenancy: setup.policy_tenancy,
             // A rotated Secret shows within a test's patience.
             grant_secret_refresh: Duration::from_millis(200),
             cache: setup.cache,

@@ -96,6 +96,16 @@ pub fn guest_bytes(name: &str) -> Vec<u8> {
     std::fs::read(guest(name)).expect("read the guest component")
 }
 
+/// The settings of a policy ConfigMap whose policy every namespace's
+/// DataJobs may use (`allowedNamespaces: "*"`): a strict host, the default,
+/// requires a ConfigMap to say whose DataJobs may use it.
+pub fn for_every_namespace() -> policyhost::policies::configmap::Settings {
+    policyhost::policies::configmap::Settings {
+        namespaces: Some(policyhost::policies::access::Access::Everyone),
+        ..Default::default()
+    }
+}
+
 /// The `policyhost` binary next to this test binary (same profile).
 ///
 /// # Panics

@@ -14,6 +14,7 @@ use policyhost::cache;
 use policyhost::fair::Share;
 use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
+use policyhost::policies::tenancy::Tenancy;
 use policyhost::runtime::{self, AllowedKind, compile};
 use tracing::info;
 
@@ -57,12 +58,15 @@ pub(crate) struct OperatorArgs {
     /// Largest policy component a ConfigMap may carry, after decompression.
     #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
     max_policy_bytes: u64,
-    /// For a host shared by teams: every policy ConfigMap must list the
-    /// namespaces whose DataJobs may use it (`data.allowedNamespaces`), and only the
-    /// ConfigMap `policy-<name>` may provide the policy `<name>`. Without it,
-    /// a ConfigMap without `allowedNamespaces` serves every namespace.
-    #[arg(long)]
-    strict_policy_tenancy: bool,
+    /// How far the host trusts policy publishers. `strict`: only the
+    /// ConfigMap `policy-<name>` may provide the policy `<name>`, and every
+    /// policy ConfigMap must list the namespaces whose DataJobs may use it
+    /// (`data.allowedNamespaces`). `single-team`: any labelled ConfigMap
+    /// may provide a name no other one provides, and one without
+    /// `allowedNamespaces` serves every namespace. Either way, only
+    /// `grant-<name>` grants `<name>` outbound HTTP.
+    #[arg(long, value_enum, default_value_t, value_name = "MODE")]
+    policy_tenancy: PolicyTenancyArg,
     /// A kind of child policies may create, as `APIVERSION/KIND` (repeatable);
     /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret, batch/v1/Job.
     #[arg(long = "child-kind", value_name = "APIVERSION/KIND", value_parser = parse_kind)]
@@ -206,6 +210,16 @@ pub(crate) enum StreamingListsArg {
     Never,
 }
 
+/// `--policy-tenancy` values.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub(crate) enum PolicyTenancyArg {
+    /// A host shared by teams: policy names and grants follow ConfigMap names.
+    #[default]
+    Strict,
+    /// A host whose publishers are one team.
+    SingleTeam,
+}
+
 impl OperatorArgs {
     /// The instance name (for `policyhost dev`'s leader election).
     #[cfg(feature = "dev")]
@@ -230,7 +244,10 @@ impl OperatorArgs {
             policy_dir: self.policy_dir.clone(),
             policy_namespace: self.policy_namespace.clone(),
             max_policy_bytes: self.max_policy_bytes,
-            strict_policy_tenancy: self.strict_policy_tenancy,
+            policy_tenancy: match self.policy_tenancy {
+                PolicyTenancyArg::Strict => Tenancy::Strict,
+                PolicyTenancyArg::SingleTeam => Tenancy::SingleTeam,
+            },
             grant_secret_refresh: self.grant_secret_refresh,
             child_kinds: if self.child_kinds.is_empty() {
                 defaults.child_kinds.clone()

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::Client;
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
+use policyhost::policies::grants::grant_name;
 use policyhost::policies::publish;
 use policyhost::runtime::{AllowedKind, PolicySpec};
 
@@ -47,10 +48,10 @@ pub(crate) struct PushArgs {
     #[arg(long, value_name = "KINDS")]
     allowed_kinds: Option<String>,
     /// Namespaces whose DataJobs may use the policy, e.g. `team-a,team-a-ci`,
-    /// or `*` for all; default: unset, which a host run with
-    /// `--strict-policy-tenancy` refuses and any other reads as `*`.
+    /// or `*` for all. Required: a host in its default, strict tenancy
+    /// refuses a policy that does not say.
     #[arg(long, value_name = "NAMESPACES")]
-    allowed_namespaces: Option<String>,
+    allowed_namespaces: String,
     /// A line for people, kept in the ConfigMap.
     #[arg(long)]
     description: Option<String>,
@@ -101,7 +102,10 @@ impl PushArgs {
             (keys::MAX_CHILDREN, self.max_children.clone()),
             (keys::MAX_OUTPUT_BYTES, self.max_output_bytes.clone()),
             (keys::ALLOWED_KINDS, self.allowed_kinds.clone()),
-            (keys::ALLOWED_NAMESPACES, self.allowed_namespaces.clone()),
+            (
+                keys::ALLOWED_NAMESPACES,
+                Some(self.allowed_namespaces.clone()),
+            ),
             (keys::DESCRIPTION, self.description.clone()),
             (keys::SHARE, self.share.clone()),
         ]
@@ -125,9 +129,16 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
                 .clone()
                 .unwrap_or_else(AllowedKind::defaults),
         );
-    let Some(policy) = super::check::checked(&runtime, spec, &bytes) else {
+    let Some(checked) = super::check::checked_for_grant(&runtime, spec, &bytes) else {
         return Ok(ExitCode::FAILURE);
     };
+    let policy = checked.policy;
+    if let Some(import) = &checked.needs_grant {
+        eprintln!(
+            "note: the policy imports `{import}`: a host serves it only with its grant, the ConfigMap `{}` (the platform team's)",
+            grant_name(&args.name)
+        );
+    }
     for clamped in policy.clamped() {
         eprintln!("warning: {clamped} (this binary's default maxima; the host applies its own)");
     }

@@ -3,6 +3,10 @@
 //! half-written file is never read) is republished as its policy ConfigMap.
 //! The operator hot-swaps it like any other push.
 //!
+//! Each is published as `policy-<name>` for every namespace
+//! (`allowedNamespaces: "*"`): the developer's own policies, on the
+//! developer's cluster, which a strict host (the default) then serves.
+//!
 //! Polling rather than file notifications: it works the same on every file
 //! system (bind mounts, network file systems, editors that replace files),
 //! and a quarter of a second is nothing next to a policy build.
@@ -14,6 +18,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
+use policyhost::policies::access::Access;
 use policyhost::policies::configmap::{self, Compression, Settings};
 use policyhost::policies::dir::policy_name;
 use policyhost::policies::publish;
@@ -127,20 +132,19 @@ impl DirWatcher {
             self.published.insert(path, (stamp, digest));
             return Ok(None);
         }
-        let map = match configmap::build(
-            &name,
-            &self.namespace,
-            &bytes,
-            &Settings::default(),
-            Compression::Auto,
-        ) {
-            Ok(map) => map,
-            Err(error) => {
-                println!("policy {name}: not published: {error}");
-                self.published.insert(path, (stamp, digest));
-                return Ok(None);
-            }
+        let settings = Settings {
+            namespaces: Some(Access::Everyone),
+            ..Settings::default()
         };
+        let map =
+            match configmap::build(&name, &self.namespace, &bytes, &settings, Compression::Auto) {
+                Ok(map) => map,
+                Err(error) => {
+                    println!("policy {name}: not published: {error}");
+                    self.published.insert(path, (stamp, digest));
+                    return Ok(None);
+                }
+            };
         publish::apply(&self.client, &map).await?;
         println!(
             "policy {name}: published sha256:{} from {}",

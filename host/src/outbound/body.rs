@@ -65,6 +65,24 @@ impl<B> Bounded<B> {
     }
 }
 
+/// The error of a request whose exchange hyper ended: the request body's
+/// own size error when that is what ended it (hyper reports a body's error
+/// as its own, which wasi-http would turn into `HttpProtocolError`), else
+/// hyper's error.
+pub(crate) fn request_error(error: hyper::Error) -> Error {
+    let too_large =
+        std::iter::successors(std::error::Error::source(&error), |cause| cause.source()).find_map(
+            |cause| match cause.downcast_ref::<Error>() {
+                Some(Error::HttpRequestBodySize(size)) => Some(*size),
+                _ => None,
+            },
+        );
+    match too_large {
+        Some(size) => Error::HttpRequestBodySize(size),
+        None => Error::Hyper(error),
+    }
+}
+
 impl<B> Body for Bounded<B>
 where
     B: Body<Data = Bytes> + Unpin,

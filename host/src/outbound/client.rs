@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::address::Restricted;
-use super::body::Bounded;
+use super::body::{Bounded, request_error};
 use super::origin::{Host, Origin, OriginPattern, Scheme};
 use super::timeouts::{Timeouts, bound};
 use super::{Refusal, Tally};
@@ -157,10 +157,10 @@ impl Client {
         let answered = async {
             let mut send = pin!(sender.send_request(request));
             let response = tokio::select! {
-                response = &mut send => response?,
+                response = &mut send => response.map_err(request_error)?,
                 closed = &mut connection => {
-                    closed?;
-                    send.await?
+                    closed.map_err(request_error)?;
+                    send.await.map_err(request_error)?
                 }
             };
             Ok(response)

@@ -21,8 +21,8 @@ use super::configmap;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Access {
     /// Every namespace: `allowedNamespaces: "*"`, or no `allowedNamespaces` key on a host
-    /// that does not require one (see `--strict-policy-tenancy`), or a policy
-    /// from the operator's own `--policy-dir`.
+    /// that does not require one (`--policy-tenancy single-team`), or a
+    /// policy from the operator's own `--policy-dir`.
     #[default]
     Everyone,
     /// Only DataJobs of these namespaces.

@@ -20,7 +20,8 @@
 //!   maxChildren: "1000"                     # desired children per result
 //!   maxOutputBytes: 4Mi                     # bytes of strings per result
 //!   allowedKinds: v1/Pod,batch/v1/Job       # kinds the policy may create
-//!   allowedNamespaces: team-a,team-a-ci     # whose DataJobs may use it (`*`, the default: all)
+//!   allowedNamespaces: team-a,team-a-ci     # whose DataJobs may use it, or `*` (required
+//!                                           # on a strict host, the default)
 //!   description: one line for people        # free text, ignored by the host
 //!   share: "2"                              # fair share of workers, call threads
 //!                                           # and API writes (default 1)
@@ -67,6 +68,12 @@ pub const LOADED_AT_ANNOTATION: &str = "policyhost.dev/loaded-at";
 pub const ERROR_ANNOTATION: &str = "policyhost.dev/error";
 /// Host-written: the limits lowered to the host's maxima; absent when none.
 pub const CLAMPED_ANNOTATION: &str = "policyhost.dev/clamped";
+/// Host-written: the policy this ConfigMap provides (holds the name of,
+/// whether its last version loaded or not); absent when it provides none.
+/// When two ConfigMaps name one policy, the one recorded as providing it
+/// keeps it across a restart, whatever the order the API server lists them
+/// in ([`super::tenancy`] says what that holds against).
+pub const PROVIDES_ANNOTATION: &str = "policyhost.dev/provides";
 
 /// The largest ConfigMap payload (keys and values of `data` and
 /// `binaryData`) the Kubernetes API server accepts.
@@ -198,15 +205,17 @@ pub enum Error {
     /// Compressing failed (an I/O error of the in-memory encoder).
     #[error("cannot compress the component")]
     Compress(#[source] std::io::Error),
-    /// The host is strict about tenancy (`--strict-policy-tenancy`) and the
-    /// ConfigMap does not say whose DataJobs may use the policy.
+    /// The host is strict about tenancy (`--policy-tenancy strict`, the
+    /// default) and the ConfigMap does not say whose DataJobs may use the
+    /// policy.
     #[error(
         "`data.{}` is required on this host: list the namespaces whose DataJobs may use the policy, or `*`",
         keys::ALLOWED_NAMESPACES
     )]
     NamespacesRequired,
     /// The host is strict about tenancy and the ConfigMap's name is not
-    /// `policy-<policy>`: RBAC on ConfigMap names must be RBAC on policy names.
+    /// `policy-<policy>`: RBAC on ConfigMap names must be RBAC on policy
+    /// names ([`super::tenancy`]).
     #[error(
         "ConfigMap {configmap} names policy `{policy}`; on this host only the ConfigMap `policy-{policy}` may provide it"
     )]

@@ -5,9 +5,9 @@
 //! A grant ConfigMap (`grant-<policy>`, label `policyhost.dev/grant:
 //! <policy>`, in the policy namespace; format in [`crate::outbound::grant`])
 //! is the platform team's: the Role that lets a team push `policy-<policy>`
-//! does not name it. With `--strict-policy-tenancy` only `grant-<policy>`
-//! may grant `<policy>`, so RBAC on ConfigMap names is RBAC on grants; two
-//! ConfigMaps granting one policy are refused either way.
+//! does not name it. Whatever the `--policy-tenancy`, only `grant-<policy>`
+//! grants `<policy>`, so RBAC on ConfigMap names is RBAC on grants: a
+//! team's own ConfigMap labelled as a grant grants nothing ([`Misnamed`]).
 //!
 //! The credentials' Secrets are read (`get`, one by one: the operator's
 //! Role may name exactly them) when a version is loaded. A change of a
@@ -24,7 +24,7 @@ use kube::api::Api;
 use crate::outbound::grant::GRANT_LABEL;
 use crate::outbound::{CredentialError, Grant, GrantError, Outbound};
 
-/// The ConfigMap name that grants `policy` on a strict host.
+/// The name of the one ConfigMap that may grant `policy`.
 #[must_use]
 pub fn grant_name(policy: &str) -> String {
     format!("grant-{policy}")
@@ -41,9 +41,10 @@ struct Entry {
 pub struct Grants {
     client: Client,
     namespace: String,
-    strict: bool,
-    /// ConfigMap name → what it grants.
+    /// ConfigMap name → what it grants (only `grant-<policy>` names).
     entries: Mutex<HashMap<String, Entry>>,
+    /// ConfigMap name → why it grants nothing, as last reported.
+    ignored: Mutex<HashMap<String, Misnamed>>,
     /// Policy → the Secret values its loaded version was given.
     credentials: Mutex<HashMap<String, Secrets>>,
 }
@@ -62,16 +63,6 @@ pub enum Refused {
         configmap: String,
         /// What is wrong with it.
         source: GrantError,
-    },
-    /// Two ConfigMaps grant the policy.
-    #[error("ConfigMaps {first} and {second} both grant policy `{policy}`; delete one of them")]
-    Ambiguous {
-        /// The policy.
-        policy: String,
-        /// One ConfigMap.
-        first: String,
-        /// The other.
-        second: String,
     },
     /// A credential's Secret or key is missing, or its value unusable.
     #[error("grant ConfigMap {configmap}: {source}")]
@@ -101,21 +92,55 @@ impl Refused {
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::Invalid { .. } | Self::Ambiguous { .. } => "InvalidGrant",
+            Self::Invalid { .. } => "InvalidGrant",
             Self::Credential { .. } | Self::Unreadable { .. } => "GrantCredential",
         }
     }
 }
 
+/// A ConfigMap labelled as the grant of a policy its name may not grant:
+/// it grants nothing. Only `grant-<policy>` grants `<policy>`, a name no
+/// team's Role names, so a team cannot grant itself the network by
+/// labelling a ConfigMap it may write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "ConfigMap {configmap} is labelled as a grant of policy `{policy}`, which only the ConfigMap `grant-{policy}` may grant: it grants nothing"
+)]
+pub struct Misnamed {
+    /// The ConfigMap.
+    pub configmap: String,
+    /// The policy its label names.
+    pub policy: String,
+}
+
+impl Misnamed {
+    /// A short UpperCamelCase name for Events, logs and metric labels.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        "GrantIgnored"
+    }
+}
+
+/// What taking in one grant ConfigMap changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The policies whose grant changed: their versions load again.
+    pub changed: Vec<String>,
+    /// Why the ConfigMap grants nothing, if its name may not grant the
+    /// policy its label names; said once, not again for each update that
+    /// leaves the label alone.
+    pub ignored: Option<Misnamed>,
+}
+
 impl Grants {
     /// The grants of `namespace`; nothing is known until [`Grants::apply`].
     #[must_use]
-    pub fn new(client: Client, namespace: String, strict: bool) -> Self {
+    pub fn new(client: Client, namespace: String) -> Self {
         Self {
             client,
             namespace,
-            strict,
             entries: Mutex::new(HashMap::new()),
+            ignored: Mutex::new(HashMap::new()),
             credentials: Mutex::new(HashMap::new()),
         }
     }
@@ -124,9 +149,10 @@ impl Grants {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes in a grant ConfigMap as the watch saw it (`None`: deleted);
-    /// returns the policies whose grant changed.
-    pub fn apply(&self, name: &str, map: Option<&ConfigMap>) -> Vec<String> {
+    /// Takes in a grant ConfigMap as the watch saw it (`None`: deleted):
+    /// the policies whose grant changed, and whether it was ignored for its
+    /// name (then it grants nothing, as if deleted).
+    pub fn apply(&self, name: &str, map: Option<&ConfigMap>) -> Applied {
         let new = map.map(|map| Entry {
             policy: map
                 .metadata
@@ -137,6 +163,31 @@ impl Grants {
                 .unwrap_or_default(),
             data: map.data.clone().unwrap_or_default(),
         });
+        let ignored = new
+            .as_ref()
+            .filter(|entry| name != grant_name(&entry.policy))
+            .map(|entry| Misnamed {
+                configmap: name.to_owned(),
+                policy: entry.policy.clone(),
+            });
+        let new = new.filter(|_| ignored.is_none());
+        let changed = self.replace(name, new);
+        let mut reported = self.ignored.lock().unwrap_or_else(PoisonError::into_inner);
+        let ignored = match ignored {
+            Some(misnamed) => (reported.insert(name.to_owned(), misnamed.clone()).as_ref()
+                != Some(&misnamed))
+            .then_some(misnamed),
+            None => {
+                reported.remove(name);
+                None
+            }
+        };
+        Applied { changed, ignored }
+    }
+
+    /// Puts `new` in place of what `name` granted; returns the policies
+    /// whose grant changed.
+    fn replace(&self, name: &str, new: Option<Entry>) -> Vec<String> {
         let old = match &new {
             Some(entry) => self.entries().insert(name.to_owned(), entry.clone()),
             None => self.entries().remove(name),
@@ -160,20 +211,16 @@ impl Grants {
         self.entries().keys().cloned().collect()
     }
 
-    /// The ConfigMaps that grant `policy`: on a strict host, only
-    /// `grant-<policy>` counts.
-    fn granting(&self, policy: &str) -> Vec<(String, BTreeMap<String, String>)> {
-        let strict_name = grant_name(policy);
-        let mut found: Vec<_> = self
+    /// The ConfigMap that grants `policy`, `grant-<policy>`, with its
+    /// `data`, if it exists.
+    fn granting(&self, policy: &str) -> Option<(String, BTreeMap<String, String>)> {
+        let name = grant_name(policy);
+        let data = self
             .entries()
-            .iter()
-            .filter(|(name, entry)| {
-                entry.policy == policy && (!self.strict || **name == strict_name)
-            })
-            .map(|(name, entry)| (name.clone(), entry.data.clone()))
-            .collect();
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        found
+            .get(&name)
+            .filter(|entry| entry.policy == policy)
+            .map(|entry| entry.data.clone())?;
+        Some((name, data))
     }
 
     /// The grant of `policy` with its credentials read, or none when no
@@ -183,18 +230,10 @@ impl Grants {
     ///
     /// [`Refused`]: the version is rejected, the one in service keeps serving.
     pub async fn resolve(&self, policy: &str) -> Result<Option<Arc<Outbound>>, Refused> {
-        let mut granting = self.granting(policy).into_iter();
-        let Some((configmap, data)) = granting.next() else {
+        let Some((configmap, data)) = self.granting(policy) else {
             self.credentials().remove(policy);
             return Ok(None);
         };
-        if let Some((second, _)) = granting.next() {
-            return Err(Refused::Ambiguous {
-                policy: policy.to_owned(),
-                first: configmap,
-                second,
-            });
-        }
         let grant = Grant::parse(&data).map_err(|source| Refused::Invalid {
             configmap: configmap.clone(),
             source,
@@ -221,7 +260,7 @@ impl Grants {
             .collect();
         let mut rotated = Vec::new();
         for (policy, secrets) in loaded {
-            let Some((configmap, data)) = self.granting(&policy).into_iter().next() else {
+            let Some((configmap, data)) = self.granting(&policy) else {
                 continue;
             };
             let Ok(grant) = Grant::parse(&data) else {
@@ -282,66 +321,77 @@ mod tests {
         }
     }
 
-    fn grants(strict: bool) -> Grants {
+    fn grants() -> Grants {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = Client::try_from(config).unwrap();
-        Grants::new(client, "policyhost-system".into(), strict)
+        Grants::new(client, "policyhost-system".into())
+    }
+
+    fn changed(applied: Applied) -> Vec<String> {
+        assert_eq!(applied.ignored, None);
+        applied.changed
     }
 
     #[tokio::test]
     async fn a_grant_change_names_the_policies_it_touches_and_nothing_else() {
-        let grants = grants(false);
+        let grants = grants();
         assert_eq!(
-            grants.apply("grant-a", Some(&map("a", "https://x.example.com"))),
+            changed(grants.apply("grant-a", Some(&map("a", "https://x.example.com")))),
             ["a"]
         );
         assert!(
-            grants
-                .apply("grant-a", Some(&map("a", "https://x.example.com")))
-                .is_empty()
+            changed(grants.apply("grant-a", Some(&map("a", "https://x.example.com")))).is_empty()
         );
         assert_eq!(
-            grants.apply("grant-a", Some(&map("b", "https://x.example.com"))),
-            ["a", "b"]
+            changed(grants.apply("grant-b", Some(&map("b", "https://x.example.com")))),
+            ["b"]
         );
-        assert_eq!(grants.apply("grant-a", None), ["b"]);
-        assert!(grants.resolve("b").await.unwrap().is_none());
+        assert_eq!(changed(grants.apply("grant-a", None)), ["a"]);
+        assert!(grants.resolve("a").await.unwrap().is_none());
+        assert!(grants.resolve("b").await.unwrap().is_some());
     }
 
     #[tokio::test]
-    async fn a_policy_has_one_grant_and_on_a_strict_host_only_grant_policy() {
-        let loose = grants(false);
-        loose.apply("other", Some(&map("a", "https://x.example.com")));
-        let outbound = loose
-            .resolve("a")
-            .await
-            .unwrap()
-            .expect("granted by any name");
+    async fn only_grant_policy_grants_policy_and_any_other_name_is_ignored_with_its_reason() {
+        let grants = grants();
+        // A team's own ConfigMap, labelled as a grant of its policy.
+        let applied = grants.apply("policy-a", Some(&map("a", "https://x.example.com")));
+        let ignored = applied.ignored.expect("ignored");
+        assert_eq!(ignored.reason(), "GrantIgnored");
         assert_eq!(
-            outbound.grant().origins[0].as_str(),
-            "https://x.example.com"
+            ignored.to_string(),
+            "ConfigMap policy-a is labelled as a grant of policy `a`, which only the ConfigMap `grant-a` may grant: it grants nothing"
         );
-        loose.apply("grant-a", Some(&map("a", "https://y.example.com")));
-        let error = loose.resolve("a").await.unwrap_err();
-        assert_eq!(error.reason(), "InvalidGrant");
         assert!(
-            error.to_string().contains("grant-a and other both grant"),
-            "{error}"
+            applied.changed.is_empty(),
+            "nothing granted, nothing to load"
+        );
+        assert!(grants.resolve("a").await.unwrap().is_none());
+        assert!(grants.names().is_empty(), "not kept");
+        assert_eq!(
+            grants.apply("policy-a", Some(&map("a", "https://y.example.com"))),
+            Applied::default(),
+            "said once"
         );
 
-        let strict = grants(true);
-        strict.apply("other", Some(&map("a", "https://x.example.com")));
-        assert!(
-            strict.resolve("a").await.unwrap().is_none(),
-            "only grant-a counts"
-        );
-        strict.apply("grant-a", Some(&map("a", "https://x.example.com/path")));
-        let error = strict.resolve("a").await.unwrap_err();
+        grants.apply("grant-a", Some(&map("a", "https://x.example.com/path")));
+        let error = grants.resolve("a").await.unwrap_err();
         assert!(
             error
                 .to_string()
                 .starts_with("grant ConfigMap grant-a: `data.origins`"),
             "{error}"
         );
+
+        // `grant-a` relabelled to grant `b`: ignored, and `a` loses its grant.
+        let applied = grants.apply("grant-a", Some(&map("b", "https://x.example.com")));
+        assert_eq!(applied.changed, ["a"]);
+        assert_eq!(
+            applied.ignored.map(|m| m.policy).as_deref(),
+            Some("b"),
+            "grant-a may not grant b"
+        );
+        assert!(grants.resolve("a").await.unwrap().is_none());
+        assert!(grants.resolve("b").await.unwrap().is_none());
     }
 }

@@ -13,6 +13,7 @@ use k8s_openapi::ByteString;
 
 use super::access::Access;
 use super::configmap::{self, Module, Settings};
+use super::tenancy::Tenancy;
 use crate::outbound::Outbound;
 use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Refusal, Runtime};
 
@@ -61,10 +62,11 @@ pub struct Config {
     /// The kinds of children the host manages: the default allow-list, and
     /// the kinds an allow-list may name.
     pub child_kinds: Vec<AllowedKind>,
-    /// A host shared by teams (`--strict-policy-tenancy`): a ConfigMap must
-    /// say whose DataJobs may use its policy (`data.allowedNamespaces`), and only
-    /// `policy-<name>` may provide the policy `<name>`.
-    pub strict_tenancy: bool,
+    /// How far the host trusts publishers (`--policy-tenancy`): on a strict
+    /// host a ConfigMap must say whose DataJobs may use its policy
+    /// (`data.allowedNamespaces`), and only `policy-<name>` may provide the
+    /// policy `<name>`.
+    pub tenancy: Tenancy,
 }
 
 impl Default for Config {
@@ -72,7 +74,7 @@ impl Default for Config {
         Self {
             max_module_bytes: 16 << 20,
             child_kinds: AllowedKind::defaults(),
-            strict_tenancy: false,
+            tenancy: Tenancy::default(),
         }
     }
 }
@@ -128,7 +130,7 @@ pub fn load_blocking(
     let started = Instant::now();
     let settings = Settings::parse(data)?;
     settings.check_kinds(&config.child_kinds)?;
-    if config.strict_tenancy && settings.namespaces.is_none() {
+    if config.tenancy.requires_allowed_namespaces() && settings.namespaces.is_none() {
         return Err(configmap::Error::NamespacesRequired.into());
     }
     let access = settings.namespaces.clone().unwrap_or_default();

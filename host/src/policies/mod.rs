@@ -13,6 +13,7 @@ pub mod refusal;
 mod registry;
 pub mod report;
 pub mod source;
+pub mod tenancy;
 
 pub use registry::{Entry, Registry, Rejection, Unavailable};
 pub use source::ConfigMapSource;

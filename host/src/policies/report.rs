@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::configmap::{
     CLAMPED_ANNOTATION, ERROR_ANNOTATION, LOADED_AT_ANNOTATION, LOADED_DIGEST_ANNOTATION,
-    OBSERVED_ANNOTATION,
+    OBSERVED_ANNOTATION, PROVIDES_ANNOTATION,
 };
 use crate::runtime::{Clamped, Limits, Policy, Source};
 
@@ -31,6 +31,8 @@ pub struct Annotations {
     pub error: Option<String>,
     /// The limits lowered to the host maxima.
     pub clamped: Option<String>,
+    /// The policy this ConfigMap provides, if any.
+    pub provides: Option<String>,
 }
 
 impl Annotations {
@@ -48,6 +50,7 @@ impl Annotations {
         put(LOADED_AT_ANNOTATION, self.loaded_at.as_ref());
         put(ERROR_ANNOTATION, self.error.as_ref());
         put(CLAMPED_ANNOTATION, self.clamped.as_ref());
+        put(PROVIDES_ANNOTATION, self.provides.as_ref());
         serde_json::json!({ "metadata": { "annotations": annotations } })
     }
 
@@ -70,6 +73,7 @@ impl Annotations {
             loaded_at: get(LOADED_AT_ANNOTATION),
             error: get(ERROR_ANNOTATION),
             clamped: get(CLAMPED_ANNOTATION),
+            provides: get(PROVIDES_ANNOTATION),
         }
     }
 }
@@ -202,6 +206,7 @@ mod tests {
                 "policyhost.dev/loaded-at": null,
                 "policyhost.dev/error": null,
                 "policyhost.dev/clamped": null,
+                "policyhost.dev/provides": null,
             }}})
         );
     }
@@ -214,6 +219,7 @@ mod tests {
             loaded_at: Some("2025-01-01T00:00:00Z".into()),
             error: Some("DigestMismatch: x".into()),
             clamped: None,
+            provides: Some("etl".into()),
         };
         let map: BTreeMap<String, String> = written
             .patch()

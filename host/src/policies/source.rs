@@ -28,8 +28,16 @@
 //! # Guarantees
 //! - One bad ConfigMap never stops the others: every failure is a rejection
 //!   of that version, reported on its ConfigMap.
-//! - Two ConfigMaps naming the same policy: the first one serves, the other
-//!   is rejected (`Conflict`) until the first is deleted, then takes over.
+//! - A ConfigMap may provide a policy only as the host's tenancy allows
+//!   ([`super::tenancy`]): on a strict host, only `policy-<name>` provides
+//!   `<name>` (`NameMismatch`).
+//! - Two ConfigMaps naming the same policy: the one that provides it keeps
+//!   it, the other is rejected (`Conflict`) until the first is deleted, then
+//!   takes over. The provider is recorded on its ConfigMap
+//!   ([`configmap::PROVIDES_ANNOTATION`]), and on a start the recorded one
+//!   keeps the name whatever the order the API server lists them in.
+//! - Only `grant-<name>` grants `<name>`; a ConfigMap of another name
+//!   labelled as a grant grants nothing and gets a `GrantIgnored` Event.
 //! - A ConfigMap that looks like a DataJob's child (an ownerReference, the
 //!   host's child labels: [`super::provenance`]) is never loaded and claims
 //!   nothing; the version in service keeps serving.
@@ -105,6 +113,18 @@ pub struct Record {
     pub fingerprint: String,
     /// Why it may not be a policy at all (a DataJob's child), if so.
     pub foreign: Option<Foreign>,
+    /// The policy the host last recorded it as providing
+    /// ([`configmap::PROVIDES_ANNOTATION`]).
+    pub provides: Option<String>,
+}
+
+impl Record {
+    /// Whether the host recorded it as the provider of the policy it names:
+    /// on a start, it keeps the name against any other ConfigMap naming it.
+    /// A ConfigMap that may not be a policy at all keeps nothing.
+    fn is_recorded_provider(&self) -> bool {
+        self.foreign.is_none() && self.provides.as_deref() == Some(self.policy.as_str())
+    }
 }
 
 impl Cached for Record {
@@ -191,11 +211,7 @@ impl ConfigMapSource {
             base: Duration::from_millis(200),
             max: Duration::from_secs(30),
         });
-        let grants = Grants::new(
-            client.clone(),
-            config.namespace.clone(),
-            config.load.strict_tenancy,
-        );
+        let grants = Grants::new(client.clone(), config.namespace.clone());
         Self {
             inner: Arc::new(Inner {
                 client,
@@ -353,15 +369,15 @@ async fn watch_grants(inner: Arc<Inner>, listed: tokio::sync::oneshot::Sender<()
         };
         let name = |map: &ConfigMap| map.metadata.name.clone().unwrap_or_default();
         let changed = match event {
-            watcher::Event::Apply(map) => inner.grants.apply(&name(&map), Some(&map)),
-            watcher::Event::Delete(map) => inner.grants.apply(&name(&map), None),
+            watcher::Event::Apply(map) => inner.grant_applied(&map).await,
+            watcher::Event::Delete(map) => inner.grants.apply(&name(&map), None).changed,
             watcher::Event::Init => {
                 seen = Some(HashSet::new());
                 Vec::new()
             }
             watcher::Event::InitApply(map) => {
                 seen.get_or_insert_default().insert(name(&map));
-                inner.grants.apply(&name(&map), Some(&map))
+                inner.grant_applied(&map).await
             }
             watcher::Event::InitDone => {
                 let seen = seen.take().unwrap_or_default();
@@ -370,7 +386,9 @@ async fn watch_grants(inner: Arc<Inner>, listed: tokio::sync::oneshot::Sender<()
                     .names()
                     .into_iter()
                     .filter(|n| !seen.contains(n));
-                let changed = gone.flat_map(|n| inner.grants.apply(&n, None)).collect();
+                let changed = gone
+                    .flat_map(|n| inner.grants.apply(&n, None).changed)
+                    .collect();
                 if let Some(listed) = listed.take() {
                     let _ = listed.send(());
                 }
@@ -435,6 +453,11 @@ fn record(map: &ConfigMap, fingerprint: String) -> Record {
             .unwrap_or_default(),
         fingerprint,
         foreign: Foreign::of(meta),
+        provides: meta
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(configmap::PROVIDES_ANNOTATION))
+            .cloned(),
     }
 }
 
@@ -540,12 +563,12 @@ impl Inner {
             self.rejected(record, rejection, false).await;
             return;
         }
-        if self.config.load.strict_tenancy && record.key.name() != configmap::configmap_name(policy)
+        if let Err(error) = self
+            .config
+            .load
+            .tenancy
+            .check_provider(record.key.name(), policy)
         {
-            let error = configmap::Error::NameMismatch {
-                configmap: record.key.name().to_owned(),
-                policy: policy.to_owned(),
-            };
             let rejection = Rejection {
                 reason: error.reason(),
                 message: error.to_string(),
@@ -553,7 +576,7 @@ impl Inner {
             self.rejected(record, rejection, false).await;
             return;
         }
-        if let Err(owner) = self.claim(&record.key, policy) {
+        if let Err(owner) = self.claim(record) {
             let rejection = Rejection {
                 reason: "Conflict",
                 message: format!(
@@ -633,6 +656,7 @@ impl Inner {
             loaded_at: Some(format!("{:.0}", Timestamp::now())),
             error: None,
             clamped: report::clamped_text(policy.clamped()),
+            provides: Some(record.policy.clone()),
         };
         let note = report::loaded_note(&policy, loaded.compressed, loaded.took.as_millis());
         self.report(record, annotations, false, "PolicyLoaded", &note)
@@ -672,9 +696,12 @@ impl Inner {
             .filter(|r| r.policy == record.policy && owner)
             .map(|r| r.annotations.clone())
             .unwrap_or_default();
+        // The provider of the policy stays recorded as such, so that a
+        // restart gives it the name again; any other holds no claim.
         let annotations = Annotations {
             observed: record.fingerprint.clone(),
             error: Some(format!("{reason}: {message}")),
+            provides: owner.then(|| record.policy.clone()),
             ..previous
         };
         let note = report::rejected_note(reason, &message, serving.as_deref());
@@ -812,17 +839,73 @@ impl Inner {
         }
     }
 
-    /// Makes `key` the provider of `policy`, unless another ConfigMap that
-    /// still exists provides it.
-    fn claim(&self, key: &ObjectKey, policy: &str) -> Result<(), ObjectKey> {
+    /// Makes the ConfigMap the provider of its policy, unless another one
+    /// that still exists provides it, or (none providing it yet: a start, a
+    /// provider gone) another one is recorded as its provider and this one
+    /// is not: the record survives a restart, the list order does not.
+    fn claim(&self, record: &Record) -> Result<(), ObjectKey> {
+        let (key, policy) = (&record.key, record.policy.as_str());
         let mut state = self.state();
-        match state.owners.get(policy) {
-            Some(owner) if owner != key && self.store.get(owner).is_some() => Err(owner.clone()),
-            _ => {
-                state.owners.insert(policy.to_owned(), key.clone());
-                Ok(())
+        if let Some(owner) = state.owners.get(policy)
+            && owner != key
+            && self.store.get(owner).is_some()
+        {
+            return Err(owner.clone());
+        }
+        if record.provides.as_deref() != Some(policy) {
+            let recorded = self
+                .store
+                .lookup(self.by_policy, policy)
+                .into_iter()
+                .find(|other| other.key != *key && other.is_recorded_provider());
+            if let Some(recorded) = recorded {
+                return Err(recorded.key.clone());
             }
         }
+        state.owners.insert(policy.to_owned(), key.clone());
+        Ok(())
+    }
+
+    /// Takes in a grant ConfigMap; one whose name may not grant the policy
+    /// it names is reported (a warning, the load-error metric, and a
+    /// `GrantIgnored` Event from the leader) and grants nothing. Returns
+    /// the policies whose grant changed.
+    async fn grant_applied(&self, map: &ConfigMap) -> Vec<String> {
+        let name = map.metadata.name.clone().unwrap_or_default();
+        let applied = self.grants.apply(&name, Some(map));
+        if let Some(misnamed) = &applied.ignored {
+            let reason = misnamed.reason();
+            self.metrics.policy_rejected(&misnamed.policy, reason);
+            warn!(
+                policy = %misnamed.policy,
+                configmap = %name,
+                reason,
+                why = %misnamed,
+                "grant ConfigMap ignored"
+            );
+            if self.config.leadership.permits_writes() {
+                let meta = &map.metadata;
+                let regarding = ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("ConfigMap".into()),
+                    name: meta.name.clone(),
+                    namespace: meta.namespace.clone(),
+                    uid: meta.uid.clone(),
+                    ..ObjectReference::default()
+                };
+                let note = misnamed.to_string();
+                report::event(
+                    &self.client,
+                    &self.config.instance,
+                    regarding,
+                    true,
+                    reason,
+                    &note,
+                )
+                .await;
+            }
+        }
+        applied.changed
     }
 
     /// Reads a ConfigMap again and loads it.
@@ -893,4 +976,46 @@ fn reference(record: &Record) -> ObjectReference {
 fn source_future_should_be_send(source: ConfigMapSource) {
     fn assert_send<T: Send>(_: T) {}
     assert_send(source.run(std::future::pending()));
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn map(policy: &str, provides: Option<&str>) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("policy-aaa".into()),
+                namespace: Some("policyhost-system".into()),
+                labels: Some([(POLICY_LABEL.to_owned(), policy.to_owned())].into()),
+                annotations: provides
+                    .map(|p| [(configmap::PROVIDES_ANNOTATION.to_owned(), p.to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn only_a_configmap_recorded_as_providing_the_policy_it_names_keeps_it_on_a_start() {
+        let recorded = |map: &ConfigMap| record(map, String::new()).is_recorded_provider();
+        assert!(recorded(&map("etl", Some("etl"))));
+        assert!(!recorded(&map("etl", None)), "never recorded");
+        assert!(
+            !recorded(&map("etl", Some("reports"))),
+            "recorded for the policy it named before a relabel"
+        );
+        let mut owned = map("etl", Some("etl"));
+        owned.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: "u".into(),
+            ..OwnerReference::default()
+        }]);
+        assert!(!recorded(&owned), "a DataJob's child keeps nothing");
+    }
 }
