@@ -161,7 +161,7 @@ fn fanout_loads_and_a_second_load_hits_the_digest_cache() {
 }
 
 #[test]
-fn compiled_code_stays_in_memory_only_while_a_version_uses_it() {
+fn the_compile_cache_holds_only_the_versions_in_use() {
     let runtime = common::runtime();
     let registry = Registry::new();
     let fanout = guest_bytes("fanout");
@@ -199,7 +199,7 @@ fn compiled_code_stays_in_memory_only_while_a_version_uses_it() {
         .expect("load");
     assert_eq!((again.digest(), again.source()), (serving, Source::Memory));
     drop(again);
-    // ...and its end returns the memory.
+    // ...and its end takes it out of the cache.
     drop(in_flight);
     assert_eq!(runtime.cache_stats().resident, 0);
 }

@@ -3,15 +3,16 @@
 //! between distinct versions, and after the policy is deleted.
 //!
 //! ```sh
-//! cargo xtask guests && cargo build --release -p policyhost
-//! cargo bench -p policyhost-tests --bench memory
-//! MEMORY_BENCH_SWAPS=50 MEMORY_BENCH_DATA_MIB=12 cargo bench -p policyhost-tests --bench memory
+//! cargo xtask guests && cargo build -p policyhost
+//! cargo bench -p policyhost-tests --bench memory --profile dev
+//! MEMORY_BENCH_SWAPS=50 MEMORY_BENCH_DATA_MIB=12 cargo bench -p policyhost-tests --bench memory --profile dev
+//! MEMORY_BENCH_HOLD=60 cargo bench ...   # keeps the operator 60 s more, for /proc/<pid>/smaps
 //! ```
 //!
 //! devcluster runs in this process; the operator is the `policyhost` binary
-//! of this profile (`cargo bench` builds the bench in release: build the
-//! binary with `--release` too), run as its own process as `deploy/` runs
-//! it, so its `VmRSS` is the operator's alone. Each version is `fanout`
+//! of the bench's profile (with `--release`, build the binary with
+//! `--release` too), run as its own process as `deploy/` runs it, so its
+//! `VmRSS` is the operator's alone. Each version is `fanout`
 //! with a data segment of its own bytes (another digest, other compiled
 //! code, another memory image), published as a gzip'd ConfigMap; one
 //! DataJob of the policy is reconciled by each version before the next is
@@ -29,6 +30,7 @@ use common::variants;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams};
 use policyhost::crd::DataJob;
+use policyhost::policies::access::Access;
 use policyhost::policies::configmap::{self, Compression, Settings};
 use policyhost::policies::publish;
 use policyhost::runtime::Digest;
@@ -57,11 +59,15 @@ fn acted(job: &DataJob) -> Option<String> {
 /// Publishes `component` and waits until the DataJob was reconciled by it.
 async fn swap(env: &Env, component: &[u8]) {
     let digest = Digest::of(component).to_hex();
+    let settings = Settings {
+        namespaces: Access::parse(&env.namespace),
+        ..Settings::default()
+    };
     let map = configmap::build(
         POLICY,
         &env.policy_namespace,
         component,
-        &Settings::default(),
+        &settings,
         Compression::Always,
     )
     .expect("a policy ConfigMap");
@@ -126,22 +132,11 @@ async fn bench() {
 
     let fanout = common::guest_bytes("fanout");
     let version = |i: u64| variants::with_data_segment(&fanout, data_mib << 20, i);
-    swap(&env, &version(0)).await;
+    // The DataJob first: it waits for its policy, then each version
+    // reconciles it.
     env.create_job(JOB, POLICY, json!({"replicas": 1, "image": "busybox"}))
         .await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while env
-        .jobs()
-        .get_opt(JOB)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|j| acted(&j))
-        .is_none()
-    {
-        assert!(Instant::now() < deadline, "the DataJob was not reconciled");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    swap(&env, &version(0)).await;
     let (one, _) = rss(&replica).await;
 
     let started = Instant::now();
@@ -180,4 +175,39 @@ async fn bench() {
     println!("  after {swaps:>3} swaps              {after_swaps:>7.1}  (peak {peak:.1})");
     println!("  policy deleted               {deleted:>7.1}");
     println!("  after swaps - one version    {:>7.1}", after_swaps - one);
+    if let Ok(hold) = std::env::var("MEMORY_BENCH_HOLD") {
+        println!("operator pid {}", replica.pid());
+        tokio::time::sleep(Duration::from_secs(hold.parse().unwrap_or(60))).await;
+    }
+    println!("largest mappings after deletion (RSS, MiB):");
+    for (name, rss) in mappings(replica.pid()).into_iter().take(8) {
+        println!("  {rss:>7.1}  {name}");
+    }
+}
+
+/// Resident memory of `pid` by mapping name (`[anon]` for anonymous
+/// memory), largest first.
+fn mappings(pid: u32) -> Vec<(String, f64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut by_name: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut current = String::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields
+            .first()
+            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
+        {
+            current = fields
+                .get(5..)
+                .map(|rest| rest.join(" "))
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "[anon]".into());
+        } else if fields.first() == Some(&"Rss:") {
+            let kib: f64 = fields.get(1).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            *by_name.entry(current.clone()).or_default() += kib / 1024.0;
+        }
+    }
+    let mut list: Vec<(String, f64)> = by_name.into_iter().collect();
+    list.sort_by(|a, b| b.1.total_cmp(&a.1));
+    list
 }
