@@ -382,6 +382,12 @@ fn fanout_version(label: &str) -> Vec<u8> {
     variants::version(&guest_bytes("fanout"), label)
 }
 
+/// A small policy (`panics`, 100 KiB: it loads, and fails only when
+/// called) under another digest: it compiles well within a tight time cap.
+fn small_version(label: &str) -> Vec<u8> {
+    variants::version(&guest_bytes("panics"), label)
+}
+
 /// Loads `bytes` as policy `name` on a thread of its own; the load's result
 /// and how long it took.
 fn load_on_thread(
@@ -401,7 +407,7 @@ fn load_on_thread(
 fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_compile() {
     // Within the static limits once they are raised: each of these
     // compiles until the time cap kills it.
-    let cap = Duration::from_secs(1);
+    let cap = Duration::from_secs(2);
     let config = || CompileConfig {
         limits: Footprint {
             function_bytes: u64::MAX,
@@ -412,7 +418,7 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
         budget: None,
     };
     let bombs: Vec<Vec<u8>> = (0..6)
-        .map(|i| compile_bombs(4, (6 << 20) + 7 * i))
+        .map(|i| compile_bombs(8, (6 << 20) + 7 * i))
         .collect();
 
     // Alone: one capped compile, and the quiet policy's compile.
@@ -430,8 +436,8 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
     );
     let started = Instant::now();
     alone
-        .load(PolicySpec::new("quiet"), &fanout_version("alone"))
-        .expect("fanout compiles");
+        .load(PolicySpec::new("quiet"), &small_version("alone"))
+        .expect("it compiles");
     let quiet_alone = started.elapsed();
 
     // Five such components of one policy at once, then one of another.
@@ -445,10 +451,10 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
         assert!(Instant::now() < deadline, "no compile started");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let (quiet, quiet_took) = load_on_thread(&runtime, "quiet", fanout_version("contended"))
+    let (quiet, quiet_took) = load_on_thread(&runtime, "quiet", small_version("contended"))
         .join()
         .expect("the quiet load");
-    quiet.expect("fanout compiles");
+    quiet.expect("it compiles");
     let compiles_before_quiet = 1;
     let mut noisy_done = Vec::new();
     for load in noisy {
@@ -457,8 +463,8 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
         noisy_done.push(took);
     }
     eprintln!(
-        "one capped compile {one_bomb:?}, fanout alone {quiet_alone:?}; \
-         fanout behind five capped compiles of another policy {quiet_took:?}; \
+        "one capped compile {one_bomb:?}, a small policy alone {quiet_alone:?}; \
+         behind five capped compiles of another policy {quiet_took:?}; \
          the noisy loads took {noisy_done:?}"
     );
     // The quiet policy waits for the compile running when it came, not for
