@@ -9,12 +9,12 @@ use policyhost::policies::configmap::{self, Compression};
 use policyhost::policies::publish;
 use policyhost::policies::refusal::{self, COMPILE_REFUSED_ANNOTATION};
 use policyhost::runtime::{
-    CompileConfig, CompileLimit, CompileProcess, Error, Footprint, PolicySpec, Refusal, Runtime,
-    RuntimeConfig, Source, compile::Measure,
+    CompileBudget, CompileConfig, CompileLimit, CompileProcess, Error, Footprint, PolicySpec,
+    Refusal, Runtime, RuntimeConfig, Source, compile::Measure,
 };
 
 use crate::common::cluster::{Env, OperatorSetup, eventually};
-use crate::common::{self, for_every_namespace, guest_bytes, leb128, policyhost_bin};
+use crate::common::{self, for_every_namespace, guest_bytes, leb128, policyhost_bin, variants};
 
 fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
     out.push(id);
@@ -28,6 +28,13 @@ fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
 /// per instruction in a single function: hundreds of MiB and seconds of
 /// compile per MiB of body.
 fn compile_bomb(body_bytes: usize) -> Vec<u8> {
+    compile_bombs(1, body_bytes)
+}
+
+/// Like [`compile_bomb`], with `functions` such functions (wasmparser
+/// takes no function body over about 7 MiB; more functions make a longer
+/// compile).
+fn compile_bombs(functions: usize, body_bytes: usize) -> Vec<u8> {
     const STEP: [u8; 7] = [0x20, 0x00, 0x20, 0x00, 0x6a, 0x21, 0x00];
     let mut code = vec![0x01, 0x01, 0x7f]; // one local declaration: 1 × i32
     for _ in 0..body_bytes / STEP.len() {
@@ -36,10 +43,16 @@ fn compile_bomb(body_bytes: usize) -> Vec<u8> {
     code.push(0x0b); // end
     let mut module = b"\0asm\x01\0\0\0".to_vec();
     section(1, &[0x01, 0x60, 0x00, 0x00], &mut module); // type: [] -> []
-    section(3, &[0x01, 0x00], &mut module); // one function of type 0
-    let mut bodies = vec![0x01];
-    leb128(code.len(), &mut bodies);
-    bodies.extend_from_slice(&code);
+    let mut declared = Vec::new();
+    leb128(functions, &mut declared);
+    declared.extend(std::iter::repeat_n(0x00, functions)); // each of type 0
+    section(3, &declared, &mut module);
+    let mut bodies = Vec::new();
+    leb128(functions, &mut bodies);
+    for _ in 0..functions {
+        leb128(code.len(), &mut bodies);
+        bodies.extend_from_slice(&code);
+    }
     section(10, &bodies, &mut module);
     let mut component = b"\0asm\x0d\0\x01\0".to_vec();
     section(1, &module, &mut component); // a core module section
@@ -208,6 +221,7 @@ fn a_compile_past_its_memory_cap_is_stopped_and_refused() {
             ..Footprint::LIMITS
         },
         process: Some(capped(160 << 20, Duration::from_secs(120))),
+        budget: None,
     });
     let started = Instant::now();
     let refusal = refusal_of(
@@ -361,4 +375,164 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
         })
     })
     .await;
+}
+
+/// `fanout` under another digest.
+fn fanout_version(label: &str) -> Vec<u8> {
+    variants::version(&guest_bytes("fanout"), label)
+}
+
+/// A small policy (`panics`, 100 KiB: it loads, and fails only when
+/// called) under another digest: it compiles well within a tight time cap.
+fn small_version(label: &str) -> Vec<u8> {
+    variants::version(&guest_bytes("panics"), label)
+}
+
+/// Loads `bytes` as policy `name` on a thread of its own; the load's result
+/// and how long it took.
+fn load_on_thread(
+    runtime: &Runtime,
+    name: &str,
+    bytes: Vec<u8>,
+) -> std::thread::JoinHandle<(Result<(), Error>, Duration)> {
+    let (runtime, name) = (runtime.clone(), name.to_owned());
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let result = runtime.load(PolicySpec::new(name), &bytes).map(drop);
+        (result, started.elapsed())
+    })
+}
+
+#[test]
+fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_compile() {
+    // Within the static limits once they are raised: each of these
+    // compiles until the time cap kills it.
+    let cap = Duration::from_secs(2);
+    let config = || CompileConfig {
+        limits: Footprint {
+            function_bytes: u64::MAX,
+            code_bytes: u64::MAX,
+            ..Footprint::LIMITS
+        },
+        process: Some(capped(8 << 30, cap)),
+        budget: None,
+    };
+    let bombs: Vec<Vec<u8>> = (0..6)
+        .map(|i| compile_bombs(8, (6 << 20) + 7 * i))
+        .collect();
+
+    // Alone: one capped compile, and the quiet policy's compile.
+    let alone = runtime_with(config());
+    let started = Instant::now();
+    let refused = refusal_of(
+        alone
+            .load(PolicySpec::new("noisy"), &bombs[5])
+            .expect_err("killed at its time cap"),
+    );
+    let one_bomb = started.elapsed();
+    assert!(
+        matches!(refused.limit, CompileLimit::Time { .. }),
+        "{refused:?}"
+    );
+    let started = Instant::now();
+    alone
+        .load(PolicySpec::new("quiet"), &small_version("alone"))
+        .expect("it compiles");
+    let quiet_alone = started.elapsed();
+
+    // Five such components of one policy at once, then one of another.
+    let runtime = runtime_with(config());
+    let noisy: Vec<_> = bombs[..5]
+        .iter()
+        .map(|bomb| load_on_thread(&runtime, "noisy", bomb.clone()))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while runtime.compile_stats().started == 0 {
+        assert!(Instant::now() < deadline, "no compile started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (quiet, quiet_took) = load_on_thread(&runtime, "quiet", small_version("contended"))
+        .join()
+        .expect("the quiet load");
+    quiet.expect("it compiles");
+    let compiles_before_quiet = 1;
+    let mut noisy_done = Vec::new();
+    for load in noisy {
+        let (result, took) = load.join().expect("a noisy load");
+        assert_eq!(result.map_err(|e| e.reason()), Err("CompileLimitExceeded"));
+        noisy_done.push(took);
+    }
+    eprintln!(
+        "one capped compile {one_bomb:?}, a small policy alone {quiet_alone:?}; \
+         behind five capped compiles of another policy {quiet_took:?}; \
+         the noisy loads took {noisy_done:?}"
+    );
+    // The quiet policy waits for the compile running when it came, not for
+    // the four queued behind it; the bound leaves a loaded machine room.
+    let bound = one_bomb * (compiles_before_quiet + 1) + quiet_alone * 2;
+    assert!(quiet_took < bound, "{quiet_took:?} ≥ {bound:?}");
+
+    // The noisy policy publishes one of them again: refused from memory,
+    // without a compile.
+    let stats = runtime.compile_stats();
+    assert_eq!((stats.started, stats.refused), (6, 5));
+    let again = refusal_of(
+        runtime
+            .load(PolicySpec::new("noisy"), &bombs[0])
+            .expect_err("refused again"),
+    );
+    assert!(again.remembered);
+    assert_eq!(runtime.compile_stats().started, 6, "not compiled again");
+    assert_eq!(runtime.compile_stats().recalled, 1);
+}
+
+#[test]
+fn a_policy_that_used_its_compile_time_is_refused_without_a_compile_and_the_others_are_not() {
+    let runtime = runtime_with(CompileConfig {
+        // Any compile uses it all.
+        budget: Some(CompileBudget {
+            seconds: Duration::from_millis(1),
+            window: Duration::from_secs(3600),
+        }),
+        ..CompileConfig::default()
+    });
+    let first = runtime
+        .load(PolicySpec::new("a"), &fanout_version("a1"))
+        .expect("the first compile is within the budget");
+    let error = runtime
+        .load(PolicySpec::new("a"), &fanout_version("a2"))
+        .expect_err("over the budget");
+    assert_eq!(error.reason(), "CompileBudgetExhausted");
+    let Error::CompileBudgetExhausted {
+        policy,
+        retry_after,
+        ..
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!(policy, "a");
+    assert!(*retry_after > Duration::ZERO, "{retry_after:?}");
+    assert!(
+        error.to_string().starts_with(
+            "policy `a` used its compile time (0 s per 3600 s); it may compile again in "
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        runtime.compile_stats().started,
+        1,
+        "refused before compiling"
+    );
+    assert_eq!(runtime.compile_stats().over_budget, 1);
+    // A cache hit costs no compile time: it is served.
+    let hit = runtime
+        .load(PolicySpec::new("a"), &fanout_version("a1"))
+        .expect("a cache hit");
+    assert_eq!(hit.source(), Source::Memory);
+    // Another policy has its own budget.
+    runtime
+        .load(PolicySpec::new("b"), &fanout_version("b1"))
+        .expect("another policy compiles");
+    drop(first);
 }

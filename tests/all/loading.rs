@@ -2,9 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use policyhost::policies::Registry;
 use policyhost::runtime::{Error, PolicySpec, Source};
 
-use crate::common::{self, guest_bytes};
+use crate::common::{self, guest_bytes, variants};
 
 fn load_error(bytes: &[u8]) -> Error {
     common::runtime()
@@ -157,4 +158,48 @@ fn fanout_loads_and_a_second_load_hits_the_digest_cache() {
     assert_eq!((stats.compiles, stats.memory_hits), (1, 1));
     eprintln!("first compile {compile:?}, cache hit {hit:?}");
     assert!(hit < Duration::from_millis(50), "cache hit took {hit:?}");
+}
+
+#[test]
+fn the_compile_cache_holds_only_the_versions_in_use() {
+    let runtime = common::runtime();
+    let registry = Registry::new();
+    let fanout = guest_bytes("fanout");
+    let input = policyhost::runtime::reference::fanout(2);
+    let swaps = 20;
+    for i in 0..swaps {
+        let bytes = variants::version(&fanout, &i.to_string());
+        let policy = runtime
+            .load(PolicySpec::new("fanout"), &bytes)
+            .expect("load");
+        // Its instances take pool slots (and its memory image with them).
+        runtime
+            .reconcile_blocking(&policy, &input)
+            .result
+            .expect("reconcile");
+        registry.install(policy);
+        assert_eq!(
+            runtime.cache_stats().resident,
+            1,
+            "after swap {i}: the version in service only"
+        );
+    }
+    assert_eq!(runtime.cache_stats().compiles, swaps);
+
+    // A call in flight keeps its version after the policy is deleted...
+    let in_flight = registry.get("fanout").expect("in service");
+    let serving = in_flight.digest();
+    registry.remove("fanout");
+    assert_eq!(runtime.cache_stats().resident, 1);
+    let again = runtime
+        .load(
+            PolicySpec::new("fanout"),
+            &variants::version(&fanout, &(swaps - 1).to_string()),
+        )
+        .expect("load");
+    assert_eq!((again.digest(), again.source()), (serving, Source::Memory));
+    drop(again);
+    // ...and its end takes it out of the cache.
+    drop(in_flight);
+    assert_eq!(runtime.cache_stats().resident, 0);
 }

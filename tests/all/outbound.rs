@@ -1187,7 +1187,9 @@ mod operator {
             events
                 .iter()
                 .any(|e| e.reason.as_deref() == Some("CleanupFailed")
-                    && e.message.as_deref().is_some_and(|n| n.contains("[redacted]"))),
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|n| n.contains("[redacted]"))),
             "{events:?}"
         );
         assert!(!log.contains("s3cret"), "the operator's log: {log}");

@@ -23,6 +23,7 @@ mod common;
 
 use common::bench::env_number;
 use common::for_every_namespace;
+use common::variants::version;
 use policyhost_measure::{load_average_text, percentile_ms};
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -44,28 +45,6 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     runtime.block_on(bench());
-}
-
-/// fanout with a custom section: the same code under another digest.
-fn version(component: &[u8], label: &str) -> Vec<u8> {
-    let name = b"policyhost-bench-version";
-    let mut body = vec![u8::try_from(name.len()).expect("a short name")];
-    body.extend_from_slice(name);
-    body.extend_from_slice(label.as_bytes());
-    let mut out = component.to_vec();
-    out.push(0);
-    let mut size = body.len();
-    loop {
-        let byte = u8::try_from(size & 0x7f).expect("seven bits");
-        size >>= 7;
-        if size == 0 {
-            out.push(byte);
-            break;
-        }
-        out.push(byte | 0x80);
-    }
-    out.extend_from_slice(&body);
-    out
 }
 
 struct Sample {

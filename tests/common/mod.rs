@@ -13,6 +13,7 @@ pub mod logs;
 pub mod process;
 pub mod rbac;
 pub mod requests;
+pub mod variants;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

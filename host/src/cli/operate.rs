@@ -158,6 +158,11 @@ pub(crate) struct CompileArgs {
     /// version rejected.
     #[arg(long, value_name = "SECONDS", default_value_t = compile::DEFAULT_TIMEOUT.as_secs())]
     compile_timeout: u64,
+    /// Seconds of compile time each policy may use per ten minutes; past
+    /// that its next version is refused (`CompileBudgetExhausted`) until
+    /// the time is regained. 0: no budget.
+    #[arg(long, value_name = "SECONDS", default_value_t = compile::CompileBudget::DEFAULT.seconds.as_secs())]
+    compile_budget: u64,
     /// Compile in the operator's own process: static limits only, no
     /// memory or time cap (for platforms where a child process cannot run).
     #[arg(long)]
@@ -173,6 +178,10 @@ impl CompileArgs {
                     self.compile_memory,
                     Duration::from_secs(self.compile_timeout.max(1)),
                 )
+            }),
+            budget: (self.compile_budget > 0).then(|| compile::CompileBudget {
+                seconds: Duration::from_secs(self.compile_budget),
+                ..compile::CompileBudget::DEFAULT
             }),
             ..compile::CompileConfig::default()
         }

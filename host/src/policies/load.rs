@@ -52,6 +52,18 @@ impl Error {
             Self::Interrupted(_) => "Interrupted",
         }
     }
+
+    /// When loading the same content again may succeed without a change:
+    /// the policy used its compile budget, and regains it by then.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Component(runtime::Error::CompileBudgetExhausted { retry_after, .. }) => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What the host allows a policy ConfigMap.

@@ -616,6 +616,14 @@ impl Inner {
                 if let Some(refusal) = refusal::to_record(&error) {
                     self.record_refusal(record, refusal).await;
                 }
+                if let Some(after) = error.retry_after() {
+                    // Not compiled for want of compile time: loaded again
+                    // once the policy has it, unless newer content comes.
+                    self.pending()
+                        .entry(record.key.clone())
+                        .or_insert(Pending::Refetch);
+                    self.queue.add_after(record.key.clone(), after);
+                }
                 let rejection = Rejection {
                     reason: error.reason(),
                     message: display_chain(&error),

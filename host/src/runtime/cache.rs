@@ -4,14 +4,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use sha2::{Digest as _, Sha256};
 use wasmtime::component::Component;
 
 use super::engine::Engine;
-use super::error::Result;
 
 /// The SHA-256 digest of a component's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,10 +65,25 @@ pub struct CacheStats {
     pub memory_hits: u64,
     /// Loads answered from disk.
     pub disk_hits: u64,
+    /// Compiled components in memory now: those a loaded policy holds.
+    pub resident: usize,
 }
 
+/// Compiled components by digest and engine.
+///
+/// # Guarantees
+///
+/// Memory follows what is in use: the in-memory tier holds each component
+/// weakly, and every [`Policy`](super::Policy) holds its own strongly, so
+/// a component stays resident exactly while a policy uses it (the version
+/// in service, a version being loaded, the calls in flight on a version
+/// replaced meanwhile). When the last one goes, wasmtime unmaps its code
+/// and purges its memory images from the instance pool
+/// (`ModuleInner::drop`). A later load of the same digest is a memory hit
+/// while any policy holds it, then a disk hit where there is a cache
+/// directory, else a compile.
 pub(crate) struct Cache {
-    memory: Mutex<HashMap<Key, Component>>,
+    memory: Mutex<HashMap<Key, Weak<Component>>>,
     dir: Option<PathBuf>,
     compiles: AtomicU64,
     memory_hits: AtomicU64,
@@ -93,48 +106,62 @@ impl Cache {
             compiles: self.compiles.load(Ordering::Relaxed),
             memory_hits: self.memory_hits.load(Ordering::Relaxed),
             disk_hits: self.disk_hits.load(Ordering::Relaxed),
+            resident: self
+                .lock()
+                .values()
+                .filter(|held| held.strong_count() > 0)
+                .count(),
         }
     }
 
-    /// Returns the compiled component for `bytes`, compiling it on a miss.
-    /// `compile` is only called on a miss of both tiers.
-    pub(crate) fn get_or_compile(
+    /// The compiled component of `digest` for `engine`, from memory or disk.
+    pub(crate) fn lookup(
         &self,
         engine: &Engine,
         digest: Digest,
-        compile: impl FnOnce() -> Result<Component>,
-    ) -> Result<(Component, Source, Duration)> {
-        let started = Instant::now();
+    ) -> Option<(Arc<Component>, Source)> {
         let key = Key {
             digest,
             engine: engine.compatibility(),
         };
-        if let Some(found) = self.lock().get(&key).cloned() {
+        if let Some(found) = self.lock().get(&key).and_then(Weak::upgrade) {
             self.memory_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok((found, Source::Memory, started.elapsed()));
+            return Some((found, Source::Memory));
         }
-        if let Some(found) = self.read_disk(engine, &key) {
-            self.disk_hits.fetch_add(1, Ordering::Relaxed);
-            self.lock().insert(key, found.clone());
-            return Ok((found, Source::Disk, started.elapsed()));
-        }
-        let component = compile()?;
-        self.compiles.fetch_add(1, Ordering::Relaxed);
-        let elapsed = started.elapsed();
-        self.write_disk(&key, &component);
-        self.lock().insert(key, component.clone());
-        Ok((component, Source::Compiled, elapsed))
+        let found = Arc::new(self.read_disk(engine, &key)?);
+        self.disk_hits.fetch_add(1, Ordering::Relaxed);
+        self.keep(key, &found);
+        Some((found, Source::Disk))
     }
 
-    /// Forgets a compiled component (e.g. after its policy was replaced).
-    pub(crate) fn evict(&self, engine: &Engine, digest: Digest) {
-        self.lock().remove(&Key {
+    /// Keeps a component compiled now (in memory while it is used, and on
+    /// disk if there is a cache directory).
+    pub(crate) fn insert(
+        &self,
+        engine: &Engine,
+        digest: Digest,
+        component: Component,
+    ) -> Arc<Component> {
+        let key = Key {
             digest,
             engine: engine.compatibility(),
-        });
+        };
+        self.compiles.fetch_add(1, Ordering::Relaxed);
+        self.write_disk(&key, &component);
+        let component = Arc::new(component);
+        self.keep(key, &component);
+        component
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Component>> {
+    fn keep(&self, key: Key, component: &Arc<Component>) {
+        let mut memory = self.lock();
+        // The entries of components nobody holds any more go here: the map
+        // is as large as the components in use, plus this one.
+        memory.retain(|_, held| held.strong_count() > 0);
+        memory.insert(key, Arc::downgrade(component));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Weak<Component>>> {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -196,15 +223,13 @@ mod tests {
         .unwrap()
     }
 
-    fn compile_counting<'a>(
-        engine: &'a Engine,
-        bytes: &'a [u8],
-        count: &'a std::cell::Cell<u32>,
-    ) -> impl FnOnce() -> Result<Component> + 'a {
-        move || {
-            count.set(count.get() + 1);
-            Component::new(engine.wasmtime(), bytes).map_err(super::super::Error::Corrupt)
-        }
+    /// Looks `bytes` up, compiling them on a miss; counts the compiles.
+    fn load(cache: &Cache, engine: &Engine, bytes: &[u8]) -> (Arc<Component>, Source) {
+        let digest = Digest::of(bytes);
+        cache.lookup(engine, digest).unwrap_or_else(|| {
+            let component = Component::new(engine.wasmtime(), bytes).unwrap();
+            (cache.insert(engine, digest, component), Source::Compiled)
+        })
     }
 
     #[test]
@@ -212,32 +237,45 @@ mod tests {
         let engine = engine();
         let cache = Cache::new(None);
         let bytes = wat::parse_str("(component)").unwrap();
-        let digest = Digest::of(&bytes);
-        let compiles = std::cell::Cell::new(0);
-        let (_, first, _) = cache
-            .get_or_compile(
-                &engine,
-                digest,
-                compile_counting(&engine, &bytes, &compiles),
-            )
-            .unwrap();
-        let (_, second, _) = cache
-            .get_or_compile(
-                &engine,
-                digest,
-                compile_counting(&engine, &bytes, &compiles),
-            )
-            .unwrap();
+        let (held, first) = load(&cache, &engine, &bytes);
+        let (_, second) = load(&cache, &engine, &bytes);
         assert_eq!((first, second), (Source::Compiled, Source::Memory));
-        assert_eq!(compiles.get(), 1);
         assert_eq!(
             cache.stats(),
             CacheStats {
                 compiles: 1,
                 memory_hits: 1,
-                disk_hits: 0
+                disk_hits: 0,
+                resident: 1,
             }
         );
+        drop(held);
+    }
+
+    #[test]
+    fn a_component_nobody_holds_leaves_memory() {
+        let engine = engine();
+        let cache = Cache::new(None);
+        let versions: Vec<Vec<u8>> = (0..50)
+            .map(|i| {
+                wat::parse_str(format!(
+                    "(component (core module (func (export \"f{i}\"))))"
+                ))
+                .unwrap()
+            })
+            .collect();
+        let mut serving = None;
+        for bytes in &versions {
+            // A swap: the new version in, the one it replaced dropped.
+            serving = Some(load(&cache, &engine, bytes).0);
+            assert_eq!(cache.stats().resident, 1);
+        }
+        assert!(cache.lock().len() <= 2, "dead entries are swept");
+        drop(serving);
+        assert_eq!(cache.stats().resident, 0);
+        let (_, again) = load(&cache, &engine, &versions[0]);
+        assert_eq!(again, Source::Compiled, "nothing held it: compiled again");
+        assert_eq!(cache.stats().compiles, 51);
     }
 
     #[test]
@@ -251,26 +289,12 @@ mod tests {
             .join("tmp")
             .join(format!("policyhost-cache-test-{}", std::process::id()));
         let bytes = wat::parse_str("(component)").unwrap();
-        let digest = Digest::of(&bytes);
-        let compiles = std::cell::Cell::new(0);
         let first = Cache::new(Some(dir.clone()));
-        first
-            .get_or_compile(
-                &engine,
-                digest,
-                compile_counting(&engine, &bytes, &compiles),
-            )
-            .unwrap();
+        load(&first, &engine, &bytes);
         let second = Cache::new(Some(dir.clone()));
-        let (_, source, _) = second
-            .get_or_compile(
-                &engine,
-                digest,
-                compile_counting(&engine, &bytes, &compiles),
-            )
-            .unwrap();
+        let (_, source) = load(&second, &engine, &bytes);
         assert_eq!(source, Source::Disk);
-        assert_eq!(compiles.get(), 1);
+        assert_eq!(second.stats().compiles, 0);
         let _ = std::fs::remove_dir_all(dir);
     }
 

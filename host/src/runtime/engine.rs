@@ -34,6 +34,13 @@ pub struct EngineConfig {
     /// Bytes of each table reset with `memset` rather than `madvise`.
     pub table_keep_resident: usize,
     /// Decommits batched into one `madvise` round.
+    ///
+    /// A memory waiting in a batch is out of wasmtime's reach when the
+    /// module it held is dropped: its memory image (and with it the
+    /// module's compiled code) stays in the slot until the slot is used
+    /// again, so every version of a policy that was ever instantiated could
+    /// stay resident, up to one per pool slot (`docs/BENCHMARKS.md`, "memory
+    /// across policy swaps"). The default, 1, decommits at once.
     pub decommit_batch_size: usize,
     /// Reset only the pages an instance dirtied (Linux `PAGEMAP_SCAN`,
     /// 6.7+), when the kernel supports it.
@@ -50,7 +57,7 @@ impl Default for EngineConfig {
             epoch_tick: Duration::from_millis(1),
             memory_keep_resident: 2 << 20,
             table_keep_resident: 64 << 10,
-            decommit_batch_size: 16,
+            decommit_batch_size: 1,
             // Measured on fanout: a memset of the few dirty KiB beats the
             // PAGEMAP_SCAN ioctl (docs/BENCHMARKS.md, "runtime").
             pagemap_scan: false,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::bindings::PolicyError as WitPolicyError;
-use super::compile::Refusal;
+use super::compile::{CompileBudget, Refusal};
 use crate::outbound::Redactor;
 
 /// The result type of the runtime.
@@ -39,6 +39,25 @@ pub enum Error {
     /// digest and the limits, so that it is not compiled again.
     #[error("policy is too expensive to compile: {0}")]
     CompileLimitExceeded(Refusal),
+
+    /// The policy used the compile time the host gives each policy
+    /// ([`CompileBudget`]): this version was not compiled, and may be
+    /// loaded again once the budget has regained what was overrun. The
+    /// bytes were not judged: nothing is remembered against them.
+    #[error(
+        "policy `{policy}` used its compile time ({} s per {} s); it may compile again in {} s",
+        budget.seconds.as_secs(),
+        budget.window.as_secs(),
+        retry_after.as_millis().div_ceil(1000)
+    )]
+    CompileBudgetExhausted {
+        /// The policy.
+        policy: String,
+        /// Its budget.
+        budget: CompileBudget,
+        /// How long until it may compile again.
+        retry_after: Duration,
+    },
 
     /// The component does not implement the `policyhost:reconcile/datajob-policy`
     /// world: an export is missing or has the wrong type, or an allowed import
@@ -234,6 +253,7 @@ impl Error {
             Self::Corrupt(_) => "Corrupt",
             Self::CoreModule => "CoreModule",
             Self::CompileLimitExceeded(_) => "CompileLimitExceeded",
+            Self::CompileBudgetExhausted { .. } => "CompileBudgetExhausted",
             Self::IncompatibleWorld { .. } => "IncompatibleWorld",
             Self::UnsupportedImport { .. } => "UnsupportedImport",
             Self::OutboundNotGranted { .. } => "OutboundNotGranted",
@@ -354,6 +374,17 @@ mod tests {
                     ..refusal(CompileLimit::Time { limit_ms: 5 })
                 }),
                 "policy is too expensive to compile: compiling it takes longer than 5 ms (refused before under the same limits; not compiled again)",
+            ),
+            (
+                Error::CompileBudgetExhausted {
+                    policy: "noisy".into(),
+                    budget: CompileBudget {
+                        seconds: Duration::from_secs(60),
+                        window: Duration::from_secs(600),
+                    },
+                    retry_after: Duration::from_millis(99_001),
+                },
+                "policy `noisy` used its compile time (60 s per 600 s); it may compile again in 100 s",
             ),
             (
                 Error::IncompatibleWorld {

@@ -112,6 +112,10 @@ pub struct Policy {
     pub(crate) log_budget: Arc<Budget>,
     /// Its outbound grant, if it imports `wasi:http` and has one.
     pub(crate) outbound: Option<Arc<Outbound>>,
+    /// The compiled code: held here so that the compile cache keeps it
+    /// exactly as long as a policy uses it (see `cache::Cache`).
+    #[allow(dead_code)]
+    pub(crate) code: Arc<Component>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -229,18 +233,12 @@ impl Loader<'_> {
             return Err(Error::CompileLimitExceeded(refusal));
         }
         let engine = self.engine.wasmtime();
-        let (component, source, _) = self.cache.get_or_compile(self.engine, digest, || {
-            self.compiler.compile(self.engine, digest, bytes)
-        })?;
-        let load_time = started.elapsed();
-        let pre = match self.link(&component, spec.outbound.is_some()) {
-            Ok(pre) => pre,
-            Err(error) => {
-                // Keep rejected components out of the cache: they are never called.
-                self.cache.evict(self.engine, digest);
-                return Err(error);
-            }
+        let (component, source) = match self.cache.lookup(self.engine, digest) {
+            Some(found) => found,
+            None => self.compile(&spec.name, digest, bytes)?,
         };
+        let load_time = started.elapsed();
+        let pre = self.link(&component, spec.outbound.is_some())?;
         let imports: Vec<String> = component
             .component_type()
             .imports(engine)
@@ -267,6 +265,7 @@ impl Loader<'_> {
         tracing::debug!(policy = %spec.name, %digest, ?source, ?load_time, "policy loaded");
         let name: Arc<str> = spec.name.into();
         Ok(Policy {
+            code: component,
             log_budget: self.budgets.of(&name),
             tenant: Tenant::new(Arc::clone(&name), share),
             name,
@@ -282,6 +281,31 @@ impl Loader<'_> {
             source,
             outbound,
         })
+    }
+
+    /// Compiles `bytes` for `policy`: static limits, then its turn at the
+    /// compile slot. While it waited, another load may have compiled the
+    /// same digest (then this is a memory hit) or had it refused (then it
+    /// is refused again, not compiled).
+    fn compile(
+        &self,
+        policy: &str,
+        digest: Digest,
+        bytes: &[u8],
+    ) -> Result<(Arc<Component>, Source)> {
+        self.compiler.check(digest, bytes)?;
+        let turn = self.compiler.turn(policy)?;
+        if let Some(refusal) = self.compiler.recall(digest, None) {
+            return Err(Error::CompileLimitExceeded(refusal));
+        }
+        if let Some(found) = self.cache.lookup(self.engine, digest) {
+            return Ok(found);
+        }
+        let component = self.compiler.compile(&turn, self.engine, digest, bytes)?;
+        Ok((
+            self.cache.insert(self.engine, digest, component),
+            Source::Compiled,
+        ))
     }
 
     /// Validates imports and exports, then pre-links: with `wasi:http`

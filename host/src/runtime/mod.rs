@@ -78,7 +78,9 @@ pub use bindings::{
 };
 pub use cache::{CacheStats, Digest, Source};
 pub use call::{CallReport, Input, Outcome};
-pub use compile::{CompileConfig, CompileLimit, CompileProcess, Footprint, Refusal};
+pub use compile::{
+    CompileBudget, CompileConfig, CompileLimit, CompileProcess, CompileStats, Footprint, Refusal,
+};
 pub use engine::{Allowance, EngineConfig, PER_CALL};
 pub use error::{Error, PolicyError, Result};
 pub use limiter::{MemoryAccount, MemoryLimiter};
@@ -344,6 +346,13 @@ impl Runtime {
     #[must_use]
     pub fn cache_stats(&self) -> CacheStats {
         self.inner.cache.stats()
+    }
+
+    /// What the compiler did: compiles started, refused, recalled, over
+    /// budget.
+    #[must_use]
+    pub fn compile_stats(&self) -> CompileStats {
+        self.inner.compiler.stats()
     }
 
     /// The host maxima policies are clamped to.

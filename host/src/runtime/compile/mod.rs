@@ -23,26 +23,35 @@
 //! - With a [`CompileProcess`], no compile holds more than its memory cap or
 //!   runs past its time cap, and at most one runs at a time, so the operator
 //!   needs its own memory plus one cap.
+//! - Compiles are fair between policies: the one compile slot goes round
+//!   between the policies waiting, so one policy's compiles delay another's
+//!   by at most one compile, and each policy's compile time is capped by a
+//!   [`CompileBudget`] ([`Compiler`]).
 //! - A refused digest is remembered ([`Refusal`]): in memory, and by the
 //!   policy loader on its ConfigMap, so a restart does not compile it again.
 
+mod budget;
 mod footprint;
 mod process;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
 use wasmtime::component::Component;
 
+pub use budget::{CompileBudget, Exhausted};
 pub use footprint::{Footprint, Measure, Over};
 pub use process::{CompileProcess, SUBCOMMAND, serve};
 
 use super::cache::Digest;
 use super::engine::Engine;
 use super::error::{Error, Result};
+use crate::fair::{Gate, Share, Slot, Tenant};
+use budget::Budgets;
 
 /// How the host compiles policy components.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,6 +62,9 @@ pub struct CompileConfig {
     /// compiles on the calling thread, under the static limits only (for
     /// library users and tests with no binary that serves [`serve`]).
     pub process: Option<CompileProcess>,
+    /// The compile time each policy may use; `None`: unlimited (library
+    /// users and tests; the operator sets [`CompileBudget::DEFAULT`]).
+    pub budget: Option<CompileBudget>,
 }
 
 /// What made a component too expensive to compile.
@@ -127,15 +139,77 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// Compiles under a [`CompileConfig`], and remembers what it refused.
+/// Compiles under a [`CompileConfig`], fairly between policies, and
+/// remembers what it refused.
+///
+/// # Expected flow
+///
+/// [`check`](Self::check) the static limits (no wait: a component over
+/// them never queues), take a [`Turn`] ([`turn`](Self::turn): the policy's
+/// budget, then the compile slot), look again for a refusal or a cached
+/// compile that another load made while this one waited, then
+/// [`compile`](Self::compile) under the turn.
+///
+/// # Guarantees
+///
+/// - One compile at a time, with or without a compile process.
+/// - The slot goes round between the policies waiting for it
+///   ([`crate::fair::Gate`], every policy with the same weight: a policy's
+///   `share` buys guest-call threads, not compiles), so a policy with many
+///   compiles waiting delays another policy's next compile by at most the
+///   one running.
+/// - A policy past its [`CompileBudget`] is refused before it waits.
 pub(crate) struct Compiler {
     config: CompileConfig,
     /// [`Refusal::limits`] of this compiler.
     key: String,
     refused: Mutex<HashMap<Digest, Refusal>>,
-    /// Held while a compile process runs: one at a time, so that the Pod
-    /// needs room for one memory cap, not one per loader.
-    process_slot: Mutex<()>,
+    /// One compile at a time (so that the Pod needs room for one memory
+    /// cap, and one compile's cores), handed round between policies.
+    slot: Arc<Gate>,
+    budgets: Budgets,
+    stats: Counters,
+}
+
+/// The compile slot, held by one policy; dropping it charges the time it
+/// was held to the policy's budget.
+pub(crate) struct Turn<'a> {
+    compiler: &'a Compiler,
+    policy: Arc<str>,
+    started: Instant,
+    _slot: Slot,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        self.compiler.budgets.charge(
+            &self.policy,
+            now.saturating_duration_since(self.started),
+            now,
+        );
+    }
+}
+
+/// What the compiler did, counted since the runtime started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompileStats {
+    /// Compiles started (in the compile process or here), whatever their end.
+    pub started: u64,
+    /// Components refused for what compiling them costs, found now.
+    pub refused: u64,
+    /// Loads refused because the digest was refused before (not compiled).
+    pub recalled: u64,
+    /// Loads refused because their policy used its [`CompileBudget`].
+    pub over_budget: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    started: AtomicU64,
+    refused: AtomicU64,
+    recalled: AtomicU64,
+    over_budget: AtomicU64,
 }
 
 impl Compiler {
@@ -151,10 +225,12 @@ impl Compiler {
         );
         let key = hex::encode(&Sha256::digest(text.as_bytes())[..8]);
         Self {
+            budgets: Budgets::new(config.budget),
             config,
             key,
             refused: Mutex::new(HashMap::new()),
-            process_slot: Mutex::new(()),
+            slot: Gate::new(1),
+            stats: Counters::default(),
         }
     }
 
@@ -167,60 +243,105 @@ impl Compiler {
                 .filter(|r| r.limits == self.key && r.digest == digest.to_hex())
                 .cloned()
         })?;
+        self.stats.recalled.fetch_add(1, Ordering::Relaxed);
         Some(Refusal {
             remembered: true,
             ..recalled
         })
     }
 
-    /// Checks the static limits, then compiles: in the compile process if
-    /// there is one, else here.
+    /// Checks the static limits (a refusal is remembered).
+    pub(crate) fn check(&self, digest: Digest, bytes: &[u8]) -> Result<()> {
+        match footprint::measure(bytes, &self.config.limits) {
+            Ok(_) => Ok(()),
+            Err(footprint::Refused::Over(over)) => {
+                Err(self.refuse(digest, CompileLimit::Static(over)))
+            }
+            Err(footprint::Refused::Malformed(error)) => {
+                Err(Error::Corrupt(wasmtime::Error::new(error)))
+            }
+        }
+    }
+
+    /// Waits for the compile slot for `policy`, behind at most one compile
+    /// of each policy that waited before it; refused at once if `policy`
+    /// used its budget.
+    ///
+    /// Blocking: call it off the async runtime (the loads do, on blocking
+    /// threads).
+    pub(crate) fn turn(&self, policy: &str) -> Result<Turn<'_>> {
+        if let Err(exhausted) = self.budgets.admit(policy, Instant::now()) {
+            self.stats.over_budget.fetch_add(1, Ordering::Relaxed);
+            return Err(Error::CompileBudgetExhausted {
+                policy: policy.to_owned(),
+                budget: exhausted.budget,
+                retry_after: exhausted.retry_after,
+            });
+        }
+        let tenant = Tenant::new(policy, Share::DEFAULT);
+        // The gate's waiters are woken through a oneshot channel, which
+        // any executor can wait on; this thread has nothing else to do.
+        let slot = futures::executor::block_on(self.slot.acquire(&tenant));
+        Ok(Turn {
+            compiler: self,
+            policy: Arc::clone(tenant.key()),
+            started: Instant::now(),
+            _slot: slot,
+        })
+    }
+
+    /// Compiles, under `turn`: in the compile process if there is one, else
+    /// here. A component stopped by a cap is refused and remembered.
     pub(crate) fn compile(
         &self,
+        _turn: &Turn<'_>,
         engine: &Engine,
         digest: Digest,
         bytes: &[u8],
     ) -> Result<Component> {
-        let result = footprint::measure(bytes, &self.config.limits)
-            .map_err(|refused| match refused {
-                footprint::Refused::Over(over) => Stopped::Limit(CompileLimit::Static(over)),
-                footprint::Refused::Malformed(error) => {
-                    Stopped::Error(Error::Corrupt(wasmtime::Error::new(error)))
-                }
-            })
-            .and_then(|_| match &self.config.process {
-                None => Component::new(engine.wasmtime(), bytes)
-                    .map_err(|error| Stopped::Error(Error::Corrupt(error))),
-                Some(process) => {
-                    let _slot = self
-                        .process_slot
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    process::compile(process, engine, bytes)
-                }
-            });
+        self.stats.started.fetch_add(1, Ordering::Relaxed);
+        let result = match &self.config.process {
+            None => Component::new(engine.wasmtime(), bytes)
+                .map_err(|error| Stopped::Error(Error::Corrupt(error))),
+            Some(process) => process::compile(process, engine, bytes),
+        };
         result.map_err(|stopped| match stopped {
             Stopped::Error(error) => error,
-            Stopped::Limit(limit) => {
-                let refusal = Refusal {
-                    digest: digest.to_hex(),
-                    limits: self.key.clone(),
-                    limit,
-                    remembered: false,
-                };
-                let mut refused = self.lock();
-                if refused.len() >= MAX_REMEMBERED {
-                    // Bounded: a team pushing endless bombs must not grow
-                    // the host. A forgotten refusal costs one capped compile.
-                    if let Some(forget) = refused.keys().next().copied() {
-                        refused.remove(&forget);
-                    }
-                }
-                refused.insert(digest, refusal.clone());
-                drop(refused);
-                Error::CompileLimitExceeded(refusal)
-            }
+            Stopped::Limit(limit) => self.refuse(digest, limit),
         })
+    }
+
+    /// What the compiler did so far.
+    pub(crate) fn stats(&self) -> CompileStats {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        CompileStats {
+            started: read(&self.stats.started),
+            refused: read(&self.stats.refused),
+            recalled: read(&self.stats.recalled),
+            over_budget: read(&self.stats.over_budget),
+        }
+    }
+
+    /// Remembers `digest` as refused for `limit`.
+    fn refuse(&self, digest: Digest, limit: CompileLimit) -> Error {
+        self.stats.refused.fetch_add(1, Ordering::Relaxed);
+        let refusal = Refusal {
+            digest: digest.to_hex(),
+            limits: self.key.clone(),
+            limit,
+            remembered: false,
+        };
+        let mut refused = self.lock();
+        if refused.len() >= MAX_REMEMBERED {
+            // Bounded: a team pushing endless bombs must not grow
+            // the host. A forgotten refusal costs one capped compile.
+            if let Some(forget) = refused.keys().next().copied() {
+                refused.remove(&forget);
+            }
+        }
+        refused.insert(digest, refusal.clone());
+        drop(refused);
+        Error::CompileLimitExceeded(refusal)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Refusal>> {
@@ -300,6 +421,7 @@ mod tests {
                     ..Footprint::LIMITS
                 },
                 process: None,
+                budget: None,
             },
             &engine,
         )
@@ -330,13 +452,13 @@ mod tests {
                     ..Footprint::LIMITS
                 },
                 process: None,
+                budget: None,
             },
             &engine,
         );
         let bytes = wat::parse_str("(component (core module (func) (func)))").unwrap();
         let digest = Digest::of(&bytes);
-        let Err(Error::CompileLimitExceeded(refusal)) = compiler.compile(&engine, digest, &bytes)
-        else {
+        let Err(Error::CompileLimitExceeded(refusal)) = compiler.check(digest, &bytes) else {
             panic!("refused")
         };
         assert!(!refusal.remembered);
