@@ -422,7 +422,10 @@ mod tests {
 
         fn full_pod(controller: Option<&str>, phase: &str, rv: &str) -> Arc<FullObject> {
             let owners: Vec<serde_json::Value> = controller
-                .map(|kind| json!({"apiVersion": "x/v1", "kind": kind, "name": "j", "uid": "u", "controller": true}))
+                .map(|kind| {
+                    let api_version = if kind == "DataJob" { "policyhost.dev/v1alpha1" } else { "apps/v1" };
+                    json!({"apiVersion": api_version, "kind": kind, "name": "j", "uid": "u", "controller": true})
+                })
                 .into_iter()
                 .collect();
             Arc::new(FullObject::Pod(Box::new(

@@ -34,6 +34,24 @@ fn grant(pairs: &[(&str, &str)]) -> Grant {
     Grant::parse(&data).expect("grant")
 }
 
+/// `http-probe` granted `origin`, whose requests there carry `header` with
+/// `value`, from the Secret `storage-token/token`.
+fn credentialed_probe(runtime: &Runtime, origin: &str, header: &str, value: &str) -> Arc<Policy> {
+    let granted = grant(&[
+        ("origins", origin),
+        (
+            "credentials",
+            &format!("{origin} {header} storage-token/token"),
+        ),
+    ]);
+    probe(
+        runtime,
+        granted,
+        &[("storage-token", "token", value)],
+        5_000,
+    )
+}
+
 fn probe(
     runtime: &Runtime,
     grant: Grant,
@@ -341,19 +359,7 @@ fn the_injected_credential_reaches_the_server_and_never_the_policy() {
     cloud.require_token(SECRET);
     let runtime = runtime(&cloud);
     let origin = cloud.origin();
-    let granted = grant(&[
-        ("origins", &origin),
-        (
-            "credentials",
-            &format!("{origin} authorization storage-token/token"),
-        ),
-    ]);
-    let policy = probe(
-        &runtime,
-        granted,
-        &[("storage-token", "token", SECRET)],
-        5_000,
-    );
+    let policy = credentialed_probe(&runtime, &origin, "authorization", SECRET);
     let ((outputs, _), log) = common::logs::recorded(|| {
         run(
             &runtime,
@@ -388,19 +394,7 @@ fn a_credential_a_server_reflects_is_redacted_from_all_the_policy_publishes() {
     let cloud = Cloud::start();
     let runtime = runtime(&cloud);
     let origin = cloud.origin();
-    let granted = grant(&[
-        ("origins", &origin),
-        (
-            "credentials",
-            &format!("{origin} authorization storage-token/token"),
-        ),
-    ]);
-    let policy = probe(
-        &runtime,
-        granted,
-        &[("storage-token", "token", REFLECTED)],
-        5_000,
-    );
+    let policy = credentialed_probe(&runtime, &origin, "authorization", REFLECTED);
     let params = json!({ "requests": [{ "url": format!("{origin}/echo") }], "publish": true });
     let ((reconciled, cleaned), log) = common::logs::recorded(|| {
         let input = input(job("echo", "team-a", params));
@@ -466,19 +460,7 @@ fn a_credential_in_the_name_of_a_refused_origin_is_redacted_from_the_hosts_log()
     let cloud = Cloud::start();
     let runtime = runtime(&cloud);
     let origin = cloud.origin();
-    let granted = grant(&[
-        ("origins", &origin),
-        (
-            "credentials",
-            &format!("{origin} x-token storage-token/token"),
-        ),
-    ]);
-    let policy = probe(
-        &runtime,
-        granted,
-        &[("storage-token", "token", TOKEN)],
-        5_000,
-    );
+    let policy = credentialed_probe(&runtime, &origin, "x-token", TOKEN);
     let ((outputs, report), log) = common::logs::recorded(|| {
         run(
             &runtime,
@@ -773,21 +755,9 @@ mod operator {
         )
         .await
         .expect("label the team's ConfigMap as a grant");
-        let events: Api<Event> = Api::namespaced(env.client.clone(), &env.policy_namespace);
-        let note = eventually("a GrantIgnored Event on policy-bucket", || async {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.involved_object.name.as_deref() == Some("policy-bucket")
-                        && e.reason.as_deref() == Some("GrantIgnored")
-                })?
-                .message
-        })
-        .await;
+        let note = env
+            .warning(&env.policy_namespace, "policy-bucket", "GrantIgnored")
+            .await;
         assert!(
             note.contains("which only the ConfigMap `grant-bucket` may grant: it grants nothing"),
             "{note}"

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use policyhost::crd::{DataJob, DataJobSpec};
@@ -57,27 +57,17 @@ async fn refused(env: &Env, name: &str) -> (String, String) {
     (ready.reason.clone(), ready.message.clone())
 }
 
-/// Waits for a warning Event on DataJob `job` with `reason`; returns its note.
-async fn warning(env: &Env, job: &str, reason: &str) -> String {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
-    eventually(&format!("a {reason} warning Event on {job}"), || {
-        let events = events.clone();
-        async move {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find_map(|e| {
-                    (e.type_.as_deref() == Some("Warning")
-                        && e.reason.as_deref() == Some(reason)
-                        && e.involved_object.name.as_deref() == Some(job))
-                    .then(|| e.message.unwrap_or_default())
-                })
-        }
-    })
-    .await
+/// Asserts that the team's ConfigMap `mine` is as the team left it: never
+/// written, adopted or labelled.
+async fn left_alone(maps: &Api<ConfigMap>, mine: &ConfigMap) {
+    let after = maps.get(&mine.name_any()).await.expect("still there");
+    assert_eq!(
+        after.resource_version(),
+        mine.resource_version(),
+        "never written"
+    );
+    assert!(after.owner_references().is_empty(), "never adopted");
+    assert!(after.labels().is_empty(), "never labelled");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,17 +90,10 @@ async fn a_teams_own_configmap_is_never_adopted_changed_or_deleted() {
         message.contains("ConfigMap settings already exists") && message.contains("no controller"),
         "{message}"
     );
-    let note = warning(&env, "thief", "ChildConflict").await;
+    let note = env.warning(&env.namespace, "thief", "ChildConflict").await;
     assert!(note.contains("ConfigMap settings"), "{note}");
 
-    let after = maps.get("settings").await.expect("still there");
-    assert_eq!(
-        after.resource_version(),
-        mine.resource_version(),
-        "never written"
-    );
-    assert!(after.owner_references().is_empty(), "never adopted");
-    assert!(after.labels().is_empty(), "never labelled");
+    left_alone(&maps, &mine).await;
 
     // Deleting the DataJob garbage-collects nothing of the team's.
     env.jobs()
@@ -268,14 +251,7 @@ async fn an_object_created_while_the_operators_create_is_on_its_way_is_never_ado
         message.contains("ConfigMap report already exists") && message.contains("no controller"),
         "{message}"
     );
-    let after = maps.get("report").await.expect("still there");
-    assert_eq!(
-        after.resource_version(),
-        mine.resource_version(),
-        "never written"
-    );
-    assert!(after.owner_references().is_empty(), "never adopted");
-    assert!(after.labels().is_empty(), "never labelled");
+    left_alone(&maps, &mine).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use devcluster::{Config as ClusterConfig, DevCluster, PodSimulation};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -420,6 +420,30 @@ impl Env {
                     .ok()
                     .flatten()
                     .filter(|job| ready(job))
+            }
+        })
+        .await
+    }
+
+    /// Waits for a warning Event with `reason` on the object `name` in
+    /// `namespace`, and returns its message.
+    pub async fn warning(&self, namespace: &str, name: &str, reason: &str) -> String {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        eventually(&format!("a {reason} warning Event on {name}"), || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find_map(|e| {
+                        (e.type_.as_deref() == Some("Warning")
+                            && e.reason.as_deref() == Some(reason)
+                            && e.involved_object.name.as_deref() == Some(name))
+                        .then(|| e.message.unwrap_or_default())
+                    })
             }
         })
         .await
