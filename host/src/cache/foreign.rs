@@ -54,7 +54,7 @@ impl Foreign {
             warn!(
                 kind,
                 object = %record.key,
-                datajob = %job,
+                job = %job,
                 "an object names a DataJob of another namespace as its controller; it is not that DataJob's child"
             );
         }
