@@ -110,12 +110,27 @@ impl Counters {
 
     /// Records the status code the request `seq` was answered with.
     pub(crate) fn answered(&self, seq: u64, code: u16) {
+        self.amend(seq, |r| r.code = code);
+    }
+
+    /// Records the name a create's body gave its object, as kube-apiserver's
+    /// audit log does (a create's path names no object).
+    pub(crate) fn created(&self, seq: u64, name: &str) {
+        self.amend(seq, |r| {
+            if r.name.is_empty() {
+                name.clone_into(&mut r.name);
+            }
+        });
+    }
+
+    /// Changes the logged request `seq`, if it is still in the log.
+    fn amend(&self, seq: u64, change: impl FnOnce(&mut Request)) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         // Recent requests are at the back, and the log is in `seq` order.
         if let Some(r) = inner.log.iter_mut().rev().find(|r| r.seq <= seq)
             && r.seq == seq
         {
-            r.code = code;
+            change(r);
         }
     }
 
@@ -202,5 +217,18 @@ mod tests {
         c.answered(7, 500);
         let codes: Vec<u16> = c.requests().iter().map(|r| r.code).collect();
         assert_eq!(codes, [0, 201], "unanswered is 0; unknown seq is ignored");
+    }
+
+    #[test]
+    fn a_create_is_logged_with_the_name_its_body_gave() {
+        let c = Counters::default();
+        let create = c.record(req("create", "", "configmaps", ""));
+        c.created(create, "settings");
+        let mut named = req("get", "", "configmaps", "");
+        named.name = "other".into();
+        let get = c.record(named);
+        c.created(get, "ignored");
+        let names: Vec<String> = c.requests().into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["settings", "other"], "a name from the path stays");
     }
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodSpec};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use policyhost::crd::{DataJob, DataJobSpec};
@@ -203,7 +203,11 @@ async fn a_new_child_costs_one_create_and_no_read() {
         .filter(|r| r.resource == "configmaps" && !matches!(r.verb.as_str(), "list" | "watch"))
         .map(|r| format!("{} {}", r.verb, r.name))
         .collect();
-    assert_eq!(requests, ["create "], "one create, no GET, no apply");
+    assert_eq!(
+        requests,
+        ["create lean-settings"],
+        "one create, no GET, no apply"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -453,6 +457,58 @@ async fn a_key_the_child_was_created_with_goes_when_the_policy_drops_it() {
         ["Apply"],
         "the create's fields were handed to the apply"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_worker_takes_its_changed_annotations_and_keeps_its_defaults() {
+    let env = Env::start(&["fanout"]).await;
+    let forever = ("devcluster.policyhost.dev/run-seconds", "-1");
+    env.create_job(
+        "notes",
+        "fanout",
+        json!({"replicas": 1, "image": "busybox:1.36",
+            "podAnnotations": {forever.0: forever.1, "example.com/note": "a"}}),
+    )
+    .await;
+    let created = env
+        .wait_pods("notes", "one worker", |pods| pods.len() == 1)
+        .await
+        .remove(0);
+    // The server defaulted fields the policy never set; the create recorded
+    // them as the operator's, and the hand-over makes them its apply's.
+    // The spec as the server made it, but for the node the scheduler picks.
+    let unbound = |pod: &Pod| {
+        pod.spec.clone().map(|spec| PodSpec {
+            node_name: None,
+            ..spec
+        })
+    };
+    let spec = unbound(&created);
+    assert_eq!(
+        spec.as_ref().and_then(|s| s.dns_policy.as_deref()),
+        Some("ClusterFirst")
+    );
+    env.patch_spec(
+        "notes",
+        json!({"params": {"podAnnotations": {"example.com/note": null, "example.com/other": "b"}}}),
+    )
+    .await;
+    let changed = env
+        .wait_pods("notes", "the new annotations", |pods| {
+            pods.iter().any(|p| {
+                let notes = p.annotations();
+                notes.get("example.com/other").map(String::as_str) == Some("b")
+                    && !notes.contains_key("example.com/note")
+            })
+        })
+        .await
+        .remove(0);
+    assert_eq!(changed.uid(), created.uid(), "the same Pod, updated");
+    assert_eq!(
+        changed.annotations().get(forever.0).map(String::as_str),
+        Some(forever.1)
+    );
+    assert_eq!(unbound(&changed), spec, "the defaults stay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

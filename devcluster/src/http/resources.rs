@@ -186,6 +186,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
             view: &view,
             part,
             manager,
+            seq,
         };
         match verb {
             Verb::Get => ctx.get(),
@@ -219,6 +220,8 @@ struct Ctx<'a> {
     view: &'a View,
     part: Part,
     manager: String,
+    /// This request's place in the request log.
+    seq: u64,
 }
 
 fn parse_body(body: &[u8], content_type: &str, rt: &ResourceType, version: &str) -> Result<Value> {
@@ -483,6 +486,9 @@ impl Ctx<'_> {
             self.rt,
             &self.target.version,
         )?);
+        if let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str) {
+            self.app.counters.created(self.seq, name);
+        }
         let w = self.writer();
         // Validation, defaults and ownership need no lock; only the insert does.
         let target = self.write_target();

@@ -1,5 +1,5 @@
-//! Pods: scheduler and container defaults, admission, a spec that updates may barely
-//! change, and graceful deletion by the kubelet.
+//! Pods: scheduler and container defaults (on every write), admission, a
+//! spec that updates may barely change, and graceful deletion by the kubelet.
 
 use serde_json::{Value, json};
 
@@ -25,6 +25,12 @@ impl Strategy for Pods {
 
     fn admit_create(&self, body: &mut Value) {
         crate::defaults::pod_admission(body);
+    }
+
+    /// kube-apiserver defaults every object it decodes or applies, so a field
+    /// an update or an apply leaves out takes its default again.
+    fn prepare_for_update(&self, _old: &Value, new: &mut Value) {
+        crate::defaults::pod(new);
     }
 
     fn validate_update(&self, rt: &ResourceType, old: &Value, new: &Value) -> Result<()> {
