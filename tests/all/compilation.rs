@@ -377,6 +377,61 @@ async fn a_version_too_expensive_to_compile_is_rejected_while_the_last_good_serv
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_refused_for_its_policys_compile_time_is_loaded_by_itself_once_the_time_is_regained()
+ {
+    // Any compile uses the budget and more; it is regained at a twentieth
+    // of the time the compile took: after a compile of c, the next is
+    // refused for 20 c.
+    let budget = CompileBudget {
+        seconds: Duration::from_millis(1),
+        window: Duration::from_millis(20),
+    };
+    let env = Env::start_with(OperatorSetup {
+        compile_budget: Some(budget),
+        ..OperatorSetup::configmaps()
+    })
+    .await;
+    let publish = async |bytes: &[u8]| {
+        let map = configmap::build(
+            "fanout",
+            &env.policy_namespace,
+            bytes,
+            &for_every_namespace(),
+            Compression::Auto,
+        )
+        .expect("a policy ConfigMap");
+        publish::apply(&env.client, &map).await.expect("apply");
+        publish::wait_observed(&env.client, &map, Duration::from_secs(60))
+            .await
+            .expect("verdict")
+    };
+    // Versions of this run only: the compile cache on disk has neither.
+    let first = fanout_version(&format!("{}-1", env.namespace));
+    let verdict = publish(&first).await;
+    assert_eq!(verdict.error, None);
+    let second = fanout_version(&format!("{}-2", env.namespace));
+    let second_digest = policyhost::runtime::Digest::of(&second).to_hex();
+    let verdict = publish(&second).await;
+    let error = verdict.error.unwrap_or_default();
+    assert!(
+        error.starts_with("CompileBudgetExhausted: policy `fanout` used its compile time"),
+        "{error}"
+    );
+    assert_eq!(
+        verdict.loaded_digest,
+        Some(policyhost::runtime::Digest::of(&first).to_hex()),
+        "the first version keeps serving"
+    );
+    // Nothing changes the ConfigMap: the operator loads it again by itself.
+    let registry = &env.operator().shared.registry;
+    eventually("the second version served", || async {
+        let serving = registry.get("fanout").ok()?.digest().to_hex();
+        (serving == second_digest).then_some(())
+    })
+    .await;
+}
+
 /// `fanout` under another digest.
 fn fanout_version(label: &str) -> Vec<u8> {
     variants::version(&guest_bytes("fanout"), label)

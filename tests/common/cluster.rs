@@ -24,7 +24,7 @@ use policyhost::metrics::Metrics;
 use policyhost::operator::{Operator, Options, StreamingLists};
 use policyhost::policies::tenancy::Tenancy;
 use policyhost::queue::Backoff;
-use policyhost::runtime::RuntimeConfig;
+use policyhost::runtime::{CompileBudget, RuntimeConfig};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -162,6 +162,8 @@ pub struct OperatorSetup {
     pub outbound_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// Namespaces watched besides the test's (another team's, say).
     pub extra_namespaces: Vec<String>,
+    /// Each policy's compile time (`--compile-budget`); `None`: unlimited.
+    pub compile_budget: Option<CompileBudget>,
 }
 
 impl OperatorSetup {
@@ -183,6 +185,7 @@ impl OperatorSetup {
             api: None,
             outbound_roots: Vec::new(),
             extra_namespaces: Vec::new(),
+            compile_budget: None,
         }
     }
 
@@ -245,6 +248,7 @@ impl Env {
             cache_dir: Some(super::compile_cache()),
             ..RuntimeConfig::default()
         };
+        runtime.compile.budget = setup.compile_budget;
         if let Some(timeout) = setup.max_timeout {
             runtime.engine.maxima.0.timeout = timeout;
         }

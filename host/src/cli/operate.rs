@@ -373,4 +373,35 @@ mod tests {
         assert!(parse_kind("Pod").is_err());
         assert!(parse_kind("v1/").is_err());
     }
+
+    /// `CompileArgs` parsed from `args`, as the operator's flags.
+    fn compile_config(args: &[&str]) -> compile::CompileConfig {
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            compile: CompileArgs,
+        }
+        let args = std::iter::once("operate").chain(args.iter().copied());
+        <Flags as clap::Parser>::try_parse_from(args)
+            .expect("flags")
+            .compile
+            .config()
+    }
+
+    #[test]
+    fn the_compile_budget_is_a_minute_per_ten_by_default_and_zero_lifts_it() {
+        let budget = |args: &[&str]| compile_config(args).budget;
+        assert_eq!(budget(&[]), Some(compile::CompileBudget::DEFAULT));
+        assert_eq!(
+            budget(&["--compile-budget", "5"]),
+            Some(compile::CompileBudget {
+                seconds: Duration::from_secs(5),
+                window: Duration::from_secs(600),
+            })
+        );
+        assert_eq!(budget(&["--compile-budget", "0"]), None);
+        let in_process = compile_config(&["--compile-in-process"]);
+        assert_eq!(in_process.process, None);
+        assert_eq!(in_process.budget, Some(compile::CompileBudget::DEFAULT));
+    }
 }
