@@ -1,11 +1,11 @@
 //! Least privilege, proven by the operator's own traffic: `deploy/` is
 //! installed on devcluster, its Deployment runs as two replicas presenting
 //! the ServiceAccount's identity, a scenario makes the operator do everything
-//! it does (reconcile, prune, fault, hot swap, cleanup, failover, release),
-//! and every request devcluster recorded from that identity is checked
-//! against the RBAC rules of `deploy/`: a request they do not allow, or a
-//! rule (verb, resource, name) no request needed, fails the test; and
-//! removing any one rule must make some request forbidden.
+//! it does (reconcile, prune, a worker's change, fault, hot swap, cleanup,
+//! failover, release), and every request devcluster recorded from that
+//! identity is checked against the RBAC rules of `deploy/`: a request they
+//! do not allow, or a rule (verb, resource, name) no request needed, fails
+//! the test; and removing any one rule must make some request forbidden.
 
 use std::collections::BTreeSet;
 

@@ -94,7 +94,9 @@ impl Watch {
     /// Kills and records the run's processes still alive after `pass`, but
     /// the programs under `spared` (those of a control plane still up).
     pub fn after_pass(&self, pass: &'static str, spared: Option<&Path>) {
-        for process in self.run.left_behind(spared) {
+        // Programs are known by their resolved path, as the target is.
+        let spared = spared.map(|dir| fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned()));
+        for process in self.run.left_behind(spared.as_deref()) {
             let killed = kill(process.pid);
             self.record(Finding::Process {
                 after: pass,
