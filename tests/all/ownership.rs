@@ -185,7 +185,7 @@ async fn ready(env: &Env, name: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_child_costs_one_create_and_no_read() {
+async fn a_new_datajob_costs_its_finalizer_its_create_and_one_status_write() {
     let env = Env::start(&["claims-name"]).await;
     let Some(log) = env.requests() else {
         return; // No request log on this cluster.
@@ -195,18 +195,32 @@ async fn a_new_child_costs_one_create_and_no_read() {
         .create_job("lean", "claims-name", json!({"name": "lean-settings"}))
         .await;
     ready(&env, "lean").await;
+    // Ready is written by the pass the create's watch event brought; then
+    // the operator has nothing left to do.
+    let queue = &env.operator().shared.queue;
+    eventually("the operator idle", || async {
+        (queue.is_empty() && queue.in_flight() == 0 && queue.delayed() == 0).then_some(())
+    })
+    .await;
     let child = config_maps(&env).get("lean-settings").await.expect("child");
     assert_eq!(child.owner_references()[0].uid, job.uid().expect("uid"));
     let requests: Vec<String> = log
         .operator_since(since, &env.namespace)
         .into_iter()
-        .filter(|r| r.resource == "configmaps" && !matches!(r.verb.as_str(), "list" | "watch"))
-        .map(|r| format!("{} {}", r.verb, r.name))
+        .filter(|r| !matches!(r.verb.as_str(), "list" | "watch"))
+        .map(|r| {
+            let sub = if r.subresource.is_empty() { "" } else { "/" };
+            format!("{} {}{sub}{} {}", r.verb, r.resource, r.subresource, r.name)
+        })
         .collect();
     assert_eq!(
         requests,
-        ["create lean-settings"],
-        "one create, no GET, no apply"
+        [
+            "patch datajobs lean",
+            "create configmaps lean-settings",
+            "patch datajobs/status lean"
+        ],
+        "the finalizer, one create (no read before it), one status write"
     );
 }
 

@@ -30,6 +30,7 @@
 mod access;
 pub mod finalizer;
 pub mod reconcile;
+mod settle;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -111,6 +112,9 @@ pub struct Shared {
     pub leadership: Leadership,
     /// What the last status writes left, so a lagging cache cannot hide one.
     pub status_writes: status::Writes,
+    /// DataJobs whose last pass changed children and left the status to
+    /// the next one.
+    pub settling: settle::Settling,
     /// The floors and caps on what one result may ask for.
     pub asks: Asks,
     /// The namespace of the policy ConfigMaps, whose DataJobs are refused.
@@ -173,6 +177,7 @@ impl Controller {
             ),
             leadership: config.leadership.clone(),
             status_writes: status::Writes::default(),
+            settling: settle::Settling::default(),
             asks: config.asks,
             policy_namespace: config.policy_namespace.clone(),
         });

@@ -81,6 +81,7 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         // Gone: its children go with it through garbage collection.
         shared.finalizers.forget(key);
         shared.status_writes.forget(key);
+        shared.settling.settled(key);
         return Next::AwaitChange;
     };
     // A DataJob refused for its namespace gets nothing, not even the
@@ -204,6 +205,16 @@ async fn succeed(
         }
     };
     debug!(job = %job.key(), ?summary, "children reconciled");
+    let key = job.key();
+    if summary.applied + summary.pruned > 0 && shared.settling.defer(&key) {
+        // The watch events of these writes bring the DataJob back, to a
+        // pass that sees the children as they now are (`settle`).
+        return Done {
+            next: Next::AwaitChange,
+            result: "success",
+        };
+    }
+    shared.settling.settled(&key);
     let mut conditions = vec![ready(reconciled.children.len(), &summary)];
     conditions.extend(reconciled.status.conditions.iter().map(NewCondition::from));
     let update = StatusUpdate {
@@ -236,13 +247,18 @@ async fn succeed(
 /// when every desired child exists as the policy asked. A desired child
 /// that is being deleted is created again once it is gone (its Deleted
 /// event queues the DataJob); until then the DataJob is not ready.
+///
+/// The message states what holds, not what this pass did (that is logged):
+/// a pass that finds the children as the last one left them writes the same
+/// condition, so the status is not written again.
 fn ready(desired: usize, summary: &Summary) -> NewCondition {
-    let counts = format!(
-        "{desired} children desired: {} applied, {} unchanged, {} pruned",
-        summary.applied, summary.unchanged, summary.pruned
-    );
     match summary.terminating.as_slice() {
-        [] => NewCondition::new(READY, true, "Reconciled", counts),
+        [] => NewCondition::new(
+            READY,
+            true,
+            "Reconciled",
+            format!("{desired} desired children, as the policy asked"),
+        ),
         [(kind, name), rest @ ..] => {
             let more = match rest.len() {
                 0 => String::new(),
@@ -253,7 +269,7 @@ fn ready(desired: usize, summary: &Summary) -> NewCondition {
                 false,
                 "ChildTerminating",
                 format!(
-                    "{kind} {name}{more} is being deleted; created again once it is gone ({counts})"
+                    "{kind} {name}{more} is being deleted; created again once it is gone ({desired} desired children)"
                 ),
             )
         }
@@ -328,10 +344,13 @@ mod tests {
         let ok = ready(3, &summary);
         assert!(ok.status);
         assert_eq!(ok.reason, "Reconciled");
-        assert_eq!(
-            ok.message,
-            "3 children desired: 1 applied, 2 unchanged, 0 pruned"
-        );
+        assert_eq!(ok.message, "3 desired children, as the policy asked");
+        let steady = Summary {
+            applied: 0,
+            unchanged: 3,
+            ..summary.clone()
+        };
+        assert_eq!(ready(3, &steady), ok, "the same state, the same condition");
 
         let pod = |name: &str| ("Pod".to_owned(), name.to_owned());
         let one = Summary {
@@ -343,8 +362,7 @@ mod tests {
         assert_eq!(held.reason, "ChildTerminating");
         assert_eq!(
             held.message,
-            "Pod w-1 is being deleted; created again once it is gone \
-             (3 children desired: 1 applied, 2 unchanged, 0 pruned)"
+            "Pod w-1 is being deleted; created again once it is gone (3 desired children)"
         );
         let two = Summary {
             terminating: vec![pod("w-1"), pod("w-2")],
