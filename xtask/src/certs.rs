@@ -18,18 +18,40 @@ pub struct Certificates {
 }
 
 impl Certificates {
-    /// Writes a fresh set into `dir`.
-    pub fn generate(dir: &Path) -> Result<Self, String> {
-        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    /// The set [`generate`](Self::generate) wrote into `dir`, if it is all
+    /// there (a stopped cluster's, to resume it).
+    pub fn existing(dir: &Path) -> Option<Self> {
+        let certs = Self::in_dir(dir);
+        [
+            &certs.ca_cert,
+            &certs.server_cert,
+            &certs.server_key,
+            &certs.admin_cert,
+            &certs.admin_key,
+            &certs.service_account_key,
+        ]
+        .iter()
+        .all(|file| file.is_file())
+        .then_some(certs)
+    }
+
+    fn in_dir(dir: &Path) -> Self {
         let file = |name: &str| dir.join(name);
-        let certs = Self {
+        Self {
             ca_cert: file("ca.crt"),
             server_cert: file("server.crt"),
             server_key: file("server.key"),
             admin_cert: file("admin.crt"),
             admin_key: file("admin.key"),
             service_account_key: file("service-account.key"),
-        };
+        }
+    }
+
+    /// Writes a fresh set into `dir`.
+    pub fn generate(dir: &Path) -> Result<Self, String> {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let file = |name: &str| dir.join(name);
+        let certs = Self::in_dir(dir);
         let ca_key = file("ca.key");
         openssl(&[
             "req",

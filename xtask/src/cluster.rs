@@ -6,7 +6,11 @@
 //!
 //! Everything lives in one state directory: certificates, etcd's data, each
 //! process's log and pid, and the admin kubeconfig. `down` stops exactly the
-//! processes whose pids `up` wrote there and removes the directory.
+//! processes whose pids `up` wrote there and removes the directory; `stop`
+//! stops them and keeps the state, which a later `up` resumes: the same
+//! certificates and etcd's data, every process started again (on new ports,
+//! the kubeconfig rewritten). A copy of a stopped state directory resumes as
+//! well, as a cluster of its own.
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -25,9 +29,9 @@ const NODE_NAME: &str = "kwok-node";
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long `down` waits for a process to exit after SIGTERM, before SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-const USAGE: &str = "usage: cargo xtask cluster up|down|env [--dir DIR]";
+const USAGE: &str = "usage: cargo xtask cluster up|stop|down|env [--dir DIR]";
 
-/// `cluster up|down|env [--dir DIR]`: DIR (default [`state_dir`]) lets
+/// `cluster up|stop|down|env [--dir DIR]`: DIR (default [`state_dir`]) lets
 /// several control planes run side by side.
 pub fn command(args: &[String]) -> Result<(), String> {
     let dir = match args.get(1..) {
@@ -44,6 +48,7 @@ pub fn command(args: &[String]) -> Result<(), String> {
             println!("KUBECONFIG={}", kubeconfig.display());
             Ok(())
         }
+        Some("stop") => stop(&dir),
         Some("down") => down(&dir),
         Some("env") => {
             let kubeconfig = kubeconfig_path(&dir);
@@ -118,7 +123,7 @@ enum Detach {
 }
 
 /// Starts every component in `dir` and returns the admin kubeconfig; on
-/// failure stops what it started.
+/// failure stops what it started. A state `stop` kept is resumed.
 fn up(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
     if dir.join("pids").is_dir() {
         return Err(format!(
@@ -126,25 +131,44 @@ fn up(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
             dir.display()
         ));
     }
+    let resumed = stopped(dir);
+    if resumed {
+        println!(
+            "xtask: resuming the control plane stopped in {}",
+            dir.display()
+        );
+    }
     kube::build()?;
     if Command::new("openssl").arg("version").output().is_err() {
         println!("xtask: openssl not found, installing Debian's openssl");
         crate::apt_install("openssl")?;
     }
-    let result = start_components(dir, detach);
+    let result = start_components(dir, detach, resumed);
     if result.is_err() {
-        let _ = down(dir);
+        // A resumed state stays for another try; a new one goes.
+        let _ = if resumed { stop(dir) } else { down(dir) };
     }
     result
 }
 
-fn start_components(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
+/// Whether `dir` holds the state of a stopped control plane: etcd's data
+/// and the certificates that go with it.
+fn stopped(dir: &Path) -> bool {
+    dir.join("etcd").join("member").is_dir() && Certificates::existing(&dir.join("pki")).is_some()
+}
+
+fn start_components(dir: &Path, detach: Detach, resumed: bool) -> Result<PathBuf, String> {
     let spawn = |name: &str, args: &[String]| spawn(dir, name, args, detach);
     for sub in ["pids", "logs", "etcd"] {
         fs::create_dir_all(dir.join(sub))
             .map_err(|e| format!("cannot create {}: {e}", dir.join(sub).display()))?;
     }
-    let certs = Certificates::generate(&dir.join("pki"))?;
+    // A resumed cluster keeps its identity: its CA, and the service-account
+    // key that signed the tokens its objects may hold.
+    let certs = match Certificates::existing(&dir.join("pki")).filter(|_| resumed) {
+        Some(certs) => certs,
+        None => Certificates::generate(&dir.join("pki"))?,
+    };
     let kubeconfig = kubeconfig_path(dir);
     let api_port = free_port()?;
     fs::write(&kubeconfig, admin_kubeconfig(&certs, api_port))
@@ -439,9 +463,18 @@ fn zombie(pid: u32) -> bool {
     })
 }
 
-/// Stops the components `up` started in `dir`, newest first, and removes
-/// the directory.
+/// Stops the components `up` started in `dir` and removes the directory.
 pub fn down(dir: &Path) -> Result<(), String> {
+    stop(dir)?;
+    if dir.exists() {
+        fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Stops the components `up` started in `dir`, newest first, and keeps the
+/// state: etcd exits cleanly on SIGTERM, its data whole for a later `up`.
+pub fn stop(dir: &Path) -> Result<(), String> {
     for name in [
         "kwok",
         "kube-scheduler",
@@ -449,16 +482,17 @@ pub fn down(dir: &Path) -> Result<(), String> {
         "kube-apiserver",
         "etcd",
     ] {
-        stop(dir, name)?;
+        stop_component(dir, name)?;
     }
-    if dir.exists() {
-        fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+    let pids = dir.join("pids");
+    if pids.exists() {
+        fs::remove_dir_all(&pids).map_err(|e| format!("cannot remove {}: {e}", pids.display()))?;
     }
     Ok(())
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`].
-fn stop(dir: &Path, name: &str) -> Result<(), String> {
+fn stop_component(dir: &Path, name: &str) -> Result<(), String> {
     let Some(pid) = pid(dir, name) else {
         return Ok(());
     };

@@ -15,8 +15,8 @@
 //!   processes, both cache modes) and the children-lookup benchmark;
 //!   `bench finalizer [--real]`: the finalizer benchmark on devcluster, then
 //!   on the real control plane; see `docs/BENCHMARKS.md`.
-//! - `cluster up|down|env`: the real Kubernetes control plane on loopback,
-//!   built from the Go modules in `tools/kube/` (see `cluster.rs`).
+//! - `cluster up|stop|down|env`: the real Kubernetes control plane on
+//!   loopback, built from the Go modules in `tools/kube/` (see `cluster.rs`).
 //! - `static`: installs what is missing (the musl target, Debian's
 //!   `musl-tools`) and builds the static `policyhost` binary the container
 //!   image ships (the `Dockerfile` runs exactly this).
@@ -88,11 +88,12 @@ fn print_help() {
          bench finalizer [--real]\n\
          \x20             build guests, run the finalizer benchmark on devcluster and,\n\
          \x20             with --real, again on the real control plane\n\
-         cluster up|down|env [--dir DIR]\n\
+         cluster up|stop|down|env [--dir DIR]\n\
          \x20             build the real control plane from tools/kube/ if needed and start it\n\
-         \x20             on loopback (the last line of `up` is KUBECONFIG=<file>), stop it,\n\
-         \x20             or print its KUBECONFIG line; DIR holds its state (default\n\
-         \x20             target/kube/cluster), one per control plane\n\
+         \x20             on loopback (the last line of `up` is KUBECONFIG=<file>; on the state\n\
+         \x20             `stop` kept, it resumes), stop it keeping its state, stop it and\n\
+         \x20             remove its state, or print its KUBECONFIG line; DIR holds its state\n\
+         \x20             (default target/kube/cluster), one per control plane\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
          \x20             <target>/{STATIC_TARGET}/release/policyhost"
