@@ -25,6 +25,7 @@ mod monitoring;
 mod operator;
 mod outbound;
 mod ownership;
+mod peers;
 mod policy_guide;
 mod rbac;
 mod runtime;

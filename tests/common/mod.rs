@@ -10,6 +10,7 @@ pub mod deployment;
 pub mod faults;
 pub mod history;
 pub mod logs;
+pub mod peers;
 pub mod process;
 pub mod rbac;
 pub mod requests;

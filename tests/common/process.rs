@@ -193,3 +193,56 @@ pub fn kustomize(dir: &Path) -> Vec<serde_json::Value> {
 pub fn yaml_documents(text: &str) -> Vec<serde_json::Value> {
     serde_saphyr::from_multiple(text).expect("YAML documents")
 }
+
+/// A child process of a benchmark or test (a server, an operator), killed
+/// and reaped when dropped, so that none outlives its owner.
+pub struct Spawned {
+    child: Child,
+    name: String,
+}
+
+impl Spawned {
+    /// Takes charge of `child`, named `name` in messages.
+    pub fn new(child: Child, name: impl Into<String>) -> Self {
+        Self {
+            child,
+            name: name.into(),
+        }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has not exited yet.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, then SIGKILL (on drop) if it has not exited within `grace`;
+    /// whether it exited by itself.
+    pub fn stop(mut self, grace: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if !self.running() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("{} did not stop within {grace:?}; killing it", self.name);
+        false
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if self.running() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}

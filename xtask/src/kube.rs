@@ -159,7 +159,7 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// 64-bit FNV-1a: enough to notice a changed pin, and no dependency.
-struct Fnv(u64);
+pub struct Fnv(pub u64);
 
 impl Default for Fnv {
     fn default() -> Self {
@@ -168,7 +168,7 @@ impl Default for Fnv {
 }
 
 impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
+    pub fn write(&mut self, bytes: &[u8]) {
         for byte in bytes {
             self.0 ^= u64::from(*byte);
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);

@@ -3,9 +3,10 @@
 //! - `guests`: builds every policy under `policies/` to a `wasm32-wasip2`
 //!   component in `<target>/wasm32-wasip2/guest/`.
 //! - `test`: installs what is missing, builds the guests, the binaries, the
-//!   static binary and the real control plane, then runs the whole test
-//!   suite on devcluster (the static binary too) and the end-to-end tests
-//!   again on the real control plane. `.ci/run` runs exactly this.
+//!   static binary, the real control plane and the peers, then runs the
+//!   whole test suite on devcluster (the static binary too) and the
+//!   end-to-end tests again on the real control plane. `.ci/run` runs
+//!   exactly this.
 //! - `demo`: installs what is missing, builds the guests and runs the main job:
 //!   the operator on an embedded devcluster (or, with `--real`, the real
 //!   control plane) reconciling a sample DataJob.
@@ -17,6 +18,8 @@
 //!   on the real control plane; see `docs/BENCHMARKS.md`.
 //! - `cluster up|stop|down|env`: the real Kubernetes control plane on
 //!   loopback, built from the Go modules in `tools/kube/` (see `cluster.rs`).
+//! - `peers`: checks (gofmt, go vet) and builds the peers of the benchmarks,
+//!   `bench/peers/`, into `<target>/kube/peers/peers` (see `peers.rs`).
 //! - `static`: installs what is missing (the musl target, Debian's
 //!   `musl-tools`) and builds the static `policyhost` binary the container
 //!   image ships (the `Dockerfile` runs exactly this).
@@ -27,6 +30,7 @@ mod certs;
 mod cluster;
 mod hygiene;
 mod kube;
+mod peers;
 
 use std::env;
 use std::ffi::OsString;
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
         "bench" => run_bench(rest),
         "cluster" => cluster::command(rest),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
+        "peers" => peers::build().map(|bin| println!("xtask: peers {}", bin.display())),
         "help" | "-h" | "--help" => {
             print_help();
             Ok(())
@@ -94,6 +99,8 @@ fn print_help() {
          \x20             `stop` kept, it resumes), stop it keeping its state, stop it and\n\
          \x20             remove its state, or print its KUBECONFIG line; DIR holds its state\n\
          \x20             (default target/kube/cluster), one per control plane\n\
+         peers         check (gofmt -l, go vet) and build the peers of the benchmarks,\n\
+         \x20             bench/peers/, into <target>/kube/peers/peers\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
          \x20             <target>/{STATIC_TARGET}/release/policyhost"
@@ -187,13 +194,17 @@ fn bench_finalizer(real: bool) -> Result<(), String> {
 
 /// The end-to-end modules of `tests/all` that run a second time against the
 /// real control plane: every one whose subject is the operator on a cluster.
-/// The RBAC tests run first, alone and one at a time: the proof's operator
-/// is the one `deploy/` installs, which watches every namespace and would
-/// reconcile the other tests' DataJobs, and both tests publish policies in
-/// `deploy/`'s namespace. Last, devcluster's differential tests (ignored
-/// without a real server), which print how many answers they compared and
-/// how many differ.
+/// The peers' tests run first, alone, on the fresh cluster: the peers act on
+/// the `fanout` DataJobs of every namespace they watch, and `naive` watches
+/// them all, so no other test's DataJobs may exist meanwhile (the peers'
+/// tests take turns among themselves). The RBAC tests run next, alone and
+/// one at a time: the proof's operator is the one `deploy/` installs, which
+/// watches every namespace and would reconcile the other tests' DataJobs,
+/// and both tests publish policies in `deploy/`'s namespace. Last,
+/// devcluster's differential tests (ignored without a real server), which
+/// print how many answers they compared and how many differ.
 const REAL_SERVER_TESTS: &[&[&str]] = &[
+    &["peers::"],
     &["rbac::", "--test-threads=1"],
     &[
         "asks::",
@@ -221,9 +232,14 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     // nothing again.
     cargo(&["build", "--workspace", "--bins", "--tests"])?;
     // The container's static binary, so that tests/all/image.rs starts it,
-    // beside the control plane's Go build: the static binary's whole-program
-    // LTO runs on one core for minutes, and Go takes the other.
-    let control_plane = std::thread::spawn(kube::build);
+    // beside the Go builds (the control plane, then the peers, which reuse
+    // its k8s.io packages): the static binary's whole-program LTO runs on
+    // one core for minutes, and Go takes the other.
+    let control_plane = std::thread::spawn(|| {
+        let bin = kube::build()?;
+        peers::build()?;
+        Ok::<_, String>(bin)
+    });
     let built = build_static();
     let kube_bin = control_plane
         .join()
