@@ -44,7 +44,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,43 +53,30 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use plotters::prelude::*;
 use policyhost::crd::DataJob;
-use policyhost_measure::{self as measure, Process as Measured};
+use policyhost_measure as measure;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../common/foreign.rs"]
-mod foreign;
 
+use common::control_plane::{ControlPlane, client_for, xtask};
 use common::deployment::{NAMESPACE as OPERATOR_NAMESPACE, SERVICE_ACCOUNT_USER};
+use common::foreign;
+use common::load::{
+    Created, converged, data_job, foreign_pod, load_foreign_pods, log, pod_count, wait_for,
+    wait_running,
+};
+use common::process::Spawned;
 use common::requests::{Mark, RequestLog};
+use common::sampler::{Sample, Sampler, cpu_seconds, memory_mib};
 
 /// The namespace of the DataJobs.
 const JOBS_NAMESPACE: &str = "scale";
-
-/// The Node kwok keeps Ready on the real control plane (`xtask cluster up`
-/// creates it); foreign Pods are bound to it on both servers.
-const KWOK_NODE: &str = "kwok-node";
-
-/// The annotation that sets how long a Pod runs, honoured by devcluster's
-/// Pod simulation and kwok's stages (`tools/kube/kwok/stages.yaml`); a
-/// negative value keeps it Running.
-const RUN_SECONDS: &str = "devcluster.policyhost.dev/run-seconds";
-
-/// The control plane's programs, as `xtask cluster up` names their pid files.
-const CONTROL_PLANE: [&str; 5] = [
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kwok",
-];
 
 /// Which API server a run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,20 +206,6 @@ fn fanout_guest() -> anyhow::Result<PathBuf> {
 
 // ---- the machine and the processes ----
 
-/// `VmRSS` and `VmHWM` of a process, in MiB.
-fn memory_mib(pid: u32) -> Option<(f64, f64)> {
-    measure::memory(Measured::Pid(pid)).map(|m| (m.rss_mib, m.peak_mib))
-}
-
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    measure::cpu_seconds(Measured::Pid(pid))
-}
-
-/// The 1-minute load average, sampled beside the operator's memory.
-fn load_average() -> f64 {
-    measure::load_average().map_or(f64::NAN, |[one, ..]| one)
-}
-
 /// The `q` quantile (nearest rank) of ascending samples; `NaN` without any.
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     measure::percentile(sorted, q).unwrap_or(f64::NAN)
@@ -249,44 +222,8 @@ fn cpu_model() -> String {
         .unwrap_or_default()
 }
 
-/// A child process that is killed when dropped.
-struct Process {
-    child: Child,
-    name: &'static str,
-}
-
-impl Process {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
-    fn stop(mut self, grace: Duration) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status();
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("{} did not stop within {grace:?}; killing it", self.name);
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
-}
-
 /// A `devcluster` process with Pod simulation off.
-async fn start_devcluster(dir: &Path) -> anyhow::Result<(Process, Client)> {
+async fn start_devcluster(dir: &Path) -> anyhow::Result<(Spawned, Client)> {
     let kubeconfig = dir.join("devcluster.kubeconfig");
     let log = std::fs::File::create(dir.join("devcluster.log"))?;
     let mut child = Command::new(binary("devcluster")?)
@@ -297,10 +234,7 @@ async fn start_devcluster(dir: &Path) -> anyhow::Result<(Process, Client)> {
         .spawn()
         .context("start devcluster")?;
     let stdout = child.stdout.take().context("devcluster stdout")?;
-    let process = Process {
-        child,
-        name: "devcluster",
-    };
+    let process = Spawned::new(child, "devcluster");
     // It prints where it listens, then that the kubeconfig is written.
     tokio::task::spawn_blocking(move || {
         for line in BufReader::new(stdout).lines() {
@@ -314,122 +248,9 @@ async fn start_devcluster(dir: &Path) -> anyhow::Result<(Process, Client)> {
     Ok((process, client_for(&kubeconfig).await?))
 }
 
-/// A client of the current context of `kubeconfig`.
-async fn client_for(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let config = Kubeconfig::read_from(kubeconfig)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
-}
-
-/// The xtask binary (`<target>/debug/xtask`, which `cargo xtask` builds):
-/// it starts and stops the real control plane.
-fn xtask() -> anyhow::Result<PathBuf> {
-    let path = release_dir()?
-        .parent()
-        .context("no target directory")?
-        .join("debug/xtask");
-    ensure!(
-        path.is_file(),
-        "{} is missing: `cargo build -p xtask` builds it (`cargo xtask bench scale` has)",
-        path.display()
-    );
-    Ok(path)
-}
-
-/// `xtask cluster COMMAND --dir DIR`; its standard output.
-fn xtask_cluster(command: &str, dir: &Path) -> anyhow::Result<String> {
-    let output = Command::new(xtask()?)
-        .args(["cluster", command, "--dir"])
-        .arg(dir)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("run xtask")?;
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    ensure!(
-        output.status.success(),
-        "xtask cluster {command} --dir {} failed:\n{stdout}",
-        dir.display()
-    );
-    Ok(stdout)
-}
-
-/// A real control plane of this benchmark's own, in its own state
-/// directory (`xtask cluster up --dir`); stopped when dropped.
-struct ControlPlane {
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-    audit_log: PathBuf,
-}
-
-/// Pids of the etcd and kube-apiserver processes running on this machine.
-fn control_plane_pids() -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| matches!(comm.trim(), "etcd" | "kube-apiserver"))
-        })
-        .collect()
-}
-
-impl ControlPlane {
-    /// Starts one in `dir`, once no other control plane runs on the
-    /// machine: a second one would take the cores and memory being measured.
-    fn up(dir: PathBuf) -> anyhow::Result<Self> {
-        let mut waited = false;
-        while !control_plane_pids().is_empty() {
-            if !waited {
-                eprintln!("another control plane runs here; waiting until it stops");
-                waited = true;
-            }
-            std::thread::sleep(Duration::from_secs(5));
-        }
-        let mut plane = Self {
-            dir,
-            kubeconfig: PathBuf::new(),
-            audit_log: PathBuf::new(),
-        };
-        xtask_cluster("up", &plane.dir)?;
-        for line in xtask_cluster("env", &plane.dir)?.lines() {
-            if let Some(path) = line.strip_prefix("KUBECONFIG=") {
-                plane.kubeconfig = path.into();
-            } else if let Some(path) = line.strip_prefix("POLICYHOST_TEST_AUDIT_LOG=") {
-                plane.audit_log = path.into();
-            }
-        }
-        ensure!(
-            plane.kubeconfig.is_file() && !plane.audit_log.as_os_str().is_empty(),
-            "`xtask cluster env` named no kubeconfig or audit log"
-        );
-        Ok(plane)
-    }
-
-    /// The pid of `program`, from the pid file `up` wrote.
-    fn pid(&self, program: &str) -> Option<u32> {
-        std::fs::read_to_string(self.dir.join("pids").join(program))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        if let Err(error) = xtask_cluster("down", &self.dir) {
-            eprintln!("{error:#}");
-        }
-    }
-}
-
 /// The API server of one run, fresh for it.
 enum Server {
-    Dev(Process),
+    Dev(Spawned),
     Real(ControlPlane),
 }
 
@@ -481,13 +302,13 @@ impl Started {
 
     /// VmRSS and VmHWM of each of the server's processes, in MiB, by program.
     fn memory(&self) -> BTreeMap<String, (f64, f64)> {
-        let pids: Vec<(&str, Option<u32>)> = match &self.server {
-            Server::Dev(process) => vec![("devcluster", Some(process.pid()))],
-            Server::Real(plane) => CONTROL_PLANE.map(|p| (p, plane.pid(p))).to_vec(),
-        };
-        pids.into_iter()
-            .filter_map(|(program, pid)| Some((program.to_owned(), memory_mib(pid?)?)))
-            .collect()
+        match &self.server {
+            Server::Dev(process) => memory_mib(process.pid())
+                .map(|memory| ("devcluster".to_owned(), memory))
+                .into_iter()
+                .collect(),
+            Server::Real(plane) => plane.memory(),
+        }
     }
 
     /// Where the operator's requests are counted from next (the audit log's
@@ -524,7 +345,7 @@ impl Started {
 
     fn stop(self) {
         match self.server {
-            Server::Dev(process) => process.stop(Duration::from_secs(10)),
+            Server::Dev(process) => drop(process.stop(Duration::from_secs(10))),
             Server::Real(plane) => drop(plane),
         }
     }
@@ -554,25 +375,6 @@ async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
         .and_then(|c| c.parse().ok())
         .context("an HTTP status line")?;
     Ok((code, body.to_owned()))
-}
-
-/// Waits for `what` with a timeout, checking every 100 ms.
-async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if check().await {
-            return Ok(());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 // ---- the scenario ----
@@ -609,104 +411,6 @@ async fn install(client: &Client) -> anyhow::Result<()> {
     wait_for("the DataJob resource", Duration::from_secs(30), || {
         let jobs = jobs.clone();
         async move { jobs.list(&ListParams::default().limit(1)).await.is_ok() }
-    })
-    .await
-}
-
-/// `POST`s `body` to `path` and returns the created object's UID; a refusal
-/// (which comes back as a Status, not as an error) is an error.
-async fn create_raw(client: &Client, path: String, body: &Value) -> anyhow::Result<String> {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(body)?)?;
-    let answer = client.request_text(request).await?;
-    let created: Created = serde_json::from_str(&answer)?;
-    match created.metadata.and_then(|m| m.uid) {
-        Some(uid) if created.kind != "Status" => Ok(uid),
-        _ => bail!("refused: {answer}"),
-    }
-}
-
-/// The part of an answer [`create_raw`] reads; serde skips the rest.
-#[derive(serde::Deserialize)]
-struct Created {
-    kind: String,
-    metadata: Option<CreatedMeta>,
-}
-
-#[derive(serde::Deserialize)]
-struct CreatedMeta {
-    uid: Option<String>,
-}
-
-/// Foreign Pod `i` as both servers get it: bound to kwok's Node (where the
-/// real server's scheduler would put it) and annotated to run forever, so
-/// that kwok keeps it Running.
-fn foreign_pod(i: usize, owner_uid: &str) -> Value {
-    let mut pod = foreign::pod(i, owner_uid);
-    pod["spec"]["nodeName"] = json!(KWOK_NODE);
-    pod["metadata"]["annotations"][RUN_SECONDS] = json!("-1");
-    pod
-}
-
-/// Creates the foreign Pods' Deployments, then the Pods, with 64 requests
-/// in flight; returns Pod creates/s and when the first Pod create was sent.
-async fn load_foreign_pods(client: &Client, count: usize) -> anyhow::Result<(f64, Instant)> {
-    let apps = count.div_ceil(foreign::PODS_PER_APP);
-    let owners: Vec<String> = futures::stream::iter(0..apps)
-        .map(|app| {
-            let path = format!(
-                "/apis/apps/v1/namespaces/{}/deployments",
-                foreign::app_namespace(app)
-            );
-            async move {
-                create_raw(client, path, &foreign::deployment(app))
-                    .await
-                    .context("create a foreign Deployment")
-            }
-        })
-        .buffered(64)
-        .try_collect()
-        .await?;
-    let start = Instant::now();
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let path = format!("/api/v1/namespaces/{}/pods", foreign::namespace(i));
-            let owner = &owners[foreign::app(i)];
-            async move {
-                create_raw(client, path, &foreign_pod(i, owner))
-                    .await
-                    .context("create a foreign Pod")
-                    .map(drop)
-            }
-        })
-        .buffer_unordered(64)
-        .try_collect::<Vec<()>>()
-        .await?;
-    let rate = count as f64 / start.elapsed().as_secs_f64();
-    let listed = pod_count(client).await?;
-    ensure!(
-        listed == count,
-        "{listed} Pods in the cluster after creating {count}"
-    );
-    Ok((rate, start))
-}
-
-/// Waits until every Pod is Running (kwok's stages on the real server).
-async fn wait_running(client: &Client) -> anyhow::Result<()> {
-    let pods: Api<Pod> = Api::all(client.clone());
-    let others = ListParams::default()
-        .fields("status.phase!=Running")
-        .limit(1);
-    wait_for("every Pod Running", Duration::from_secs(1800), || {
-        let (pods, others) = (pods.clone(), others.clone());
-        async move {
-            // A selected list scans every Pod once few are left: not too often.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            pods.list_metadata(&others)
-                .await
-                .is_ok_and(|list| list.items.is_empty())
-        }
     })
     .await
 }
@@ -919,14 +623,6 @@ async fn measure_server(client: &Client, args: &Args, side: &mut ServerSide) -> 
     Ok(())
 }
 
-/// How many Pods the cluster holds (a list of one, and the remaining count).
-async fn pod_count(client: &Client) -> anyhow::Result<usize> {
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
-    let list = pods.list_metadata(&ListParams::default().limit(1)).await?;
-    let remaining = list.metadata.remaining_item_count.unwrap_or(0);
-    Ok(list.items.len() + usize::try_from(remaining)?)
-}
-
 /// The operator's requests so far, by verb (devcluster's counters of the
 /// `policyhost/…` User-Agent).
 async fn devcluster_requests(client: &Client) -> anyhow::Result<BTreeMap<String, u64>> {
@@ -1001,17 +697,6 @@ fn metric(text: &str, name: &str) -> f64 {
 
 // ---- one mode ----
 
-/// Memory of the operator over time.
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-struct Sample {
-    /// Seconds since the operator started.
-    t: f64,
-    rss_mib: f64,
-    hwm_mib: f64,
-    cpu_s: f64,
-    load: f64,
-}
-
 /// What the steady state after convergence showed.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Steady {
@@ -1054,34 +739,6 @@ struct Run {
     memory: Vec<Sample>,
     /// `(seconds since the DataJobs were created, DataJobs converged)`.
     converged: Vec<(f64, usize)>,
-}
-
-fn data_job(i: usize, replicas: usize) -> anyhow::Result<DataJob> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
-        "metadata": {"name": format!("job-{i:04}"), "namespace": JOBS_NAMESPACE},
-        // Workers run forever where Pods run (kwok on the real server), as
-        // the foreign Pods do; devcluster's stay Pending.
-        "spec": {"policy": "fanout", "params": {
-            "replicas": replicas, "image": "busybox:1.36", "command": ["sleep", "3600"],
-            "podAnnotations": {RUN_SECONDS: "-1"}}},
-    }))?)
-}
-
-/// Status written for the current generation, counting every child.
-fn converged(job: &DataJob, replicas: usize) -> bool {
-    job.status.as_ref().is_some_and(|status| {
-        status.phase.is_some()
-            && status.observed_generation == job.metadata.generation
-            && status
-                .children
-                .as_ref()
-                .is_some_and(|c| c.total as usize == replicas)
-    })
-}
-
-fn log(start: Instant, message: impl std::fmt::Display) {
-    eprintln!("[{:7.1}s] {message}", start.elapsed().as_secs_f64());
 }
 
 async fn run_mode(
@@ -1179,39 +836,16 @@ async fn run_mode(
         std::fs::File::create(dir.join(format!("operator-{}-{mode}.log", kind.name())))?;
     let mark = server.mark();
     let started = Instant::now();
-    let operator = Process {
-        child: command
+    let operator = Spawned::new(
+        command
             .stdout(Stdio::null())
             .stderr(operator_log)
             .spawn()
             .context("start policyhost run")?,
-        name: "policyhost",
-    };
+        "policyhost",
+    );
     let pid = operator.pid();
-    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
-    let sampler = tokio::spawn({
-        let samples = Arc::clone(&samples);
-        async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(250));
-            loop {
-                tick.tick().await;
-                let Some((rss_mib, hwm_mib)) = memory_mib(pid) else {
-                    return;
-                };
-                let sample = Sample {
-                    t: started.elapsed().as_secs_f64(),
-                    rss_mib,
-                    hwm_mib,
-                    cpu_s: cpu_seconds(pid).unwrap_or(f64::NAN),
-                    load: load_average(),
-                };
-                samples
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(sample);
-            }
-        }
-    });
+    let sampler = Sampler::start(pid, started);
     let memory = |pid| memory_mib(pid).unwrap_or((f64::NAN, f64::NAN));
 
     wait_for("the operator's /readyz", Duration::from_secs(900), || {
@@ -1261,7 +895,7 @@ async fn run_mode(
             .map(|i| {
                 let api = api.clone();
                 async move {
-                    let job = data_job(i, args.replicas)?;
+                    let job = data_job(i, JOBS_NAMESPACE, args.replicas)?;
                     api.create(&PostParams::default(), &job)
                         .await
                         .context("create a DataJob")?;
@@ -1374,14 +1008,13 @@ async fn run_mode(
     );
     run.steady = steady;
 
-    sampler.abort();
-    run.memory = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    run.memory = sampler.stop();
     run.server_side.hwm_end_mib = server
         .memory()
         .into_iter()
         .map(|(program, (_, hwm))| (program, hwm))
         .collect();
-    operator.stop(Duration::from_secs(20));
+    let _ = operator.stop(Duration::from_secs(20));
     server.stop();
     Ok(run)
 }

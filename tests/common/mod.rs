@@ -6,14 +6,18 @@
 pub mod bench;
 pub mod cloud;
 pub mod cluster;
+pub mod control_plane;
 pub mod deployment;
 pub mod faults;
+pub mod foreign;
 pub mod history;
+pub mod load;
 pub mod logs;
 pub mod peers;
 pub mod process;
 pub mod rbac;
 pub mod requests;
+pub mod sampler;
 pub mod variants;
 
 use std::path::{Path, PathBuf};
