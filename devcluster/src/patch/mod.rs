@@ -189,6 +189,7 @@ pub(crate) fn apply_error(e: apply::Error) -> ApiError {
                 .collect();
             ApiError::with_causes(e.code(), e.reason(), e.to_string(), &causes)
         }
+        apply::Error::Invalid { .. } => ApiError::unknown(e.status_message()),
         _ => ApiError::bad_request(e.status_message()),
     }
 }

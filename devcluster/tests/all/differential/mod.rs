@@ -130,7 +130,7 @@ const KNOWN: &[Known] = &[
         "pods",
         "apply a container whose name is null",
         "",
-        "an associative-list item with a null key is refused when merged (400, \
+        "an associative-list item with a null key is refused when merged (500, \
              structured-merge-diff's wording); kube-apiserver merges it and its \
              validation refuses the object (422, `Required value`)",
     ),
