@@ -187,6 +187,14 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// The 400 for a body that does not decode into its kind's type:
+    /// `ConfigMap in version "v1" cannot be handled as a ConfigMap: ...`.
+    pub(crate) fn undecodable(kind: &str, version: &str, why: impl std::fmt::Display) -> Self {
+        Self::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {why}"
+        ))
+    }
+
     /// 403 for namespaced creates in a terminating namespace.
     pub(crate) fn namespace_terminating(gr: &GroupResource, name: &str, ns: &str) -> Self {
         let mut d = details(gr, name);
@@ -415,6 +423,18 @@ mod tests {
             status,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                    "message": "failed", "code": 500})
+        );
+    }
+
+    #[test]
+    fn an_undecodable_body_names_its_kind_and_version() {
+        let e = ApiError::undecodable("ConfigMap", "v1", "json: ...");
+        assert_eq!(
+            (e.code, e.to_string().as_str()),
+            (
+                400,
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: ..."
+            )
         );
     }
 

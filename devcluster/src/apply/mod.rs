@@ -105,9 +105,9 @@ pub enum Error {
     /// The body sets `metadata.managedFields`. 400 Bad Request.
     #[error("metadata.managedFields must be nil")]
     ManagedFields,
-    /// A list of the body cannot be merged: duplicate keys, items without
-    /// keys. 500 with no reason: kube-apiserver's error carries no status
-    /// of its own.
+    /// The body does not fit the kind's schema: a value of the wrong type,
+    /// a list with duplicate keys or items without keys. 500 with no
+    /// reason: kube-apiserver's error carries no status of its own.
     #[error("failed to create typed patch object ({object}): {errors}")]
     Invalid {
         /// `namespace/name; group/version, Kind=kind` of the object.
@@ -495,7 +495,7 @@ fn check_body(config: &Value, request: &Request<'_>, schema: &Schema) -> Result<
     {
         return Err(Error::ManagedFields);
     }
-    typed::validate(&schema.root, config).map_err(|errors| Error::Invalid {
+    typed::validate(&schema.root, schema.types(), config).map_err(|errors| Error::Invalid {
         object: describe(config),
         errors,
     })
@@ -503,7 +503,7 @@ fn check_body(config: &Value, request: &Request<'_>, schema: &Schema) -> Result<
 
 /// `namespace/name; group/version, Kind=kind` of an apply's configuration,
 /// as kube-apiserver names the object in apply errors.
-fn describe(config: &Value) -> String {
+pub(crate) fn describe(config: &Value) -> String {
     let meta = |name: &str| {
         config
             .pointer(&format!("/metadata/{name}"))
@@ -520,7 +520,7 @@ fn describe(config: &Value) -> String {
 
 /// Go's `GroupVersionKind.String()` of a configuration: `/v1, Kind=ConfigMap`,
 /// `apps/v1, Kind=Deployment`.
-fn group_version_kind(config: &Value) -> String {
+pub(crate) fn group_version_kind(config: &Value) -> String {
     let text = |name: &str| config[name].as_str().unwrap_or_default();
     let api_version = text("apiVersion");
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

@@ -601,6 +601,13 @@ fn bodies_kube_apiserver_rejects_are_errors_with_their_status() {
             "failed to create typed patch object (d/c; /v1, Kind=ConfigMap): \
              .metadata.finalizers: duplicate entries for key [=\"a\"]",
         ),
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "c"}, "data": {"a": true}}),
+            500,
+            "failed to create typed patch object (/c; /v1, Kind=ConfigMap): \
+             .data.a: expected string, got &value.valueUnstructured{Value:true}",
+        ),
     ];
     for (body, code, message) in cases {
         let err = apply(None, &body, &req, false, configmaps()).expect_err("rejected");
