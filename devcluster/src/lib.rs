@@ -28,6 +28,7 @@ pub mod faults;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod gc;
+mod gotypes;
 mod http;
 pub mod kubeconfig;
 mod object;

@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+use crate::gotypes::GoType;
 use crate::patch::schema::Schema as MergeSchema;
 use crate::strategy::{
     BinaryData, CustomResourceDefinitions, Generic, Namespaces, Pods, Secrets, Services, Strategy,
@@ -138,8 +139,18 @@ impl ResourceType {
         }
         let schema = MergeSchema::untyped()
             .with_status_subresource(self.has_status())
-            .with_strategic_merge(!self.custom);
+            .with_strategic_merge(!self.custom)
+            .with_types(self.go_type(v));
         Arc::new(schema)
+    }
+
+    /// The Go type bodies of version `v` are decoded into: the built-in
+    /// kinds', `None` for custom resources (their schema prunes them).
+    pub(crate) fn go_type(&self, v: &str) -> Option<GoType> {
+        if self.custom {
+            return None;
+        }
+        crate::gotypes::of(&self.gr.group, v, &self.kind)
     }
 }
 
@@ -567,5 +578,18 @@ mod tests {
         assert!(!ns.namespaced && ns.has_status() && !ns.generation && !ns.return_deleted);
         let events = r.lookup("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(events.stored_as, Some(GroupResource::new("", "events")));
+    }
+
+    #[test]
+    fn every_built_in_kind_has_its_go_type() {
+        for t in Registry::new().all() {
+            let version = &t.versions[0].name;
+            assert!(
+                t.go_type(version).is_some(),
+                "{} has no Go type in gotypes' table",
+                t.gr.qualified()
+            );
+            assert_eq!(t.merge_schema(version).types(), t.go_type(version));
+        }
     }
 }

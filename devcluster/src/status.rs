@@ -187,6 +187,14 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// The 400 for a body that does not decode into its kind's type:
+    /// `ConfigMap in version "v1" cannot be handled as a ConfigMap: ...`.
+    pub(crate) fn undecodable(kind: &str, version: &str, why: impl std::fmt::Display) -> Self {
+        Self::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {why}"
+        ))
+    }
+
     /// 403 for namespaced creates in a terminating namespace.
     pub(crate) fn namespace_terminating(gr: &GroupResource, name: &str, ns: &str) -> Self {
         let mut d = details(gr, name);
@@ -260,6 +268,12 @@ impl ApiError {
         .with_details(json!({"causes": [{"message": message}]}))
     }
 
+    /// 500 with no reason: what kube-apiserver answers for an error that
+    /// carries no status of its own (a failed server-side apply).
+    pub(crate) fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// 503: the server cannot be reached.
     pub(crate) fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)
@@ -300,8 +314,14 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if let (Some(d), Some(m)) = (&self.details, v.as_object_mut()) {
-            m.insert("details".into(), without_empty_fields(d.clone()));
+        if let Some(m) = v.as_object_mut() {
+            // An unknown reason is left out, as Go's `omitempty` does.
+            if self.reason.is_empty() {
+                m.remove("reason");
+            }
+            if let Some(d) = &self.details {
+                m.insert("details".into(), without_empty_fields(d.clone()));
+            }
         }
         v
     }
@@ -394,6 +414,28 @@ mod tests {
             "ConfigMap \"x\" is invalid: metadata.name: Required value"
         );
         assert_eq!(e.code, 422);
+    }
+
+    #[test]
+    fn an_error_without_a_status_of_its_own_is_a_500_without_a_reason() {
+        let status = ApiError::unknown("failed").to_status();
+        assert_eq!(
+            status,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "failed", "code": 500})
+        );
+    }
+
+    #[test]
+    fn an_undecodable_body_names_its_kind_and_version() {
+        let e = ApiError::undecodable("ConfigMap", "v1", "json: ...");
+        assert_eq!(
+            (e.code, e.to_string().as_str()),
+            (
+                400,
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: ..."
+            )
+        );
     }
 
     #[test]

@@ -105,8 +105,9 @@ pub enum Error {
     /// The body sets `metadata.managedFields`. 400 Bad Request.
     #[error("metadata.managedFields must be nil")]
     ManagedFields,
-    /// A list of the body cannot be merged: duplicate keys, items without
-    /// keys. 400 Bad Request.
+    /// The body does not fit the kind's schema: a value of the wrong type,
+    /// a list with duplicate keys or items without keys. 500 with no
+    /// reason: kube-apiserver's error carries no status of its own.
     #[error("failed to create typed patch object ({object}): {errors}")]
     Invalid {
         /// `namespace/name; group/version, Kind=kind` of the object.
@@ -180,16 +181,18 @@ impl Error {
         match self {
             Error::Conflicts(_) => 409,
             Error::MissingManager | Error::InvalidManager(_) => 422,
+            Error::Invalid { .. } => 500,
             _ => 400,
         }
     }
 
-    /// The `Status.reason` of the response.
+    /// The `Status.reason` of the response ("" for none).
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self.code() {
             409 => "Conflict",
             422 => "Invalid",
+            500 => "",
             _ => "BadRequest",
         }
     }
@@ -492,24 +495,36 @@ fn check_body(config: &Value, request: &Request<'_>, schema: &Schema) -> Result<
     {
         return Err(Error::ManagedFields);
     }
-    typed::validate(&schema.root, config).map_err(|errors| {
-        let meta = |name: &str| {
-            config
-                .pointer(&format!("/metadata/{name}"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        Error::Invalid {
-            object: format!(
-                "{}/{}; {}, Kind={}",
-                meta("namespace"),
-                meta("name"),
-                request.api_version,
-                text("kind")
-            ),
-            errors,
-        }
+    typed::validate(&schema.root, schema.types(), config).map_err(|errors| Error::Invalid {
+        object: describe(config),
+        errors,
     })
+}
+
+/// `namespace/name; group/version, Kind=kind` of an apply's configuration,
+/// as kube-apiserver names the object in apply errors.
+pub(crate) fn describe(config: &Value) -> String {
+    let meta = |name: &str| {
+        config
+            .pointer(&format!("/metadata/{name}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    format!(
+        "{}/{}; {}",
+        meta("namespace"),
+        meta("name"),
+        group_version_kind(config)
+    )
+}
+
+/// Go's `GroupVersionKind.String()` of a configuration: `/v1, Kind=ConfigMap`,
+/// `apps/v1, Kind=Deployment`.
+pub(crate) fn group_version_kind(config: &Value) -> String {
+    let text = |name: &str| config[name].as_str().unwrap_or_default();
+    let api_version = text("apiVersion");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    format!("{group}/{version}, Kind={}", text("kind"))
 }
 
 /// The part of the body this write applies.

@@ -597,15 +597,23 @@ fn bodies_kube_apiserver_rejects_are_errors_with_their_status() {
         (
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "c", "namespace": "d", "finalizers": ["a", "a"]}}),
-            400,
-            "failed to create typed patch object (d/c; v1, Kind=ConfigMap): \
+            500,
+            "failed to create typed patch object (d/c; /v1, Kind=ConfigMap): \
              .metadata.finalizers: duplicate entries for key [=\"a\"]",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "c"}, "data": {"a": true}}),
+            500,
+            "failed to create typed patch object (/c; /v1, Kind=ConfigMap): \
+             .data.a: expected string, got &value.valueUnstructured{Value:true}",
         ),
     ];
     for (body, code, message) in cases {
         let err = apply(None, &body, &req, false, configmaps()).expect_err("rejected");
         assert_eq!((err.code(), err.to_string().as_str()), (code, message));
-        assert_eq!(err.reason(), "BadRequest");
+        let reason = if code == 500 { "" } else { "BadRequest" };
+        assert_eq!(err.reason(), reason);
     }
     let nobody = request("", "v1", T0);
     let err = apply(None, &cm(json!({})), &nobody, false, configmaps()).expect_err("no manager");

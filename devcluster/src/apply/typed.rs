@@ -7,6 +7,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::fieldset::{FieldSet, PathElement};
+use crate::gotypes::{self, Atom, GoType, Numbers};
 use crate::patch::schema::{ListKind, ListNode, Node};
 
 /// What a value is at a schema position, for merging.
@@ -153,68 +154,136 @@ impl fmt::Display for FieldErrors {
     }
 }
 
-/// Checks that every set and associative list of an applied configuration
-/// identifies its items, once each.
-pub(crate) fn validate(node: &Node, value: &Value) -> Result<(), FieldErrors> {
-    if is_valid(node, value) {
-        return Ok(());
-    }
+/// Checks an applied configuration as structured-merge-diff does before
+/// merging it: every set and associative list identifies its items, once
+/// each, and, where the kind's Go type is known, every value has its
+/// field's type (checked inside atomic maps and lists too). Unknown fields
+/// are not checked: the Go type may be older than the server's.
+pub(crate) fn validate(
+    node: &Node,
+    types: Option<GoType>,
+    value: &Value,
+) -> Result<(), FieldErrors> {
     let mut errors = Vec::new();
-    validate_at(node, value, &mut String::new(), &mut errors);
-    Err(FieldErrors(errors))
-}
-
-/// The quick check of [`validate`], which builds no message.
-fn is_valid(node: &Node, value: &Value) -> bool {
-    match shape(node, value) {
-        Shape::Leaf => true,
-        Shape::Map(map) => map
-            .iter()
-            .all(|(key, child)| is_valid(node.child(key).node, child)),
-        Shape::List(list, items) => {
-            index_items(list, items).is_some_and(|indexed| indexed.len() == items.len())
-                && items.iter().all(|item| is_valid(&list.item, item))
-        }
+    validate_at(node, types, value, &mut String::new(), &mut errors);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(FieldErrors(errors))
     }
 }
 
-fn validate_at(node: &Node, value: &Value, path: &mut String, errors: &mut Vec<FieldError>) {
-    match shape(node, value) {
-        Shape::Leaf => {}
-        Shape::Map(map) => {
+fn validate_at(
+    node: &Node,
+    types: Option<GoType>,
+    value: &Value,
+    path: &mut String,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(message) = types.and_then(|t| type_mismatch(t.atom(), value)) {
+        errors.push(FieldError {
+            path: path.clone(),
+            message,
+        });
+        return;
+    }
+    match value {
+        Value::Object(map) if node.merges_objects() || types.is_some() => {
             for (key, child) in map {
                 let len = path.len();
                 path.push('.');
                 path.push_str(key);
-                validate_at(node.child(key).node, child, path, errors);
+                let child_types = types.and_then(|t| t.child(key));
+                validate_at(node.child(key).node, child_types, child, path, errors);
                 path.truncate(len);
             }
         }
-        Shape::List(list, items) => {
-            let mut seen = HashSet::new();
-            for (index, item) in items.iter().enumerate() {
-                match item_element(list, item) {
-                    Ok(element) => {
-                        if !seen.insert(element.clone()) {
-                            errors.push(FieldError {
-                                path: path.clone(),
-                                message: format!("duplicate entries for key {element}"),
-                            });
-                            continue;
-                        }
+        Value::Array(items) => {
+            let item_types = types.and_then(GoType::item);
+            match node.list() {
+                Some(list) if !matches!(list.kind, ListKind::Atomic) => {
+                    validate_items(list, item_types, items, path, errors);
+                }
+                _ if item_types.is_some() => {
+                    for (index, item) in items.iter().enumerate() {
                         let len = path.len();
-                        path.push_str(&element.to_string());
-                        validate_at(&list.item, item, path, errors);
+                        path.push_str(&PathElement::Index(index).to_string());
+                        validate_at(node.items(), item_types, item, path, errors);
                         path.truncate(len);
                     }
-                    Err(message) => errors.push(FieldError {
-                        path: path.clone(),
-                        message: format!("element {index}: {message}"),
-                    }),
                 }
+                _ => {}
             }
         }
+        _ => {}
     }
+}
+
+/// The items of a set or associative list, each under its key.
+fn validate_items(
+    list: &ListNode,
+    types: Option<GoType>,
+    items: &[Value],
+    path: &mut String,
+    errors: &mut Vec<FieldError>,
+) {
+    let mut seen = HashSet::new();
+    for (index, item) in items.iter().enumerate() {
+        match item_element(list, item) {
+            Ok(element) => {
+                if !seen.insert(element.clone()) {
+                    errors.push(FieldError {
+                        path: path.clone(),
+                        message: format!("duplicate entries for key {element}"),
+                    });
+                    continue;
+                }
+                let len = path.len();
+                path.push_str(&element.to_string());
+                validate_at(&list.item, types, item, path, errors);
+                path.truncate(len);
+            }
+            Err(message) => errors.push(FieldError {
+                path: path.clone(),
+                message: format!("element {index}: {message}"),
+            }),
+        }
+    }
+}
+
+/// structured-merge-diff's complaint about a value of the wrong type, in
+/// its words: Go's `%v`, `%#v` or `%T` of the value as an apply body holds
+/// it (numbers are `float64`s).
+fn type_mismatch(atom: Atom, value: &Value) -> Option<String> {
+    let numbers = Numbers::Floats;
+    // `%v` of the pointer to structured-merge-diff's value.
+    let pointer = || format!("&{{{}}}", gotypes::plain(value, numbers));
+    let fits = match atom {
+        Atom::Any => true,
+        Atom::Map => value.is_object(),
+        Atom::List => value.is_array(),
+        Atom::String => value.is_string(),
+        Atom::Numeric => value.is_number(),
+        Atom::Boolean => value.is_boolean(),
+        Atom::Scalar => !value.is_object() && !value.is_array(),
+    };
+    if fits || value.is_null() {
+        return None;
+    }
+    Some(match atom {
+        Atom::Map => format!("expected map, got {}", pointer()),
+        Atom::List => format!("expected list, got {}", pointer()),
+        Atom::String => format!(
+            "expected string, got &value.valueUnstructured{{Value:{}}}",
+            gotypes::go_syntax(value, numbers)
+        ),
+        Atom::Numeric => format!(
+            "expected numeric (int or float), got {}",
+            gotypes::type_name(value, numbers)
+        ),
+        Atom::Boolean => format!("expected boolean, got {}", pointer()),
+        Atom::Scalar | Atom::Any => format!("expected any scalar, got {}", pointer()),
+    })
 }
 
 /// The fields `value` sets, as server-side apply records them for the
@@ -309,12 +378,47 @@ mod tests {
     }
 
     #[test]
+    fn values_of_the_wrong_type_are_reported_as_structured_merge_diff_words_them() {
+        // kube-apiserver v1.37's answer to the same apply, whose order of
+        // the keys of one map is Go's map order (random) and here by name.
+        let config = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pp"},
+            "spec": {"containers": [{"name": "a", "image": "x",
+                                     "ports": [{"containerPort": "80"}], "args": [1, true]}],
+                     "priority": 1.5, "hostNetwork": 1, "nodeSelector": [], "tolerations": {}}});
+        let errors = validate(&pod().root, pod().types(), &config).expect_err("invalid");
+        assert_eq!(
+            errors.to_string(),
+            "errors:\n  \
+             .spec.containers[name=\"a\"].args[0]: expected string, got \
+             &value.valueUnstructured{Value:1}\n  \
+             .spec.containers[name=\"a\"].args[1]: expected string, got \
+             &value.valueUnstructured{Value:true}\n  \
+             .spec.containers[name=\"a\"].ports[containerPort=\"80\",protocol=\"TCP\"].containerPort: \
+             expected numeric (int or float), got string\n  \
+             .spec.hostNetwork: expected boolean, got &{1}\n  \
+             .spec.nodeSelector: expected map, got &{[]}\n  \
+             .spec.tolerations: expected list, got &{map[]}"
+        );
+        let data = json!({"data": {"c": {"x": 1}, "d": [1, "a"], "e": null, "f": 3}});
+        let configmap = schema::builtin("", "v1", "ConfigMap").expect("built in");
+        assert_eq!(
+            validate(&configmap.root, configmap.types(), &data)
+                .expect_err("invalid")
+                .to_string(),
+            "errors:\n  \
+             .data.c: expected string, got &value.valueUnstructured{Value:map[string]interface {}{\"x\":1}}\n  \
+             .data.d: expected string, got &value.valueUnstructured{Value:[]interface {}{1, \"a\"}}\n  \
+             .data.f: expected string, got &value.valueUnstructured{Value:3}"
+        );
+    }
+
+    #[test]
     fn duplicate_and_keyless_items_are_reported_with_their_path() {
         let config = json!({"spec": {"containers": [
             {"name": "c", "env": [{"name": "A"}, {"name": "A"}]},
             {"image": "x"}
         ]}});
-        let errors = validate(&pod().root, &config).expect_err("invalid");
+        let errors = validate(&pod().root, None, &config).expect_err("invalid");
         assert_eq!(
             errors.to_string(),
             "errors:\n  .spec.containers[name=\"c\"].env: duplicate entries for key [name=\"A\"]\
@@ -324,6 +428,7 @@ mod tests {
         // Found by the patch fuzz target: a null key was taken as a key.
         let null_key = validate(
             &pod().root,
+            None,
             &json!({"spec": {"containers": [{"name": null, "image": "x"}]}}),
         )
         .expect_err("a null key");
@@ -333,12 +438,14 @@ mod tests {
         );
         let map_key = validate(
             &pod().root,
+            None,
             &json!({"spec": {"containers": [{"name": {"a": null}, "image": "x"}]}}),
         )
         .expect_err("a map as key");
         assert!(map_key.to_string().contains("is not a scalar"), "{map_key}");
         let one = validate(
             &pod().root,
+            None,
             &json!({"metadata": {"finalizers": ["a", "a"]}}),
         )
         .expect_err("duplicate");

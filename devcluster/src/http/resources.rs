@@ -224,6 +224,9 @@ struct Ctx<'a> {
     seq: u64,
 }
 
+/// A create's or update's body: JSON, decoded against the kind's Go type as
+/// kube-apiserver decodes it (a field of the wrong type is a 400 before
+/// anything is stored), or protobuf.
 fn parse_body(body: &[u8], content_type: &str, rt: &ResourceType, version: &str) -> Result<Value> {
     let ct = content_type.split(';').next().unwrap_or_default().trim();
     if ct == crate::proto::MEDIA_TYPE {
@@ -239,9 +242,15 @@ fn parse_body(body: &[u8], content_type: &str, rt: &ResourceType, version: &str)
     if !ct.is_empty() && ct != "application/json" && ct != "*/*" {
         return Err(ApiError::unsupported_media_type(BODY_TYPES));
     }
-    serde_json::from_slice(body).map_err(|e| {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
-    })
+    })?;
+    if let Some(go_type) = rt.go_type(version) {
+        go_type
+            .decode_json(&value)
+            .map_err(|e| ApiError::undecodable(&rt.kind, version, e))?;
+    }
+    Ok(value)
 }
 
 impl Ctx<'_> {
@@ -742,6 +751,38 @@ mod tests {
             415
         );
         assert_eq!(parse_body(b"{", "", &rt, "v1").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn a_body_of_a_built_in_kind_is_decoded_against_its_type() {
+        let registry = crate::resource::Registry::new();
+        let configmaps = registry.lookup("", "v1", "configmaps").unwrap();
+        let e = parse_body(
+            br#"{"data": {"a": true}}"#,
+            "application/json",
+            &configmaps,
+            "v1",
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.code, e.reason, e.to_string().as_str()),
+            (
+                400,
+                "BadRequest",
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot \
+                 unmarshal bool into Go struct field ConfigMap.data of type string"
+            )
+        );
+        assert!(
+            parse_body(
+                br#"{"data": {"a": "x"}, "unknown": 1}"#,
+                "",
+                &configmaps,
+                "v1"
+            )
+            .is_ok(),
+            "unknown fields are no error"
+        );
     }
 
     #[test]

@@ -268,10 +268,11 @@ impl Writer<'_> {
             .map(|f| format!("unknown field {f:?}"))
             .collect::<Vec<_>>()
             .join(", ");
-        Err(ApiError::bad_request(format!(
-            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {fields}",
-            kind = rt.kind
-        )))
+        Err(ApiError::undecodable(
+            &rt.kind,
+            version,
+            format!("strict decoding error: {fields}"),
+        ))
     }
 
     /// Records the write in `metadata.managedFields` under the writer's manager.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::apply;
+use crate::gotypes::{self, Numbers};
 use crate::status::{ApiError, Cause, Result};
 
 /// The patch media types a kind takes, for 415 messages: built-in kinds take all four,
@@ -87,9 +88,14 @@ impl Context {
 
 /// Applies a patch of type `ty` to `current`.
 ///
+/// The patched object of a built-in kind is read into its Go type, as
+/// kube-apiserver reads it, each patch type by its own decoder and with its
+/// own error (see [`crate::gotypes`]).
+///
 /// A server-side apply that creates the object applies to a seed holding only its
 /// identity (apiVersion, kind, name, namespace), which no manager owns.
 pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], ctx: &Context) -> Result<Value> {
+    let schema = ctx.schema();
     match ty {
         PatchType::Json => {
             let ops = json::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -98,6 +104,7 @@ pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], ctx: &Context) -
                 tracing::debug!(%error, "json patch does not apply");
                 ApiError::unprocessable_patch()
             })?;
+            decode_patched(&doc, &schema)?;
             Ok(doc)
         }
         PatchType::Merge => {
@@ -105,16 +112,26 @@ pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], ctx: &Context) -
                 serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
             let mut doc = current;
             merge::merge(&mut doc, &patch);
+            decode_patched(&doc, &schema)?;
             Ok(doc)
         }
         PatchType::Strategic => {
-            let schema = ctx.schema();
             if !schema.supports_strategic_merge() {
                 return Err(ApiError::unsupported_media_type(served_types(false)));
             }
             let patch: Value =
                 serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            strategic::strategic_merge(&current, &patch, &schema).map_err(strategic_error)
+            let patched =
+                strategic::strategic_merge(&current, &patch, &schema).map_err(strategic_error)?;
+            if let Some(go_type) = schema.types() {
+                // Reported with the patch, as Go prints its map.
+                go_type
+                    .convert_unstructured(&patched, Numbers::PreserveInts)
+                    .map_err(|e| {
+                        invalid_patch(&gotypes::plain(&patch, Numbers::PreserveInts), e)
+                    })?;
+            }
+            Ok(patched)
         }
         PatchType::Apply => {
             let config = apply::parse_body(body).map_err(apply_error)?;
@@ -125,10 +142,46 @@ pub(crate) fn apply(ty: PatchType, current: Value, body: &[u8], ctx: &Context) -
                 subresource: ctx.subresource.as_deref(),
                 time: &ctx.time,
             };
-            apply::apply(Some(&current), &config, &request, ctx.force, &ctx.schema())
-                .map_err(apply_error)
+            let applied = apply::apply(Some(&current), &config, &request, ctx.force, &schema)
+                .map_err(apply_error)?;
+            if let Some(go_type) = schema.types() {
+                go_type
+                    .convert_unstructured(&applied, Numbers::Floats)
+                    .map_err(|e| {
+                        ApiError::unknown(format!(
+                            "failed to convert new object ({}) to proper version: unable to \
+                             convert unstructured object to {}: {e}",
+                            apply::describe(&config),
+                            apply::group_version_kind(&config)
+                        ))
+                    })?;
+            }
+            Ok(applied)
         }
     }
+}
+
+/// A JSON or merge patch's result read into the kind's Go type, as its JSON.
+fn decode_patched(patched: &Value, schema: &schema::Schema) -> Result<()> {
+    let Some(go_type) = schema.types() else {
+        return Ok(());
+    };
+    // kube-apiserver quotes the patched object as its own encoder writes it.
+    go_type
+        .decode_json(patched)
+        .map_err(|e| invalid_patch(&patched.to_string(), e))
+}
+
+/// The 422 of a patched object that does not fit its type: ` "" is
+/// invalid: patch: Invalid value: "<the patch>": <why>`, with no kind nor
+/// name, as kube-apiserver's patcher builds it.
+fn invalid_patch(patch: &str, why: gotypes::Error) -> ApiError {
+    let cause = Cause {
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {}: {why}", gotypes::quote(patch)),
+        field: "patch".into(),
+    };
+    ApiError::invalid("", "", "", vec![cause])
 }
 
 /// An apply of another kind than the endpoint's is a 400 naming the kind sent, as
@@ -189,6 +242,7 @@ pub(crate) fn apply_error(e: apply::Error) -> ApiError {
                 .collect();
             ApiError::with_causes(e.code(), e.reason(), e.to_string(), &causes)
         }
+        apply::Error::Invalid { .. } => ApiError::unknown(e.status_message()),
         _ => ApiError::bad_request(e.status_message()),
     }
 }
@@ -276,6 +330,98 @@ mod tests {
         assert_eq!(
             err.message,
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+        );
+    }
+
+    fn typed(group: &str, kind: &str) -> Context {
+        let api_version = if group.is_empty() {
+            "v1".to_owned()
+        } else {
+            format!("{group}/v1")
+        };
+        Context {
+            field_manager: Some("m".into()),
+            api_version,
+            time: "2024-05-01T10:00:00Z".into(),
+            schema: schema::builtin(group, "v1", kind).map(|s| Arc::new(s.clone())),
+            ..Context::default()
+        }
+    }
+
+    fn configmap() -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+               "data": {"a": "x"}})
+    }
+
+    #[test]
+    fn a_json_or_merge_patch_that_mistypes_a_field_is_a_422_quoting_the_result() {
+        let cases: [(PatchType, &[u8]); 2] = [
+            (PatchType::Merge, br#"{"data": {"b": true}}"#),
+            (
+                PatchType::Json,
+                br#"[{"op": "add", "path": "/data/b", "value": true}]"#,
+            ),
+        ];
+        for (ty, body) in cases {
+            let err = apply(ty, configmap(), body, &typed("", "ConfigMap")).unwrap_err();
+            assert_eq!((err.code, err.reason), (422, "Invalid"));
+            let patched = r#"{\"apiVersion\":\"v1\",\"data\":{\"a\":\"x\",\"b\":true},\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c\"}}"#;
+            let why =
+                "json: cannot unmarshal bool into Go struct field ConfigMap.data of type string";
+            assert_eq!(
+                err.message,
+                format!(" \"\" is invalid: patch: Invalid value: \"{patched}\": {why}")
+            );
+            assert_eq!(err.to_status()["details"]["causes"][0]["field"], "patch");
+        }
+    }
+
+    #[test]
+    fn a_strategic_merge_patch_that_mistypes_a_field_is_a_422_quoting_the_patch() {
+        let err = apply(
+            PatchType::Strategic,
+            configmap(),
+            br#"{"data": {"b": true}}"#,
+            &typed("", "ConfigMap"),
+        )
+        .unwrap_err();
+        assert_eq!((err.code, err.reason), (422, "Invalid"));
+        assert_eq!(
+            err.message,
+            " \"\" is invalid: patch: Invalid value: \"map[data:map[b:true]]\": unrecognized type: string"
+        );
+    }
+
+    #[test]
+    fn an_apply_that_mistypes_a_field_is_a_500_without_a_reason() {
+        let err = apply(
+            PatchType::Apply,
+            configmap(),
+            br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"b": true}}"#,
+            &typed("", "ConfigMap"),
+        )
+        .unwrap_err();
+        assert_eq!((err.code, err.reason), (500, ""));
+        assert_eq!(
+            err.message,
+            "failed to create typed patch object (/c; /v1, Kind=ConfigMap): .data.b: expected \
+             string, got &value.valueUnstructured{Value:true}"
+        );
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                                "metadata": {"name": "d"}});
+        let err = apply(
+            PatchType::Apply,
+            deployment,
+            br#"{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1.5}}"#,
+            &typed("apps", "Deployment"),
+        )
+        .unwrap_err();
+        assert_eq!((err.code, err.reason), (500, ""));
+        assert_eq!(
+            err.message,
+            "failed to convert new object (/d; apps/v1, Kind=Deployment) to proper version: \
+             unable to convert unstructured object to apps/v1, Kind=Deployment: cannot convert \
+             float64 to int32"
         );
     }
 

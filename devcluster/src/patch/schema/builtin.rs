@@ -41,12 +41,9 @@ type Entry = (&'static str, &'static str, &'static str, Arc<Schema>);
 
 static BUILTINS: LazyLock<Vec<Entry>> = LazyLock::new(|| {
     let kind = |group, version, kind, root: Obj, status| {
-        (
-            group,
-            version,
-            kind,
-            Arc::new(Schema::new(root.build(), status, true)),
-        )
+        let schema = Schema::new(root.build(), status, true)
+            .with_types(crate::gotypes::of(group, version, kind));
+        (group, version, kind, Arc::new(schema))
     };
     vec![
         kind("", "v1", "Pod", pod(), true),

@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::gotypes::GoType;
+
 pub(crate) use builtin::shared as builtin_shared;
 pub use builtin::{builtin, supports_strategic_merge};
 pub use crd::{Error, Result};
@@ -39,6 +41,8 @@ pub struct Schema {
     pub(crate) root: Node,
     status_subresource: bool,
     strategic: bool,
+    /// The Go type of a built-in kind: what each field holds.
+    types: Option<GoType>,
 }
 
 impl Schema {
@@ -47,7 +51,20 @@ impl Schema {
             root,
             status_subresource,
             strategic,
+            types: None,
         }
+    }
+
+    /// Sets the Go type of the kind, which a patched object is read into,
+    /// and an apply's configuration checked against, as kube-apiserver does.
+    pub(crate) fn with_types(mut self, types: Option<GoType>) -> Self {
+        self.types = types;
+        self
+    }
+
+    /// The Go type of the kind, for a built-in kind.
+    pub(crate) fn types(&self) -> Option<GoType> {
+        self.types
     }
 
     /// A schema that knows nothing about the kind: objects merge key by key,
@@ -269,6 +286,16 @@ impl Node {
         match self {
             Node::List(list) => Some(list),
             _ => None,
+        }
+    }
+
+    /// The position of the items of a list found at this node.
+    pub(crate) fn items(&self) -> &Node {
+        match self {
+            Node::List(list) => &list.item,
+            Node::Untyped => &UNTYPED,
+            Node::Deduced => &DEDUCED,
+            Node::Atomic | Node::Object(_) => &ATOMIC,
         }
     }
 

@@ -88,6 +88,11 @@ const WORDING: &str = "decode and parse errors are worded by devcluster's own \
     parsers (serde_json, its selector parser, its continue tokens), not Go's; \
     code and reason agree";
 
+const PATCHED_OBJECT: &str = "a JSON or merge patch whose result does not fit the \
+    kind's Go type is refused quoting that result, which devcluster writes with \
+    its own encoder: keys in name order (kube-apiserver's in Go struct order), \
+    and its own resourceVersion and timestamps; the decoder's error after it agrees";
+
 /// The differences devcluster keeps; devcluster's README lists the same
 /// under "Known differences from kube-apiserver".
 const KNOWN: &[Known] = &[
@@ -130,9 +135,33 @@ const KNOWN: &[Known] = &[
         "pods",
         "apply a container whose name is null",
         "",
-        "an associative-list item with a null key is refused when merged (400, \
+        "an associative-list item with a null key is refused when merged (500, \
              structured-merge-diff's wording); kube-apiserver merges it and its \
              validation refuses the object (422, `Required value`)",
+    ),
+    known_at(
+        "types",
+        "merge patch with a boolean in data",
+        "/message",
+        PATCHED_OBJECT,
+    ),
+    known_at(
+        "types",
+        "merge patch with a boolean in data",
+        "/details/causes/0/message",
+        PATCHED_OBJECT,
+    ),
+    known_at(
+        "types",
+        "JSON patch with a boolean in data",
+        "/message",
+        PATCHED_OBJECT,
+    ),
+    known_at(
+        "types",
+        "JSON patch with a boolean in data",
+        "/details/causes/0/message",
+        PATCHED_OBJECT,
     ),
     known_at(
         "pods",

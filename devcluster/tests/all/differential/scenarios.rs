@@ -31,6 +31,7 @@ enum Scenario {
     Reads,
     Watches,
     Pods,
+    Types,
 }
 
 const SCENARIOS: &[Scenario] = &[
@@ -43,6 +44,7 @@ const SCENARIOS: &[Scenario] = &[
     Scenario::Reads,
     Scenario::Watches,
     Scenario::Pods,
+    Scenario::Types,
 ];
 
 impl Scenario {
@@ -63,6 +65,7 @@ impl Scenario {
             Self::Reads => reads(&mut s).await,
             Self::Watches => watches(&mut s).await,
             Self::Pods => pods(&mut s).await,
+            Self::Types => types(&mut s).await,
         }
         s.finish().await
     }
@@ -825,4 +828,283 @@ async fn pods(s: &mut Session<'_>) {
     )
     .await;
     s.eventually("gone", &at, gone).await;
+}
+
+/// A body of each built-in kind with a field of the wrong JSON type (one
+/// the Go type names plainly: a named string type such as `v1.Protocol`
+/// reads as `string` to devcluster), and the collection it is posted to.
+fn mistyped() -> Vec<(&'static str, &'static str, Value)> {
+    let object = |api_version: &str, kind: &str, name: &str, fields: Value| {
+        let mut body = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
+        if let (Some(body), Value::Object(fields)) = (body.as_object_mut(), fields) {
+            body.extend(fields);
+        }
+        body
+    };
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let container = |fields: Value| {
+        let mut container = json!({"name": "a", "image": "app:1"});
+        if let (Some(container), Value::Object(fields)) = (container.as_object_mut(), fields) {
+            container.extend(fields);
+        }
+        json!({"spec": {"containers": [container]}})
+    };
+    vec![
+        (
+            "a Namespace whose label is a number",
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "{ns}-typed", "labels": {"a": 1}}}),
+        ),
+        (
+            "a Pod whose image is a number",
+            PODS,
+            object("v1", "Pod", "typed", container(json!({"image": 1}))),
+        ),
+        (
+            "a Pod whose CPU limit is no quantity",
+            PODS,
+            object(
+                "v1",
+                "Pod",
+                "typed",
+                container(json!({"resources": {"limits": {"cpu": "abc"}}})),
+            ),
+        ),
+        (
+            "a ConfigMap whose data holds a boolean",
+            CMS,
+            cm("typed", json!({"a": true})),
+        ),
+        (
+            "a ConfigMap whose creation time is no time",
+            CMS,
+            object(
+                "v1",
+                "ConfigMap",
+                "typed",
+                json!({"metadata": {"name": "typed", "creationTimestamp": "garbage"}}),
+            ),
+        ),
+        (
+            "a Secret whose data is not base64",
+            "/api/v1/namespaces/{ns}/secrets",
+            object(
+                "v1",
+                "Secret",
+                "typed",
+                json!({"data": {"a": "not base64!"}}),
+            ),
+        ),
+        (
+            "a Service whose target port is a boolean",
+            "/api/v1/namespaces/{ns}/services",
+            object(
+                "v1",
+                "Service",
+                "typed",
+                json!({"spec": {"ports": [{"port": 80, "targetPort": true}]}}),
+            ),
+        ),
+        (
+            "an Event whose count is a string",
+            "/api/v1/namespaces/{ns}/events",
+            object(
+                "v1",
+                "Event",
+                "typed",
+                json!({"involvedObject": {"kind": "Pod", "name": "p"}, "count": "3"}),
+            ),
+        ),
+        (
+            "a ServiceAccount whose token automounting is a string",
+            "/api/v1/namespaces/{ns}/serviceaccounts",
+            object(
+                "v1",
+                "ServiceAccount",
+                "typed",
+                json!({"automountServiceAccountToken": "yes"}),
+            ),
+        ),
+        (
+            "a Node whose unschedulability is a string",
+            "/api/v1/nodes",
+            object(
+                "v1",
+                "Node",
+                "{ns}-typed",
+                json!({"spec": {"unschedulable": "yes"}}),
+            ),
+        ),
+        (
+            "a Deployment whose replicas are a string",
+            "/apis/apps/v1/namespaces/{ns}/deployments",
+            object(
+                "apps/v1",
+                "Deployment",
+                "typed",
+                json!({"spec": {"replicas": "3"}}),
+            ),
+        ),
+        (
+            "a Job whose parallelism is a fraction",
+            "/apis/batch/v1/namespaces/{ns}/jobs",
+            object(
+                "batch/v1",
+                "Job",
+                "typed",
+                json!({"spec": {"parallelism": 1.5}}),
+            ),
+        ),
+        (
+            "a Lease whose duration is a string",
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+            object(
+                "coordination.k8s.io/v1",
+                "Lease",
+                "typed",
+                json!({"spec": {"leaseDurationSeconds": "15"}}),
+            ),
+        ),
+        (
+            "an events.k8s.io Event whose note is a number",
+            "/apis/events.k8s.io/v1/namespaces/{ns}/events",
+            object(
+                "events.k8s.io/v1",
+                "Event",
+                "typed",
+                json!({"eventTime": "2024-01-01T00:00:00.000000Z", "note": 5}),
+            ),
+        ),
+        (
+            "a Role whose verbs are a string",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+            object(rbac, "Role", "typed", json!({"rules": [{"verbs": "get"}]})),
+        ),
+        (
+            "a RoleBinding whose subject's name is a number",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+            object(
+                rbac,
+                "RoleBinding",
+                "typed",
+                json!({"subjects": [{"kind": "User", "name": 5}],
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}),
+            ),
+        ),
+        (
+            "a ClusterRole whose rules are an object",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            object(rbac, "ClusterRole", "{ns}-typed", json!({"rules": {}})),
+        ),
+        (
+            "a ClusterRoleBinding whose role's name is a boolean",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            object(
+                rbac,
+                "ClusterRoleBinding",
+                "{ns}-typed",
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": true}}),
+            ),
+        ),
+        (
+            "a PodDisruptionBudget whose minimum is a boolean",
+            "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+            object(
+                "policy/v1",
+                "PodDisruptionBudget",
+                "typed",
+                json!({"spec": {"minAvailable": true}}),
+            ),
+        ),
+        (
+            "a CustomResourceDefinition whose schema's type is a number",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            object(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                "typeds.{ns}.example.com",
+                json!({"spec": {"group": "{ns}.example.com", "scope": "Namespaced",
+                    "names": {"plural": "typeds", "kind": "Typed"},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object",
+                            "additionalProperties": {"type": 5}}}}]}}),
+            ),
+        ),
+    ]
+}
+
+/// Writes whose body does not fit the kind's Go type: every built-in kind's
+/// create, and a ConfigMap's update and patches of each type, each refused
+/// in the words of the decoder that reads it.
+async fn types(s: &mut Session<'_>) {
+    for (what, collection, body) in mistyped() {
+        s.post(&format!("create {what}"), collection, body).await;
+    }
+    s.get("the mistyped creates stored nothing", &path(CMS, "typed"))
+        .await;
+    let created = s
+        .post("create a ConfigMap", CMS, cm("m", json!({"a": "x"})))
+        .await;
+    let at = path(CMS, "m");
+    let mut update = created.clone();
+    update["data"]["a"] = json!(true);
+    s.put("update with a boolean in data", &at, update).await;
+    s.patch(
+        "merge patch with a boolean in data",
+        &at,
+        MERGE,
+        json!({"data": {"b": true}}),
+    )
+    .await;
+    s.patch(
+        "JSON patch with a boolean in data",
+        &at,
+        JSON_PATCH,
+        json!([{"op": "add", "path": "/data/b", "value": true}]),
+    )
+    .await;
+    s.patch(
+        "strategic merge patch with a boolean in data",
+        &at,
+        STRATEGIC,
+        json!({"data": {"b": true}}),
+    )
+    .await;
+    s.patch(
+        "apply with a boolean in data",
+        &format!("{at}?fieldManager=alpha"),
+        APPLY,
+        cm("m", json!({"b": true})),
+    )
+    .await;
+    s.get("the mistyped writes changed nothing", &at).await;
+    s.patch(
+        "apply that creates with a boolean in data",
+        &format!("{}?fieldManager=alpha", path(CMS, "applied")),
+        APPLY,
+        cm("applied", json!({"b": true})),
+    )
+    .await;
+    s.patch(
+        "apply a Deployment whose replicas are a string",
+        "/apis/apps/v1/namespaces/{ns}/deployments/applied?fieldManager=alpha",
+        APPLY,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "applied"},
+               "spec": {"replicas": "3"}}),
+    )
+    .await;
+    s.patch(
+        "apply a ConfigMap whose creation time is no time",
+        &format!("{}?fieldManager=alpha", path(CMS, "applied")),
+        APPLY,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "applied", "creationTimestamp": "garbage"}}),
+    )
+    .await;
+    s.get(
+        "the mistyped applies created nothing",
+        &path(CMS, "applied"),
+    )
+    .await;
 }
