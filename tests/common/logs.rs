@@ -44,6 +44,12 @@ pub fn recorded<R>(f: impl FnOnce() -> R) -> (R, String) {
             .with_writer(move || sink.clone())
             .finish()
     };
-    let result = tracing::subscriber::with_default(subscriber, f);
+    let result = tracing::subscriber::with_default(subscriber, || {
+        // Another test's thread may have cached a callsite's interest while
+        // this subscriber was not yet registered (tracing caches interest
+        // per callsite, across threads): have every callsite asked again.
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    });
     (result, sink.text())
 }
