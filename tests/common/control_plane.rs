@@ -59,7 +59,8 @@ fn xtask_cluster(command: &str, dir: &Path) -> anyhow::Result<String> {
     Ok(stdout)
 }
 
-/// Pids of the etcd and kube-apiserver processes running on this machine.
+/// Pids of the etcd and kube-apiserver processes running on this machine
+/// (one that exited but was not reaped yet, a zombie, runs nothing).
 fn running_pids() -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -68,8 +69,13 @@ fn running_pids() -> Vec<u32> {
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| matches!(comm.trim(), "etcd" | "kube-apiserver"))
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let (command, rest) = stat.rsplit_once(") ").unwrap_or_default();
+                matches!(
+                    command.rsplit_once('(').map(|(_, c)| c),
+                    Some("etcd" | "kube-apiserver")
+                ) && !rest.starts_with('Z')
+            })
         })
         .collect()
 }
