@@ -10,7 +10,8 @@
 //! stops them and keeps the state, which a later `up` resumes: the same
 //! certificates and etcd's data, every process started again (on new ports,
 //! the kubeconfig rewritten). A copy of a stopped state directory resumes as
-//! well, as a cluster of its own.
+//! well, as a cluster of its own: the peers benchmark loads one and gives
+//! each operator a copy.
 
 use std::fmt::Write as _;
 use std::fs::{self, File};

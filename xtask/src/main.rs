@@ -15,7 +15,9 @@
 //!   devcluster,real` the real control plane too, and `policyhost run` as
 //!   processes, both cache modes) and the children-lookup benchmark;
 //!   `bench finalizer [--real]`: the finalizer benchmark on devcluster, then
-//!   on the real control plane; see `docs/BENCHMARKS.md`.
+//!   on the real control plane; `bench peers`: policyhost beside the
+//!   controller-runtime peers (`bench/peers/`) on the real control plane,
+//!   each on a copy of one loaded state; see `docs/BENCHMARKS.md`.
 //! - `cluster up|stop|down|env`: the real Kubernetes control plane on
 //!   loopback, built from the Go modules in `tools/kube/` (see `cluster.rs`).
 //! - `peers`: checks (gofmt, go vet) and builds the peers of the benchmarks,
@@ -93,6 +95,10 @@ fn print_help() {
          bench finalizer [--real]\n\
          \x20             build guests, run the finalizer benchmark on devcluster and,\n\
          \x20             with --real, again on the real control plane\n\
+         bench peers [ARGS]\n\
+         \x20             build guests, release binaries, the control plane and the peers, then\n\
+         \x20             run policyhost and the controller-runtime peers in turn on the real\n\
+         \x20             control plane (ARGS go to tests/benches/peers.rs)\n\
          cluster up|stop|down|env [--dir DIR]\n\
          \x20             build the real control plane from tools/kube/ if needed and start it\n\
          \x20             on loopback (the last line of `up` is KUBECONFIG=<file>; on the state\n\
@@ -108,32 +114,23 @@ fn print_help() {
 }
 
 /// `bench scale`: the operator-at-scale benchmark, then the lookup benchmark;
-/// `bench finalizer [--real]`: the finalizer benchmark on each server.
+/// `bench finalizer [--real]`: the finalizer benchmark on each server;
+/// `bench peers`: policyhost and the peers on the real control plane.
 fn run_bench(args: &[String]) -> Result<(), String> {
-    const USAGE: &str = "usage: cargo xtask bench scale [ARGS] | finalizer [--real]";
+    const USAGE: &str = "usage: cargo xtask bench scale [ARGS] | finalizer [--real] | peers [ARGS]";
     let (which, extra) = args
         .split_first()
         .map(|(first, rest)| (first.as_str(), rest))
         .ok_or(USAGE)?;
     match (which, extra) {
         ("scale", _) => {}
+        ("peers", _) => return bench_peers(extra),
         ("finalizer", []) => return bench_finalizer(false),
         ("finalizer", [real]) if real == "--real" => return bench_finalizer(true),
         _ => return Err(USAGE.to_owned()),
     }
     prepare_guests()?;
-    // The naive cache mode is the benchmark's baseline, built only here.
-    cargo(&[
-        "build",
-        "--release",
-        "--package",
-        "policyhost",
-        "--package",
-        "devcluster",
-        "--bins",
-        "--features",
-        "policyhost/bench-baseline",
-    ])?;
+    build_release_binaries()?;
     let mut scale = vec![
         "bench",
         "--package",
@@ -162,6 +159,48 @@ fn run_bench(args: &[String]) -> Result<(), String> {
         "--bench",
         "lookup",
     ])
+}
+
+/// The release binaries the benchmarks run as processes: `policyhost` and
+/// `devcluster`, with the naive cache mode, the scale benchmark's baseline,
+/// built only here. The peers benchmark runs the same `policyhost`, so that
+/// the two share one build.
+fn build_release_binaries() -> Result<(), String> {
+    cargo(&[
+        "build",
+        "--release",
+        "--package",
+        "policyhost",
+        "--package",
+        "devcluster",
+        "--bins",
+        "--features",
+        "policyhost/bench-baseline",
+    ])
+}
+
+/// The peers benchmark: the guests, the release binaries, the control plane
+/// and the peers built, then `tests/benches/peers.rs` with `extra`, which
+/// starts its control planes with this xtask (`cluster up|stop|down --dir`).
+fn bench_peers(extra: &[String]) -> Result<(), String> {
+    prepare_guests()?;
+    build_release_binaries()?;
+    let kube_bin = kube::build()?;
+    peers::build()?;
+    let mut bench = vec![
+        "bench",
+        "--package",
+        "policyhost-tests",
+        "--bench",
+        "peers",
+        "--",
+    ];
+    bench.extend(extra.iter().map(String::as_str));
+    // It starts its control planes with this xtask's binary
+    // (`<target>/debug/xtask`), applies deploy/ and issues the operators'
+    // tokens with kubectl.
+    let path = path_with_kubectl(&kube_bin);
+    cargo_with_env(&bench, &[("PATH", &path)])
 }
 
 /// The finalizer benchmark on devcluster and, when `real`, again on a real
