@@ -48,7 +48,9 @@
 //! every request of `requests` but the Leases' (policyhost's leader
 //! election; the peers run without one), divided by `--jobs`. The series (RSS
 //! and CPU every 250 ms, DataJobs converged over time) go to
-//! `<out>/peers-series.json`.
+//! `<out>/peers-series.json`. An operator that fails (one that has not
+//! converged within `--timeout`, say) gets the line `{"operator", "error"}`
+//! and the next operator its turn; the benchmark then fails.
 //!
 //! Options: `--pods N` (50000), `--jobs N` (1000), `--replicas N` (5),
 //! `--steady S` (60), `--operators LIST` (policyhost,naive,indexed,best),
@@ -272,15 +274,28 @@ async fn main() -> anyhow::Result<()> {
     let lines_path = args.out.join("peers.jsonl");
     std::fs::write(&lines_path, "")?;
     let mut all_series = Vec::new();
+    let mut failed = Vec::new();
     for operator in &args.operators {
-        let (figures, series) = run_operator(&args, operator, &loaded, &dir, clock).await?;
-        let line = serde_json::to_string(&figures)?;
+        // An operator that fails (say, one that does not converge within
+        // --timeout) gets a line saying why, and the next one its turn.
+        let line = match run_operator(&args, operator, &loaded, &dir, clock).await {
+            Ok((figures, series)) => {
+                all_series.push(series);
+                serde_json::to_string(&figures)?
+            }
+            Err(error) => {
+                log(clock, format_args!("{operator}: {error:#}"));
+                failed.push(operator.as_str());
+                serde_json::to_string(
+                    &json!({"operator": operator, "error": format!("{error:#}")}),
+                )?
+            }
+        };
         println!("{line}");
         let mut lines = std::fs::read_to_string(&lines_path)?;
         lines.push_str(&line);
         lines.push('\n');
         std::fs::write(&lines_path, lines)?;
-        all_series.push(series);
     }
     let series_path = args.out.join("peers-series.json");
     std::fs::write(&series_path, serde_json::to_vec(&all_series)?)?;
@@ -293,6 +308,7 @@ async fn main() -> anyhow::Result<()> {
             series_path.display()
         ),
     );
+    ensure!(failed.is_empty(), "failed: {}", failed.join(", "));
     Ok(())
 }
 
@@ -511,10 +527,7 @@ async fn run_operator(
     let memory = || memory_mib(pid).unwrap_or((f64::NAN, f64::NAN));
     let deadline = Instant::now() + Duration::from_secs(900);
     while !running.ready()? {
-        ensure!(
-            Instant::now() < deadline,
-            "{operator} not ready after 900 s"
-        );
+        ensure!(Instant::now() < deadline, "not ready after 900 s");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     figures.ready_s = started.elapsed().as_secs_f64();
@@ -557,10 +570,7 @@ async fn run_operator(
         .try_collect::<Vec<()>>()
         .await?;
     let converged_times = converged_at
-        .wait(
-            args.timeout,
-            &format!("{operator}: every DataJob converged"),
-        )
+        .wait(args.timeout, "every DataJob converged")
         .await?;
     figures.converged_s = t0.elapsed().as_secs_f64();
     let converge_micros = now_micros();
@@ -597,10 +607,7 @@ async fn run_operator(
     });
     finish_workers(&client, args.jobs * args.replicas).await?;
     succeeded
-        .wait(
-            args.timeout,
-            &format!("{operator}: every DataJob Succeeded"),
-        )
+        .wait(args.timeout, "every DataJob Succeeded")
         .await?;
     let finish_micros = now_micros();
     log(
