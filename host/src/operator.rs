@@ -77,8 +77,8 @@ pub struct Options {
     pub child_kinds: Vec<AllowedKind>,
     /// Average API writes per second (default 1,000).
     ///
-    /// A DataJob costs about 8 writes to converge (its children, two status
-    /// writes, an Event), so 1,000 created at once are 8,000 writes: at
+    /// A DataJob costs about 8 writes to converge (its finalizer, its
+    /// children, one status write, an Event), so 1,000 created at once are 8,000 writes: at
     /// 1,000/s after a burst of 2,000 they settle in about 6 s, where the
     /// former 200/s took 38 s. The limit still bounds a reconcile storm, and
     /// the workers bound the writes in flight (one each).
@@ -89,6 +89,11 @@ pub struct Options {
     pub listen: Option<SocketAddr>,
     /// Streaming lists or paginated lists.
     pub streaming_lists: StreamingLists,
+    /// How long a child's change waits before its DataJob is queued, so that
+    /// a burst of them costs one pass (default 1 s: the Pods of a new
+    /// DataJob are created, scheduled and started within it, and its status
+    /// is written once, not once per Pod).
+    pub child_settle: Duration,
     /// Retry pacing of failed reconciles.
     pub backoff: Backoff,
     /// The policy runtime.
@@ -120,6 +125,7 @@ impl Default for Options {
             api_burst: NonZeroU32::new(2000).unwrap_or(NonZeroU32::MIN),
             listen: None,
             streaming_lists: StreamingLists::Auto,
+            child_settle: Duration::from_secs(1),
             backoff: Backoff::default(),
             runtime: RuntimeConfig::default(),
             cleanup: Budget::default(),
@@ -298,6 +304,7 @@ impl Operator {
                     scopes,
                     instance: options.instance.clone(),
                     streaming_lists,
+                    child_settle: options.child_settle,
                 },
                 workers: options.workers,
                 backoff: options.backoff,

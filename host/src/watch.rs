@@ -8,6 +8,7 @@
 //! reports is the change that is queued, so the two never disagree.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kube::api::{Api, WatchEvent, WatchParams};
@@ -47,6 +48,10 @@ pub struct Config {
     /// Start streams with a streaming list (`sendInitialEvents`, Kubernetes
     /// 1.32+ with the `WatchList` feature) instead of a paginated list.
     pub streaming_lists: bool,
+    /// How long a child's change waits before its DataJob is queued: the
+    /// changes of a burst (its children created, scheduled, started one by
+    /// one) within it cost one pass and at most one status write.
+    pub child_settle: Duration,
 }
 
 impl Config {
@@ -124,10 +129,11 @@ pub async fn children(
                 let queue = Arc::clone(&queue);
                 let foreign = foreign.clone();
                 let kind = cache.resource.kind.clone();
+                let settle = config.child_settle;
                 move |change: &Change<ChildRecord>| {
                     foreign.observe(&kind, change);
                     for key in child_work(change) {
-                        queue.add(key);
+                        queue.add_coalesced(key, settle);
                     }
                 }
             },
@@ -151,9 +157,10 @@ pub async fn naive_children(
         let on_change = {
             let queue = Arc::clone(&queue);
             let resource = cache.resource.clone();
+            let settle = config.child_settle;
             move |change: &Change<FullObject>| {
                 for key in naive_child_work(change, &resource) {
-                    queue.add(key);
+                    queue.add_coalesced(key, settle);
                 }
             }
         };

@@ -82,6 +82,12 @@ pub(crate) struct OperatorArgs {
     /// Start watches with streaming lists (`sendInitialEvents`).
     #[arg(long, value_enum, default_value_t)]
     streaming_lists: StreamingListsArg,
+    /// How long a child's change waits before its DataJob is reconciled:
+    /// the changes within it (children created, scheduled, started one by
+    /// one) cost one pass and at most one status write. 0 reconciles on
+    /// every change.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    child_settle: Duration,
     /// Failed cleanup calls before a deleted DataJob is reported
     /// `CleanupBlocked`, unless its `spec.cleanup.maxAttempts` says otherwise.
     #[arg(long, value_name = "N", default_value_t = Budget::default().max_attempts)]
@@ -258,6 +264,7 @@ impl OperatorArgs {
                 PolicyTenancyArg::SingleTeam => Tenancy::SingleTeam,
             },
             grant_secret_refresh: self.grant_secret_refresh,
+            child_settle: self.child_settle,
             child_kinds: if self.child_kinds.is_empty() {
                 defaults.child_kinds.clone()
             } else {

@@ -24,7 +24,9 @@ pub type Classify<K> = Box<dyn Fn(&K) -> Tenant + Send + Sync>;
 ///   it dirty and it is queued again when the lease ends, so no change is lost.
 /// - **Delays**: [`add_after`](Self::add_after) keeps the earliest pending time
 ///   per key; [`add_rate_limited`](Self::add_rate_limited) delays by the key's
-///   exponential [`Backoff`] until [`forget`](Self::forget) resets it.
+///   exponential [`Backoff`] until [`forget`](Self::forget) resets it;
+///   [`add_coalesced`](Self::add_coalesced) delays a key not queued already,
+///   so one pass answers a burst of adds.
 /// - **Queue time**: a [`Lease`] tells when its key was first queued since it
 ///   was last handed out ([`Lease::queued_at`]; for a delayed add, when the
 ///   delay ended), so a worker can measure enqueue-to-done latency.
@@ -196,13 +198,24 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     /// Queues `key` after `delay`; an earlier pending time for the key wins.
     pub fn add_after(&self, key: K, delay: Duration) {
+        self.delay(key, delay, false);
+    }
+
+    /// Queues `key` after `window`, unless it is already queued (or changed
+    /// while in flight) or waiting for an earlier time: a burst of changes
+    /// within the window costs one pass, which sees them all.
+    pub fn add_coalesced(&self, key: K, window: Duration) {
+        self.delay(key, window, true);
+    }
+
+    fn delay(&self, key: K, delay: Duration, unless_dirty: bool) {
         if delay.is_zero() {
             return self.add(key);
         }
         let at = Instant::now() + delay;
         let tenant = self.tenant_of(&key);
         let mut state = self.lock();
-        if state.shut_down {
+        if state.shut_down || (unless_dirty && state.dirty.contains_key(&key)) {
             return;
         }
         if let Some(&(pending, seq, _)) = state.waiting_until.get(&key) {
@@ -448,6 +461,46 @@ mod tests {
         next_key(&q).await;
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         assert_eq!(q.delayed(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_coalesced_adds_is_one_key_after_the_window() {
+        let q = queue();
+        let window = Duration::from_millis(200);
+        q.add_coalesced("a", window);
+        tokio::time::advance(Duration::from_millis(150)).await;
+        q.add_coalesced("a", window);
+        assert_eq!((q.len(), q.delayed()), (0, 1), "one key waits");
+        let started = Instant::now();
+        let lease = next_key(&q).await;
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_millis(50),
+            "the first add's window decides, a later add does not push it back"
+        );
+        assert_eq!(*lease.key(), "a");
+        drop(lease);
+        assert!(q.is_empty() && q.delayed() == 0, "no second pass follows");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_coalesced_add_of_a_queued_or_changed_key_waits_for_nothing() {
+        let q = queue();
+        q.add("a");
+        q.add_coalesced("a", Duration::from_secs(1));
+        assert_eq!((q.len(), q.delayed()), (1, 0), "queued already: no-op");
+        let lease = next_key(&q).await;
+        q.add_coalesced("a", Duration::from_secs(1));
+        assert_eq!(
+            q.delayed(),
+            1,
+            "in flight and unchanged: the window applies"
+        );
+        q.add("a");
+        q.add_coalesced("a", Duration::from_millis(10));
+        assert_eq!(q.delayed(), 1, "changed while in flight: no second wait");
+        drop(lease);
+        assert_eq!(q.len(), 1, "requeued as soon as the lease ended");
     }
 
     #[tokio::test(start_paused = true)]
