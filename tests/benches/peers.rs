@@ -48,7 +48,9 @@
 //! every request of `requests` but the Leases' (policyhost's leader
 //! election; the peers run without one), divided by `--jobs`. The series (RSS
 //! and CPU every 250 ms, DataJobs converged over time) go to
-//! `<out>/peers-series.json`. An operator that fails (one that has not
+//! `<out>/peers-series.json`, and from both the plot (`<out>/peers.svg`)
+//! and the table (printed: every operator, then policyhost's ratio to each
+//! peer). An operator that fails (one that has not
 //! converged within `--timeout`, say) gets the line `{"operator", "error"}`
 //! and the next operator its turn; the benchmark then fails.
 //!
@@ -57,7 +59,8 @@
 //! `--out DIR` (docs/plots), `--timeout S` (3600: the longest any phase may
 //! take), `--beside-other-control-planes` (start at once, where the
 //! benchmark otherwise waits until no other control plane runs on the
-//! machine: to check the benchmark itself, not to measure).
+//! machine: to check the benchmark itself, not to measure), `--report-only
+//! DIR` (draw the plot and print the table of the run recorded in DIR).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -77,6 +80,8 @@ use serde_json::{Value, json};
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "peers/report.rs"]
+mod report;
 
 use common::control_plane::{Beside, ControlPlane, client_for, copy_state};
 use common::deployment::{self, NAMESPACE as OPERATOR_NAMESPACE, SERVICE_ACCOUNT_USER};
@@ -140,6 +145,8 @@ struct Args {
     out: PathBuf,
     timeout: Duration,
     beside: Beside,
+    /// Only draw the plot and print the table of the run recorded here.
+    report_only: Option<PathBuf>,
 }
 
 impl Args {
@@ -155,6 +162,7 @@ impl Args {
             out: common::workspace().join("docs/plots"),
             timeout: Duration::from_secs(3600),
             beside: Beside::Nothing,
+            report_only: None,
         };
         let mut raw = std::env::args().skip(1);
         while let Some(flag) = raw.next() {
@@ -171,9 +179,11 @@ impl Args {
                 "--operators" => {
                     args.operators = value()?.split(',').map(str::to_owned).collect();
                 }
-                "--out" => args.out = value()?.into(),
+                // `cargo bench` runs in tests/: paths are the workspace's.
+                "--out" => args.out = common::workspace().join(value()?),
                 "--timeout" => args.timeout = Duration::from_secs(value()?.parse()?),
                 "--beside-other-control-planes" => args.beside = Beside::Anything,
+                "--report-only" => args.report_only = Some(common::workspace().join(value()?)),
                 other => bail!("unknown option {other} (see the header of tests/benches/peers.rs)"),
             }
         }
@@ -200,7 +210,7 @@ fn policyhost_binary() -> anyhow::Result<PathBuf> {
 }
 
 /// One operator's figures: the JSON line.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Figures {
     operator: String,
     rss_steady_mib: f64,
@@ -234,7 +244,7 @@ struct Figures {
 }
 
 /// One operator's series, for plots.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Series {
     operator: String,
     memory: Vec<Sample>,
@@ -247,6 +257,10 @@ struct Series {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse()?;
+    if let Some(recorded) = &args.report_only {
+        println!("{}", report::write(recorded)?);
+        return Ok(());
+    }
     let clock = Instant::now();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("policyhost-peers-{}", std::process::id()));
@@ -271,7 +285,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let loaded = load(&args, &dir, clock).await?;
     std::fs::create_dir_all(&args.out)?;
-    let lines_path = args.out.join("peers.jsonl");
+    let lines_path = args.out.join(report::LINES);
     std::fs::write(&lines_path, "")?;
     let mut all_series = Vec::new();
     let mut failed = Vec::new();
@@ -297,15 +311,17 @@ async fn main() -> anyhow::Result<()> {
         lines.push('\n');
         std::fs::write(&lines_path, lines)?;
     }
-    let series_path = args.out.join("peers-series.json");
+    let series_path = args.out.join(report::SERIES);
     std::fs::write(&series_path, serde_json::to_vec(&all_series)?)?;
     std::fs::remove_dir_all(&loaded)?;
+    let table = report::write(&args.out)?;
     log(
         clock,
         format_args!(
-            "wrote {} and {}",
+            "wrote {}, {} and {}:\n{table}",
             lines_path.display(),
-            series_path.display()
+            series_path.display(),
+            args.out.join(report::PLOT).display(),
         ),
     );
     ensure!(failed.is_empty(), "failed: {}", failed.join(", "));

@@ -55,7 +55,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use plotters::prelude::*;
+use plotters::prelude::RGBColor;
 use policyhost::crd::DataJob;
 use policyhost_measure as measure;
 use serde_json::{Value, json};
@@ -71,6 +71,7 @@ use common::load::{
     Created, converged, data_job, foreign_pod, load_foreign_pods, log, pod_count, wait_for,
     wait_running,
 };
+use common::plot;
 use common::process::Spawned;
 use common::requests::{Mark, RequestLog};
 use common::sampler::{Sample, Sampler, cpu_seconds, memory_mib};
@@ -1252,126 +1253,28 @@ fn color(run: &Run) -> RGBColor {
 
 /// RSS of both modes over time (log scale), and DataJobs converged over time.
 fn plot(report: &Report, path: &Path) -> anyhow::Result<()> {
-    let root = SVGBackend::new(path, (1200, 500)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (left, right) = root.split_horizontally(600);
-
-    let t_max = report
-        .runs
-        .iter()
-        .flat_map(|r| r.memory.last().map(|s| s.t))
-        .fold(1.0, f64::max);
-    let rss_max = report
-        .runs
-        .iter()
-        .flat_map(|r| r.memory.iter().map(|s| s.rss_mib))
-        .fold(64.0, f64::max);
-    let mut chart = ChartBuilder::on(&left)
-        .caption("Operator RSS", ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max * 1.02, (4.0..rss_max * 1.5).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the operator started")
-        .y_desc("RSS, MiB (log scale)")
-        .draw()?;
-    for run in &report.runs {
-        let c = color(run);
-        chart
-            .draw_series(LineSeries::new(
-                run.memory.iter().map(|s| (s.t, s.rss_mib)),
-                c.stroke_width(2),
-            ))?
-            .label(format!(
-                "{}: {:.0} MiB after convergence",
-                column(run),
-                run.rss_converged_mib
-            ))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-        let at = |t: f64| {
-            run.memory
-                .iter()
-                .min_by(|a, b| (a.t - t).abs().total_cmp(&(b.t - t).abs()))
-                .map(|s| (s.t, s.rss_mib))
-        };
-        let marks = [
-            (run.ready_s, "ready"),
-            (run.jobs_created_at_s + run.converge_s, "converged"),
-        ];
-        for (t, label) in marks {
-            if let Some(point) = at(t) {
-                chart.draw_series([Circle::new(point, 4, c.filled())])?;
-                chart.draw_series([Text::new(
-                    label,
-                    (point.0, point.1 * 1.15),
-                    ("sans-serif", 13).into_font().color(&c),
-                )])?;
-            }
-        }
-    }
-    let limit = vec![(0.0, 64.0), (t_max * 1.02, 64.0)];
-    chart
-        .draw_series(LineSeries::new(limit, BLACK.mix(0.4)))?
-        .label("target: 64 MiB")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-
-    let x_max = report
-        .runs
-        .iter()
-        .map(|r| r.converge_s)
-        .fold(11.0, f64::max)
-        * 1.05;
-    let mut chart = ChartBuilder::on(&right)
-        .caption(
-            format!("{} DataJobs created at once", report.jobs),
-            ("sans-serif", 20),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0usize..report.jobs + report.jobs / 20)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the first create")
-        .y_desc("DataJobs converged")
-        .draw()?;
-    for run in &report.runs {
-        let c = color(run);
-        chart
-            .draw_series(LineSeries::new(
-                run.converged.iter().copied(),
-                c.stroke_width(2),
-            ))?
-            .label(format!(
-                "{}: all after {:.1} s",
-                column(run),
-                run.converge_s
-            ))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-    }
-    chart
-        .draw_series(LineSeries::new(
-            vec![(10.0, 0), (10.0, report.jobs)],
-            BLACK.mix(0.4),
-        ))?
-        .label("target: 10 s")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    let chart = plot::Chart {
+        title: format!("{} DataJobs created at once", report.jobs),
+        jobs: report.jobs,
+        lines: report
+            .runs
+            .iter()
+            .map(|run| plot::Line {
+                name: column(run),
+                color: color(run),
+                memory: &run.memory,
+                marks: vec![
+                    (run.ready_s, "ready"),
+                    (run.jobs_created_at_s + run.converge_s, "converged"),
+                ],
+                rss_note: format!("{:.0} MiB after convergence", run.rss_converged_mib),
+                converged: &run.converged,
+            })
+            .collect(),
+        rss_target: Some((64.0, "target: 64 MiB".into())),
+        converge_target: Some((10.0, "target: 10 s".into())),
+    };
+    plot::draw(&chart, path)
 }
 
 #[tokio::main]

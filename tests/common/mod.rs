@@ -14,6 +14,7 @@ pub mod history;
 pub mod load;
 pub mod logs;
 pub mod peers;
+pub mod plot;
 pub mod process;
 pub mod rbac;
 pub mod requests;
