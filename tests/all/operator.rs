@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use policyhost::cache::{self, ObjectKey};
 use policyhost::metrics::PolicyResult;
 use policyhost::operator::StreamingLists;
@@ -440,6 +440,52 @@ async fn the_reconcile_path_issues_no_list_requests() {
         "the operator did write (children, status)"
     );
     assert_eq!(operator("list"), 0, "the operator listed during reconciles");
+}
+
+/// Children that change within the settle window (`--child-settle`) are
+/// answered by one call and one status write: five workers that finish
+/// together move their DataJob to Succeeded at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_changing_together_cost_one_status_write() {
+    let env = Env::start(&["fanout"]).await;
+    let Some(log) = env.requests() else {
+        eprintln!("skipped: no request log (devcluster's, or an audit log)");
+        return;
+    };
+    env.create_job("batch", "fanout", fanout_forever(5)).await;
+    env.wait_job("batch", "five workers Running", |j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.children.as_ref())
+            .is_some_and(|c| c.running == 5)
+    })
+    .await;
+    env.wait_idle().await;
+    let since = log.mark();
+    // Every worker exits at once, as a kubelet (or kwok) reports it.
+    let pods = env.wait_pods("batch", "five", |p| p.len() == 5).await;
+    let finished = json!({"status": {"phase": "Succeeded"}});
+    let api = env.pods();
+    futures::future::try_join_all(pods.iter().map(|pod| {
+        let (api, finished) = (&api, &finished);
+        async move {
+            let name = pod.name_any();
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(finished))
+                .await
+        }
+    }))
+    .await
+    .expect("the workers' exits");
+    env.wait_job("batch", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    env.wait_idle().await;
+    let writes: Vec<String> = log
+        .operator_since(since, &env.namespace)
+        .into_iter()
+        .filter(|r| r.resource == "datajobs" && r.subresource == "status")
+        .map(|r| format!("{} {}", r.verb, r.name))
+        .collect();
+    assert_eq!(writes, ["patch batch"], "one status write for five changes");
 }
 
 /// Watches cut mid-stream (a dropped connection, an API server restarting)

@@ -197,11 +197,7 @@ async fn a_new_datajob_costs_its_finalizer_its_create_and_one_status_write() {
     ready(&env, "lean").await;
     // Ready is written by the pass the create's watch event brought; then
     // the operator has nothing left to do.
-    let queue = &env.operator().shared.queue;
-    eventually("the operator idle", || async {
-        (queue.is_empty() && queue.in_flight() == 0 && queue.delayed() == 0).then_some(())
-    })
-    .await;
+    env.wait_idle().await;
     let child = config_maps(&env).get("lean-settings").await.expect("child");
     assert_eq!(child.owner_references()[0].uid, job.uid().expect("uid"));
     let requests: Vec<String> = log

@@ -366,6 +366,15 @@ impl Env {
         self.operator.as_ref().expect("an operator is running")
     }
 
+    /// Waits until the operator has nothing queued, in flight or waiting.
+    pub async fn wait_idle(&self) {
+        let queue = &self.operator().shared.queue;
+        eventually("the operator idle", || async {
+            (queue.is_empty() && queue.in_flight() == 0 && queue.delayed() == 0).then_some(())
+        })
+        .await;
+    }
+
     /// DataJobs of the test namespace.
     pub fn jobs(&self) -> Api<DataJob> {
         Api::namespaced(self.client.clone(), &self.namespace)
