@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
 use crate::common::faults::FaultProxy;
+use crate::common::load;
 
 /// The annotations that make devcluster's simulated Pods run forever / fail.
 const RUN_FOREVER: (&str, &str) = ("devcluster.policyhost.dev/run-seconds", "-1");
@@ -464,14 +465,18 @@ async fn children_changing_together_cost_one_status_write() {
     let since = log.mark();
     // Every worker exits at once, as a kubelet (or kwok) reports it.
     let pods = env.wait_pods("batch", "five", |p| p.len() == 5).await;
-    let finished = json!({"status": {"phase": "Succeeded"}});
     let api = env.pods();
     futures::future::try_join_all(pods.iter().map(|pod| {
-        let (api, finished) = (&api, &finished);
+        let api = &api;
         async move {
-            let name = pod.name_any();
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(finished))
-                .await
+            let exited = load::exited(pod)?;
+            api.patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(exited),
+            )
+            .await?;
+            anyhow::Ok(())
         }
     }))
     .await

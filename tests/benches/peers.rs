@@ -71,12 +71,11 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context as _, bail, ensure};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use policyhost::crd::DataJob;
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -86,7 +85,7 @@ mod report;
 use common::control_plane::{Beside, ControlPlane, client_for, copy_state};
 use common::deployment::{self, NAMESPACE as OPERATOR_NAMESPACE, SERVICE_ACCOUNT_USER};
 use common::foreign;
-use common::load::{converged, data_job, load_foreign_pods, log, wait_for, wait_running};
+use common::load::{converged, data_job, exited, load_foreign_pods, log, wait_for, wait_running};
 use common::peers::{self, Peers};
 use common::process::{Spawned, free_port, http_get, kubectl};
 use common::requests::{Request, RequestLog};
@@ -775,36 +774,19 @@ async fn finish_workers(client: &Client, expected: usize) -> anyhow::Result<()> 
         "{} worker Pods, expected {expected}",
         workers.len()
     );
-    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now()))?;
     futures::stream::iter(workers)
         .map(|pod| {
             let pods = pods.clone();
-            let now = now.clone();
             async move {
-                let containers: Vec<Value> = pod
-                    .spec
-                    .iter()
-                    .flat_map(|spec| &spec.containers)
-                    .map(|c| {
-                        json!({"name": c.name, "image": c.image, "ready": false, "started": false,
-                            "restartCount": 0, "state": {"terminated": {
-                                "exitCode": 0, "reason": "Completed", "finishedAt": now}}})
-                    })
-                    .collect();
-                let status = json!({"status": {
-                    "phase": "Succeeded",
-                    "conditions": [
-                        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-                        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-                        {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
-                        {"type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
-                    ],
-                    "containerStatuses": containers,
-                }});
-                pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(status))
-                    .await
-                    .with_context(|| format!("finish worker {}", pod.name_any()))
-                    .map(drop)
+                let status = exited(&pod)?;
+                pods.patch_status(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(status),
+                )
+                .await
+                .with_context(|| format!("finish worker {}", pod.name_any()))
+                .map(drop)
             }
         })
         .buffer_unordered(32)

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use policyhost::crd::DataJob;
@@ -173,4 +174,31 @@ pub fn converged(job: &DataJob, replicas: usize) -> bool {
                 .as_ref()
                 .is_some_and(|c| c.total as usize == replicas)
     })
+}
+
+/// The status a kubelet (or kwok) writes when `pod`'s containers exit 0:
+/// a merge patch of its `status` that ends a worker that runs until told
+/// otherwise.
+pub fn exited(pod: &Pod) -> anyhow::Result<Value> {
+    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now()))?;
+    let containers: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|spec| &spec.containers)
+        .map(|c| {
+            json!({"name": c.name, "image": c.image, "ready": false, "started": false,
+                "restartCount": 0, "state": {"terminated": {
+                    "exitCode": 0, "reason": "Completed", "finishedAt": now}}})
+        })
+        .collect();
+    Ok(json!({"status": {
+        "phase": "Succeeded",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
+        ],
+        "containerStatuses": containers,
+    }}))
 }
