@@ -51,8 +51,9 @@
 //! `<out>/peers-series.json`, and from both the plot (`<out>/peers.svg`)
 //! and the table (printed: every operator, then policyhost's ratio to each
 //! peer). An operator that fails (one that has not
-//! converged within `--timeout`, say) gets the line `{"operator", "error"}`
-//! and the next operator its turn; the benchmark then fails.
+//! converged within `--timeout`, say) gets the line `{"operator", "error"}`,
+//! the error saying its RSS, peak RSS and CPU time when it failed, and the
+//! next operator its turn; the benchmark then fails.
 //!
 //! Options: `--pods N` (50000), `--jobs N` (1000), `--replicas N` (5),
 //! `--steady S` (60), `--operators LIST` (policyhost,naive,indexed,best),
@@ -540,6 +541,12 @@ async fn run_operator(
     let pid = running.pid();
     let sampler = Sampler::start(pid, started);
     let memory = || memory_mib(pid).unwrap_or((f64::NAN, f64::NAN));
+    // What an operator that fails a phase had used by then, for its line.
+    let when_failed = || {
+        let (rss, peak) = memory();
+        let cpu = cpu_seconds(pid).unwrap_or(f64::NAN);
+        format!("when it failed: RSS {rss:.0} MiB, peak {peak:.0} MiB, CPU {cpu:.1} s")
+    };
     let deadline = Instant::now() + Duration::from_secs(900);
     while !running.ready()? {
         ensure!(Instant::now() < deadline, "not ready after 900 s");
@@ -586,7 +593,8 @@ async fn run_operator(
         .await?;
     let converged_times = converged_at
         .wait(args.timeout, "every DataJob converged")
-        .await?;
+        .await
+        .with_context(when_failed)?;
     figures.converged_s = t0.elapsed().as_secs_f64();
     let converge_micros = now_micros();
     (figures.rss_converged_mib, _) = memory();
@@ -623,7 +631,8 @@ async fn run_operator(
     finish_workers(&client, args.jobs * args.replicas).await?;
     succeeded
         .wait(args.timeout, "every DataJob Succeeded")
-        .await?;
+        .await
+        .with_context(when_failed)?;
     let finish_micros = now_micros();
     log(
         clock,
@@ -631,7 +640,9 @@ async fn run_operator(
     );
 
     // Deleted at once, one DELETE each.
-    let (released_s, per_job) = delete_all(&jobs, args.jobs, args.timeout).await?;
+    let (released_s, per_job) = delete_all(&jobs, args.jobs, args.timeout)
+        .await
+        .with_context(when_failed)?;
     figures.released_s = released_s;
     figures.release_p50_s = percentile(&per_job, 0.5);
     figures.release_p99_s = percentile(&per_job, 0.99);
