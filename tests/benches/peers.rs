@@ -83,6 +83,7 @@ mod common;
 #[path = "peers/report.rs"]
 mod report;
 
+use common::bench::Flags;
 use common::control_plane::{Beside, ControlPlane, client_for, copy_state};
 use common::deployment::{self, NAMESPACE as OPERATOR_NAMESPACE, SERVICE_ACCOUNT_USER};
 use common::foreign;
@@ -164,13 +165,9 @@ impl Args {
             beside: Beside::Nothing,
             report_only: None,
         };
-        let mut raw = std::env::args().skip(1);
-        while let Some(flag) = raw.next() {
-            // `cargo bench` passes `--bench`.
-            if flag == "--bench" {
-                continue;
-            }
-            let mut value = || raw.next().with_context(|| format!("{flag} needs a value"));
+        let mut flags = Flags::from_env();
+        while let Some(flag) = flags.next_flag() {
+            let mut value = || flags.value(&flag);
             match flag.as_str() {
                 "--pods" => args.pods = value()?.parse()?,
                 "--jobs" => args.jobs = value()?.parse()?,

@@ -64,6 +64,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 #[path = "../common/mod.rs"]
 mod common;
 
+use common::bench::Flags;
 use common::control_plane::{ControlPlane, client_for, xtask};
 use common::deployment::{NAMESPACE as OPERATOR_NAMESPACE, SERVICE_ACCOUNT_USER};
 use common::foreign;
@@ -139,13 +140,9 @@ impl Args {
             out: common::workspace().join("docs/plots"),
             plot_only: None,
         };
-        let mut raw = std::env::args().skip(1);
-        while let Some(flag) = raw.next() {
-            // `cargo bench` passes `--bench`.
-            if flag == "--bench" {
-                continue;
-            }
-            let mut value = || raw.next().with_context(|| format!("{flag} needs a value"));
+        let mut flags = Flags::from_env();
+        while let Some(flag) = flags.next_flag() {
+            let mut value = || flags.value(&flag);
             match flag.as_str() {
                 "--pods" => args.pods = value()?.parse()?,
                 "--jobs" => args.jobs = value()?.parse()?,

@@ -11,3 +11,30 @@ pub fn env_number<T: FromStr>(name: &str, default: T) -> T {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A benchmark's command line, flag by flag (the `--bench` that `cargo
+/// bench` passes is left out), each flag's value read on demand.
+pub struct Flags(std::vec::IntoIter<String>);
+
+impl Flags {
+    /// This process's arguments.
+    pub fn from_env() -> Self {
+        let args: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|arg| arg != "--bench")
+            .collect();
+        Self(args.into_iter())
+    }
+
+    /// The next flag.
+    pub fn next_flag(&mut self) -> Option<String> {
+        self.0.next()
+    }
+
+    /// The value that follows `flag`.
+    pub fn value(&mut self, flag: &str) -> anyhow::Result<String> {
+        self.0
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
+    }
+}
