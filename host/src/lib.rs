@@ -21,6 +21,7 @@ mod quantity;
 pub mod queue;
 pub mod runtime;
 pub mod server;
+pub mod shadow;
 pub mod throttle;
 pub mod watch;
 

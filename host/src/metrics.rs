@@ -158,6 +158,9 @@ pub struct Metrics {
     /// Objects with the operator's labels whose controller reference names
     /// a DataJob of another namespace: never anyone's child.
     pub foreign_children: Counter,
+    /// Shadow calls of candidate versions by policy and result (`same`,
+    /// `differs`, `fault`, `skipped`).
+    pub shadow_calls_total: Family<PolicyResult, Counter>,
 }
 
 /// Registers a metric and hands it back, so each metric of [`Metrics`] is
@@ -218,7 +221,7 @@ impl Default for Metrics {
             ),
             outbound_refused_total: registry.add(
                 "outbound_refused",
-                "Outbound HTTP requests the host refused before connecting, by policy and reason (origin, address, requests-per-call, concurrency)",
+                "Outbound HTTP requests the host refused before connecting, by policy and reason (origin, address, requests-per-call, concurrency, shadow)",
                 Family::default(),
             ),
             queue_depth: registry.add(
@@ -307,6 +310,11 @@ impl Default for Metrics {
                 "Objects with the operator's labels naming a DataJob of another namespace as controller; never taken for children",
                 Counter::default(),
             ),
+            shadow_calls_total: registry.add(
+                "shadow_calls",
+                "Shadow calls of candidate versions by policy and result (same, differs, fault, skipped)",
+                Family::default(),
+            ),
             registry,
         }
     }
@@ -326,6 +334,16 @@ impl Metrics {
                 policy: policy.to_owned(),
             })
             .observe(duration.as_secs_f64());
+    }
+
+    /// Counts one shadow call of `policy`'s candidate ending in `result`.
+    pub fn shadow_call(&self, policy: &str, result: &str) {
+        self.shadow_calls_total
+            .get_or_create(&PolicyResult {
+                policy: policy.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     /// Records the cost of one guest call, and its fault if it faulted.
@@ -572,7 +590,7 @@ mod tests {
             thread_replaced: true,
             outbound: OutboundReport {
                 requests: 3,
-                refused: [2, 1, 0, 0],
+                refused: [2, 1, 0, 0, 0],
             },
             ..CallReport::default()
         };
@@ -625,6 +643,7 @@ mod tests {
             reconcile_latency,
             events_dropped_total,
             foreign_children,
+            shadow_calls_total,
         } = &metrics;
         let policy = PolicyLabel {
             policy: "p".to_owned(),
@@ -688,6 +707,7 @@ mod tests {
         reconcile_latency.observe(0.1);
         events_dropped_total.get_or_create(&policy).inc();
         foreign_children.inc();
+        shadow_calls_total.get_or_create(&result).inc();
         let text = metrics.render();
         let rendered: Vec<&str> = text
             .lines()
@@ -721,6 +741,7 @@ mod tests {
                 "reconcile_latency_seconds histogram",
                 "events_dropped counter",
                 "foreign_children counter",
+                "shadow_calls counter",
             ],
             "{text}"
         );

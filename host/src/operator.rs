@@ -28,6 +28,7 @@ use crate::policies::{self, ConfigMapSource, Registry};
 use crate::queue::Backoff;
 use crate::runtime::{self, AllowedKind, Runtime, RuntimeConfig};
 use crate::server::{self, Readiness};
+use crate::shadow::{self, Candidates};
 use crate::throttle::WriteThrottleLayer;
 use crate::watch;
 
@@ -94,6 +95,10 @@ pub struct Options {
     /// DataJob are created, scheduled and started within it, and its status
     /// is written once, not once per Pod).
     pub child_settle: Duration,
+    /// Record each policy's recent serving calls as golden cases, for
+    /// `policy test --replay` (off by default: see [`crate::shadow::record`]
+    /// for who may read them).
+    pub record_calls: Option<shadow::record::Config>,
     /// Retry pacing of failed reconciles.
     pub backoff: Backoff,
     /// The policy runtime.
@@ -126,6 +131,7 @@ impl Default for Options {
             listen: None,
             streaming_lists: StreamingLists::Auto,
             child_settle: Duration::from_secs(1),
+            record_calls: None,
             backoff: Backoff::default(),
             runtime: RuntimeConfig::default(),
             cleanup: Budget::default(),
@@ -273,11 +279,17 @@ impl Operator {
                 metrics.policy_swapped(&name, None, Some(&policy.digest().to_hex()));
             }
         }
+        let candidates = Candidates::new(
+            runtime.clone(),
+            Arc::clone(&metrics),
+            options.record_calls.clone(),
+        );
         let policies = options.policy_namespace.as_ref().map(|namespace| {
             ConfigMapSource::new(
                 client.clone(),
                 runtime.clone(),
                 Arc::clone(&registry),
+                Arc::clone(&candidates),
                 Arc::clone(&metrics),
                 policies::source::Config {
                     namespace: namespace.clone(),
@@ -297,7 +309,7 @@ impl Operator {
         let controller = Controller::new(
             client,
             runtime,
-            registry,
+            (registry, candidates),
             Arc::clone(&metrics),
             controller::Config {
                 watch: watch::Config {

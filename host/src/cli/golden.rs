@@ -17,6 +17,7 @@ use policyhost::outbound::Fixtures;
 use policyhost::runtime::{
     Child, ChildPhase, Context, DataJob, Error, Input, KeyValue, Policy, PolicySpec, Runtime,
 };
+use policyhost::shadow::diff;
 use policyhost_sdk::testing::{Golden, Kind};
 use serde_json::Value;
 
@@ -31,8 +32,14 @@ pub(crate) struct TestArgs {
     /// The policy component (`.wasm`).
     file: PathBuf,
     /// Golden case files, or directories of them (every `*.json` in it).
-    #[arg(required = true, value_name = "CASES")]
+    #[arg(required_unless_present = "replay", value_name = "CASES")]
     cases: Vec<PathBuf>,
+    /// Instead of golden cases, replay the calls an operator recorded for
+    /// one policy (`run --record-calls DIR`: give `DIR/<policy>`) and
+    /// compare each answer with the one the serving version gave, as
+    /// `policy diff` shows a candidate's. No request leaves the machine.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["cases", "bless"])]
+    replay: Option<PathBuf>,
     /// Rewrite the `expected` of every case whose result differs with the
     /// component's result, instead of failing (as `POLICYHOST_BLESS=1 cargo
     /// test` does natively); review the diff before committing it.
@@ -43,6 +50,9 @@ pub(crate) struct TestArgs {
 }
 
 pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
+    if let Some(recorded) = &args.replay {
+        return super::replay::run(&args.file, recorded, &args.limits);
+    }
     let files = case_files(&args.cases)?;
     let bytes = super::read(&args.file)?;
     let runtime = super::runtime(1)?;
@@ -143,7 +153,7 @@ fn dash(description: &str) -> String {
 /// The case files named on the command line, directories expanded to their
 /// `*.json` files sorted by name. A path that does not exist, or a directory
 /// without cases, is an error: a test run that finds nothing must not pass.
-fn case_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn case_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
         let metadata = std::fs::metadata(path)
@@ -198,13 +208,10 @@ fn run_case(
     if let Some(Err(problems)) = fixtures.map(Fixtures::finish) {
         anyhow::bail!("the requests differ from the case's `http` exchanges: {problems}");
     }
-    let mut differences = Vec::new();
-    differences_at(
-        &case.expected,
-        &actual,
-        &mut String::new(),
-        &mut differences,
-    );
+    let differences = diff::differences(&case.expected, &actual)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     Ok(Verdict {
         description: case.description.clone(),
         case,
@@ -233,7 +240,7 @@ fn result_json<T: serde::Serialize>(result: Result<T, Error>) -> anyhow::Result<
 /// defaults, exactly as for a native call. The runtime replaces the
 /// context's `policyDigest` with the component's own digest, as the operator
 /// does.
-fn input_of(case: &Golden) -> Input {
+pub(crate) fn input_of(case: &Golden) -> Input {
     let (job, children, ctx) = case.inputs();
     Input {
         job: DataJob {
@@ -283,92 +290,53 @@ fn pairs(pairs: Vec<policyhost_sdk::KeyValue>) -> Vec<KeyValue> {
         .collect()
 }
 
-/// Every place where `actual` differs from `expected`, as
-/// `<JSON pointer>: expected <value>, got <value>` lines.
-fn differences_at(expected: &Value, actual: &Value, at: &mut String, out: &mut Vec<String>) {
-    let mut descend = |key: &str, expected: Option<&Value>, actual: Option<&Value>| {
-        let len = at.len();
-        at.push('/');
-        at.push_str(&key.replace('~', "~0").replace('/', "~1"));
-        match (expected, actual) {
-            (Some(expected), Some(actual)) => differences_at(expected, actual, at, out),
-            (Some(expected), None) => {
-                out.push(format!("{at}: expected {}, missing", shown(expected)))
-            }
-            (None, Some(actual)) => out.push(format!("{at}: not expected, got {}", shown(actual))),
-            (None, None) => {}
-        }
-        at.truncate(len);
-    };
-    match (expected, actual) {
-        (Value::Object(e), Value::Object(a)) => {
-            let mut keys: Vec<&String> = e.keys().chain(a.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for key in keys {
-                descend(key, e.get(key), a.get(key));
-            }
-        }
-        (Value::Array(e), Value::Array(a)) => {
-            for i in 0..e.len().max(a.len()) {
-                descend(&i.to_string(), e.get(i), a.get(i));
-            }
-        }
-        _ if expected == actual => {}
-        _ => {
-            let at = if at.is_empty() { "/" } else { at.as_str() };
-            out.push(format!(
-                "{at}: expected {}, got {}",
-                shown(expected),
-                shown(actual)
-            ));
-        }
-    }
-}
-
-/// A value on one line, cut at 160 characters.
-fn shown(value: &Value) -> String {
-    let text = value.to_string();
-    if text.len() > 160 {
-        format!("{}…", &text[..text.floor_char_boundary(160)])
-    } else {
-        text
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
 
-    fn differences(expected: &Value, actual: &Value) -> Vec<String> {
-        let mut out = Vec::new();
-        differences_at(expected, actual, &mut String::new(), &mut out);
-        out
-    }
-
     #[test]
-    fn differences_are_named_by_their_json_pointer_with_both_values() {
-        let expected = json!({"status": {"phase": "Running", "conditions": [1, 2]}, "events": []});
-        assert!(differences(&expected, &expected).is_empty());
-        let actual = json!({"status": {"phase": "Pending", "conditions": [1]}, "requeueAfterMs": 5, "events": []});
-        assert_eq!(
-            differences(&expected, &actual),
-            [
-                "/requeueAfterMs: not expected, got 5",
-                "/status/conditions/1: expected 2, missing",
-                "/status/phase: expected \"Running\", got \"Pending\"",
-            ]
-        );
-        assert_eq!(
-            differences(&json!(1), &json!("1")),
-            ["/: expected 1, got \"1\""]
-        );
-        assert_eq!(
-            differences(&json!({"a/b": 1}), &json!({"a/b": 2})),
-            ["/a~1b: expected 1, got 2"]
-        );
+    fn a_recorded_call_reads_back_as_the_same_inputs() {
+        let input = Input {
+            job: DataJob {
+                name: "j".into(),
+                namespace: "team-a".into(),
+                uid: "u-1".into(),
+                generation: 3,
+                labels: vec![KeyValue {
+                    key: "app".into(),
+                    value: "etl".into(),
+                }],
+                annotations: Vec::new(),
+                params: r#"{"replicas":2,"shards":[1,2]}"#.into(),
+                status: Some(r#"{"done":1}"#.into()),
+                deletion_unix_ms: Some(5),
+            },
+            children: vec![Child {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: "j-0".into(),
+                phase: ChildPhase::Succeeded,
+                ready: true,
+                deleting: true,
+                labels: Vec::new(),
+            }],
+            ctx: Context {
+                now_unix_ms: 1_700_000_000_123,
+                attempt: 4,
+                policy_digest: "abc".into(),
+            },
+        };
+        let recorded =
+            policyhost::shadow::record::case("cleanup", &input, json!({"result": "done"}));
+        let case: Golden = serde_json::from_value(recorded).unwrap();
+        assert!(matches!(case.call, Kind::Cleanup));
+        assert_eq!(case.expected, json!({"result": "done"}));
+        let back = input_of(&case);
+        assert_eq!(back.job, input.job);
+        assert_eq!(back.children, input.children);
+        assert_eq!(back.ctx, input.ctx);
     }
 
     #[test]

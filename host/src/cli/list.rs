@@ -1,28 +1,27 @@
-//! `policyhost policy list`: the policy ConfigMaps of a namespace and what
-//! the host reports on each (the annotations it writes on them).
+//! `policyhost policy list`: the policies of a namespace, the serving
+//! version and the candidate of each side by side, and what the host
+//! reports on them (the annotations it writes on their ConfigMaps).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::{Client, ResourceExt};
-use policyhost::policies::configmap::{self, Module, POLICY_LABEL, Settings};
+use policyhost::policies::configmap::{self, Module, POLICY_LABEL, ROLE_LABEL, Settings};
 use policyhost::policies::report::Annotations;
 use policyhost::runtime::Digest;
+use policyhost::shadow::Summary;
 use serde::Serialize;
+
+use super::cluster::{ClusterArgs, block_on};
 
 /// Arguments of `policy list`.
 #[derive(Debug, Args)]
 pub(crate) struct ListArgs {
-    /// The host's policy namespace; default: the kubeconfig context's namespace.
-    #[arg(long, value_name = "NS")]
-    namespace: Option<String>,
-    /// Kubeconfig file; default: `$KUBECONFIG`, `~/.kube/config`, or in-cluster.
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t)]
     output: ListFormat,
@@ -60,35 +59,64 @@ struct Row {
     clamped: Option<String>,
     /// Whose DataJobs may use it (`data.allowedNamespaces`), as written.
     allowed_namespaces: Option<String>,
+    /// The policy's candidate, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidate: Option<Box<Row>>,
+    /// What the candidate's shadow calls came to (on a candidate's row).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadow: Option<Summary>,
 }
 
 /// Largest component `list` inflates to digest it.
 const MAX_INFLATE: u64 = 64 << 20;
 
 pub(crate) fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let rows = runtime.block_on(async {
-        let config = super::operate::client_config(args.kubeconfig.as_deref()).await?;
-        let namespace = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| config.default_namespace.clone());
-        let client = Client::try_from(config).context("cannot build the Kubernetes client")?;
+    let maps = block_on(async {
+        let (client, namespace) = args.cluster.connect().await?;
         let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
         let maps = api
             .list(&ListParams::default().labels(POLICY_LABEL))
             .await
             .with_context(|| format!("cannot list the policy ConfigMaps of {namespace}"))?;
-        anyhow::Ok(maps.items.iter().map(row).collect::<Vec<_>>())
+        anyhow::Ok(maps.items)
     })?;
+    let rows = side_by_side(&maps);
     match args.output {
         ListFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         ListFormat::Table => print_table(&rows),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One row per serving ConfigMap, with its policy's candidate beside it; a
+/// candidate whose policy has no serving ConfigMap gets a row of its own.
+fn side_by_side(maps: &[ConfigMap]) -> Vec<Row> {
+    let is_candidate = |map: &ConfigMap| map.labels().contains_key(ROLE_LABEL);
+    let mut rows: Vec<Row> = maps.iter().filter(|m| !is_candidate(m)).map(row).collect();
+    for candidate in maps.iter().filter(|m| is_candidate(m)) {
+        let mut shown = row(candidate);
+        shown.shadow = Summary::read(Some(candidate.annotations()));
+        match rows
+            .iter_mut()
+            .find(|r| r.policy == shown.policy && r.candidate.is_none())
+        {
+            Some(serving) => serving.candidate = Some(Box::new(shown)),
+            None => rows.push(Row {
+                policy: shown.policy.clone(),
+                configmap: String::new(),
+                digest: None,
+                status: "None",
+                serving_digest: None,
+                loaded_at: None,
+                error: None,
+                clamped: None,
+                allowed_namespaces: None,
+                candidate: Some(Box::new(shown)),
+                shadow: None,
+            }),
+        }
+    }
+    rows
 }
 
 fn row(map: &ConfigMap) -> Row {
@@ -120,6 +148,8 @@ fn row(map: &ConfigMap) -> Row {
         error: annotations.error,
         clamped: annotations.clamped,
         allowed_namespaces: data.get(configmap::keys::ALLOWED_NAMESPACES).cloned(),
+        candidate: None,
+        shadow: None,
     }
 }
 
@@ -129,23 +159,47 @@ fn short(digest: Option<&String>) -> String {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} MESSAGE",
-        "POLICY", "CONFIGMAP", "DIGEST", "STATUS", "SERVING", "LOADED-AT"
+        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} MESSAGE",
+        "POLICY",
+        "CONFIGMAP",
+        "DIGEST",
+        "STATUS",
+        "SERVING",
+        "LOADED-AT",
+        "CANDIDATE",
+        "CAND-STAT",
+        "SAME/DIFF/FAULT/SKIP"
     );
     for row in rows {
-        let message = row
-            .error
-            .clone()
-            .or_else(|| row.clamped.as_ref().map(|c| format!("clamped: {c}")))
+        let candidate = row.candidate.as_deref();
+        let message = [Some(row), candidate]
+            .into_iter()
+            .flatten()
+            .find_map(|r| {
+                r.error
+                    .clone()
+                    .or_else(|| r.clamped.as_ref().map(|c| format!("clamped: {c}")))
+            })
             .unwrap_or_default();
+        let shadow = candidate.and_then(|c| c.shadow.as_ref()).map_or_else(
+            || "-".to_owned(),
+            |s| format!("{}/{}/{}/{}", s.same, s.differs, s.faults, s.skipped),
+        );
         println!(
-            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {}",
+            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {}",
             row.policy,
-            row.configmap,
+            if row.configmap.is_empty() {
+                "-"
+            } else {
+                &row.configmap
+            },
             short(row.digest.as_ref()),
             row.status,
             short(row.serving_digest.as_ref()),
             row.loaded_at.as_deref().unwrap_or("-"),
+            short(candidate.and_then(|c| c.serving_digest.as_ref())),
+            candidate.map_or("-", |c| c.status),
+            shadow,
             message
         );
     }

@@ -2,8 +2,10 @@
 
 mod bench;
 mod check;
+mod cluster;
 #[cfg(feature = "dev")]
 mod dev;
+mod diff;
 mod fixtures;
 mod golden;
 mod input;
@@ -11,9 +13,11 @@ mod leader;
 mod list;
 mod logging;
 mod operate;
+mod promote;
 mod push;
 #[cfg(feature = "dev")]
 mod reload;
+mod replay;
 mod run;
 mod status;
 
@@ -89,8 +93,21 @@ enum PolicyCommand {
     /// Check a policy, then create or update its ConfigMap (server-side
     /// apply); the host hot-swaps it in.
     Push(push::PushArgs),
-    /// List the policy ConfigMaps and what the host reports on each.
+    /// List the policies: the serving version and the candidate of each,
+    /// side by side, and what the host reports on them.
     List(list::ListArgs),
+    /// Show what a policy's candidate answered otherwise than the serving
+    /// version, per DataJob, with JSON pointers (as `policy test` shows a
+    /// failing case), and mark its faults as examined.
+    ///
+    /// Exit status: 0 when every shadow call answered the same; 1 when one
+    /// differed or faulted, or the candidate cannot be read.
+    Diff(diff::DiffArgs),
+    /// Make a policy's candidate its serving version (the usual hot swap)
+    /// and retire the candidate. Refused while the candidate is not in
+    /// service, or faulted where `policy diff` has not shown it (unless
+    /// `--force`).
+    Promote(promote::PromoteArgs),
 }
 
 /// Limits given on the command line (clamped to the host maxima).
@@ -152,6 +169,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Test(args)) => golden::run(&args),
         Command::Policy(PolicyCommand::Push(args)) => push::run(&args),
         Command::Policy(PolicyCommand::List(args)) => list::run(&args),
+        Command::Policy(PolicyCommand::Diff(args)) => diff::run(&args),
+        Command::Policy(PolicyCommand::Promote(args)) => promote::run(&args),
         Command::CompileComponent(args) => {
             Ok(runtime::compile::serve(args.memory_bytes, args.cpu_seconds))
         }

@@ -16,6 +16,7 @@ use policyhost::finalizer::Budget;
 use policyhost::operator::{Operator, Options, StreamingLists};
 use policyhost::policies::tenancy::Tenancy;
 use policyhost::runtime::{self, AllowedKind, compile};
+use policyhost::shadow::record;
 use tracing::info;
 
 use super::leader::{LeaderArgs, parse_duration};
@@ -88,6 +89,15 @@ pub(crate) struct OperatorArgs {
     /// every change.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     child_settle: Duration,
+    /// Record each policy's recent serving calls (inputs and answer) as
+    /// golden cases under this directory, one subdirectory per policy, for
+    /// `policy test --replay`. The cases hold the DataJobs' data: files are
+    /// the operator user's only (0600). Off by default.
+    #[arg(long, value_name = "DIR")]
+    record_calls: Option<PathBuf>,
+    /// Cases kept per policy with `--record-calls`: the oldest is overwritten.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    record_calls_max: u32,
     /// Failed cleanup calls before a deleted DataJob is reported
     /// `CleanupBlocked`, unless its `spec.cleanup.maxAttempts` says otherwise.
     #[arg(long, value_name = "N", default_value_t = Budget::default().max_attempts)]
@@ -265,6 +275,10 @@ impl OperatorArgs {
             },
             grant_secret_refresh: self.grant_secret_refresh,
             child_settle: self.child_settle,
+            record_calls: self.record_calls.clone().map(|dir| record::Config {
+                dir,
+                per_policy: self.record_calls_max,
+            }),
             child_kinds: if self.child_kinds.is_empty() {
                 defaults.child_kinds.clone()
             } else {

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use kube::Client;
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
 use policyhost::policies::grants::grant_name;
 use policyhost::policies::publish;
 use policyhost::runtime::{AllowedKind, PolicySpec};
+
+use super::cluster::{ClusterArgs, block_on};
 
 /// Arguments of `policy push`.
 #[derive(Debug, Args)]
@@ -22,12 +22,8 @@ pub(crate) struct PushArgs {
     /// The policy's name, as DataJobs name it in `spec.policy`.
     #[arg(long)]
     name: String,
-    /// The host's policy namespace; default: the kubeconfig context's namespace.
-    #[arg(long, value_name = "NS")]
-    namespace: Option<String>,
-    /// Kubeconfig file; default: `$KUBECONFIG`, `~/.kube/config`, or in-cluster.
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Linear memory cap per call, e.g. `64Mi`.
     #[arg(long, value_name = "QUANTITY")]
     memory: Option<String>,
@@ -62,6 +58,12 @@ pub(crate) struct PushArgs {
     /// When to gzip the component.
     #[arg(long, value_enum, default_value_t)]
     gzip: GzipArg,
+    /// Publish the version as the policy's candidate (ConfigMap
+    /// `candidate-<name>`): called beside the serving version on the same
+    /// inputs, its answers compared and never applied (`policy diff`,
+    /// `policy promote`).
+    #[arg(long)]
+    shadow: bool,
     /// Wait for the host's verdict; exit 3 if it rejects the version.
     #[arg(long)]
     wait: bool,
@@ -83,7 +85,7 @@ pub(crate) enum GzipArg {
 }
 
 /// Exit code of `--wait` when the host rejects the version.
-const REJECTED: u8 = 3;
+pub(crate) const REJECTED: u8 = 3;
 
 impl PushArgs {
     /// The ConfigMap `data` these flags ask for, in the ConfigMap's syntax.
@@ -147,18 +149,12 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
         GzipArg::Always => Compression::Always,
         GzipArg::Never => Compression::Never,
     };
-    let async_runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    async_runtime.block_on(async {
-        let config = super::operate::client_config(args.kubeconfig.as_deref()).await?;
-        let namespace = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| config.default_namespace.clone());
-        let map = configmap::build(&args.name, &namespace, &bytes, &settings, compression)?;
-        let client = Client::try_from(config).context("cannot build the Kubernetes client")?;
+    block_on(async {
+        let (client, namespace) = args.cluster.connect().await?;
+        let mut map = configmap::build(&args.name, &namespace, &bytes, &settings, compression)?;
+        if args.shadow {
+            map = configmap::into_candidate(map, &args.name);
+        }
         publish::apply(&client, &map).await?;
         let payload = map
             .binary_data
@@ -170,8 +166,9 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
             .as_ref()
             .is_some_and(|b| b.contains_key(configmap::MODULE_GZ_KEY));
         println!(
-            "configmap/{} applied in namespace {namespace}: policy {} sha256:{} ({} bytes{})",
-            configmap::configmap_name(&args.name),
+            "configmap/{} applied in namespace {namespace}: {}policy {} sha256:{} ({} bytes{})",
+            kube::ResourceExt::name_any(&map),
+            if args.shadow { "candidate of " } else { "" },
             args.name,
             policy.digest(),
             bytes.len(),
@@ -196,7 +193,8 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
             }
             None => {
                 println!(
-                    "serving sha256:{} since {}",
+                    "{} sha256:{} since {}",
+                    if args.shadow { "shadowing" } else { "serving" },
                     verdict.loaded_digest.unwrap_or_default(),
                     verdict.loaded_at.unwrap_or_default()
                 );

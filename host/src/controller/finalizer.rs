@@ -209,7 +209,11 @@ async fn clean(
         },
     };
     let started = Instant::now();
+    let shadow = shared.candidates.beside(&acting.name, &input);
     let called = shared.runtime.cleanup(policy, input).await;
+    if let Some(shadow) = shadow {
+        shadow.cleanup(&called.result);
+    }
     let took = started.elapsed();
     let fault = called.result.as_ref().err().map(runtime::Error::reason);
     shared

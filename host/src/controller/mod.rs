@@ -53,6 +53,7 @@ use crate::metrics::Metrics;
 use crate::policies::Registry;
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
+use crate::shadow::Candidates;
 use crate::watch;
 
 pub use reconcile::Next;
@@ -90,6 +91,8 @@ pub struct Shared {
     pub runtime: Runtime,
     /// The policies in service.
     pub registry: Arc<Registry>,
+    /// Their candidate versions, called beside them.
+    pub candidates: Arc<Candidates>,
     /// DataJobs, slim.
     pub jobs: Store<DataJob>,
     /// DataJobs by `spec.policy`.
@@ -129,11 +132,12 @@ pub struct Controller {
 
 impl Controller {
     /// Registers the caches and indexes; nothing runs until [`run`](Self::run).
+    /// The policies are those in service and their candidates.
     #[must_use]
     pub fn new(
         client: Client,
         runtime: Runtime,
-        registry: Arc<Registry>,
+        (registry, candidates): (Arc<Registry>, Arc<Candidates>),
         metrics: Arc<Metrics>,
         config: Config,
     ) -> Self {
@@ -160,6 +164,7 @@ impl Controller {
             client,
             runtime,
             registry,
+            candidates,
             jobs,
             jobs_by_policy,
             children,

@@ -169,7 +169,11 @@ async fn run_policy(
             policy_digest: acting.digest.clone(),
         },
     };
+    let shadow = shared.candidates.beside(&acting.name, &input);
     let outcome = shared.runtime.reconcile(policy, input).await;
+    if let Some(shadow) = shadow {
+        shadow.reconcile(&outcome.result);
+    }
     let fault = outcome.result.as_ref().err().map(runtime::Error::reason);
     shared
         .metrics

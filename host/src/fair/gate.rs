@@ -103,6 +103,21 @@ impl Gate {
         self.slot(tenant.key())
     }
 
+    /// Takes a slot for `tenant` without waiting, and only when taking it
+    /// delays no one: nobody waits, and another slot stays free for the
+    /// next caller. For work below every caller of [`acquire`](Self::acquire).
+    #[must_use]
+    pub fn try_spare(self: &Arc<Self>, tenant: &Tenant) -> Option<Slot> {
+        let mut state = self.lock();
+        if state.free < 2 || !state.waiting.is_empty() {
+            return None;
+        }
+        state.ledger.enter(tenant);
+        state.free -= 1;
+        state.ledger.grant(tenant.key());
+        Some(self.slot(tenant.key()))
+    }
+
     /// Slots held now.
     #[must_use]
     pub fn held(&self, tenant: &str) -> usize {
@@ -246,6 +261,36 @@ mod tests {
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_spare_slot_is_taken_only_when_it_delays_no_one() {
+        let gate = Gate::new(3);
+        let (serving, shadow) = (tenant("etl", 1), tenant("etl (candidate)", 1));
+        let spare = gate.try_spare(&shadow).expect("three free: one is spare");
+        let held = gate.acquire(&serving).await;
+        assert!(
+            gate.try_spare(&shadow).is_none(),
+            "the last free slot is kept"
+        );
+        drop(spare);
+        let second = gate.try_spare(&shadow).expect("two free again");
+        drop(held);
+        // Every slot taken and a caller waiting: nothing is spare once a
+        // slot frees up, and the freed slot goes to the caller.
+        let full = (gate.acquire(&serving).await, gate.acquire(&serving).await);
+        let mut waiter = tokio::spawn({
+            let (gate, serving) = (Arc::clone(&gate), serving.clone());
+            async move { gate.acquire(&serving).await }
+        });
+        settle().await;
+        assert_eq!(gate.waiting(), 1);
+        drop(second);
+        assert!(gate.try_spare(&shadow).is_none());
+        let granted = (&mut waiter).await.unwrap();
+        assert_eq!(gate.waiting(), 0);
+        drop((full, granted));
+        assert!(gate.try_spare(&shadow).is_some(), "all free again");
     }
 
     #[tokio::test(start_paused = true)]

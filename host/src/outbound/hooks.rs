@@ -35,8 +35,13 @@ pub(crate) struct CallHooks {
     call: Arc<(Arc<str>, String)>,
 }
 
-/// The hooks of a call without a grant: every request is denied.
-struct Denied;
+/// The hooks of a call without a grant, or of a shadow call: every
+/// request is denied, and counted as [`Refusal::Shadow`] when the call is
+/// a shadow call.
+struct Denied {
+    tally: Arc<Tally>,
+    shadow: bool,
+}
 
 impl WasiHttpHooks for Denied {
     fn send_request(
@@ -45,6 +50,9 @@ impl WasiHttpHooks for Denied {
         _options: Option<RequestOptions>,
         _guest_io: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Pending {
+        if self.shadow {
+            self.tally.refused(Refusal::Shadow);
+        }
         Box::new(ready(Err(Error::HttpRequestDenied)))
     }
 }
@@ -52,10 +60,23 @@ impl WasiHttpHooks for Denied {
 impl CallHttp {
     /// A call of a policy without a grant.
     pub(crate) fn none() -> Self {
+        Self::denying(false)
+    }
+
+    /// A shadow call of a granted policy: its requests are refused and
+    /// counted, so that its result can say so.
+    pub(crate) fn shadow() -> Self {
+        Self::denying(true)
+    }
+
+    fn denying(shadow: bool) -> Self {
         Self {
             ctx: WasiHttpCtx::new(),
             granted: None,
-            denied: Denied,
+            denied: Denied {
+                tally: Arc::default(),
+                shadow,
+            },
         }
     }
 
@@ -78,7 +99,10 @@ impl CallHttp {
                 tally: Arc::default(),
                 call: Arc::new((policy, job)),
             }),
-            denied: Denied,
+            denied: Denied {
+                tally: Arc::default(),
+                shadow: false,
+            },
         }
     }
 
@@ -95,7 +119,7 @@ impl CallHttp {
     pub(crate) fn report(&self) -> OutboundReport {
         self.granted
             .as_ref()
-            .map_or_else(OutboundReport::default, |hooks| hooks.tally.report())
+            .map_or_else(|| self.denied.tally.report(), |hooks| hooks.tally.report())
     }
 }
 
@@ -170,6 +194,7 @@ impl CallHooks {
             Refusal::Origin | Refusal::RequestsPerCall => Error::HttpRequestDenied,
             Refusal::Address => Error::DestinationIpProhibited,
             Refusal::Concurrency => Error::ConnectionLimitReached,
+            Refusal::Shadow => Error::HttpRequestDenied,
         }
     }
 }

@@ -226,15 +226,19 @@ pub enum Refusal {
     RequestsPerCall,
     /// The policy has `concurrency` requests in flight.
     Concurrency,
+    /// The call is a candidate's shadow call, which must have no side
+    /// effect: no request leaves the host.
+    Shadow,
 }
 
 impl Refusal {
     /// Every refusal, in the order of [`OutboundReport::refused`].
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Origin,
         Self::Address,
         Self::RequestsPerCall,
         Self::Concurrency,
+        Self::Shadow,
     ];
 
     /// The metric label and log field.
@@ -245,6 +249,7 @@ impl Refusal {
             Self::Address => "address",
             Self::RequestsPerCall => "requests-per-call",
             Self::Concurrency => "concurrency",
+            Self::Shadow => "shadow",
         }
     }
 
@@ -260,7 +265,7 @@ pub struct OutboundReport {
     /// Requests sent (a connection was opened).
     pub requests: u32,
     /// Requests refused, by [`Refusal`] in the order of [`Refusal::ALL`].
-    pub refused: [u32; 4],
+    pub refused: [u32; 5],
 }
 
 impl OutboundReport {
@@ -275,7 +280,7 @@ impl OutboundReport {
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     requests: AtomicU32,
-    refused: [AtomicU32; 4],
+    refused: [AtomicU32; 5],
 }
 
 impl Tally {
@@ -283,7 +288,7 @@ impl Tally {
         self.requests.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn refused(&self, refusal: Refusal) {
+    pub(crate) fn refused(&self, refusal: Refusal) {
         self.refused[refusal.index()].fetch_add(1, Ordering::Relaxed);
     }
 

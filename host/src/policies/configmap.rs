@@ -51,6 +51,11 @@ use crate::runtime::{AllowedKind, Digest, PolicyLimits};
 
 /// The label that marks a policy ConfigMap; its value is the policy's name.
 pub const POLICY_LABEL: &str = "policyhost.dev/policy";
+/// The label that makes a policy ConfigMap its policy's candidate
+/// ([`CANDIDATE_ROLE`]) instead of its serving version (no label).
+pub const ROLE_LABEL: &str = "policyhost.dev/role";
+/// The [`ROLE_LABEL`] value of a candidate version.
+pub const CANDIDATE_ROLE: &str = "candidate";
 /// `binaryData` key of the component.
 pub const MODULE_KEY: &str = "policy.wasm";
 /// `binaryData` key of the gzip'd component.
@@ -225,6 +230,18 @@ pub enum Error {
         /// The policy its label names.
         policy: String,
     },
+    /// The host is strict about tenancy and a candidate's ConfigMap is not
+    /// `candidate-<policy>`: who may shadow a policy is who may write that
+    /// name.
+    #[error(
+        "ConfigMap {configmap} is labelled as a candidate of policy `{policy}`; on this host only the ConfigMap `candidate-{policy}` may be its candidate"
+    )]
+    CandidateNameMismatch {
+        /// The ConfigMap's name.
+        configmap: String,
+        /// The policy its label names.
+        policy: String,
+    },
 }
 
 impl Error {
@@ -239,7 +256,7 @@ impl Error {
             | Self::UnknownKey { .. }
             | Self::KindNotManaged { .. }
             | Self::NamespacesRequired => "InvalidConfig",
-            Self::NameMismatch { .. } => "NameMismatch",
+            Self::NameMismatch { .. } | Self::CandidateNameMismatch { .. } => "NameMismatch",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::InvalidName(_) => "InvalidName",
             Self::Compress(_) => "CompressFailed",
@@ -493,6 +510,12 @@ pub fn configmap_name(policy: &str) -> String {
     format!("policy-{policy}")
 }
 
+/// The name of the ConfigMap `policy push --shadow` writes for policy `name`.
+#[must_use]
+pub fn candidate_name(policy: &str) -> String {
+    format!("candidate-{policy}")
+}
+
 /// Checks that `name` can be a policy name: a DNS-1123 label.
 pub fn check_name(name: &str) -> Result<()> {
     policyhost_names::dns1123_label(name).map_err(|_| Error::InvalidName(name.to_owned()))
@@ -544,6 +567,38 @@ pub fn build(
         binary_data: Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
         ..ConfigMap::default()
     })
+}
+
+/// `map` (built by [`build`] for policy `policy`) as its candidate: named
+/// `candidate-<policy>` and labelled with the candidate role.
+#[must_use]
+pub fn into_candidate(mut map: ConfigMap, policy: &str) -> ConfigMap {
+    map.metadata.name = Some(candidate_name(policy));
+    map.metadata
+        .labels
+        .get_or_insert_default()
+        .insert(ROLE_LABEL.to_owned(), CANDIDATE_ROLE.to_owned());
+    map
+}
+
+/// The serving version's ConfigMap of `policy` with the content (`data`,
+/// `binaryData`) of `candidate`: what promoting the candidate applies.
+#[must_use]
+pub fn promoted(candidate: &ConfigMap, policy: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(configmap_name(policy)),
+            namespace: candidate.metadata.namespace.clone(),
+            labels: Some(BTreeMap::from([(
+                POLICY_LABEL.to_owned(),
+                policy.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        data: candidate.data.clone(),
+        binary_data: candidate.binary_data.clone(),
+        ..ConfigMap::default()
+    }
 }
 
 const WASM_PAGE: u64 = 64 << 10;
@@ -903,6 +958,19 @@ mod tests {
             ),
             Err(Error::InvalidName(_))
         ));
+    }
+
+    #[test]
+    fn a_candidate_is_the_same_content_under_its_own_name_and_role_and_promotes_back() {
+        let settings = Settings::parse(&data(&[("fuel", "1000")])).unwrap();
+        let map = build("etl", "ops", b"\0asm", &settings, Compression::Never).unwrap();
+        let candidate = into_candidate(map.clone(), "etl");
+        assert_eq!(candidate.metadata.name.as_deref(), Some("candidate-etl"));
+        let labels = candidate.metadata.labels.clone().unwrap();
+        assert_eq!(labels[POLICY_LABEL], "etl");
+        assert_eq!(labels[ROLE_LABEL], CANDIDATE_ROLE);
+        assert_eq!(candidate.binary_data, map.binary_data);
+        assert_eq!(promoted(&candidate, "etl"), map);
     }
 
     #[test]

@@ -73,6 +73,24 @@ impl Tenancy {
         }
     }
 
+    /// Whether the ConfigMap `configmap` may offer a candidate of `policy`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CandidateNameMismatch`] on a strict host when `configmap` is
+    /// not `candidate-<policy>`.
+    pub fn check_candidate(self, configmap: &str, policy: &str) -> Result<(), Error> {
+        match self {
+            Self::Strict if configmap != configmap::candidate_name(policy) => {
+                Err(Error::CandidateNameMismatch {
+                    configmap: configmap.to_owned(),
+                    policy: policy.to_owned(),
+                })
+            }
+            Self::Strict | Self::SingleTeam => Ok(()),
+        }
+    }
+
     /// Whether a ConfigMap must set `allowedNamespaces`.
     #[must_use]
     pub fn requires_allowed_namespaces(self) -> bool {
@@ -99,6 +117,32 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn a_strict_host_lets_only_candidate_name_offer_a_candidate_of_name() {
+        assert!(
+            Tenancy::Strict
+                .check_candidate("candidate-etl", "etl")
+                .is_ok()
+        );
+        for configmap in ["policy-etl", "candidate-reports", "policy-etl-candidate"] {
+            let error = Tenancy::Strict
+                .check_candidate(configmap, "etl")
+                .unwrap_err();
+            assert_eq!(error.reason(), "NameMismatch");
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "ConfigMap {configmap} is labelled as a candidate of policy `etl`; on this host only the ConfigMap `candidate-etl` may be its candidate"
+                )
+            );
+        }
+        assert!(
+            Tenancy::SingleTeam
+                .check_candidate("etl-next", "etl")
+                .is_ok()
+        );
     }
 
     #[test]

@@ -79,15 +79,25 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// Whether a call's requests may leave the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// As the policy's grant allows (none without one).
+    Granted,
+    /// Never: a candidate's shadow call, which must have no side effect.
+    /// Its requests are refused and counted ([`crate::outbound::Refusal::Shadow`]).
+    Refused,
+}
+
 /// Calls `reconcile` on the current thread and checks its result.
 pub(crate) fn reconcile(
-    engine: &Engine,
-    client: &Client,
+    (engine, client): (&Engine, &Client),
     policy: &Policy,
     input: &Input,
+    network: Network,
 ) -> Outcome<Reconciled> {
     run(
-        (engine, client),
+        (engine, client, network),
         policy,
         input,
         "reconcile",
@@ -106,13 +116,13 @@ pub(crate) fn reconcile(
 
 /// Calls `cleanup` on the current thread.
 pub(crate) fn cleanup(
-    engine: &Engine,
-    client: &Client,
+    (engine, client): (&Engine, &Client),
     policy: &Policy,
     input: &Input,
+    network: Network,
 ) -> Outcome<Cleaned> {
     run(
-        (engine, client),
+        (engine, client, network),
         policy,
         input,
         "cleanup",
@@ -146,7 +156,7 @@ pub(crate) fn instantiate(engine: &Engine, client: &Client, policy: &Policy) -> 
         },
     };
     run(
-        (engine, client),
+        (engine, client, Network::Granted),
         policy,
         &input,
         "instantiate",
@@ -159,7 +169,7 @@ type Answer<T> = wasmtime::Result<std::result::Result<T, WitPolicyError>>;
 
 /// Runs one call on the current thread (a pool thread, or a CLI).
 fn run<T, U>(
-    (engine, client): (&Engine, &Client),
+    (engine, client, network): (&Engine, &Client, Network),
     policy: &Policy,
     input: &Input,
     entry: &'static str,
@@ -186,9 +196,10 @@ fn run<T, U>(
     let timeout = policy.limits.timeout;
     let until = started + timeout;
     let mut clock = VirtualClock::new(ctx.now_unix_ms, timeout);
-    let http = match &policy.outbound {
-        None => CallHttp::none(),
-        Some(outbound) => {
+    let http = match (&policy.outbound, network) {
+        (None, _) => CallHttp::none(),
+        (Some(_), Network::Refused) => CallHttp::shadow(),
+        (Some(outbound), Network::Granted) => {
             clock = clock.with_real_waits(until);
             let network = started + outbound.grant().network_budget(timeout);
             CallHttp::granted(

@@ -69,7 +69,7 @@ use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::fair::{Gate, Share};
+use crate::fair::{Gate, Share, Tenant};
 use crate::outbound::{Client, ClientConfig};
 
 pub use bindings::{
@@ -77,7 +77,7 @@ pub use bindings::{
     Level, ReconcileResult, Status,
 };
 pub use cache::{CacheStats, Digest, Source};
-pub use call::{CallReport, Input, Outcome};
+pub use call::{CallReport, Input, Network, Outcome};
 pub use compile::{
     CompileBudget, CompileConfig, CompileLimit, CompileProcess, CompileStats, Footprint, Refusal,
 };
@@ -281,12 +281,62 @@ impl Runtime {
 
     /// Calls `reconcile` on the current thread.
     pub fn reconcile_blocking(&self, policy: &Policy, input: &Input) -> Outcome<Reconciled> {
-        call::reconcile(&self.inner.engine, &self.inner.client, policy, input)
+        call::reconcile(self.parts(), policy, input, Network::Granted)
     }
 
     /// Calls `cleanup` on the current thread.
     pub fn cleanup_blocking(&self, policy: &Policy, input: &Input) -> Outcome<Cleaned> {
-        call::cleanup(&self.inner.engine, &self.inner.client, policy, input)
+        call::cleanup(self.parts(), policy, input, Network::Granted)
+    }
+
+    /// Calls `reconcile` on the current thread, no request leaving the
+    /// host: what a candidate's shadow call does, and a replay of recorded
+    /// calls.
+    pub fn reconcile_offline(&self, policy: &Policy, input: &Input) -> Outcome<Reconciled> {
+        call::reconcile(self.parts(), policy, input, Network::Refused)
+    }
+
+    /// Calls `cleanup` on the current thread, no request leaving the host.
+    pub fn cleanup_offline(&self, policy: &Policy, input: &Input) -> Outcome<Cleaned> {
+        call::cleanup(self.parts(), policy, input, Network::Refused)
+    }
+
+    fn parts(&self) -> (&engine::Engine, &Client) {
+        (&self.inner.engine, &self.inner.client)
+    }
+
+    /// A call thread for a call that must never delay another: taken only
+    /// when no call waits for one and it leaves another thread free for
+    /// the next serving call. `None` when the pool is that busy.
+    #[must_use]
+    pub fn spare(&self, tenant: &Tenant) -> Option<Spare> {
+        self.inner
+            .calls
+            .try_spare(tenant)
+            .map(|slot| Spare { _slot: slot })
+    }
+
+    /// Runs `call` (one of the `*_offline` calls) on a [`Spare`] thread:
+    /// a shadow call, bounded as [`Runtime::reconcile`] is.
+    pub async fn shadow<T: Send + 'static>(
+        &self,
+        spare: Spare,
+        policy: Arc<Policy>,
+        input: Input,
+        call: fn(&Self, &Policy, &Input) -> Outcome<T>,
+    ) -> Outcome<T> {
+        let this = self.clone();
+        let timeout = policy.limits.timeout;
+        let outcome = self
+            .inner
+            .pool
+            .run(Some(self.bound(timeout)), move || {
+                call(&this, &policy, &input)
+            })
+            .await
+            .unwrap_or_else(|error| failed_outcome(error, timeout));
+        drop(spare);
+        outcome
     }
 
     /// Calls `reconcile` on the call pool; waits (asynchronously) for a slot
@@ -366,6 +416,13 @@ impl Runtime {
     pub fn calls_running(&self, policy: &str) -> usize {
         self.inner.calls.held(policy)
     }
+}
+
+/// A call thread held for a call that must not delay others
+/// ([`Runtime::spare`]); given back when dropped.
+#[derive(Debug)]
+pub struct Spare {
+    _slot: crate::fair::Slot,
 }
 
 fn pool_failed(error: pool::Error) -> Error {

@@ -1,0 +1,324 @@
+//! The publisher's side of a candidate version: read what the host found
+//! (`policy diff`), mark its faults as examined, and promote it to the
+//! serving version (`policy promote`).
+//!
+//! Everything here is a `get` or a `patch` of the policy's own two
+//! ConfigMaps, `policy-<name>` and `candidate-<name>`: the Role that lets a
+//! team publish a policy and shadow it lets it promote it, and no more.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use super::configmap::{self, POLICY_LABEL, ROLE_LABEL};
+use super::publish;
+use super::report::Annotations;
+use crate::shadow::summary::{EXAMINED_ANNOTATION, Summary};
+
+/// Why a candidate cannot be read, marked or promoted.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server refused a read or a patch.
+    #[error("cannot {action} ConfigMap {namespace}/{name}")]
+    Api {
+        /// `read` or `patch`.
+        action: &'static str,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// There is no candidate ConfigMap.
+    #[error(
+        "policy `{policy}` has no candidate: ConfigMap {namespace}/{name} does not exist or is not labelled as a candidate (`policy push --shadow` publishes one)"
+    )]
+    Missing {
+        /// The policy.
+        policy: String,
+        /// The namespace.
+        namespace: String,
+        /// The candidate's ConfigMap name.
+        name: String,
+    },
+    /// The host has not loaded the candidate's current content.
+    #[error("the candidate of policy `{policy}` is not in service: {why}")]
+    NotLoaded {
+        /// The policy.
+        policy: String,
+        /// Rejected (and why), or not processed yet.
+        why: String,
+    },
+    /// The candidate faulted since its faults were last shown.
+    #[error(
+        "the candidate of policy `{policy}` faulted {faults} times, {examined} of them shown by `policy diff`: examine the others (`policyhost policy diff {policy}`) or promote with --force"
+    )]
+    UnexaminedFaults {
+        /// The policy.
+        policy: String,
+        /// Faults so far.
+        faults: u64,
+        /// Faults `policy diff` has shown.
+        examined: u64,
+    },
+    /// Applying the serving version failed.
+    #[error(transparent)]
+    Publish(#[from] publish::Error),
+}
+
+/// A candidate as its ConfigMap shows it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The candidate's ConfigMap.
+    pub map: ConfigMap,
+    /// What the host reported on loading it.
+    pub annotations: Annotations,
+    /// What its shadow calls came to, once the host has written it.
+    pub summary: Option<Summary>,
+    /// Faults `policy diff` has shown.
+    pub examined: u64,
+}
+
+impl Candidate {
+    /// Whether the host serves the ConfigMap's current content as the
+    /// candidate; otherwise why not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotLoaded`] when it was rejected or not processed yet.
+    pub fn check_loaded(&self, policy: &str) -> Result<(), Error> {
+        let current = configmap::fingerprint(
+            &self.map.data.clone().unwrap_or_default(),
+            &self.map.binary_data.clone().unwrap_or_default(),
+        );
+        let why = if self.annotations.observed != current {
+            "the host has not processed its current content yet".to_owned()
+        } else if let Some(error) = &self.annotations.error {
+            format!("rejected: {error}")
+        } else {
+            return Ok(());
+        };
+        Err(Error::NotLoaded {
+            policy: policy.to_owned(),
+            why,
+        })
+    }
+
+    /// Faults not yet shown by `policy diff`.
+    #[must_use]
+    pub fn unexamined_faults(&self) -> u64 {
+        self.summary
+            .as_ref()
+            .map_or(0, |summary| summary.faults.saturating_sub(self.examined))
+    }
+}
+
+/// The two ConfigMaps of one policy in one namespace.
+pub struct Policy {
+    api: Api<ConfigMap>,
+    namespace: String,
+    name: String,
+}
+
+impl Policy {
+    /// Policy `name` in the policy namespace `namespace`.
+    #[must_use]
+    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// Reads the candidate.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`] when there is none, [`Error::Api`] when it cannot
+    /// be read.
+    pub async fn candidate(&self) -> Result<Candidate, Error> {
+        let name = configmap::candidate_name(&self.name);
+        let map = self
+            .api
+            .get_opt(&name)
+            .await
+            .map_err(|source| self.api_error("read", &name, source))?
+            .filter(|map| {
+                map.labels().get(POLICY_LABEL) == Some(&self.name)
+                    && map.labels().get(ROLE_LABEL).map(String::as_str)
+                        == Some(configmap::CANDIDATE_ROLE)
+            })
+            .ok_or_else(|| Error::Missing {
+                policy: self.name.clone(),
+                namespace: self.namespace.clone(),
+                name,
+            })?;
+        let annotations = Annotations::read(map.annotations());
+        let summary = Summary::read(Some(map.annotations()));
+        let examined = map
+            .annotations()
+            .get(EXAMINED_ANNOTATION)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        Ok(Candidate {
+            map,
+            annotations,
+            summary,
+            examined,
+        })
+    }
+
+    /// The serving version's ConfigMap, if it exists.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Api`] when it cannot be read.
+    pub async fn serving(&self) -> Result<Option<ConfigMap>, Error> {
+        let name = configmap::configmap_name(&self.name);
+        self.api
+            .get_opt(&name)
+            .await
+            .map_err(|source| self.api_error("read", &name, source))
+    }
+
+    /// Records that `faults` faults of the candidate have been shown.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Api`] when the patch is refused.
+    pub async fn mark_examined(&self, faults: u64) -> Result<(), Error> {
+        let name = configmap::candidate_name(&self.name);
+        let patch =
+            json!({ "metadata": { "annotations": { EXAMINED_ANNOTATION: faults.to_string() } } });
+        self.api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(|source| self.api_error("patch", &name, source))
+    }
+
+    /// Makes the candidate the serving version: its content is applied to
+    /// `policy-<name>` (the host hot-swaps it in as any push), then the
+    /// candidate's ConfigMap loses its labels and content, so the host
+    /// stops calling it. Refused while the candidate is not in service, or
+    /// has faults `policy diff` has not shown, unless `force`.
+    /// Returns the serving ConfigMap as applied.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`], [`Error::NotLoaded`], [`Error::UnexaminedFaults`],
+    /// or the API's refusal.
+    pub async fn promote(&self, client: &Client, force: bool) -> Result<ConfigMap, Error> {
+        let candidate = self.candidate().await?;
+        candidate.check_loaded(&self.name)?;
+        let unexamined = candidate.unexamined_faults();
+        if unexamined > 0 && !force {
+            return Err(Error::UnexaminedFaults {
+                policy: self.name.clone(),
+                faults: candidate.summary.as_ref().map_or(0, |s| s.faults),
+                examined: candidate.examined,
+            });
+        }
+        let serving = configmap::promoted(&candidate.map, &self.name);
+        let applied = publish::apply(client, &serving).await?;
+        let name = configmap::candidate_name(&self.name);
+        let retire = json!({
+            "metadata": { "labels": { POLICY_LABEL: null, ROLE_LABEL: null } },
+            "data": null,
+            "binaryData": null,
+        });
+        self.api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(retire))
+            .await
+            .map_err(|source| self.api_error("patch", &name, source))?;
+        Ok(applied)
+    }
+
+    fn api_error(&self, action: &'static str, name: &str, source: kube::Error) -> Error {
+        Error::Api {
+            action,
+            namespace: self.namespace.clone(),
+            name: name.to_owned(),
+            source: Box::new(source),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn candidate(
+        observed_matches: bool,
+        error: Option<&str>,
+        faults: u64,
+        examined: u64,
+    ) -> Candidate {
+        let data = BTreeMap::from([("fuel".to_owned(), "1".to_owned())]);
+        let fingerprint = configmap::fingerprint(&data, &BTreeMap::new());
+        Candidate {
+            map: ConfigMap {
+                metadata: ObjectMeta::default(),
+                data: Some(data),
+                ..ConfigMap::default()
+            },
+            annotations: Annotations {
+                observed: if observed_matches {
+                    fingerprint
+                } else {
+                    "old".into()
+                },
+                error: error.map(str::to_owned),
+                ..Annotations::default()
+            },
+            summary: Some(Summary {
+                faults,
+                ..Summary::new("d".into())
+            }),
+            examined,
+        }
+    }
+
+    #[test]
+    fn only_a_candidate_in_service_can_be_promoted() {
+        assert!(candidate(true, None, 0, 0).check_loaded("etl").is_ok());
+        let pending = candidate(false, None, 0, 0)
+            .check_loaded("etl")
+            .unwrap_err();
+        assert_eq!(
+            pending.to_string(),
+            "the candidate of policy `etl` is not in service: the host has not processed its current content yet"
+        );
+        let rejected = candidate(true, Some("Trap: boom"), 0, 0)
+            .check_loaded("etl")
+            .unwrap_err();
+        assert!(
+            rejected.to_string().ends_with("rejected: Trap: boom"),
+            "{rejected}"
+        );
+    }
+
+    #[test]
+    fn faults_count_as_examined_once_shown() {
+        assert_eq!(candidate(true, None, 3, 0).unexamined_faults(), 3);
+        assert_eq!(candidate(true, None, 3, 3).unexamined_faults(), 0);
+        assert_eq!(candidate(true, None, 5, 3).unexamined_faults(), 2);
+        let error = Error::UnexaminedFaults {
+            policy: "etl".into(),
+            faults: 5,
+            examined: 3,
+        };
+        assert_eq!(
+            error.to_string(),
+            "the candidate of policy `etl` faulted 5 times, 3 of them shown by `policy diff`: examine the others (`policyhost policy diff etl`) or promote with --force"
+        );
+    }
+}

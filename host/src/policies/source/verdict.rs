@@ -1,0 +1,607 @@
+//! The verdict on one version a ConfigMap offers: whether the ConfigMap may
+//! offer it at all ([`admit`], pure), then the load, and the version put in
+//! service ([`Inner::serve`]) or refused with its reason ([`Refused`],
+//! [`Inner::rejected`]); either way reported on the ConfigMap.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use tracing::{debug, info, warn};
+
+use super::super::configmap::{self, POLICY_LABEL};
+use super::super::grants;
+use super::super::load;
+use super::super::provenance::Foreign;
+use super::super::refusal;
+use super::super::report::{self, Annotations};
+use super::super::tenancy::Tenancy;
+use super::record::{Claim, Content, Record, Role};
+use super::{Inner, Pending, Reported};
+use crate::cache::ObjectKey;
+use crate::chain::display_chain;
+
+/// Why a version was not put in service.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The `policyhost.dev/policy` label is there but empty.
+    #[error("the `{POLICY_LABEL}` label is empty: it names the policy")]
+    Unnamed,
+    /// The `policyhost.dev/role` label names no role the host knows.
+    #[error(
+        "the `{label}` label is `{0}`; the only role is `{candidate}` (no label: the serving version)",
+        label = configmap::ROLE_LABEL,
+        candidate = configmap::CANDIDATE_ROLE
+    )]
+    UnknownRole(String),
+    /// The host's tenancy does not let this ConfigMap offer the version.
+    #[error(transparent)]
+    Tenancy(configmap::Error),
+    /// Another ConfigMap holds the claim.
+    #[error("the {} of policy `{}` is already ConfigMap {holder}; delete one of them", .claim.role, .claim.policy)]
+    Conflict {
+        /// What both claim.
+        claim: Claim,
+        /// The one that holds it.
+        holder: ObjectKey,
+    },
+    /// The policy's grant cannot serve it.
+    #[error(transparent)]
+    Grant(grants::Refused),
+    /// The version does not load.
+    #[error(transparent)]
+    Load(load::Error),
+}
+
+impl Refused {
+    /// A short UpperCamelCase name for Events, annotations and metric labels.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Unnamed => "InvalidName",
+            Self::UnknownRole(_) => "InvalidConfig",
+            Self::Tenancy(error) => error.reason(),
+            Self::Conflict { .. } => "Conflict",
+            Self::Grant(error) => error.reason(),
+            Self::Load(error) => error.reason(),
+        }
+    }
+
+    /// Whether the ConfigMap held its claim when refused: then the refusal
+    /// is the policy's (the registry reports it to its DataJobs), otherwise
+    /// only the ConfigMap's.
+    #[must_use]
+    pub fn of_the_holder(&self) -> bool {
+        matches!(self, Self::Grant(_) | Self::Load(_))
+    }
+}
+
+/// Who else holds what a ConfigMap claims, as the source sees it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Holders {
+    /// Another ConfigMap that holds the claim now and still exists.
+    pub current: Option<ObjectKey>,
+    /// Another ConfigMap the host recorded as holding it (on a start, or
+    /// once the holder is gone, that one takes it whatever the list order).
+    pub recorded: Option<ObjectKey>,
+}
+
+/// Whether `record` may hold its claim under `tenancy`, given the
+/// [`Holders`] of the claim. A ConfigMap the host recorded as the holder
+/// takes it back from another one recorded too only if none holds it now.
+///
+/// # Errors
+///
+/// The [`Refused`] reason, first of: an empty policy name, an unknown role,
+/// a name the tenancy does not allow, another holder.
+pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<(), Refused> {
+    let (name, policy) = (record.key.name(), record.policy.as_str());
+    if policy.is_empty() {
+        return Err(Refused::Unnamed);
+    }
+    match &record.role {
+        Role::Serving => tenancy.check_provider(name, policy),
+        Role::Candidate => tenancy.check_candidate(name, policy),
+        Role::Unknown(role) => return Err(Refused::UnknownRole(role.clone())),
+    }
+    .map_err(Refused::Tenancy)?;
+    let conflict = |holder: &ObjectKey| Refused::Conflict {
+        claim: record.claim(),
+        holder: holder.clone(),
+    };
+    if let Some(holder) = &holders.current {
+        return Err(conflict(holder));
+    }
+    if !record.is_recorded_provider()
+        && let Some(holder) = &holders.recorded
+    {
+        return Err(conflict(holder));
+    }
+    Ok(())
+}
+
+impl Inner {
+    /// Loads one version and puts it in service, or records its rejection.
+    pub(super) async fn present(&self, record: &Record, content: Content) {
+        if let Some(foreign) = &record.foreign {
+            self.ignored(record, foreign).await;
+            return;
+        }
+        let previous = self
+            .state()
+            .reported
+            .get(&record.key)
+            .map(|r| r.claim.clone());
+        if let Some(previous) = previous.filter(|claim| *claim != record.claim()) {
+            // The labels now claim something else: this ConfigMap no longer
+            // holds what it held.
+            self.release(&record.key, &previous);
+        }
+        if let Err(refused) = self.claim(record) {
+            self.rejected(record, refused).await;
+            return;
+        }
+        let outbound = match self.grants.resolve(&record.policy).await {
+            Ok(outbound) => outbound,
+            Err(refused) => {
+                self.rejected(record, Refused::Grant(refused)).await;
+                return;
+            }
+        };
+        let given = load::Given {
+            remembered: content.refused,
+            outbound,
+        };
+        let result = load::load(
+            &self.runtime,
+            &self.config.load,
+            &record.policy,
+            content.data,
+            content.binary_data,
+            given,
+        )
+        .await;
+        match result {
+            Ok(loaded) => self.serve(record, loaded).await,
+            Err(error) => {
+                if let Some(refusal) = refusal::to_record(&error) {
+                    self.record_refusal(record, refusal).await;
+                }
+                if let Some(after) = error.retry_after() {
+                    // Not compiled for want of compile time: loaded again
+                    // once the policy has it, unless newer content comes.
+                    self.pending()
+                        .entry(record.key.clone())
+                        .or_insert(Pending::Refetch);
+                    self.queue.add_after(record.key.clone(), after);
+                }
+                self.rejected(record, Refused::Load(error)).await;
+            }
+        }
+    }
+
+    /// Makes the ConfigMap the holder of its claim, if [`admit`] lets it.
+    fn claim(&self, record: &Record) -> Result<(), Refused> {
+        let claim = record.claim();
+        let mut state = self.state();
+        let current = state
+            .owners
+            .get(&claim)
+            .filter(|holder| **holder != record.key && self.store.get(holder).is_some())
+            .cloned();
+        let recorded = self
+            .store
+            .lookup(self.by_claim, &claim)
+            .into_iter()
+            .find(|other| other.key != record.key && other.is_recorded_provider())
+            .map(|other| other.key.clone());
+        admit(
+            record,
+            self.config.load.tenancy,
+            &Holders { current, recorded },
+        )?;
+        state.owners.insert(claim, record.key.clone());
+        Ok(())
+    }
+
+    /// Puts a loaded version in service (a candidate beside the serving
+    /// version) and reports it.
+    async fn serve(&self, record: &Record, loaded: load::Loaded) {
+        let policy = Arc::clone(&loaded.policy);
+        let digest = policy.digest().to_hex();
+        let replaced_digest = if record.role == Role::Candidate {
+            self.candidates
+                .install(&record.policy, Arc::clone(&policy), record.reference())
+                .map(|p| p.digest().to_hex())
+        } else {
+            let replaced = self
+                .registry
+                .install_for(Arc::clone(&policy), loaded.access.clone());
+            let replaced_digest = replaced.map(|p| p.digest().to_hex());
+            self.metrics
+                .policy_swapped(&record.policy, replaced_digest.as_deref(), Some(&digest));
+            replaced_digest
+        };
+        self.metrics
+            .policy_load_duration
+            .get_or_create(&crate::metrics::PolicyLabel {
+                policy: record.policy.clone(),
+            })
+            .observe(loaded.took.as_secs_f64());
+        info!(
+            policy = %record.policy,
+            role = %record.role,
+            configmap = %record.key,
+            %digest,
+            replaced = ?replaced_digest,
+            source = ?policy.source(),
+            took_ms = loaded.took.as_millis(),
+            "policy version in service"
+        );
+        let annotations = Annotations {
+            observed: record.fingerprint.clone(),
+            loaded_digest: Some(digest),
+            loaded_at: Some(format!("{:.0}", Timestamp::now())),
+            error: None,
+            clamped: report::clamped_text(policy.clamped()),
+            provides: Some(record.policy.clone()),
+        };
+        let mut note = report::loaded_note(&policy, loaded.compressed, loaded.took.as_millis());
+        let reason = if record.role == Role::Candidate {
+            note = format!("candidate of policy `{}`: {note}", record.policy);
+            "CandidateLoaded"
+        } else {
+            "PolicyLoaded"
+        };
+        self.report(record, annotations, false, reason, &note).await;
+    }
+
+    /// Records a refused version (in the registry when this ConfigMap
+    /// provides the policy) and reports it.
+    async fn rejected(&self, record: &Record, refused: Refused) {
+        let holder = refused.of_the_holder();
+        let reason = refused.reason();
+        let message = display_chain(&refused);
+        let serving_role = record.role == Role::Serving;
+        if holder && serving_role {
+            self.registry
+                .reject(&record.policy, reason, message.clone());
+        }
+        self.metrics.policy_rejected(&record.policy, reason);
+        let serving = match (holder, serving_role) {
+            (false, _) => None,
+            (true, true) => self.registry.get(&record.policy).ok(),
+            (true, false) => self.candidates.get(&record.policy).map(|c| c.policy()),
+        }
+        .map(|p| p.digest().to_hex());
+        warn!(
+            policy = %record.policy,
+            role = %record.role,
+            configmap = %record.key,
+            reason,
+            error = %message,
+            serving = ?serving,
+            "policy version rejected"
+        );
+        // What this ConfigMap has in service stays in its annotations.
+        let previous = self
+            .state()
+            .reported
+            .get(&record.key)
+            .filter(|r| r.claim == record.claim() && holder)
+            .map(|r| r.annotations.clone())
+            .unwrap_or_default();
+        // The holder stays recorded as such, so that a restart gives it the
+        // claim again; any other holds none.
+        let annotations = Annotations {
+            observed: record.fingerprint.clone(),
+            error: Some(format!("{reason}: {message}")),
+            provides: holder.then(|| record.policy.clone()),
+            ..previous
+        };
+        let note = report::rejected_note(reason, &message, serving.as_deref());
+        self.report(record, annotations, true, "PolicyRejected", &note)
+            .await;
+    }
+
+    /// Leaves a ConfigMap that may not be a policy alone: no load, no claim
+    /// on the policy (the version in service keeps serving), no annotation
+    /// (it is not the host's to write); a warning, the load-error metric and
+    /// an Event say why.
+    async fn ignored(&self, record: &Record, foreign: &Foreign) {
+        let reason = foreign.reason();
+        self.metrics.policy_rejected(&record.policy, reason);
+        warn!(
+            policy = %record.policy,
+            configmap = %record.key,
+            reason,
+            why = %foreign,
+            "ConfigMap ignored: not a policy source"
+        );
+        if !self.config.leadership.permits_writes() {
+            return;
+        }
+        let note = format!("not loaded as policy `{}`: {foreign}", record.policy);
+        report::event(
+            &self.client,
+            &self.config.instance,
+            record.reference(),
+            true,
+            "PolicyIgnored",
+            &note,
+        )
+        .await;
+    }
+
+    /// Keeps a compile refusal on the ConfigMap (the leader writes it), so
+    /// that the next start refuses the same bytes without compiling them.
+    async fn record_refusal(&self, record: &Record, refusal: &crate::runtime::Refusal) {
+        if !self.config.leadership.permits_writes() {
+            return;
+        }
+        if let Err(error) = refusal::write(&self.api(&record.key), record.key.name(), refusal).await
+        {
+            warn!(configmap = %record.key, %error, "cannot record the compile refusal");
+        }
+    }
+
+    /// Writes the annotations and the Event on the ConfigMap.
+    async fn report(
+        &self,
+        record: &Record,
+        annotations: Annotations,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) {
+        let leading = self.config.leadership.permits_writes();
+        if leading
+            && let Err(error) = annotations
+                .write(&self.api(&record.key), record.key.name())
+                .await
+        {
+            warn!(configmap = %record.key, %error, "cannot annotate the policy ConfigMap");
+        }
+        self.state().reported.insert(
+            record.key.clone(),
+            Reported {
+                claim: record.claim(),
+                annotations,
+            },
+        );
+        if !leading {
+            debug!(configmap = %record.key, reason, "not leading: the leader reports the load");
+            return;
+        }
+        report::event(
+            &self.client,
+            &self.config.instance,
+            record.reference(),
+            warning,
+            reason,
+            note,
+        )
+        .await;
+    }
+
+    /// The ConfigMap is gone: if it held its claim, the version is out of
+    /// service (DataJobs keep their children and report `PolicyUnavailable`;
+    /// a candidate is no longer called), and another ConfigMap claiming it
+    /// may take over.
+    pub(super) fn gone(&self, record: &Record) {
+        let reported = self.state().reported.remove(&record.key);
+        let claim = reported.map_or_else(|| record.claim(), |r| r.claim);
+        self.release(&record.key, &claim);
+    }
+
+    /// `key` no longer holds `claim`.
+    fn release(&self, key: &ObjectKey, claim: &Claim) {
+        {
+            let mut state = self.state();
+            if state.owners.get(claim) != Some(key) {
+                return;
+            }
+            state.owners.remove(claim);
+        }
+        let policy = claim.policy.as_str();
+        if claim.role == Role::Candidate {
+            self.candidates.remove(policy);
+            info!(%policy, configmap = %key, "candidate out of service: its ConfigMap is gone");
+        } else {
+            let removed = self.registry.remove(policy);
+            self.metrics.policy_swapped(
+                policy,
+                removed.as_ref().map(|p| p.digest().to_hex()).as_deref(),
+                None,
+            );
+            info!(%policy, configmap = %key, "policy out of service: its ConfigMap is gone");
+        }
+        for other in self.store.lookup_keys(self.by_claim, claim) {
+            if &other != key {
+                debug!(%policy, configmap = %other, "another ConfigMap may take over");
+                self.pending()
+                    .entry(other.clone())
+                    .or_insert(Pending::Refetch);
+                self.queue.add(other);
+            }
+        }
+    }
+
+    fn api(&self, key: &ObjectKey) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), key.namespace().unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, policy: &str, role: Role) -> Record {
+        Record {
+            key: ObjectKey::namespaced("policyhost-system", name),
+            uid: format!("uid-{name}"),
+            resource_version: "1".into(),
+            policy: policy.into(),
+            role,
+            fingerprint: "f".into(),
+            foreign: None,
+            provides: None,
+        }
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::namespaced("policyhost-system", name)
+    }
+
+    fn reason(result: Result<(), Refused>) -> Option<(&'static str, String)> {
+        result
+            .err()
+            .map(|refused| (refused.reason(), refused.to_string()))
+    }
+
+    /// One row: a ConfigMap, the holders of its claim, the host's tenancy,
+    /// and the verdict (`None`: admitted).
+    struct Row {
+        record: Record,
+        tenancy: Tenancy,
+        holders: Holders,
+        verdict: Option<&'static str>,
+    }
+
+    #[test]
+    fn admission_follows_the_name_rule_the_role_and_the_holder() {
+        let free = Holders::default();
+        let held_by = |name: &str| Holders {
+            current: Some(key(name)),
+            recorded: None,
+        };
+        let recorded_as = |name: &str| Holders {
+            current: None,
+            recorded: Some(key(name)),
+        };
+        let mut recorded_self = record("policy-etl", "etl", Role::Serving);
+        recorded_self.provides = Some("etl".into());
+        let rows = [
+            Row {
+                record: record("policy-etl", "etl", Role::Serving),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: None,
+            },
+            Row {
+                record: record("candidate-etl", "etl", Role::Candidate),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: None,
+            },
+            Row {
+                record: record("policy-etl", "", Role::Serving),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: Some("InvalidName"),
+            },
+            Row {
+                record: record("policy-etl", "etl", Role::Unknown("shadow".into())),
+                tenancy: Tenancy::SingleTeam,
+                holders: free.clone(),
+                verdict: Some("InvalidConfig"),
+            },
+            Row {
+                record: record("policy-etl", "etl", Role::Candidate),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: Some("NameMismatch"),
+            },
+            Row {
+                record: record("candidate-etl", "etl", Role::Serving),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: Some("NameMismatch"),
+            },
+            Row {
+                record: record("etl-next", "etl", Role::Candidate),
+                tenancy: Tenancy::SingleTeam,
+                holders: free.clone(),
+                verdict: None,
+            },
+            Row {
+                record: record("etl-b", "etl", Role::Serving),
+                tenancy: Tenancy::SingleTeam,
+                holders: held_by("etl-a"),
+                verdict: Some("Conflict"),
+            },
+            Row {
+                record: record("etl-b", "etl", Role::Serving),
+                tenancy: Tenancy::SingleTeam,
+                holders: recorded_as("etl-a"),
+                verdict: Some("Conflict"),
+            },
+            Row {
+                record: recorded_self.clone(),
+                tenancy: Tenancy::Strict,
+                holders: recorded_as("other"),
+                verdict: None,
+            },
+            Row {
+                record: recorded_self,
+                tenancy: Tenancy::Strict,
+                holders: held_by("other"),
+                verdict: Some("Conflict"),
+            },
+        ];
+        for (i, row) in rows.iter().enumerate() {
+            let got = reason(admit(&row.record, row.tenancy, &row.holders)).map(|(r, _)| r);
+            assert_eq!(got, row.verdict, "row {i}: {:?}", row.record);
+        }
+    }
+
+    #[test]
+    fn every_refusal_says_what_to_do() {
+        let conflict = admit(
+            &record("etl-next", "etl", Role::Candidate),
+            Tenancy::SingleTeam,
+            &Holders {
+                current: Some(key("etl-candidate")),
+                recorded: None,
+            },
+        );
+        assert_eq!(
+            reason(conflict).unwrap().1,
+            "the candidate of policy `etl` is already ConfigMap policyhost-system/etl-candidate; delete one of them"
+        );
+        let unnamed = admit(
+            &record("policy-etl", "", Role::Serving),
+            Tenancy::Strict,
+            &Holders::default(),
+        );
+        assert_eq!(
+            reason(unnamed).unwrap().1,
+            "the `policyhost.dev/policy` label is empty: it names the policy"
+        );
+        let unknown = admit(
+            &record("policy-etl", "etl", Role::Unknown("shadow".into())),
+            Tenancy::Strict,
+            &Holders::default(),
+        );
+        assert_eq!(
+            reason(unknown).unwrap().1,
+            "the `policyhost.dev/role` label is `shadow`; the only role is `candidate` (no label: the serving version)"
+        );
+    }
+
+    #[test]
+    fn only_a_refusal_after_the_claim_is_the_holders() {
+        assert!(!Refused::Unnamed.of_the_holder());
+        assert!(
+            !Refused::Conflict {
+                claim: record("a", "etl", Role::Serving).claim(),
+                holder: key("b"),
+            }
+            .of_the_holder()
+        );
+        let load = Refused::Load(load::Error::Config(configmap::Error::NoModule));
+        assert!(load.of_the_holder());
+        assert_eq!(load.reason(), "NoModule");
+    }
+}

@@ -1,0 +1,338 @@
+//! How two answers to the same call differ: every difference named by its
+//! JSON pointer, with both values, as `policy test` prints them.
+//!
+//! Answers are compared in a [`view`] where a reconcile's children are an
+//! object keyed by `Kind:name`, not a list: a child added or removed is one
+//! difference at its own pointer (`/children/Pod:w-3`), and a change inside
+//! a manifest is named by its path in it
+//! (`/children/Pod:w-1/spec/containers/0/image`), whatever the order the
+//! versions list their children in.
+
+use serde_json::{Map, Value};
+
+use crate::runtime::{self, Cleaned, Reconciled};
+
+/// A value as a line shows it: cut at this many bytes.
+const SHOWN_BYTES: usize = 160;
+
+/// One place where two answers differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// The JSON pointer of the place (`/` for the whole answer).
+    pub pointer: String,
+    /// The value on the expected side (the serving version, or a golden
+    /// case's `expected`), if it has one there.
+    pub expected: Option<Value>,
+    /// The value on the other side (the candidate), if it has one there.
+    pub actual: Option<Value>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = if self.pointer.is_empty() {
+            "/"
+        } else {
+            &self.pointer
+        };
+        match (&self.expected, &self.actual) {
+            (Some(expected), Some(actual)) => {
+                write!(
+                    f,
+                    "{at}: expected {}, got {}",
+                    shown(expected),
+                    shown(actual)
+                )
+            }
+            (Some(expected), None) => write!(f, "{at}: expected {}, missing", shown(expected)),
+            (None, Some(actual)) => write!(f, "{at}: not expected, got {}", shown(actual)),
+            (None, None) => write!(f, "{at}: same"),
+        }
+    }
+}
+
+/// Every place where `actual` differs from `expected`, sorted by pointer
+/// within each object; arrays are compared index by index.
+#[must_use]
+pub fn differences(expected: &Value, actual: &Value) -> Vec<Difference> {
+    let mut out = Vec::new();
+    differences_at(expected, actual, &mut String::new(), &mut out);
+    out
+}
+
+fn differences_at(expected: &Value, actual: &Value, at: &mut String, out: &mut Vec<Difference>) {
+    let mut descend = |key: &str, expected: Option<&Value>, actual: Option<&Value>| {
+        let len = at.len();
+        at.push('/');
+        at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        match (expected, actual) {
+            (Some(expected), Some(actual)) => differences_at(expected, actual, at, out),
+            (None, None) => {}
+            (expected, actual) => out.push(Difference {
+                pointer: at.clone(),
+                expected: expected.cloned(),
+                actual: actual.cloned(),
+            }),
+        }
+        at.truncate(len);
+    };
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            let mut keys: Vec<&String> = e.keys().chain(a.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                descend(key, e.get(key), a.get(key));
+            }
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            for i in 0..e.len().max(a.len()) {
+                descend(&i.to_string(), e.get(i), a.get(i));
+            }
+        }
+        _ if expected == actual => {}
+        _ => out.push(Difference {
+            pointer: at.clone(),
+            expected: Some(expected.clone()),
+            actual: Some(actual.clone()),
+        }),
+    }
+}
+
+/// A value on one line, cut at [`SHOWN_BYTES`].
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    if text.len() > SHOWN_BYTES {
+        format!("{}…", &text[..text.floor_char_boundary(SHOWN_BYTES)])
+    } else {
+        text
+    }
+}
+
+/// What one call answered, as the comparison sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// A result, or the policy's own error (`invalidParams`, `failed`), as
+    /// result JSON (the shape `policy run` prints).
+    Result(Value),
+    /// A fault: trap, fuel, deadline, memory, invalid output.
+    Fault {
+        /// Its reason, e.g. `OutOfFuel`.
+        reason: &'static str,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl Answer {
+    /// The answer of a `reconcile` call.
+    #[must_use]
+    pub fn of_reconcile(result: &runtime::Result<Reconciled>) -> Self {
+        Self::of(result)
+    }
+
+    /// The answer of a `cleanup` call.
+    #[must_use]
+    pub fn of_cleanup(result: &runtime::Result<Cleaned>) -> Self {
+        Self::of(result)
+    }
+
+    fn of<T: serde::Serialize>(result: &runtime::Result<T>) -> Self {
+        let json = match result {
+            Ok(value) => serde_json::to_value(value),
+            Err(runtime::Error::PolicyError(error)) => serde_json::to_value(error),
+            Err(fault) => {
+                return Self::Fault {
+                    reason: fault.reason(),
+                    message: crate::chain::display_chain(fault),
+                };
+            }
+        };
+        match json {
+            Ok(json) => Self::Result(json),
+            Err(error) => Self::Fault {
+                reason: "InvalidOutput",
+                message: error.to_string(),
+            },
+        }
+    }
+
+    /// The answer as it is compared ([`view`]): a fault is `{"fault": REASON}`.
+    #[must_use]
+    pub fn compared(&self) -> Value {
+        match self {
+            Self::Result(value) => view(value.clone()),
+            Self::Fault { reason, .. } => serde_json::json!({ "fault": reason }),
+        }
+    }
+}
+
+/// A result JSON (the shape `policy run` prints) as answers are compared:
+/// `children` becomes an object keyed by `Kind:name`. Anything else is left
+/// as it is.
+#[must_use]
+pub fn view(mut result: Value) -> Value {
+    if let Some(Value::Array(children)) = result.get_mut("children") {
+        let keyed: Map<String, Value> = children
+            .drain(..)
+            .map(|child| {
+                let field = |name: &str| child.get(name).and_then(Value::as_str).unwrap_or("");
+                let key = format!("{}:{}", field("kind"), field("name"));
+                (key, child.get("manifest").cloned().unwrap_or(child))
+            })
+            .collect();
+        result["children"] = Value::Object(keyed);
+    }
+    result
+}
+
+/// How a candidate's answer compares with the serving version's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The same answer.
+    Same,
+    /// A different answer: where.
+    Differs(Vec<Difference>),
+    /// The candidate faulted (whatever the serving version answered).
+    Fault {
+        /// Its reason.
+        reason: &'static str,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// Compares the candidate's answer with the serving version's.
+#[must_use]
+pub fn compare(serving: &Answer, candidate: &Answer) -> Verdict {
+    match candidate {
+        Answer::Fault { reason, message } => Verdict::Fault {
+            reason,
+            message: message.clone(),
+        },
+        Answer::Result(_) => {
+            let found = differences(&serving.compared(), &candidate.compared());
+            if found.is_empty() {
+                Verdict::Same
+            } else {
+                Verdict::Differs(found)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn lines(expected: &Value, actual: &Value) -> Vec<String> {
+        differences(expected, actual)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn differences_are_named_by_their_json_pointer_with_both_values() {
+        let expected = json!({"status": {"phase": "Running", "conditions": [1, 2]}, "events": []});
+        assert!(differences(&expected, &expected).is_empty());
+        let actual = json!({"status": {"phase": "Pending", "conditions": [1]}, "requeueAfterMs": 5, "events": []});
+        assert_eq!(
+            lines(&expected, &actual),
+            [
+                "/requeueAfterMs: not expected, got 5",
+                "/status/conditions/1: expected 2, missing",
+                "/status/phase: expected \"Running\", got \"Pending\"",
+            ]
+        );
+        assert_eq!(lines(&json!(1), &json!("1")), ["/: expected 1, got \"1\""]);
+        assert_eq!(
+            lines(&json!({"a/b": 1}), &json!({"a/b": 2})),
+            ["/a~1b: expected 1, got 2"]
+        );
+        let long = json!("x".repeat(400));
+        let line = &lines(&json!(1), &long)[0];
+        assert!(line.ends_with('…') && line.len() < 200, "{line}");
+    }
+
+    fn reconciled(children: Value) -> Value {
+        json!({"children": children, "status": {"phase": "Running"}, "events": []})
+    }
+
+    fn pod(name: &str, image: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "name": name, "manifest": {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": image}]}
+        }})
+    }
+
+    #[test]
+    fn children_are_compared_by_kind_and_name_whatever_their_order() {
+        let serving = view(reconciled(json!([pod("w-0", "a"), pod("w-1", "a")])));
+        let reordered = view(reconciled(json!([pod("w-1", "a"), pod("w-0", "a")])));
+        assert!(differences(&serving, &reordered).is_empty());
+
+        let added = view(reconciled(json!([
+            pod("w-0", "a"),
+            pod("w-1", "a"),
+            pod("w-2", "a")
+        ])));
+        let found = differences(&serving, &added);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].pointer, "/children/Pod:w-2");
+        assert!(found[0].expected.is_none());
+        assert!(
+            found[0]
+                .to_string()
+                .starts_with("/children/Pod:w-2: not expected, got {")
+        );
+
+        let changed = view(reconciled(json!([pod("w-0", "a"), pod("w-1", "b")])));
+        assert_eq!(
+            lines(&serving, &changed),
+            ["/children/Pod:w-1/spec/containers/0/image: expected \"a\", got \"b\""]
+        );
+    }
+
+    #[test]
+    fn a_candidate_fault_is_a_fault_whatever_the_serving_version_answered() {
+        let serving = Answer::Result(reconciled(json!([])));
+        let fault = Answer::Fault {
+            reason: "OutOfFuel",
+            message: "out of fuel".into(),
+        };
+        assert_eq!(
+            compare(&serving, &fault),
+            Verdict::Fault {
+                reason: "OutOfFuel",
+                message: "out of fuel".into()
+            }
+        );
+        assert_eq!(compare(&fault, &fault), compare(&serving, &fault));
+        assert_eq!(compare(&serving, &serving), Verdict::Same);
+        let Verdict::Differs(found) = compare(&fault, &serving) else {
+            panic!("a serving fault and a candidate answer differ");
+        };
+        assert_eq!(found[0].pointer, "/children");
+    }
+
+    #[test]
+    fn cleanup_answers_compare_done_retry_and_error() {
+        let done = Answer::of_cleanup(&Ok(Cleaned::Done));
+        let retry = Answer::of_cleanup(&Ok(Cleaned::RetryAfter {
+            retry_after_ms: 500,
+        }));
+        assert_eq!(compare(&done, &done), Verdict::Same);
+        let Verdict::Differs(found) = compare(&done, &retry) else {
+            panic!("done and retry differ");
+        };
+        assert_eq!(
+            found.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "/result: expected \"done\", got \"retryAfter\"",
+                "/retryAfterMs: not expected, got 500"
+            ]
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! What a candidate's shadow calls came to, bounded: counts by result, and
+//! the DataJobs whose latest call differed, each with its first
+//! differences. The host writes it on the candidate's ConfigMap
+//! ([`ANNOTATION`]); `policy diff` and `policy promote` read it there.
+
+use serde::{Deserialize, Serialize};
+
+use super::diff::Verdict;
+
+/// The annotation of the candidate's ConfigMap that holds its summary (JSON).
+pub const ANNOTATION: &str = "policyhost.dev/shadow";
+/// The annotation `policy diff` writes: the faults it showed, so that
+/// `policy promote` refuses only while newer ones are unseen.
+pub const EXAMINED_ANNOTATION: &str = "policyhost.dev/faults-examined";
+
+/// DataJobs kept per candidate.
+pub const MAX_JOBS: usize = 20;
+/// Differences kept per DataJob.
+pub const MAX_DIFFERENCES: usize = 10;
+
+/// The result of one shadow call, as the metric labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The candidate answered as the serving version did.
+    Same,
+    /// It answered otherwise.
+    Differs,
+    /// It faulted.
+    Fault,
+    /// It was not called: no call thread was spare.
+    Skipped,
+}
+
+impl Outcome {
+    /// The `result` label.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Same => "same",
+            Self::Differs => "differs",
+            Self::Fault => "fault",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// The latest difference of one DataJob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobDifference {
+    /// `namespace/name`.
+    pub job: String,
+    /// `reconcile` or `cleanup`.
+    pub call: String,
+    /// The candidate's fault (`REASON: message`), if it faulted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+    /// The first differences, as `policy test` prints them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<String>,
+    /// Differences left out past [`MAX_DIFFERENCES`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// What one candidate version's shadow calls came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// The candidate's digest.
+    pub digest: String,
+    /// Calls that answered as the serving version did.
+    pub same: u64,
+    /// Calls that answered otherwise.
+    pub differs: u64,
+    /// Calls that faulted.
+    pub faults: u64,
+    /// Calls skipped for want of a spare call thread.
+    pub skipped: u64,
+    /// Outbound requests the candidate made and the host refused: a shadow
+    /// call has no side effect.
+    #[serde(default)]
+    pub outbound_refused: u64,
+    /// The DataJobs whose latest call differed or faulted, first come
+    /// first (at most [`MAX_JOBS`]).
+    #[serde(default)]
+    pub jobs: Vec<JobDifference>,
+    /// DataJobs that differed but were left out past [`MAX_JOBS`].
+    #[serde(default)]
+    pub jobs_left_out: u64,
+}
+
+impl Summary {
+    /// An empty summary of the candidate `digest`.
+    #[must_use]
+    pub fn new(digest: String) -> Self {
+        Self {
+            digest,
+            ..Self::default()
+        }
+    }
+
+    /// Counts a skipped call.
+    pub fn skipped(&mut self) {
+        self.skipped += 1;
+    }
+
+    /// Counts one compared call of `job` and keeps its differences; a
+    /// DataJob that now answers the same is no longer listed. Returns the
+    /// call's outcome.
+    pub fn record(&mut self, job: &str, call: &str, verdict: &Verdict) -> Outcome {
+        let (outcome, entry) = match verdict {
+            Verdict::Same => (Outcome::Same, None),
+            Verdict::Differs(found) => (
+                Outcome::Differs,
+                Some(JobDifference {
+                    job: job.to_owned(),
+                    call: call.to_owned(),
+                    fault: None,
+                    differences: found
+                        .iter()
+                        .take(MAX_DIFFERENCES)
+                        .map(ToString::to_string)
+                        .collect(),
+                    more: found.len().saturating_sub(MAX_DIFFERENCES),
+                }),
+            ),
+            Verdict::Fault { reason, message } => (
+                Outcome::Fault,
+                Some(JobDifference {
+                    job: job.to_owned(),
+                    call: call.to_owned(),
+                    fault: Some(format!("{reason}: {message}")),
+                    differences: Vec::new(),
+                    more: 0,
+                }),
+            ),
+        };
+        match outcome {
+            Outcome::Same => self.same += 1,
+            Outcome::Differs => self.differs += 1,
+            Outcome::Fault => self.faults += 1,
+            Outcome::Skipped => self.skipped += 1,
+        }
+        let at = self
+            .jobs
+            .iter()
+            .position(|kept| kept.job == job && kept.call == call);
+        match (at, entry) {
+            (Some(at), Some(entry)) => self.jobs[at] = entry,
+            (Some(at), None) => {
+                self.jobs.remove(at);
+            }
+            (None, Some(entry)) if self.jobs.len() < MAX_JOBS => self.jobs.push(entry),
+            (None, Some(_)) => self.jobs_left_out += 1,
+            (None, None) => {}
+        }
+        outcome
+    }
+
+    /// Whether any call differed or faulted.
+    #[must_use]
+    pub fn differed(&self) -> bool {
+        self.differs + self.faults > 0
+    }
+
+    /// Reads the summary from a ConfigMap's annotations, if it has one.
+    #[must_use]
+    pub fn read(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Option<Self> {
+        serde_json::from_str(annotations?.get(ANNOTATION)?).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::diff::Difference;
+    use super::*;
+
+    fn differs(n: usize) -> Verdict {
+        Verdict::Differs(
+            (0..n)
+                .map(|i| Difference {
+                    pointer: format!("/children/Pod:w-{i}"),
+                    expected: None,
+                    actual: Some(serde_json::json!({})),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn counts_every_call_and_lists_each_differing_job_once_with_its_latest_differences() {
+        let mut summary = Summary::new("abc".into());
+        assert_eq!(
+            summary.record("a/j1", "reconcile", &Verdict::Same),
+            Outcome::Same
+        );
+        assert_eq!(
+            summary.record("a/j2", "reconcile", &differs(1)),
+            Outcome::Differs
+        );
+        assert_eq!(
+            summary.record("a/j2", "reconcile", &differs(2)),
+            Outcome::Differs
+        );
+        let fault = Verdict::Fault {
+            reason: "Trap",
+            message: "unreachable".into(),
+        };
+        assert_eq!(summary.record("a/j3", "cleanup", &fault), Outcome::Fault);
+        summary.skipped();
+        assert_eq!(
+            (
+                summary.same,
+                summary.differs,
+                summary.faults,
+                summary.skipped
+            ),
+            (1, 2, 1, 1)
+        );
+        assert_eq!(summary.jobs.len(), 2);
+        assert_eq!(summary.jobs[0].differences.len(), 2, "the latest call's");
+        assert_eq!(summary.jobs[1].fault.as_deref(), Some("Trap: unreachable"));
+        summary.record("a/j2", "reconcile", &Verdict::Same);
+        assert_eq!(
+            summary.jobs.len(),
+            1,
+            "a job that agrees again is not listed"
+        );
+        assert!(summary.differed());
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded() {
+        let mut summary = Summary::new("abc".into());
+        for i in 0..MAX_JOBS + 5 {
+            summary.record(
+                &format!("a/j{i}"),
+                "reconcile",
+                &differs(MAX_DIFFERENCES + 3),
+            );
+        }
+        assert_eq!(summary.jobs.len(), MAX_JOBS);
+        assert_eq!(summary.jobs_left_out, 5);
+        assert!(
+            summary
+                .jobs
+                .iter()
+                .all(|j| j.differences.len() == MAX_DIFFERENCES && j.more == 3)
+        );
+        let text = serde_json::to_string(&summary).unwrap();
+        let annotations = [(ANNOTATION.to_owned(), text)].into();
+        assert_eq!(Summary::read(Some(&annotations)), Some(summary));
+    }
+}
