@@ -12,6 +12,7 @@ mod input;
 mod leader;
 mod list;
 mod logging;
+mod new;
 mod operate;
 mod promote;
 mod push;
@@ -108,6 +109,11 @@ enum PolicyCommand {
     /// service, or faulted where `policy diff` has not shown it (unless
     /// `--force`).
     Promote(promote::PromoteArgs),
+    /// Create a policy crate that builds and passes its tests as generated.
+    ///
+    /// A small policy (one Pod per DataJob), a unit test, a golden case and
+    /// a README with the commands to test, build and publish it.
+    New(new::NewArgs),
 }
 
 /// Limits given on the command line (clamped to the host maxima).
@@ -171,6 +177,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::List(args)) => list::run(&args),
         Command::Policy(PolicyCommand::Diff(args)) => diff::run(&args),
         Command::Policy(PolicyCommand::Promote(args)) => promote::run(&args),
+        Command::Policy(PolicyCommand::New(args)) => new::run(&args),
         Command::CompileComponent(args) => {
             Ok(runtime::compile::serve(args.memory_bytes, args.cpu_seconds))
         }

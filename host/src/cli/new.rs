@@ -1,0 +1,653 @@
+//! `policyhost policy new`: a policy crate that builds and passes its tests
+//! as generated.
+//!
+//! The crate's files are the templates under `host/templates/policy/`, with
+//! a few placeholders filled in: `{{name}}` (the policy and package name),
+//! `{{crate}}` (the name as a Rust identifier), `{{Type}}` (the policy
+//! type), `{{sdk}}` (the SDK's directory) and the versions of serde and
+//! serde_json. Those versions are the workspace's own (a unit test holds
+//! them to `Cargo.lock`), so a machine that built this workspace has every
+//! dependency in its cargo cache and the new crate builds `--offline`.
+//!
+//! The golden case in the templates is what the generated policy returns:
+//! it was written by the SDK's harness (`POLICYHOST_BLESS=1 cargo test` in a
+//! generated crate) and checked in; `tests/all/scaffold.rs` generates a
+//! crate and runs its tests, builds its component and publishes it.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use policyhost::policies::configmap;
+
+/// Arguments of `policy new`.
+#[derive(Debug, Args)]
+pub(crate) struct NewArgs {
+    /// The policy's name, as DataJobs name it in `spec.policy`; also the
+    /// crate's name (`-` becomes `_` in the `.wasm` file's name).
+    name: String,
+    /// The directory to create the crate in; default `./NAME`. It must not
+    /// exist or be empty: nothing is overwritten.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// The SDK to depend on: the `guest-sdk/` directory of a policyhost
+    /// checkout; default: the one this binary was built from.
+    #[arg(long, value_name = "PATH")]
+    sdk: Option<PathBuf>,
+}
+
+/// The SDK this binary was built from, as cargo saw it then.
+const BUILT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk");
+
+/// The serde the generated crate depends on: the workspace's, from `Cargo.lock`.
+const SERDE_VERSION: &str = "1.0.229";
+/// The serde_json its tests depend on: the workspace's, from `Cargo.lock`.
+const SERDE_JSON_VERSION: &str = "1.0.154";
+
+/// The files of a new policy crate: each one's path in the crate, and its
+/// template.
+const FILES: &[(&str, &str)] = &[
+    (
+        "Cargo.toml",
+        include_str!("../../templates/policy/Cargo.toml.tmpl"),
+    ),
+    (
+        ".cargo/config.toml",
+        include_str!("../../templates/policy/.cargo/config.toml.tmpl"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../templates/policy/.gitignore.tmpl"),
+    ),
+    (
+        "README.md",
+        include_str!("../../templates/policy/README.md.tmpl"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../../templates/policy/src/lib.rs.tmpl"),
+    ),
+    (
+        "tests/golden.rs",
+        include_str!("../../templates/policy/tests/golden.rs.tmpl"),
+    ),
+    (
+        "tests/golden/reconcile-01-first-call.json",
+        include_str!("../../templates/policy/tests/golden/reconcile-01-first-call.json.tmpl"),
+    ),
+];
+
+/// Names a crate cannot take: Rust's keywords (strict and reserved, as of
+/// edition 2024), the crates of Rust's standard library, and the crates the
+/// generated code names (a policy crate called `serde` could not name serde).
+/// Compared after `-` becomes `_`.
+const RESERVED: &[&str] = &[
+    "abstract",
+    "as",
+    "async",
+    "await",
+    "become",
+    "box",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "do",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "final",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "macro",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "override",
+    "priv",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "unsafe",
+    "unsized",
+    "use",
+    "virtual",
+    "where",
+    "while",
+    "yield",
+    "alloc",
+    "core",
+    "proc_macro",
+    "std",
+    "test",
+    "policyhost_sdk",
+    "serde",
+    "serde_json",
+];
+
+/// Why `policy new` created nothing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// The name is not a policy name: the rule `policy push` and the host
+    /// apply ([`configmap::check_name`]).
+    #[error(transparent)]
+    PolicyName(#[from] configmap::Error),
+    /// A policy name that starts with a digit, which no crate name may.
+    #[error("`{0}` cannot name a crate: it starts with a digit")]
+    LeadingDigit(String),
+    /// A policy name that is a Rust keyword or the name of a crate the
+    /// policy or Rust itself uses.
+    #[error(
+        "`{0}` cannot name a crate: it is a Rust keyword or the name of a crate the policy uses"
+    )]
+    Reserved(String),
+    /// The crate's directory exists and is not an empty directory.
+    #[error("{} already exists and is not an empty directory; nothing was written", .0.display())]
+    NotEmpty(PathBuf),
+    /// No `--sdk`, and the SDK this binary was built from is not there
+    /// (a binary installed from elsewhere, the container image).
+    #[error(
+        "the SDK this binary was built from is not at {}: give --sdk PATH, the guest-sdk/ directory of a policyhost checkout",
+        .0.display()
+    )]
+    NoBuiltSdk(PathBuf),
+    /// `--sdk` names no SDK.
+    #[error("{} is not the policyhost SDK: no Cargo.toml of the package `policyhost-sdk` there", .0.display())]
+    NotSdk(PathBuf),
+    /// The SDK's path cannot be written in `Cargo.toml`.
+    #[error("the SDK's path {} is not UTF-8, which Cargo.toml needs", .0.display())]
+    SdkPathNotUtf8(PathBuf),
+    /// Reading or writing the file system failed.
+    #[error("cannot {action} {}", path.display())]
+    Io {
+        /// What was being done: `read`, `create`, `write`.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// What the file system said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// An [`Error::Io`] maker for `map_err`.
+    fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
+    let sdk = sdk_dir(args.sdk.as_deref())?;
+    let scaffold = Scaffold::new(&args.name, &sdk)?;
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    let files = scaffold.files();
+    write(&dir, &files)?;
+    println!("created the policy `{}` in {}:", args.name, dir.display());
+    for (path, _) in &files {
+        println!("  {path}");
+    }
+    println!("its SDK: {}", sdk.display());
+    println!("next:");
+    println!("  cd {}", dir.display());
+    for command in scaffold.next_commands() {
+        println!("  {command}");
+    }
+    println!("README.md has these and the commands to publish it.");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The SDK's directory, absolute: `given`, or the one this binary was
+/// built from.
+fn sdk_dir(given: Option<&Path>) -> Result<PathBuf> {
+    let (dir, missing): (&Path, fn(PathBuf) -> Error) = match given {
+        Some(dir) => (dir, Error::NotSdk),
+        None => (Path::new(BUILT_SDK), Error::NoBuiltSdk),
+    };
+    let Ok(dir) = std::fs::canonicalize(dir) else {
+        return Err(missing(dir.to_path_buf()));
+    };
+    let manifest = dir.join("Cargo.toml");
+    let Ok(text) = std::fs::read_to_string(&manifest) else {
+        return Err(missing(dir));
+    };
+    if !text
+        .lines()
+        .any(|l| l.trim() == r#"name = "policyhost-sdk""#)
+    {
+        return Err(Error::NotSdk(dir));
+    }
+    Ok(dir)
+}
+
+/// A new policy crate: its names and what it depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Scaffold {
+    /// The policy and package name, e.g. `my-policy`.
+    name: String,
+    /// The crate's Rust name, e.g. `my_policy`.
+    crate_name: String,
+    /// The policy type, e.g. `MyPolicy`.
+    type_name: String,
+    /// The SDK's directory as a TOML string's contents.
+    sdk: String,
+}
+
+impl Scaffold {
+    /// Checks `name` and fills in the rest.
+    fn new(name: &str, sdk: &Path) -> Result<Self> {
+        check_name(name)?;
+        let sdk_text = sdk
+            .to_str()
+            .ok_or_else(|| Error::SdkPathNotUtf8(sdk.to_path_buf()))?;
+        Ok(Self {
+            name: name.to_owned(),
+            crate_name: crate_name(name),
+            type_name: type_name(name),
+            sdk: toml_escape(sdk_text),
+        })
+    }
+
+    /// Every file of the crate: its path in the crate and its text.
+    fn files(&self) -> Vec<(&'static str, String)> {
+        let values = [
+            ("name", self.name.as_str()),
+            ("crate", self.crate_name.as_str()),
+            ("Type", self.type_name.as_str()),
+            ("sdk", self.sdk.as_str()),
+            ("serde", SERDE_VERSION),
+            ("serde_json", SERDE_JSON_VERSION),
+        ];
+        FILES
+            .iter()
+            .map(|&(path, template)| (path, render(template, &values)))
+            .collect()
+    }
+
+    /// The commands that test and build the new crate, from its directory.
+    fn next_commands(&self) -> [String; 3] {
+        let wasm = format!("target/wasm32-wasip2/release/{}.wasm", self.crate_name);
+        [
+            "cargo test".to_owned(),
+            "cargo build --release --target wasm32-wasip2".to_owned(),
+            format!("policyhost policy test {wasm} tests/golden"),
+        ]
+    }
+}
+
+/// Checks that `name` can name a policy (the host's rule) and a crate.
+fn check_name(name: &str) -> Result<()> {
+    configmap::check_name(name)?;
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(Error::LeadingDigit(name.to_owned()));
+    }
+    if RESERVED.contains(&crate_name(name).as_str()) {
+        return Err(Error::Reserved(name.to_owned()));
+    }
+    Ok(())
+}
+
+/// The Rust name of the crate `name`: `my-policy` is `my_policy`.
+fn crate_name(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// The policy type of `name`, in UpperCamelCase (`my-policy` is `MyPolicy`),
+/// with `Policy` appended while it is a word of the templates: `job` would
+/// be `Job`, the SDK's type the template imports.
+fn type_name(name: &str) -> String {
+    let mut type_name: String = name
+        .split('-')
+        .flat_map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase())
+                .into_iter()
+                .chain(chars)
+        })
+        .collect();
+    let taken = template_words();
+    while taken.contains(type_name.as_str()) {
+        type_name.push_str("Policy");
+    }
+    type_name
+}
+
+/// Every word (identifier) of the templates.
+fn template_words() -> BTreeSet<&'static str> {
+    FILES
+        .iter()
+        .flat_map(|(_, template)| template.split(|c: char| !c.is_ascii_alphanumeric() && c != '_'))
+        .filter(|word| !word.is_empty())
+        .collect()
+}
+
+/// `text` as the contents of a TOML basic string (`"..."`).
+fn toml_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => escaped.push_str("\\\""),
+            '\\' => escaped.push_str("\\\\"),
+            c if c.is_control() => escaped.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// `template` with each `{{key}}` of `values` replaced by its value.
+fn render(template: &str, values: &[(&str, &str)]) -> String {
+    values
+        .iter()
+        .fold(template.to_owned(), |text, (key, value)| {
+            text.replace(&format!("{{{{{key}}}}}"), value)
+        })
+}
+
+/// Writes `files` into `dir`, which must not exist or be empty. Files are
+/// created new, never overwritten.
+fn write(dir: &Path, files: &[(&str, String)]) -> Result<()> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(Error::NotEmpty(dir.to_path_buf()));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(Error::NotEmpty(dir.to_path_buf()));
+        }
+        Err(e) => return Err(Error::io("read", dir)(e)),
+    }
+    for (relative, text) in files {
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(text.as_bytes()))
+            .map_err(Error::io("write", &path))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scaffold(name: &str) -> Scaffold {
+        Scaffold::new(name, Path::new("/src/policyhost/guest-sdk")).unwrap()
+    }
+
+    /// A directory of this test's own under cargo's `<target>/tmp` (a unit
+    /// test has no CARGO_TARGET_TMPDIR; this binary is
+    /// `<target>/<profile>/deps/<name>`).
+    fn scratch(test: &str) -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe
+            .ancestors()
+            .nth(3)
+            .unwrap()
+            .join("tmp")
+            .join(format!("policyhost-new-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_name_the_host_refuses_is_refused_with_the_host_s_message() {
+        for name in [
+            "My-Policy",
+            "my_policy",
+            "-policy",
+            "policy-",
+            "",
+            &"a".repeat(64),
+        ] {
+            let error = Scaffold::new(name, Path::new("/sdk")).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    Error::PolicyName(configmap::Error::InvalidName(ref n)) if n == name
+                ),
+                "{name}: {error:?}"
+            );
+        }
+        assert_eq!(
+            Error::from(configmap::check_name("My-Policy").unwrap_err()).to_string(),
+            "`My-Policy` is not a valid policy name (lowercase letters, digits and `-`, at most 63, starting and ending with a letter or digit)"
+        );
+    }
+
+    #[test]
+    fn a_policy_name_that_cannot_name_a_crate_is_refused() {
+        let error = check_name("7zip").unwrap_err();
+        assert!(matches!(error, Error::LeadingDigit(ref n) if n == "7zip"));
+        assert_eq!(
+            error.to_string(),
+            "`7zip` cannot name a crate: it starts with a digit"
+        );
+        for name in [
+            "fn",
+            "self",
+            "gen",
+            "test",
+            "std",
+            "proc-macro",
+            "serde",
+            "serde-json",
+            "policyhost-sdk",
+        ] {
+            assert!(
+                matches!(check_name(name), Err(Error::Reserved(ref n)) if n == name),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            Error::Reserved("fn".into()).to_string(),
+            "`fn` cannot name a crate: it is a Rust keyword or the name of a crate the policy uses"
+        );
+        for name in ["my-policy", "a", "etl2", "x--y", "serde-tools", "function"] {
+            assert!(check_name(name).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn names_become_a_crate_name_and_a_type_the_templates_do_not_use() {
+        let names = scaffold("my-policy");
+        assert_eq!(
+            (names.crate_name.as_str(), names.type_name.as_str()),
+            ("my_policy", "MyPolicy")
+        );
+        assert_eq!(scaffold("etl2-x--y").type_name, "Etl2XY");
+        // The SDK's `Job` and `Status` are imported by the template; `Policy`
+        // is the trait, `PolicyPolicy` free.
+        assert_eq!(scaffold("job").type_name, "JobPolicy");
+        assert_eq!(scaffold("status").type_name, "StatusPolicy");
+        assert_eq!(scaffold("policy").type_name, "PolicyPolicy");
+    }
+
+    #[test]
+    fn every_placeholder_is_filled_in() {
+        let files = scaffold("my-policy").files();
+        for (path, text) in &files {
+            assert!(!text.contains("{{"), "{path} keeps a placeholder:\n{text}");
+        }
+        let file = |name: &str| {
+            files
+                .iter()
+                .find(|(path, _)| *path == name)
+                .map(|(_, text)| text.as_str())
+                .unwrap()
+        };
+        let manifest = file("Cargo.toml");
+        assert!(manifest.contains("name = \"my-policy\"\n"), "{manifest}");
+        assert!(
+            manifest.contains(r#"policyhost-sdk = { path = "/src/policyhost/guest-sdk" }"#),
+            "{manifest}"
+        );
+        assert!(manifest.contains(&format!(r#"serde = {{ version = "{SERDE_VERSION}""#)));
+        assert!(
+            manifest.contains("\n[workspace]\n"),
+            "a workspace of its own"
+        );
+        assert!(file("tests/golden.rs").contains("assert_golden_dir::<my_policy::MyPolicy>"));
+        assert!(file("src/lib.rs").contains("policyhost_sdk::export!(MyPolicy);"));
+        assert!(file("README.md").contains(
+            "policyhost policy push target/wasm32-wasip2/release/my_policy.wasm --name my-policy --allowed-namespaces NS --wait\n"
+        ));
+    }
+
+    #[test]
+    fn render_replaces_each_placeholder_everywhere_and_nothing_else() {
+        assert_eq!(
+            render(
+                "{{name}} {{crate}}.wasm {{name}} {{other}} {x}",
+                &[("name", "a-b"), ("crate", "a_b")]
+            ),
+            "a-b a_b.wasm a-b {{other}} {x}"
+        );
+    }
+
+    #[test]
+    fn the_sdk_path_is_written_as_a_toml_string() {
+        let names = Scaffold::new("p", Path::new(r#"/home/a "b"\c"#)).unwrap();
+        assert_eq!(names.sdk, r#"/home/a \"b\"\\c"#);
+        assert_eq!(toml_escape("a\tb"), "a\\u0009b");
+    }
+
+    #[test]
+    fn the_serde_versions_are_the_workspace_s_so_the_crate_builds_offline() {
+        let lock = include_str!("../../../Cargo.lock");
+        for (name, version) in [("serde", SERDE_VERSION), ("serde_json", SERDE_JSON_VERSION)] {
+            assert!(
+                lock.contains(&format!("name = \"{name}\"\nversion = \"{version}\"\n")),
+                "{name} {version} is not the version in Cargo.lock: set it in cli/new.rs"
+            );
+        }
+    }
+
+    #[test]
+    fn every_template_file_is_generated() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/policy");
+        let mut found = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    let relative = path.strip_prefix(&root).unwrap().to_str().unwrap();
+                    found.push(relative.strip_suffix(".tmpl").unwrap().to_owned());
+                }
+            }
+        }
+        found.sort();
+        let mut listed: Vec<_> = FILES.iter().map(|(path, _)| (*path).to_owned()).collect();
+        listed.sort();
+        assert_eq!(found, listed);
+    }
+
+    #[test]
+    fn the_sdk_defaults_to_the_one_this_binary_was_built_from() {
+        let sdk = sdk_dir(None).unwrap();
+        assert!(sdk.is_absolute() && sdk.ends_with("guest-sdk"), "{sdk:?}");
+        let elsewhere = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let error = sdk_dir(Some(elsewhere)).unwrap_err();
+        assert!(matches!(error, Error::NotSdk(_)), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{} is not the policyhost SDK: no Cargo.toml of the package `policyhost-sdk` there",
+                elsewhere.display()
+            )
+        );
+        assert!(matches!(
+            sdk_dir(Some(Path::new("/nonexistent/guest-sdk"))),
+            Err(Error::NotSdk(_))
+        ));
+        assert_eq!(
+            Error::NoBuiltSdk("/build/guest-sdk".into()).to_string(),
+            "the SDK this binary was built from is not at /build/guest-sdk: give --sdk PATH, the guest-sdk/ directory of a policyhost checkout"
+        );
+    }
+
+    #[test]
+    fn an_existing_non_empty_directory_is_refused_and_left_as_it_was() {
+        let dir = scratch("non-empty");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("Cargo.toml"), "mine").unwrap();
+        let error = write(&dir, &scaffold("p").files()).unwrap_err();
+        assert!(
+            matches!(error, Error::NotEmpty(ref d) if *d == dir),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{} already exists and is not an empty directory; nothing was written",
+                dir.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("Cargo.toml")).unwrap(),
+            "mine"
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+
+        let file = dir.join("Cargo.toml");
+        assert!(matches!(write(&file, &[]), Err(Error::NotEmpty(_))));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_empty_or_missing_directory_gets_every_file() {
+        let dir = scratch("empty");
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = scaffold("p").files();
+        write(&dir, &files).unwrap();
+        for (path, text) in &files {
+            assert_eq!(&std::fs::read_to_string(dir.join(path)).unwrap(), text);
+        }
+        let nested = dir.join("a/b");
+        write(&nested, &files).unwrap();
+        assert!(nested.join("tests/golden.rs").is_file());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
