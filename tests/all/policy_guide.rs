@@ -12,13 +12,10 @@
 //! `exit status N` must exit with N, every other one with 0. The README's
 //! app-team commands must all be in the guide, so they run here too.
 
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
 
-use crate::common::{policyhost_bin, target_dir, workspace};
+use crate::common::{dev, policyhost_bin, target_dir, workspace};
 
 /// One command of a `sh` block.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,16 +48,6 @@ fn steps(markdown: &str) -> Vec<Step> {
         });
     }
     steps
-}
-
-/// Stops the background `policyhost dev` when dropped.
-struct Background(Child);
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A scratch directory laid out like a checkout.
@@ -127,24 +114,8 @@ fn every_command_of_the_policy_guide_runs_as_written() {
             continue;
         }
         if command.starts_with("policyhost dev") {
-            let mut child = shell(&format!("exec {command}"), &dir, &env)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start policyhost dev");
-            let stdout = child.stdout.take().expect("stdout");
-            background = Some(Background(child));
-            let (ready, running) = mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if line.starts_with("running;") {
-                        let _ = ready.send(());
-                    }
-                }
-            });
-            running
-                .recv_timeout(Duration::from_secs(120))
-                .unwrap_or_else(|_| panic!("`{command}` did not start serving"));
+            let mut dev = shell(&format!("exec {command}"), &dir, &env);
+            background = Some(dev::serving(dev.stderr(Stdio::null())));
             continue;
         }
         let cwd = if command.starts_with("cargo ") {

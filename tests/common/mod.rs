@@ -8,6 +8,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod control_plane;
 pub mod deployment;
+pub mod dev;
 pub mod faults;
 pub mod foreign;
 pub mod history;
