@@ -29,3 +29,4 @@ mod peers;
 mod policy_guide;
 mod rbac;
 mod runtime;
+mod scaffold;

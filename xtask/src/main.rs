@@ -291,6 +291,11 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
         fs::remove_dir_all(&scratch)
             .map_err(|e| format!("cannot empty {}: {e}", scratch.display()))?;
     }
+    // The target directory of the policy crate `tests/all/scaffold.rs`
+    // generates: a build cache kept between runs, not a test's leftover.
+    let scaffold = target_dir().join("scaffold");
+    fs::create_dir_all(&scaffold)
+        .map_err(|e| format!("cannot create {}: {e}", scaffold.display()))?;
     let watch = hygiene::Watch::start(&target_dir())?;
     let outcome = test_passes(extra, &path, &watch);
     watch.finish(outcome)
