@@ -171,11 +171,7 @@ async fn run(command: &str, dir: &Path, kubeconfig: &Path) -> String {
         panic!("`{command}` did not finish within 180 s");
     };
     let output = output.expect("bash").expect("bash's output");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = crate::common::process::text(&output);
     assert!(
         output.status.success(),
         "the guide's `{command}` failed ({}):\n{text}",

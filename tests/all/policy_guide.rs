@@ -13,8 +13,9 @@
 //! app-team commands must all be in the guide, so they run here too.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
+use crate::common::process::text;
 use crate::common::{dev, policyhost_bin, target_dir, workspace};
 
 /// One command of a `sh` block.
@@ -81,14 +82,6 @@ fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Command {
         .env("POLICYHOST_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (k, v)));
     shell
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[test]

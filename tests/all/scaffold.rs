@@ -17,6 +17,7 @@ use policyhost::crd::DataJob;
 use policyhost::runtime::Digest;
 
 use crate::common::cluster::{eventually, phase};
+use crate::common::process::text;
 use crate::common::{dev, policyhost_bin, target_dir};
 
 /// The policy the test creates: a `-` in it, to check the `.wasm` file's `_`.
@@ -34,11 +35,7 @@ fn succeeds(command: &mut Command, dir: &Path) -> String {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = text(&output);
     assert!(
         output.status.success(),
         "{command:?} in {}: {}\n{text}",

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use super::{guest, policyhost_bin};
@@ -164,12 +164,16 @@ pub fn kubectl(kubeconfig: Option<&Path>, args: &[&str]) -> (bool, String) {
             .arg(kubeconfig.with_extension("kube-cache"));
     }
     let output = command.args(args).output().expect("run kubectl");
-    let text = format!(
+    (output.status.success(), text(&output))
+}
+
+/// A finished command's stdout, then its stderr, as text.
+pub fn text(output: &Output) -> String {
+    format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    )
 }
 
 /// The objects `kubectl kustomize <dir>` renders, as JSON.
