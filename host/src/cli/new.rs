@@ -205,19 +205,19 @@ impl Error {
 type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
+    let scaffold = Scaffold::new(&args.name)?;
     let sdk = sdk_dir(args.sdk.as_deref())?;
-    let scaffold = Scaffold::new(&args.name, &sdk)?;
     let dir = args
         .dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(&args.name));
-    let files = scaffold.files();
+    let files = scaffold.files(&sdk)?;
     write(&dir, &files)?;
     println!("created the policy `{}` in {}:", args.name, dir.display());
     for (path, _) in &files {
         println!("  {path}");
     }
-    println!("its SDK: {}", sdk.display());
+    println!("the SDK it depends on: {}", sdk.display());
     println!("next:");
     println!("  cd {}", dir.display());
     for command in scaffold.next_commands() {
@@ -250,7 +250,7 @@ fn sdk_dir(given: Option<&Path>) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// A new policy crate: its names and what it depends on.
+/// A new policy crate's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Scaffold {
     /// The policy and package name, e.g. `my-policy`.
@@ -259,39 +259,38 @@ struct Scaffold {
     crate_name: String,
     /// The policy type, e.g. `MyPolicy`.
     type_name: String,
-    /// The SDK's directory as a TOML string's contents.
-    sdk: String,
 }
 
 impl Scaffold {
-    /// Checks `name` and fills in the rest.
-    fn new(name: &str, sdk: &Path) -> Result<Self> {
+    /// Checks `name` and derives the others from it.
+    fn new(name: &str) -> Result<Self> {
         check_name(name)?;
-        let sdk_text = sdk
-            .to_str()
-            .ok_or_else(|| Error::SdkPathNotUtf8(sdk.to_path_buf()))?;
         Ok(Self {
             name: name.to_owned(),
             crate_name: crate_name(name),
             type_name: type_name(name),
-            sdk: toml_escape(sdk_text),
         })
     }
 
-    /// Every file of the crate: its path in the crate and its text.
-    fn files(&self) -> Vec<(&'static str, String)> {
+    /// Every file of the crate, depending on the SDK in `sdk`: its path in
+    /// the crate and its text.
+    fn files(&self, sdk: &Path) -> Result<Vec<(&'static str, String)>> {
+        let sdk = sdk
+            .to_str()
+            .ok_or_else(|| Error::SdkPathNotUtf8(sdk.to_path_buf()))?;
+        let sdk = toml_escape(sdk);
         let values = [
             ("name", self.name.as_str()),
             ("crate", self.crate_name.as_str()),
             ("Type", self.type_name.as_str()),
-            ("sdk", self.sdk.as_str()),
+            ("sdk", sdk.as_str()),
             ("serde", SERDE_VERSION),
             ("serde_json", SERDE_JSON_VERSION),
         ];
-        FILES
+        Ok(FILES
             .iter()
             .map(|&(path, template)| (path, render(template, &values)))
-            .collect()
+            .collect())
     }
 
     /// The commands that test and build the new crate, from its directory.
@@ -411,7 +410,13 @@ mod tests {
     use super::*;
 
     fn scaffold(name: &str) -> Scaffold {
-        Scaffold::new(name, Path::new("/src/policyhost/guest-sdk")).unwrap()
+        Scaffold::new(name).unwrap()
+    }
+
+    fn files(name: &str) -> Vec<(&'static str, String)> {
+        scaffold(name)
+            .files(Path::new("/src/policyhost/guest-sdk"))
+            .unwrap()
     }
 
     /// A directory of this test's own under cargo's `<target>/tmp` (a unit
@@ -439,7 +444,7 @@ mod tests {
             "",
             &"a".repeat(64),
         ] {
-            let error = Scaffold::new(name, Path::new("/sdk")).unwrap_err();
+            let error = Scaffold::new(name).unwrap_err();
             assert!(
                 matches!(
                     error,
@@ -504,7 +509,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled_in() {
-        let files = scaffold("my-policy").files();
+        let files = files("my-policy");
         for (path, text) in &files {
             assert!(!text.contains("{{"), "{path} keeps a placeholder:\n{text}");
         }
@@ -546,9 +551,42 @@ mod tests {
 
     #[test]
     fn the_sdk_path_is_written_as_a_toml_string() {
-        let names = Scaffold::new("p", Path::new(r#"/home/a "b"\c"#)).unwrap();
-        assert_eq!(names.sdk, r#"/home/a \"b\"\\c"#);
+        let files = scaffold("p").files(Path::new(r#"/home/a "b"\c"#)).unwrap();
+        let manifest = &files
+            .iter()
+            .find(|(path, _)| *path == "Cargo.toml")
+            .unwrap()
+            .1;
+        assert!(
+            manifest.contains(r#"policyhost-sdk = { path = "/home/a \"b\"\\c" }"#),
+            "{manifest}"
+        );
         assert_eq!(toml_escape("a\tb"), "a\\u0009b");
+    }
+
+    #[test]
+    fn an_sdk_path_that_is_not_utf8_is_refused() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let sdk = Path::new(std::ffi::OsStr::from_bytes(b"/src/\xff/guest-sdk"));
+        let error = scaffold("p").files(sdk).unwrap_err();
+        assert!(
+            matches!(error, Error::SdkPathNotUtf8(ref p) if p == sdk),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "the SDK's path /src/\u{FFFD}/guest-sdk is not UTF-8, which Cargo.toml needs"
+        );
+    }
+
+    #[test]
+    fn a_file_system_error_names_what_was_done_to_which_path_and_keeps_its_cause() {
+        let error = Error::io("write", Path::new("p/Cargo.toml"))(std::io::Error::from(
+            std::io::ErrorKind::PermissionDenied,
+        ));
+        assert_eq!(error.to_string(), "cannot write p/Cargo.toml");
+        let cause = std::error::Error::source(&error).unwrap();
+        assert_eq!(cause.to_string(), "permission denied");
     }
 
     #[test]
@@ -613,7 +651,7 @@ mod tests {
         let dir = scratch("non-empty");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("Cargo.toml"), "mine").unwrap();
-        let error = write(&dir, &scaffold("p").files()).unwrap_err();
+        let error = write(&dir, &files("p")).unwrap_err();
         assert!(
             matches!(error, Error::NotEmpty(ref d) if *d == dir),
             "{error:?}"
@@ -640,7 +678,7 @@ mod tests {
     fn an_empty_or_missing_directory_gets_every_file() {
         let dir = scratch("empty");
         std::fs::create_dir_all(&dir).unwrap();
-        let files = scaffold("p").files();
+        let files = files("p");
         write(&dir, &files).unwrap();
         for (path, text) in &files {
             assert_eq!(&std::fs::read_to_string(dir.join(path)).unwrap(), text);
