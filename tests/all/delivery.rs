@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,25 +25,10 @@ use policyhost::runtime::Digest;
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
-use crate::common::{for_every_namespace, guest, guest_bytes, leb128, policyhost_bin};
-
-/// `component` with a custom section appended: the same behaviour under
-/// another digest, i.e. another version of the policy.
-fn version(component: &[u8], label: &str) -> Vec<u8> {
-    custom_section(component, "policyhost-test-version", label.as_bytes())
-}
-
-fn custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
-    let mut body = Vec::new();
-    leb128(name.len(), &mut body);
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(payload);
-    let mut out = component.to_vec();
-    out.push(0);
-    leb128(body.len(), &mut out);
-    out.extend_from_slice(&body);
-    out
-}
+use crate::common::process::policyhost;
+use crate::common::publishing::{events_on, policy_map, push, push_map, wait_event};
+use crate::common::variants::{custom_section, version};
+use crate::common::{for_every_namespace, guest, guest_bytes, policyhost_bin};
 
 fn digest(bytes: &[u8]) -> String {
     Digest::of(bytes).to_hex()
@@ -56,37 +41,6 @@ fn fanout(replicas: u32) -> Value {
 fn fanout_forever(replicas: u32) -> Value {
     json!({"replicas": replicas, "image": "busybox:1.36",
         "podAnnotations": {"devcluster.policyhost.dev/run-seconds": "-1"}})
-}
-
-/// The ConfigMap that ships `component` as policy `name` in the test's policy namespace.
-fn policy_map(env: &Env, name: &str, component: &[u8], settings: &Settings) -> ConfigMap {
-    configmap::build(
-        name,
-        &env.policy_namespace,
-        component,
-        settings,
-        Compression::Auto,
-    )
-    .expect("a policy ConfigMap")
-}
-
-/// Applies `map` and waits for the host's verdict on it.
-async fn push_map(env: &Env, map: &ConfigMap) -> Annotations {
-    publish::apply(&env.client, map)
-        .await
-        .expect("apply the policy ConfigMap");
-    publish::wait_observed(&env.client, map, Duration::from_secs(60))
-        .await
-        .expect("the host reports on the ConfigMap")
-}
-
-/// Pushes `component` as policy `name` with default settings; returns the verdict.
-async fn push(env: &Env, name: &str, component: &[u8]) -> Annotations {
-    push_map(
-        env,
-        &policy_map(env, name, component, &for_every_namespace()),
-    )
-    .await
 }
 
 /// The digest the operator's registry serves for `name`.
@@ -104,37 +58,6 @@ fn status_digest(job: &DataJob) -> Option<&str> {
         .as_ref()
         .and_then(|s| s.policy.as_ref())
         .map(|p| p.digest.as_str())
-}
-
-/// Events on the ConfigMap `name` with reason `reason`.
-async fn events_on(env: &Env, name: &str, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.policy_namespace);
-    events
-        .list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("ConfigMap")
-                && e.involved_object.name.as_deref() == Some(name)
-                && e.reason.as_deref() == Some(reason)
-        })
-        .collect()
-}
-
-/// Waits for an Event on ConfigMap `name` with `reason` whose note contains `text`.
-async fn wait_event(env: &Env, name: &str, reason: &str, text: &str) -> Event {
-    eventually(
-        &format!("a {reason} Event on {name} saying `{text}`"),
-        || async {
-            events_on(env, name, reason)
-                .await
-                .into_iter()
-                .find(|e| e.message.as_deref().is_some_and(|m| m.contains(text)))
-        },
-    )
-    .await
 }
 
 /// Reconciles of `policy` by result other than `success`, from /metrics.
@@ -703,14 +626,6 @@ async fn swaps_under_load_never_fail_a_reconcile_and_every_status_names_a_good_v
 }
 
 // --- The CLI against devcluster -------------------------------------------
-
-fn policyhost(args: &[&str]) -> Output {
-    Command::new(policyhost_bin())
-        .args(args)
-        .env("POLICYHOST_LOG", "warn")
-        .output()
-        .expect("run policyhost")
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -30,3 +30,4 @@ mod policy_guide;
 mod rbac;
 mod runtime;
 mod scaffold;
+mod shadow;

@@ -164,6 +164,10 @@ pub struct OperatorSetup {
     pub extra_namespaces: Vec<String>,
     /// Each policy's compile time (`--compile-budget`); `None`: unlimited.
     pub compile_budget: Option<CompileBudget>,
+    /// Guest call threads.
+    pub call_threads: usize,
+    /// Where serving calls are recorded (`--record-calls`), if anywhere.
+    pub record_calls: Option<policyhost::shadow::record::Config>,
 }
 
 impl OperatorSetup {
@@ -186,6 +190,8 @@ impl OperatorSetup {
             outbound_roots: Vec::new(),
             extra_namespaces: Vec::new(),
             compile_budget: None,
+            call_threads: 2,
+            record_calls: None,
         }
     }
 
@@ -244,7 +250,7 @@ impl Env {
     pub async fn start_operator(&mut self, setup: OperatorSetup) {
         let defaults = Options::default();
         let mut runtime = RuntimeConfig {
-            threads: 2,
+            threads: setup.call_threads,
             cache_dir: Some(super::compile_cache()),
             ..RuntimeConfig::default()
         };
@@ -284,6 +290,7 @@ impl Env {
             grant_secret_refresh: Duration::from_millis(200),
             cache: setup.cache,
             runtime,
+            record_calls: setup.record_calls.clone(),
             ..defaults
         };
         let api = setup.api.clone().unwrap_or_else(|| self.config.clone());

@@ -17,6 +17,7 @@ pub mod logs;
 pub mod peers;
 pub mod plot;
 pub mod process;
+pub mod publishing;
 pub mod rbac;
 pub mod requests;
 pub mod sampler;

@@ -167,6 +167,15 @@ pub fn kubectl(kubeconfig: Option<&Path>, args: &[&str]) -> (bool, String) {
     (output.status.success(), text(&output))
 }
 
+/// Runs the built `policyhost` with `args` (its log at `warn`) to the end.
+pub fn policyhost(args: &[&str]) -> Output {
+    Command::new(super::policyhost_bin())
+        .args(args)
+        .env("POLICYHOST_LOG", "warn")
+        .output()
+        .expect("run policyhost")
+}
+
 /// A finished command's stdout, then its stderr, as text.
 pub fn text(output: &Output) -> String {
     format!(

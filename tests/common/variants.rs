@@ -54,11 +54,16 @@ fn push_section(id: u8, payload: &[u8], out: &mut Vec<u8>) {
 /// naming `label` appended.
 #[must_use]
 pub fn version(component: &[u8], label: &str) -> Vec<u8> {
-    let name = b"policyhost-test-version";
+    custom_section(component, "policyhost-test-version", label.as_bytes())
+}
+
+/// `component` with a custom section `name` holding `payload` appended.
+#[must_use]
+pub fn custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
     let mut body = Vec::new();
     leb128(name.len(), &mut body);
-    body.extend_from_slice(name);
-    body.extend_from_slice(label.as_bytes());
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
     let mut out = component.to_vec();
     push_section(0, &body, &mut out);
     out

@@ -477,11 +477,15 @@ fn prepare_guests() -> Result<(), String> {
     Ok(())
 }
 
-/// The package names of every crate under `policies/`, sorted.
+/// The package names of every crate under `policies/`, sorted, those
+/// another policy depends on last: a policy built as a dependency is built
+/// as its `cdylib` too, with the dependent's features, into the same
+/// `<name>.wasm`; its own build, fresh or not, puts its component back.
 fn policy_packages() -> Result<Vec<String>, String> {
     let dir = workspace_root().join("policies");
     let entries = fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
     let mut names = Vec::new();
+    let mut manifests = String::new();
     for entry in entries {
         let manifest = entry
             .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
@@ -489,9 +493,11 @@ fn policy_packages() -> Result<Vec<String>, String> {
             .join("Cargo.toml");
         if manifest.is_file() {
             names.push(package_name(&manifest)?);
+            manifests.push_str(&fs::read_to_string(&manifest).unwrap_or_default());
         }
     }
     names.sort();
+    names.sort_by_key(|name| manifests.contains(&format!("path = \"../{name}\"")));
     Ok(names)
 }
 

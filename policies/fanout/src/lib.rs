@@ -63,6 +63,7 @@ pub const WORKERS_READY: &str = "WorkersReady";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fanout;
 
+#[cfg(feature = "export")]
 policyhost_sdk::export!(Fanout);
 
 /// `status.outputs` of a fanout DataJob.

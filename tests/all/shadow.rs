@@ -1,0 +1,498 @@
+//! Candidate versions end to end: a candidate published beside the serving
+//! version answers the same inputs, only the serving version's answers are
+//! applied, and what differs is counted, kept on the candidate's ConfigMap,
+//! shown by `policy diff` and gates `policy promote`; recorded calls replay
+//! through a candidate offline.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use policyhost::crd::{DataJob, DataJobSpec};
+use policyhost::metrics::PolicyResult;
+use policyhost::policies::configmap::{self, POLICY_LABEL, Settings};
+use policyhost::policies::report::Annotations;
+use policyhost::shadow::Summary;
+use policyhost::shadow::record;
+use serde_json::{Value, json};
+
+use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
+use crate::common::process::{policyhost, text};
+use crate::common::publishing::{policy_map, push, push_map, wait_event};
+use crate::common::variants::version;
+use crate::common::{for_every_namespace, guest, guest_bytes};
+
+/// The label `fanout-next` adds a child for.
+const EXTRA_LABEL: &str = "policyhost.dev/test-extra";
+
+fn fanout(replicas: u32) -> Value {
+    json!({"replicas": replicas, "image": "busybox:1.36", "command": ["true"]})
+}
+
+/// Publishes `component` as the candidate of `policy` and waits for the
+/// host's verdict.
+async fn push_candidate(
+    env: &Env,
+    policy: &str,
+    component: &[u8],
+    settings: &Settings,
+) -> Annotations {
+    let map = configmap::into_candidate(policy_map(env, policy, component, settings), policy);
+    push_map(env, &map).await
+}
+
+/// The candidate summary the host wrote on `candidate-<policy>`, once
+/// `done` holds for it.
+async fn summary_when(
+    env: &Env,
+    policy: &str,
+    what: &str,
+    done: impl Fn(&Summary) -> bool,
+) -> Summary {
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let name = configmap::candidate_name(policy);
+    eventually(&format!("the summary on {name}: {what}"), || {
+        let (api, name, done) = (api.clone(), name.clone(), &done);
+        async move {
+            let map = api.get_opt(&name).await.ok()??;
+            Summary::read(Some(map.annotations())).filter(|s| done(s))
+        }
+    })
+    .await
+}
+
+/// Shadow calls of `policy` by result, from the operator's metrics.
+fn shadow_calls(env: &Env, policy: &str) -> BTreeMap<&'static str, u64> {
+    let family = &env.operator().metrics.shadow_calls_total;
+    ["same", "differs", "fault", "skipped"]
+        .into_iter()
+        .map(|result| {
+            let labels = PolicyResult {
+                policy: policy.to_owned(),
+                result: result.to_owned(),
+            };
+            (result, family.get_or_create(&labels).get())
+        })
+        .collect()
+}
+
+/// The counts of a summary, labelled as the metric labels them.
+fn counts(summary: &Summary) -> BTreeMap<&'static str, u64> {
+    BTreeMap::from([
+        ("same", summary.same),
+        ("differs", summary.differs),
+        ("fault", summary.faults),
+        ("skipped", summary.skipped),
+    ])
+}
+
+/// Shadow calls that were made (not skipped).
+fn compared(env: &Env, policy: &str) -> u64 {
+    let calls = shadow_calls(env, policy);
+    calls["same"] + calls["differs"] + calls["fault"]
+}
+
+/// Creates a fanout DataJob, labelled `labels`.
+async fn create_labelled(env: &Env, name: &str, labels: &[(&str, &str)]) {
+    let Value::Object(params) = fanout(1) else {
+        unreachable!("fanout params are an object");
+    };
+    let mut job = DataJob::new(
+        name,
+        DataJobSpec {
+            policy: "fanout".into(),
+            params,
+            ..DataJobSpec::default()
+        },
+    );
+    job.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    env.jobs()
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("create the DataJob");
+}
+
+async fn wait_succeeded(env: &Env, name: &str) -> DataJob {
+    env.wait_job(name, "Succeeded", |job| phase(job) == Some("Succeeded"))
+        .await
+}
+
+/// Reconciles `name` once more (a new annotation) and waits until a
+/// shadow call of `policy` was made for it: with the operator idle, the
+/// call threads are free and the call is not skipped.
+async fn shadow_once_more(env: &Env, policy: &str, name: &str) {
+    let before = compared(env, policy);
+    let patch = json!({"metadata": {"annotations": {"test.policyhost.dev/poke": name}}});
+    env.jobs()
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("annotate the DataJob");
+    eventually(&format!("a shadow call for {name}"), || async {
+        (compared(env, policy) > before).then_some(())
+    })
+    .await;
+}
+
+/// `args` for the built binary, in this test's policy namespace and cluster.
+fn in_cluster<'a>(env: &'a Env, kubeconfig: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend([
+        "--namespace",
+        env.policy_namespace.as_str(),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("a UTF-8 path"),
+    ]);
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identical_candidate_answers_the_same_on_every_call_and_promote_swaps_it_in() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let serving = guest_bytes("fanout");
+    push(&env, "fanout", &serving).await;
+    let candidate = version(&serving, "next");
+    let verdict = push_candidate(&env, "fanout", &candidate, &for_every_namespace()).await;
+    assert_eq!(verdict.error, None, "the candidate loads");
+    let candidate_digest = verdict.loaded_digest.expect("the candidate loads");
+    wait_event(
+        &env,
+        "candidate-fanout",
+        "CandidateLoaded",
+        "candidate of policy `fanout`",
+    )
+    .await;
+
+    for name in ["a", "b", "c"] {
+        env.create_job(name, "fanout", fanout(2)).await;
+    }
+    for name in ["a", "b", "c"] {
+        wait_succeeded(&env, name).await;
+    }
+    for name in ["a", "b", "c"] {
+        shadow_once_more(&env, "fanout", name).await;
+    }
+    let summary = summary_when(&env, "fanout", "3 same calls or more", |s| s.same >= 3).await;
+    assert_eq!((summary.differs, summary.faults), (0, 0), "{summary:?}");
+    assert!(summary.jobs.is_empty(), "{summary:?}");
+    assert_eq!(summary.digest, candidate_digest);
+    let calls = shadow_calls(&env, "fanout");
+    assert_eq!((calls["differs"], calls["fault"]), (0, 0), "{calls:?}");
+
+    let kubeconfig = env.kubeconfig_file();
+    let listed = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "list", "-o", "json"],
+    ));
+    assert!(listed.status.success(), "{}", text(&listed));
+    let rows: Vec<Value> = serde_json::from_slice(&listed.stdout).expect("JSON rows");
+    assert_eq!(rows.len(), 1, "serving and candidate on one row: {rows:?}");
+    assert_eq!(rows[0]["configmap"], "policy-fanout");
+    assert_eq!(rows[0]["candidate"]["configmap"], "candidate-fanout");
+    assert_eq!(
+        rows[0]["candidate"]["servingDigest"],
+        candidate_digest.as_str()
+    );
+
+    let diff = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "diff", "fanout"],
+    ));
+    assert!(
+        diff.status.success(),
+        "no difference, exit 0: {}",
+        text(&diff)
+    );
+
+    let promoted = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "promote", "fanout", "--wait"],
+    ));
+    assert!(promoted.status.success(), "{}", text(&promoted));
+    assert!(text(&promoted).contains(&format!("serving sha256:{candidate_digest}")));
+    let shared = Arc::clone(&env.operator().shared);
+    eventually("the candidate to be retired", || {
+        let shared = Arc::clone(&shared);
+        async move { shared.candidates.get("fanout").is_none().then_some(()) }
+    })
+    .await;
+    let registry = &env.operator().shared.registry;
+    assert_eq!(
+        registry.get("fanout").map(|p| p.digest().to_hex()).ok(),
+        Some(candidate_digest),
+        "the candidate serves"
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let retired = maps
+        .get("candidate-fanout")
+        .await
+        .expect("the ConfigMap stays");
+    assert!(!retired.labels().contains_key(POLICY_LABEL), "{retired:?}");
+    assert!(retired.binary_data.is_none(), "its content goes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_adding_a_child_to_one_datajob_in_ten_differs_for_exactly_that_one() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    push(&env, "fanout", &guest_bytes("fanout")).await;
+    push_candidate(
+        &env,
+        "fanout",
+        &guest_bytes("fanout-next"),
+        &for_every_namespace(),
+    )
+    .await;
+    let names: Vec<String> = (0..10).map(|i| format!("job-{i}")).collect();
+    for name in &names {
+        let labels: &[(&str, &str)] = if name == "job-3" {
+            &[(EXTRA_LABEL, "yes")]
+        } else {
+            &[]
+        };
+        create_labelled(&env, name, labels).await;
+    }
+    for name in &names {
+        wait_succeeded(&env, name).await;
+    }
+    // Every DataJob gets a shadow call of its own, whatever was skipped
+    // while they all started at once.
+    for name in &names {
+        shadow_once_more(&env, "fanout", name).await;
+    }
+    env.wait_idle().await;
+    let calls = shadow_calls(&env, "fanout");
+    let summary = summary_when(&env, "fanout", "the metrics' counts", |s| {
+        counts(s) == calls
+    })
+    .await;
+    let job3 = format!("{}/job-3", env.namespace);
+    let listed: Vec<&str> = summary.jobs.iter().map(|j| j.job.as_str()).collect();
+    assert_eq!(listed, [job3.as_str()], "{summary:?}");
+    let pointer = "/children/ConfigMap:job-3-extra: not expected, got";
+    assert!(
+        summary.jobs[0]
+            .differences
+            .iter()
+            .any(|d| d.starts_with(pointer)),
+        "{summary:?}"
+    );
+    assert_eq!(summary.faults, 0);
+    assert!(summary.same >= 9, "{summary:?}");
+
+    // Only the serving version's answer was applied.
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    assert!(maps.get_opt("job-3-extra").await.expect("get").is_none());
+
+    let event = wait_event(&env, "candidate-fanout", "CandidateDiffers", "job-3").await;
+    assert!(
+        event
+            .message
+            .unwrap_or_default()
+            .contains("policy diff fanout")
+    );
+
+    let kubeconfig = env.kubeconfig_file();
+    let diff = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "diff", "fanout"],
+    ));
+    let shown = text(&diff);
+    assert_eq!(diff.status.code(), Some(1), "a difference, exit 1: {shown}");
+    assert!(
+        shown.contains(&format!("DIFF   reconcile {job3}")),
+        "{shown}"
+    );
+    assert!(shown.contains(pointer), "{shown}");
+    let line = format!(
+        "{} same, {} differ, {} faults, {} skipped",
+        calls["same"], calls["differs"], calls["fault"], calls["skipped"]
+    );
+    assert!(
+        shown.contains(&line),
+        "policy diff and the metrics agree: {line}\n{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_that_loops_is_counted_as_faults_and_promote_waits_until_they_are_examined() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let serving = guest_bytes("fanout");
+    let serving_digest = push(&env, "fanout", &serving)
+        .await
+        .loaded_digest
+        .expect("loads");
+    let settings = Settings::parse(&BTreeMap::from([
+        ("timeout".to_owned(), "200ms".to_owned()),
+        ("allowedNamespaces".to_owned(), "*".to_owned()),
+    ]))
+    .expect("settings");
+    push_candidate(&env, "fanout", &guest_bytes("infinite-loop"), &settings).await;
+    for name in ["a", "b"] {
+        env.create_job(name, "fanout", fanout(1)).await;
+    }
+    for name in ["a", "b"] {
+        let job = wait_succeeded(&env, name).await;
+        let acting = job
+            .status
+            .and_then(|s| s.policy)
+            .expect("a policy in the status");
+        assert_eq!(acting.digest, serving_digest, "the serving version acted");
+    }
+    let summary = summary_when(&env, "fanout", "a fault", |s| s.faults >= 1).await;
+    let fault = summary.jobs[0].fault.clone().unwrap_or_default();
+    assert!(
+        fault.starts_with("DeadlineExceeded") || fault.starts_with("OutOfFuel"),
+        "{fault}"
+    );
+    assert!(shadow_calls(&env, "fanout")["fault"] >= 1);
+
+    let kubeconfig = env.kubeconfig_file();
+    let promote = in_cluster(&env, &kubeconfig, &["policy", "promote", "fanout"]);
+    let refused = policyhost(&promote);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("or promote with --force"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(
+        env.operator()
+            .shared
+            .registry
+            .get("fanout")
+            .map(|p| p.digest().to_hex())
+            .ok(),
+        Some(serving_digest),
+        "nothing was promoted"
+    );
+
+    let diff = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "diff", "fanout"],
+    ));
+    assert!(text(&diff).contains("FAULT  "), "{}", text(&diff));
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let marked = maps.get("candidate-fanout").await.expect("the candidate");
+    let examined: u64 = marked.annotations()["policyhost.dev/faults-examined"]
+        .parse()
+        .expect("a count");
+    assert!(
+        examined >= summary.faults,
+        "{examined} of {}",
+        summary.faults
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_call_thread_to_spare_every_shadow_call_is_skipped() {
+    let env = Env::start_with(OperatorSetup {
+        call_threads: 1,
+        ..OperatorSetup::configmaps()
+    })
+    .await;
+    let serving = guest_bytes("fanout");
+    push(&env, "fanout", &serving).await;
+    push_candidate(
+        &env,
+        "fanout",
+        &version(&serving, "next"),
+        &for_every_namespace(),
+    )
+    .await;
+    env.create_job("a", "fanout", fanout(1)).await;
+    wait_succeeded(&env, "a").await;
+    let summary = summary_when(&env, "fanout", "a skipped call", |s| s.skipped >= 1).await;
+    assert_eq!(
+        summary.same + summary.differs + summary.faults,
+        0,
+        "{summary:?}"
+    );
+    let calls = shadow_calls(&env, "fanout");
+    assert!(calls["skipped"] >= 1, "{calls:?}");
+    assert_eq!(calls["same"], 0, "one thread is never spare");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_calls_replay_through_a_candidate_as_policy_diff_shows_them() {
+    let dir = crate::common::scratch().join(format!("recorded-{}", std::process::id()));
+    let mut env = Env::cluster_only().await;
+    env.start_operator(OperatorSetup {
+        record_calls: Some(record::Config {
+            dir: dir.clone(),
+            per_policy: 50,
+        }),
+        ..OperatorSetup::configmaps()
+    })
+    .await;
+    push(&env, "fanout", &guest_bytes("fanout")).await;
+    create_labelled(&env, "plain", &[]).await;
+    create_labelled(&env, "extra", &[(EXTRA_LABEL, "yes")]).await;
+    for name in ["plain", "extra"] {
+        wait_succeeded(&env, name).await;
+    }
+    let recorded = dir.join("fanout");
+    let files = eventually("recorded calls of both DataJobs", || async {
+        let files: Vec<_> = std::fs::read_dir(&recorded).ok()?.flatten().collect();
+        let texts: Vec<String> = files
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f.path()).ok())
+            .collect();
+        let both = ["plain", "extra"].iter().all(|name| {
+            texts
+                .iter()
+                .any(|t| t.contains(&format!("\"name\": \"{name}\"")))
+        });
+        both.then_some(files)
+    })
+    .await;
+    use std::os::unix::fs::PermissionsExt as _;
+    for file in &files {
+        let mode = file.metadata().expect("metadata").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.path().display());
+    }
+
+    let replay = |component: &Path| {
+        policyhost(&[
+            "policy",
+            "test",
+            "--replay",
+            recorded.to_str().expect("a UTF-8 path"),
+            component.to_str().expect("a UTF-8 path"),
+        ])
+    };
+    let same = replay(&guest("fanout"));
+    assert!(same.status.success(), "{}", text(&same));
+    assert!(
+        text(&same).contains(" 0 differ, 0 faults"),
+        "{}",
+        text(&same)
+    );
+
+    let next = replay(&guest("fanout-next"));
+    let shown = text(&next);
+    assert_eq!(next.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains(&format!("DIFF   reconcile {}/extra (", env.namespace)),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("/children/ConfigMap:extra-extra: not expected, got"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("/plain ("),
+        "only the labelled DataJob differs: {shown}"
+    );
+}

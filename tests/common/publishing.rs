@@ -1,0 +1,76 @@
+//! Publishing policy versions as the tests do: a ConfigMap built and
+//! applied as `policy push` applies it, the host's verdict awaited, and the
+//! Events it records on policy ConfigMaps.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, ListParams};
+use policyhost::policies::configmap::{self, Compression, Settings};
+use policyhost::policies::publish;
+use policyhost::policies::report::Annotations;
+
+use super::cluster::{Env, eventually};
+use super::for_every_namespace;
+
+/// The ConfigMap that ships `component` as policy `name` in the test's policy namespace.
+pub fn policy_map(env: &Env, name: &str, component: &[u8], settings: &Settings) -> ConfigMap {
+    configmap::build(
+        name,
+        &env.policy_namespace,
+        component,
+        settings,
+        Compression::Auto,
+    )
+    .expect("a policy ConfigMap")
+}
+
+/// Applies `map` and waits for the host's verdict on it.
+pub async fn push_map(env: &Env, map: &ConfigMap) -> Annotations {
+    publish::apply(&env.client, map)
+        .await
+        .expect("apply the policy ConfigMap");
+    publish::wait_observed(&env.client, map, Duration::from_secs(60))
+        .await
+        .expect("the host reports on the ConfigMap")
+}
+
+/// Pushes `component` as policy `name` with default settings; returns the verdict.
+pub async fn push(env: &Env, name: &str, component: &[u8]) -> Annotations {
+    push_map(
+        env,
+        &policy_map(env, name, component, &for_every_namespace()),
+    )
+    .await
+}
+
+/// Events on the ConfigMap `name` with reason `reason`.
+pub async fn events_on(env: &Env, name: &str, reason: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("ConfigMap")
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
+
+/// Waits for an Event on ConfigMap `name` with `reason` whose note contains `text`.
+pub async fn wait_event(env: &Env, name: &str, reason: &str, text: &str) -> Event {
+    eventually(
+        &format!("a {reason} Event on {name} saying `{text}`"),
+        || async {
+            events_on(env, name, reason)
+                .await
+                .into_iter()
+                .find(|e| e.message.as_deref().is_some_and(|m| m.contains(text)))
+        },
+    )
+    .await
+}
