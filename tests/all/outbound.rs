@@ -1179,4 +1179,69 @@ mod operator {
             );
         }
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_candidates_outbound_requests_never_leave_the_host() {
+        let cloud = Cloud::start();
+        let env = Env::start_with(OperatorSetup {
+            outbound_roots: vec![cloud.ca()],
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        grant(&env, &cloud.origin()).await;
+        push_bucket(&env).await;
+        served_with_grant(&env).await;
+        let candidate = common::variants::version(&guest_bytes("bucket"), "next");
+        let map = configmap::into_candidate(
+            configmap::build(
+                "bucket",
+                &env.policy_namespace,
+                &candidate,
+                &for_every_namespace(),
+                Compression::Auto,
+            )
+            .expect("the candidate's ConfigMap"),
+            "bucket",
+        );
+        publish::apply(&env.client, &map)
+            .await
+            .expect("push the candidate");
+        let shared = Arc::clone(&env.operator().shared);
+        eventually("the candidate in service with the policy's grant", || {
+            let shared = Arc::clone(&shared);
+            async move {
+                let candidate = shared.candidates.get("bucket")?;
+                candidate.policy().outbound().is_some().then_some(())
+            }
+        })
+        .await;
+
+        env.create_job("etl", "bucket", json!({ "service": cloud.origin() }))
+            .await;
+        env.wait_job("etl", "BucketReady", |job| {
+            condition(job, "BucketReady").is_some_and(|c| c.status == "True")
+        })
+        .await;
+        let summary = eventually("the candidate's refused requests", || {
+            let shared = Arc::clone(&shared);
+            async move {
+                let summary = shared.candidates.get("bucket")?.summary();
+                (summary.outbound_refused > 0).then_some(summary)
+            }
+        })
+        .await;
+        env.wait_idle().await;
+        // The cloud saw the serving version's requests and nothing else.
+        let sent = env
+            .operator()
+            .metrics
+            .outbound_requests_total
+            .get_or_create(&policyhost::metrics::PolicyLabel {
+                policy: "bucket".into(),
+            })
+            .get();
+        assert!(sent > 0);
+        assert_eq!(cloud.requests(), sent, "{summary:?}");
+        assert_eq!(cloud.live(), 1, "one bucket, the serving version's");
+    }
 }

@@ -742,6 +742,30 @@ async fn teams_publish_as_the_real_authorizer_decides(env: &Env, objects: &[Valu
         "team B pushing its own: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Candidates: its own, yes; team B's, neither published nor promoted.
+    let out = shadow_as(&team_a, "etl");
+    assert!(
+        out.status.success(),
+        "team A shadowing its own: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for out in [
+        shadow_as(&team_a, "reports"),
+        promote_as(&team_a, "reports"),
+    ] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("forbidden"),
+            "team A on team B's candidate: {stderr}"
+        );
+    }
+    // Its own promote is authorized; no host loaded the candidate here.
+    let out = promote_as(&team_a, "etl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("not in service"),
+        "{stderr}"
+    );
     if let Some(log) = env.requests() {
         let refused = log
             .all()
@@ -771,15 +795,44 @@ fn guide_publisher_rbac() -> Vec<Value> {
 
 /// `policy push` run as `kubeconfig`'s user, of fanout as policy `name`.
 fn push_as(kubeconfig: &std::path::Path, name: &str) -> std::process::Output {
+    publish_as(kubeconfig, name, &[])
+}
+
+/// `policy push --shadow` run as `kubeconfig`'s user: fanout as the
+/// candidate of policy `name`.
+fn shadow_as(kubeconfig: &std::path::Path, name: &str) -> std::process::Output {
+    publish_as(kubeconfig, name, &["--shadow"])
+}
+
+fn publish_as(kubeconfig: &std::path::Path, name: &str, extra: &[&str]) -> std::process::Output {
     std::process::Command::new(policyhost_bin())
         .args(["policy", "push"])
         .arg(crate::common::guest("fanout"))
         .args(["--name", name, "--namespace", NAMESPACE])
-        .args(["--allowed-namespaces", "team-a", "--kubeconfig"])
+        .args(["--allowed-namespaces", "team-a"])
+        .args(extra)
+        .arg("--kubeconfig")
         .arg(kubeconfig)
         .env("POLICYHOST_LOG", "warn")
         .output()
         .expect("run policyhost policy push")
+}
+
+/// `policy promote` run as `kubeconfig`'s user, of policy `name`.
+fn promote_as(kubeconfig: &std::path::Path, name: &str) -> std::process::Output {
+    std::process::Command::new(policyhost_bin())
+        .args([
+            "policy",
+            "promote",
+            name,
+            "--namespace",
+            NAMESPACE,
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .env("POLICYHOST_LOG", "warn")
+        .output()
+        .expect("run policyhost policy promote")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -801,7 +854,7 @@ async fn with_the_guide_s_rbac_a_team_may_replace_its_own_policy_but_not_another
         .iter()
         .filter(|o| o["kind"] == "ConfigMap")
         .collect();
-    assert_eq!(precreated.len(), 2, "one ConfigMap per team");
+    assert_eq!(precreated.len(), 4, "two ConfigMaps per team's policy");
     for map in precreated {
         let map: ConfigMap = serde_json::from_value(map.clone()).expect("a ConfigMap");
         maps.create(&PostParams::default(), &map)
@@ -847,6 +900,27 @@ async fn with_the_guide_s_rbac_a_team_may_replace_its_own_policy_but_not_another
     let other = verdicts("policy-reports");
     assert!(other.iter().any(|(a, _)| a.verb == "patch"), "{other:?}");
     assert!(other.iter().all(|(_, allowed)| !*allowed), "{other:?}");
+
+    // Its own candidate: allowed; team B's, to publish or to promote: denied.
+    let out = shadow_as(&kubeconfig, "etl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let own = verdicts("candidate-etl");
+    assert!(own.iter().any(|(a, _)| a.verb == "patch"), "{own:?}");
+    assert!(own.iter().all(|(_, allowed)| *allowed), "{own:?}");
+    shadow_as(&kubeconfig, "reports");
+    promote_as(&kubeconfig, "reports");
+    let theirs = verdicts("candidate-reports");
+    for verb in ["patch", "get"] {
+        assert!(
+            theirs.iter().any(|(a, _)| a.verb == verb),
+            "{verb}: {theirs:?}"
+        );
+    }
+    assert!(theirs.iter().all(|(_, allowed)| !*allowed), "{theirs:?}");
 
     // A policy nobody created for it: the apply would create, which is denied.
     push_as(&kubeconfig, "brand-new");

@@ -257,6 +257,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "monitoring::",
         "operator::",
         "ownership::",
+        "shadow::",
     ],
     &["differential::", "--include-ignored", "--nocapture"],
 ];
