@@ -133,13 +133,25 @@ fn every_command_of_the_policy_guide_runs_as_written() {
         .filter(|(c, _)| *c == "policyhost policy list")
         .map(|(_, o)| o)
         .collect();
-    assert_eq!(lists.len(), 2, "{outputs:?}");
+    assert_eq!(lists.len(), 3, "{outputs:?}");
     assert!(lists[0].contains("Serving"), "{}", lists[0]);
-    assert!(
-        lists[1].contains("Rejected") && lists[1].contains("InvalidConfig"),
-        "{}",
+    assert_eq!(
+        lists[1].matches("Serving").count(),
+        2,
+        "the serving version and the candidate side by side: {}",
         lists[1]
     );
+    assert!(
+        lists[2].contains("Rejected") && lists[2].contains("InvalidConfig"),
+        "{}",
+        lists[2]
+    );
+    let promoted = outputs
+        .iter()
+        .find(|(c, _)| c.starts_with("policyhost policy promote"))
+        .map(|(_, o)| o)
+        .expect("promote");
+    assert!(promoted.contains("serving sha256:"), "{promoted}");
     let described = outputs
         .iter()
         .find(|(c, _)| c.starts_with("kubectl describe configmap"))
