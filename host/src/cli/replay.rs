@@ -64,11 +64,11 @@ fn call(runtime: &Runtime, policy: &policyhost::Policy, case: &Golden) -> (&'sta
     match case.call {
         Kind::Reconcile => (
             "reconcile",
-            Answer::of_reconcile(&runtime.reconcile_offline(policy, &input).result),
+            Answer::of(&runtime.reconcile_offline(policy, &input).result),
         ),
         Kind::Cleanup => (
             "cleanup",
-            Answer::of_cleanup(&runtime.cleanup_offline(policy, &input).result),
+            Answer::of(&runtime.cleanup_offline(policy, &input).result),
         ),
     }
 }

@@ -10,7 +10,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::runtime::{self, Cleaned, Reconciled};
+use crate::runtime;
+#[cfg(test)]
+use crate::runtime::Cleaned;
 
 /// A value as a line shows it: cut at this many bytes.
 const SHOWN_BYTES: usize = 160;
@@ -124,29 +126,34 @@ pub enum Answer {
 }
 
 impl Answer {
-    /// The answer of a `reconcile` call.
+    /// The answer of a call ([`Reconciled`], [`Cleaned`]).
     #[must_use]
-    pub fn of_reconcile(result: &runtime::Result<Reconciled>) -> Self {
-        Self::of(result)
+    pub fn of<T: serde::Serialize>(result: &runtime::Result<T>) -> Self {
+        match result {
+            Ok(value) => Self::of_value(value),
+            Err(error) => Self::of_error(error),
+        }
     }
 
-    /// The answer of a `cleanup` call.
+    /// The answer of a call that returned `value`.
     #[must_use]
-    pub fn of_cleanup(result: &runtime::Result<Cleaned>) -> Self {
-        Self::of(result)
+    pub fn of_value<T: serde::Serialize>(value: &T) -> Self {
+        Self::json(serde_json::to_value(value))
     }
 
-    fn of<T: serde::Serialize>(result: &runtime::Result<T>) -> Self {
-        let json = match result {
-            Ok(value) => serde_json::to_value(value),
-            Err(runtime::Error::PolicyError(error)) => serde_json::to_value(error),
-            Err(fault) => {
-                return Self::Fault {
-                    reason: fault.reason(),
-                    message: crate::chain::display_chain(fault),
-                };
-            }
-        };
+    /// The answer of a call that failed: the policy's own error, or a fault.
+    #[must_use]
+    pub fn of_error(error: &runtime::Error) -> Self {
+        match error {
+            runtime::Error::PolicyError(error) => Self::json(serde_json::to_value(error)),
+            fault => Self::Fault {
+                reason: fault.reason(),
+                message: crate::chain::display_chain(fault),
+            },
+        }
+    }
+
+    fn json(json: serde_json::Result<Value>) -> Self {
         match json {
             Ok(json) => Self::Result(json),
             Err(error) => Self::Fault {
@@ -319,8 +326,8 @@ mod tests {
 
     #[test]
     fn cleanup_answers_compare_done_retry_and_error() {
-        let done = Answer::of_cleanup(&Ok(Cleaned::Done));
-        let retry = Answer::of_cleanup(&Ok(Cleaned::RetryAfter {
+        let done = Answer::of(&Ok(Cleaned::Done));
+        let retry = Answer::of(&Ok(Cleaned::RetryAfter {
             retry_after_ms: 500,
         }));
         assert_eq!(compare(&done, &done), Verdict::Same);

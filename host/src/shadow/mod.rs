@@ -240,29 +240,22 @@ impl Beside {
     /// answer `serving`, in the background; skipped when no call thread is
     /// spare.
     pub fn reconcile(self, serving: &runtime::Result<runtime::Reconciled>) {
-        self.call(
-            "reconcile",
-            Answer::of_reconcile(serving),
-            |outcome| Answer::of_reconcile(&outcome.result),
-            Runtime::reconcile_offline,
-        );
+        self.call("reconcile", serving, Runtime::reconcile_offline);
     }
 
     /// Calls the candidate's `cleanup` beside the serving version's answer.
     pub fn cleanup(self, serving: &runtime::Result<runtime::Cleaned>) {
-        self.call(
-            "cleanup",
-            Answer::of_cleanup(serving),
-            |outcome| Answer::of_cleanup(&outcome.result),
-            Runtime::cleanup_offline,
-        );
+        self.call("cleanup", serving, Runtime::cleanup_offline);
     }
 
-    fn call<T: Send + 'static>(
+    /// Takes a spare call thread for the candidate, or counts the shadow
+    /// call skipped; then, in the background, turns the serving answer
+    /// into JSON (off the serving path), records it, and calls and
+    /// compares the candidate.
+    fn call<T: serde::Serialize + Clone + Send + 'static>(
         self,
         entry: &'static str,
-        serving: Answer,
-        answer: fn(&runtime::Outcome<T>) -> Answer,
+        serving: &runtime::Result<T>,
         offline: fn(&Runtime, &Policy, &Input) -> runtime::Outcome<T>,
     ) {
         let Self {
@@ -271,21 +264,32 @@ impl Beside {
             candidate,
             input,
         } = self;
-        if let (Some(recorder), Answer::Result(expected)) = (&candidates.recorder, &serving) {
-            recorder.record(&policy, entry, &input, expected.clone());
+        let shadow = candidate.and_then(|candidate| {
+            let spare = candidates.runtime.spare(&candidate.tenant);
+            if spare.is_none() {
+                debug!(%policy, entry, "shadow call skipped: no call thread to spare");
+                candidates.tally(&policy, &candidate, |summary| {
+                    summary.skipped();
+                    Outcome::Skipped
+                });
+            }
+            Some((candidate, spare?))
+        });
+        if shadow.is_none() && candidates.recorder.is_none() {
+            return;
         }
-        let Some(candidate) = candidate else {
-            return;
-        };
-        let Some(spare) = candidates.runtime.spare(&candidate.tenant) else {
-            debug!(%policy, entry, "shadow call skipped: no call thread to spare");
-            candidates.tally(&policy, &candidate, |summary| {
-                summary.skipped();
-                Outcome::Skipped
-            });
-            return;
+        let serving: Result<T, Answer> = match serving {
+            Ok(value) => Ok(value.clone()),
+            Err(error) => Err(Answer::of_error(error)),
         };
         tokio::spawn(async move {
+            let serving = serving.map_or_else(|answer| answer, |value| Answer::of_value(&value));
+            if let (Some(recorder), Answer::Result(expected)) = (&candidates.recorder, &serving) {
+                recorder.record(&policy, entry, &input, expected.clone());
+            }
+            let Some((candidate, spare)) = shadow else {
+                return;
+            };
             let job = format!("{}/{}", input.job.namespace, input.job.name);
             let outcome = candidates
                 .runtime
@@ -297,7 +301,7 @@ impl Beside {
                     .outbound
                     .refused(crate::outbound::Refusal::Shadow),
             );
-            let verdict = compare(&serving, &answer(&outcome));
+            let verdict = compare(&serving, &Answer::of(&outcome.result));
             candidates.tally(&policy, &candidate, |summary| {
                 summary.outbound_refused += refused;
                 summary.record(&job, entry, &verdict)

@@ -1,0 +1,266 @@
+//! What a candidate costs the serving path: the same workload with and
+//! without a candidate of its policy, in one run.
+//!
+//! ```sh
+//! cargo xtask guests
+//! cargo bench -p policyhost-tests --bench shadow
+//! SHADOW_BENCH_JOBS=300 SHADOW_BENCH_POKES=200 SHADOW_BENCH_ROUNDS=2 cargo bench -p policyhost-tests --bench shadow
+//! ```
+//!
+//! devcluster and the operator (2 call threads, 8 workers) run in this
+//! process, a fresh pair per run; runs alternate without and with a
+//! candidate (ABBA…), so drift of a shared machine falls on both. The
+//! candidate is `fanout` under another digest: every shadow call that is
+//! made answers `same`. Each run has two phases:
+//!
+//! - **burst** (saturated): `SHADOW_BENCH_JOBS` fanout DataJobs (2 workers
+//!   each) created at once. Their calls queue for the 2 call threads, so
+//!   shadow calls should be skipped. Measured: each DataJob's time from its
+//!   create to `Succeeded` (p50, p99), the whole burst, the operator's API
+//!   requests per DataJob in the DataJobs' namespace and in the policy
+//!   namespace (the candidate's summary), guest calls of the serving
+//!   version, and shadow calls by result.
+//! - **steady** (idle pool): `SHADOW_BENCH_POKES` times, one DataJob is
+//!   annotated and the time until its reconcile is counted is taken, one
+//!   at a time: the serving path's latency when a shadow call is made
+//!   beside every reconcile, and the requests that costs.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use common::bench::env_number;
+use common::cluster::{Env, OperatorSetup};
+use common::publishing::push;
+use common::variants::version;
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use policyhost::metrics::PolicyResult;
+use policyhost::policies::configmap;
+use policyhost_measure::{load_average_text, percentile_ms};
+use serde_json::json;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(bench());
+}
+
+/// What one run measured.
+#[derive(Debug, Default)]
+struct Run {
+    candidate: bool,
+    /// Create to `Succeeded`, per DataJob.
+    burst_latency: Vec<Duration>,
+    /// First create to the last `Succeeded`.
+    burst: Duration,
+    burst_job_requests: usize,
+    burst_policy_requests: usize,
+    burst_serving_calls: u64,
+    burst_shadow: HashMap<&'static str, u64>,
+    /// Annotate to reconcile counted, per poke.
+    steady_latency: Vec<Duration>,
+    steady_job_requests: usize,
+    steady_policy_requests: usize,
+    steady_shadow: HashMap<&'static str, u64>,
+}
+
+const RESULTS: [&str; 4] = ["same", "differs", "fault", "skipped"];
+
+fn shadow_calls(env: &Env) -> HashMap<&'static str, u64> {
+    let family = &env.operator().metrics.shadow_calls_total;
+    RESULTS
+        .into_iter()
+        .map(|result| {
+            let labels = PolicyResult {
+                policy: "fanout".into(),
+                result: result.into(),
+            };
+            (result, family.get_or_create(&labels).get())
+        })
+        .collect()
+}
+
+fn since(
+    now: &HashMap<&'static str, u64>,
+    then: &HashMap<&'static str, u64>,
+) -> HashMap<&'static str, u64> {
+    RESULTS.into_iter().map(|r| (r, now[r] - then[r])).collect()
+}
+
+/// Reconciles of fanout so far, whatever their result.
+fn reconciles(env: &Env) -> u64 {
+    env.operator()
+        .metrics
+        .render()
+        .lines()
+        .filter(|l| l.starts_with("policyhost_reconcile_total{policy=\"fanout\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+async fn run(candidate: bool, jobs: usize, pokes: usize) -> Run {
+    let mut setup = OperatorSetup::configmaps();
+    setup.workers = 8;
+    let env = Env::start_with(setup).await;
+    let fanout = common::guest_bytes("fanout");
+    push(&env, "fanout", &fanout).await;
+    if candidate {
+        let map = configmap::into_candidate(
+            common::publishing::policy_map(
+                &env,
+                "fanout",
+                &version(&fanout, "candidate"),
+                &common::for_every_namespace(),
+            ),
+            "fanout",
+        );
+        common::publishing::push_map(&env, &map).await;
+    }
+    let log = env.requests().expect("devcluster's request log");
+    let mut out = Run {
+        candidate,
+        ..Run::default()
+    };
+
+    // Burst: every DataJob at once; each one's Succeeded from a watch.
+    let mark = log.mark();
+    let (calls, shadow) = (reconciles(&env), shadow_calls(&env));
+    let api = env.jobs();
+    let mut events = Box::pin(
+        watcher::watcher(api.clone(), watcher::Config::default())
+            .applied_objects()
+            .default_backoff(),
+    );
+    let started = Instant::now();
+    let mut created = HashMap::new();
+    for i in 0..jobs {
+        let name = format!("job-{i}");
+        created.insert(name.clone(), Instant::now());
+        env.create_job(
+            &name,
+            "fanout",
+            json!({"replicas": 2, "image": "busybox:1.36", "command": ["true"]}),
+        )
+        .await;
+    }
+    let mut done = HashMap::new();
+    while done.len() < jobs {
+        let job = tokio::time::timeout(Duration::from_secs(300), events.next())
+            .await
+            .expect("every DataJob succeeds within 5 minutes")
+            .expect("the watch goes on")
+            .expect("a DataJob");
+        let name = job.metadata.name.clone().unwrap_or_default();
+        if common::cluster::phase(&job) == Some("Succeeded") && !done.contains_key(&name) {
+            done.insert(name.clone(), created[&name].elapsed());
+        }
+    }
+    out.burst = started.elapsed();
+    out.burst_latency = done.into_values().collect();
+    env.wait_idle().await;
+    out.burst_job_requests = log.operator_since(mark, &env.namespace).len();
+    out.burst_policy_requests = log.operator_since(mark, &env.policy_namespace).len();
+    out.burst_serving_calls = reconciles(&env) - calls;
+    out.burst_shadow = since(&shadow_calls(&env), &shadow);
+
+    // Steady: one DataJob at a time, the pool idle.
+    let mark = log.mark();
+    let shadow = shadow_calls(&env);
+    for i in 0..pokes {
+        let name = format!("job-{}", i % jobs);
+        let before = reconciles(&env);
+        let patch =
+            json!({"metadata": {"annotations": {"bench.policyhost.dev/poke": i.to_string()}}});
+        let started = Instant::now();
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("annotate");
+        while reconciles(&env) == before {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        out.steady_latency.push(started.elapsed());
+    }
+    env.wait_idle().await;
+    // The candidate's summary, written at most every 5 s, lands in the log.
+    tokio::time::sleep(policyhost::shadow::report::EVERY + Duration::from_secs(1)).await;
+    out.steady_job_requests = log.operator_since(mark, &env.namespace).len();
+    out.steady_policy_requests = log.operator_since(mark, &env.policy_namespace).len();
+    out.steady_shadow = since(&shadow_calls(&env), &shadow);
+    out
+}
+
+fn ms(samples: &[Duration], q: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    percentile_ms(&sorted, q)
+}
+
+fn shadow_text(calls: &HashMap<&'static str, u64>) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        calls["same"], calls["differs"], calls["fault"], calls["skipped"]
+    )
+}
+
+async fn bench() {
+    let jobs = env_number("SHADOW_BENCH_JOBS", 200);
+    let pokes = env_number("SHADOW_BENCH_POKES", 100);
+    let rounds = env_number("SHADOW_BENCH_ROUNDS", 1);
+    println!(
+        "shadow bench: {jobs} DataJobs, {pokes} pokes, {rounds} rounds (ABBA); load average {} at start",
+        load_average_text()
+    );
+    let mut runs = Vec::new();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for candidate in order {
+            let run = run(candidate, jobs, pokes).await;
+            println!(
+                "  run {}: burst {:.1} s, steady p50 {:.2} ms",
+                if candidate {
+                    "with candidate"
+                } else {
+                    "without"
+                },
+                run.burst.as_secs_f64(),
+                ms(&run.steady_latency, 0.5)
+            );
+            runs.push(run);
+        }
+    }
+    println!(
+        "| candidate | burst | DataJob create→Succeeded p50 / p99 | operator requests / DataJob (jobs ns + policy ns) | serving calls / DataJob | shadow calls same/differs/fault/skipped | steady reconcile p50 / p99 | steady requests / poke (jobs ns + policy ns) | steady shadow calls |"
+    );
+    println!("|---|---:|---:|---:|---:|---|---:|---:|---|");
+    for run in &runs {
+        let per_job = |n: usize| n as f64 / jobs as f64;
+        let per_poke = |n: usize| n as f64 / pokes as f64;
+        println!(
+            "| {} | {:.1} s | {:.0} / {:.0} ms | {:.2} + {:.2} | {:.2} | {} | {:.2} / {:.2} ms | {:.2} + {:.2} | {} |",
+            if run.candidate { "yes" } else { "no" },
+            run.burst.as_secs_f64(),
+            ms(&run.burst_latency, 0.5),
+            ms(&run.burst_latency, 0.99),
+            per_job(run.burst_job_requests),
+            per_job(run.burst_policy_requests),
+            run.burst_serving_calls as f64 / jobs as f64,
+            shadow_text(&run.burst_shadow),
+            ms(&run.steady_latency, 0.5),
+            ms(&run.steady_latency, 0.99),
+            per_poke(run.steady_job_requests),
+            per_poke(run.steady_policy_requests),
+            shadow_text(&run.steady_shadow),
+        );
+    }
+    println!("load average {} at the end", load_average_text());
+}
