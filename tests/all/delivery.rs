@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
 use crate::common::process::policyhost;
-use crate::common::publishing::{events_on, policy_map, push, push_map, wait_event};
+use crate::common::publishing::{events_about, events_on, policy_map, push, push_map, wait_event};
 use crate::common::variants::{custom_section, version};
 use crate::common::{for_every_namespace, guest, guest_bytes, policyhost_bin};
 
@@ -992,19 +992,7 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
 
 /// Events on the DataJob `name` of `namespace` with reason `reason`.
 async fn job_events(env: &Env, namespace: &str, name: &str, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), namespace);
-    events
-        .list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("DataJob")
-                && e.involved_object.name.as_deref() == Some(name)
-                && e.reason.as_deref() == Some(reason)
-        })
-        .collect()
+    events_about(env, namespace, ("DataJob", name), reason).await
 }
 
 /// Whether the operator ever called `policy` (a call records its fuel).

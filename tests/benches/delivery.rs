@@ -40,11 +40,7 @@ use serde_json::json;
 const JOBS: usize = 10;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime.block_on(bench());
+    common::bench::block_on(bench());
 }
 
 struct Sample {

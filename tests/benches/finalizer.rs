@@ -39,11 +39,7 @@ use policyhost::finalizer::FINALIZER;
 use serde_json::json;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime.block_on(bench());
+    common::bench::block_on(bench());
 }
 
 /// How long the setup and the releases may take: the real control plane

@@ -41,11 +41,7 @@ const POLICY: &str = "ballast";
 const JOB: &str = "ballast-job";
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime.block_on(bench());
+    common::bench::block_on(bench());
 }
 
 /// The digest that last acted on a DataJob, as its status records it.

@@ -44,11 +44,7 @@ use policyhost_measure::{load_average_text, percentile_ms};
 use serde_json::json;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime.block_on(bench());
+    common::bench::block_on(bench());
 }
 
 /// What one run measured.

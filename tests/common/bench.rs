@@ -38,3 +38,12 @@ impl Flags {
             .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
     }
 }
+
+/// Runs a benchmark's async body on a multi-threaded runtime: its `main`.
+pub fn block_on<F: std::future::Future>(body: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(body)
+}

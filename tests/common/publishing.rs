@@ -44,9 +44,19 @@ pub async fn push(env: &Env, name: &str, component: &[u8]) -> Annotations {
     .await
 }
 
-/// Events on the ConfigMap `name` with reason `reason`.
+/// Events on the ConfigMap `name` of the policy namespace with reason `reason`.
 pub async fn events_on(env: &Env, name: &str, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    events_about(env, &env.policy_namespace, ("ConfigMap", name), reason).await
+}
+
+/// Events in `namespace` on the object `(kind, name)` with reason `reason`.
+pub async fn events_about(
+    env: &Env,
+    namespace: &str,
+    (kind, name): (&str, &str),
+    reason: &str,
+) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), namespace);
     events
         .list(&ListParams::default())
         .await
@@ -54,7 +64,7 @@ pub async fn events_on(env: &Env, name: &str, reason: &str) -> Vec<Event> {
         .items
         .into_iter()
         .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("ConfigMap")
+            e.involved_object.kind.as_deref() == Some(kind)
                 && e.involved_object.name.as_deref() == Some(name)
                 && e.reason.as_deref() == Some(reason)
         })

@@ -24,6 +24,15 @@ impl ObjectKey {
         }
     }
 
+    /// The key of a namespaced object, from its metadata (empty where unset).
+    #[must_use]
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        Self::namespaced(
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
     /// The key of a cluster-scoped object.
     #[must_use]
     pub fn cluster(name: impl Into<Arc<str>>) -> Self {

@@ -59,10 +59,7 @@ impl ChildRecord {
                 }
             });
         Self {
-            key: ObjectKey::namespaced(
-                meta.namespace.as_deref().unwrap_or_default(),
-                meta.name.as_deref().unwrap_or_default(),
-            ),
+            key: ObjectKey::of(meta),
             uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             owner,

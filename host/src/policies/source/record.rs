@@ -89,10 +89,7 @@ impl Record {
     pub fn of(map: &ConfigMap, fingerprint: String) -> Self {
         let meta = &map.metadata;
         Self {
-            key: ObjectKey::namespaced(
-                meta.namespace.as_deref().unwrap_or_default(),
-                meta.name.as_deref().unwrap_or_default(),
-            ),
+            key: ObjectKey::of(meta),
             uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             policy: meta
