@@ -7,6 +7,7 @@ pub mod cache;
 pub mod chain;
 pub mod controller;
 pub mod crd;
+pub mod data_keys;
 pub mod fair;
 pub mod finalizer;
 #[cfg(feature = "fuzzing")]

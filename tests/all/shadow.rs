@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::metrics::PolicyResult;
 use policyhost::policies::configmap::{self, POLICY_LABEL, Settings};
@@ -325,7 +325,8 @@ async fn a_candidate_adding_a_child_to_one_datajob_in_ten_differs_for_exactly_th
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_candidate_that_loops_is_counted_as_faults_and_promote_waits_until_they_are_examined() {
+async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_and_promote_waits_until_they_are_examined()
+ {
     let env = Env::start_with(OperatorSetup::configmaps()).await;
     let serving = guest_bytes("fanout");
     let serving_digest = push(&env, "fanout", &serving)
@@ -356,6 +357,26 @@ async fn a_candidate_that_loops_is_counted_as_faults_and_promote_waits_until_the
         "{fault}"
     );
     assert!(shadow_calls(&env, "fanout")["fault"] >= 1);
+
+    // Cleanup too: the candidate's cleanup loops, the serving version's
+    // answers done, and the DataJob goes.
+    env.jobs()
+        .delete("a", &DeleteParams::default())
+        .await
+        .expect("delete a");
+    let jobs = env.jobs();
+    eventually("a to be released", || {
+        let jobs = jobs.clone();
+        async move { matches!(jobs.get_opt("a").await, Ok(None)).then_some(()) }
+    })
+    .await;
+    let cleaned = format!("{}/a", env.namespace);
+    let summary = summary_when(&env, "fanout", "a cleanup fault", |s| {
+        s.jobs
+            .iter()
+            .any(|j| j.call == "cleanup" && j.job == cleaned && j.fault.is_some())
+    })
+    .await;
 
     let kubeconfig = env.kubeconfig_file();
     let promote = in_cluster(&env, &kubeconfig, &["policy", "promote", "fanout"]);
@@ -494,5 +515,57 @@ async fn recorded_calls_replay_through_a_candidate_as_policy_diff_shows_them() {
     assert!(
         !shown.contains("/plain ("),
         "only the labelled DataJob differs: {shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_or_misnamed_candidate_changes_nothing() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let serving = push(&env, "fanout", &guest_bytes("fanout"))
+        .await
+        .loaded_digest
+        .expect("loads");
+    let refused = push_candidate(
+        &env,
+        "fanout",
+        &guest_bytes("socket-import"),
+        &for_every_namespace(),
+    )
+    .await;
+    assert!(
+        refused
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("UnsupportedImport")),
+        "{refused:?}"
+    );
+    // On a strict host only `candidate-fanout` may be fanout's candidate.
+    let mut misnamed = configmap::into_candidate(
+        policy_map(
+            &env,
+            "fanout",
+            &guest_bytes("fanout-next"),
+            &for_every_namespace(),
+        ),
+        "fanout",
+    );
+    misnamed.metadata.name = Some("fanout-next".into());
+    let verdict = push_map(&env, &misnamed).await;
+    assert!(
+        verdict
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("NameMismatch")),
+        "{verdict:?}"
+    );
+
+    assert!(env.operator().shared.candidates.get("fanout").is_none());
+    create_labelled(&env, "a", &[(EXTRA_LABEL, "yes")]).await;
+    let job = wait_succeeded(&env, "a").await;
+    let acting = job.status.and_then(|s| s.policy).expect("a policy");
+    assert_eq!(acting.digest, serving);
+    assert_eq!(
+        compared(&env, "fanout") + shadow_calls(&env, "fanout")["skipped"],
+        0
     );
 }

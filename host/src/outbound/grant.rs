@@ -36,6 +36,7 @@ use std::time::Duration;
 use http::HeaderName;
 
 use super::origin::{Origin, OriginPattern, PatternError};
+use crate::data_keys::{self, KeyError};
 use crate::quantity::{parse_bytes, parse_integer};
 
 /// The label that marks a grant ConfigMap; its value is the policy's name.
@@ -147,36 +148,28 @@ impl Grant {
             return Err(GrantError::NoOrigins);
         }
         let mut grant = Self::to(origins);
-        for (key, value) in data {
-            let text = value.trim();
-            let invalid = |expected| GrantError::Invalid {
-                key: key.clone(),
-                value: value.clone(),
-                expected,
-            };
+        for entry in data_keys::entries(data) {
             let positive = |expected| {
-                parse_integer(text)
-                    .filter(|n| *n > 0)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| invalid(expected))
+                entry.parse(expected, |t| {
+                    parse_integer(t)
+                        .filter(|n| *n > 0)
+                        .and_then(|n| u32::try_from(n).ok())
+                })
             };
-            let bytes = |expected| {
-                parse_bytes(text)
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| invalid(expected))
-            };
-            match key.as_str() {
+            let bytes = |expected| entry.parse(expected, |t| parse_bytes(t).filter(|n| *n > 0));
+            match entry.key {
                 keys::ORIGINS | keys::DESCRIPTION => {}
                 keys::REQUESTS_PER_CALL => grant.requests_per_call = positive(COUNT_EXPECTED)?,
                 keys::CONCURRENCY => grant.concurrency = positive(COUNT_EXPECTED)?,
                 keys::REQUEST_BODY_BYTES => grant.request_body_bytes = bytes(BYTES_EXPECTED)?,
                 keys::RESPONSE_BODY_BYTES => grant.response_body_bytes = bytes(BYTES_EXPECTED)?,
                 keys::NETWORK_SHARE => {
-                    grant.network_percent =
-                        parse_percent(text).ok_or_else(|| invalid(SHARE_EXPECTED))?;
+                    grant.network_percent = entry.parse(SHARE_EXPECTED, parse_percent)?;
                 }
-                keys::CREDENTIALS => grant.credentials = parse_credentials(text, &grant.origins)?,
-                _ => return Err(GrantError::UnknownKey { key: key.clone() }),
+                keys::CREDENTIALS => {
+                    grant.credentials = parse_credentials(entry.text(), &grant.origins)?;
+                }
+                _ => return Err(entry.unknown(" in the grant", keys::ALL).into()),
             }
         }
         Ok(grant)
@@ -308,16 +301,10 @@ pub enum GrantError {
         /// What is wrong with it.
         source: PatternError,
     },
-    /// A value does not parse or is out of range.
-    #[error("`data.{key}` is `{value}`; expected {expected}")]
-    Invalid {
-        /// The key.
-        key: String,
-        /// Its value.
-        value: String,
-        /// What it should look like.
-        expected: &'static str,
-    },
+    /// A value does not parse or is out of range, or a key the host does
+    /// not read (a typo would otherwise be ignored).
+    #[error(transparent)]
+    Key(#[from] KeyError),
     /// A credential line is wrong.
     #[error("`data.{}` line `{line}`: {problem}", keys::CREDENTIALS)]
     Credential {
@@ -325,12 +312,6 @@ pub enum GrantError {
         line: String,
         /// What is wrong with it.
         problem: &'static str,
-    },
-    /// A key the host does not read (a typo would otherwise be ignored).
-    #[error("unknown key `data.{key}` in the grant; the keys are {}", keys::ALL.join(", "))]
-    UnknownKey {
-        /// The key.
-        key: String,
     },
 }
 

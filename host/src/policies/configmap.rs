@@ -45,6 +45,7 @@ use kube::api::ObjectMeta;
 use sha2::{Digest as _, Sha256};
 
 use super::access::Access;
+use crate::data_keys::{self, KeyError};
 use crate::fair::Share;
 use crate::quantity::{format_bytes, format_millis, parse_bytes, parse_duration, parse_integer};
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
@@ -153,22 +154,10 @@ pub enum Error {
         /// The host's limit.
         limit: u64,
     },
-    /// A `data` value does not parse or is out of range.
-    #[error("`data.{key}` is `{value}`; expected {expected}")]
-    Invalid {
-        /// The key.
-        key: String,
-        /// Its value.
-        value: String,
-        /// What it should look like.
-        expected: &'static str,
-    },
-    /// A `data` key the host does not know (a typo would otherwise be ignored).
-    #[error("unknown key `data.{key}`; the keys are {}", keys::ALL.join(", "))]
-    UnknownKey {
-        /// The key.
-        key: String,
-    },
+    /// A `data` value does not parse or is out of range, or a `data` key
+    /// the host does not know (a typo would otherwise be ignored).
+    #[error(transparent)]
+    Key(#[from] KeyError),
     /// `allowedKinds` names a kind the host does not watch, so it could
     /// neither find nor prune such children.
     #[error(
@@ -252,10 +241,9 @@ impl Error {
             Self::NoModule | Self::TwoModules => "NoModule",
             Self::Gzip(_) => "Corrupt",
             Self::TooLarge { .. } | Self::DoesNotFit { .. } => "TooLarge",
-            Self::Invalid { .. }
-            | Self::UnknownKey { .. }
-            | Self::KindNotManaged { .. }
-            | Self::NamespacesRequired => "InvalidConfig",
+            Self::Key(_) | Self::KindNotManaged { .. } | Self::NamespacesRequired => {
+                "InvalidConfig"
+            }
             Self::NameMismatch { .. } | Self::CandidateNameMismatch { .. } => "NameMismatch",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::InvalidName(_) => "InvalidName",
@@ -286,67 +274,54 @@ impl Settings {
     /// Reads `data`, naming the key of the first bad value.
     pub fn parse(data: &BTreeMap<String, String>) -> Result<Self> {
         let mut settings = Self::default();
-        for (key, value) in data {
-            let text = value.trim();
-            let invalid = |expected| Error::Invalid {
-                key: key.clone(),
-                value: value.clone(),
-                expected,
-            };
-            match key.as_str() {
-                keys::SHA256 => {
-                    settings.sha256 =
-                        Some(parse_digest(text).ok_or_else(|| invalid(DIGEST_EXPECTED))?);
-                }
+        for entry in data_keys::entries(data) {
+            match entry.key {
+                keys::SHA256 => settings.sha256 = Some(entry.parse(DIGEST_EXPECTED, parse_digest)?),
                 keys::MEMORY => {
-                    let bytes = parse_bytes(text).ok_or_else(|| invalid(MEMORY_EXPECTED))?;
-                    if bytes < WASM_PAGE {
-                        return Err(invalid(MEMORY_EXPECTED));
-                    }
+                    let bytes = entry.parse(MEMORY_EXPECTED, |t| {
+                        parse_bytes(t).filter(|bytes| *bytes >= WASM_PAGE)
+                    })?;
                     settings.limits.memory_bytes = Some(bytes);
                 }
                 keys::FUEL => {
-                    let fuel = parse_integer(text)
-                        .filter(|fuel| *fuel > 0)
-                        .ok_or_else(|| invalid(FUEL_EXPECTED))?;
+                    let fuel = entry
+                        .parse(FUEL_EXPECTED, |t| parse_integer(t).filter(|fuel| *fuel > 0))?;
                     settings.limits.fuel = Some(fuel);
                 }
                 keys::TIMEOUT => {
-                    let timeout = parse_duration(text)
-                        .filter(|t| !t.is_zero())
-                        .ok_or_else(|| invalid(TIMEOUT_EXPECTED))?;
+                    let timeout = entry.parse(TIMEOUT_EXPECTED, |t| {
+                        parse_duration(t).filter(|t| !t.is_zero())
+                    })?;
                     settings.limits.timeout_ms =
                         Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
                 }
                 keys::MAX_CHILDREN => {
-                    let children = parse_integer(text)
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| invalid(CHILDREN_EXPECTED))?;
+                    let children = entry.parse(CHILDREN_EXPECTED, |t| {
+                        parse_integer(t).and_then(|n| u32::try_from(n).ok())
+                    })?;
                     settings.limits.children = Some(children);
                 }
                 keys::MAX_OUTPUT_BYTES => {
-                    let bytes = parse_bytes(text)
-                        .filter(|b| *b > 0)
-                        .ok_or_else(|| invalid(OUTPUT_EXPECTED))?;
+                    let bytes =
+                        entry.parse(OUTPUT_EXPECTED, |t| parse_bytes(t).filter(|b| *b > 0))?;
                     settings.limits.output_bytes = Some(bytes);
                 }
                 keys::ALLOWED_KINDS => {
-                    settings.allowed_kinds =
-                        Some(parse_kinds(text).ok_or_else(|| invalid(KINDS_EXPECTED))?);
+                    settings.allowed_kinds = Some(entry.parse(KINDS_EXPECTED, parse_kinds)?);
                 }
                 keys::ALLOWED_NAMESPACES => {
-                    settings.namespaces =
-                        Some(Access::parse(text).ok_or_else(|| invalid(NAMESPACES_EXPECTED))?);
+                    settings.namespaces = Some(entry.parse(NAMESPACES_EXPECTED, Access::parse)?);
                 }
-                keys::DESCRIPTION => settings.description = Some(value.clone()),
+                keys::DESCRIPTION => settings.description = Some(entry.value.to_owned()),
                 keys::SHARE => {
-                    let share = parse_integer(text)
-                        .and_then(|n| u32::try_from(n).ok())
-                        .and_then(Share::new)
-                        .ok_or_else(|| invalid(SHARE_EXPECTED))?;
+                    let share = entry.parse(SHARE_EXPECTED, |t| {
+                        parse_integer(t)
+                            .and_then(|n| u32::try_from(n).ok())
+                            .and_then(Share::new)
+                    })?;
                     settings.share = Some(share);
                 }
-                _ => return Err(Error::UnknownKey { key: key.clone() }),
+                _ => return Err(entry.unknown("", keys::ALL).into()),
             }
         }
         Ok(settings)
@@ -1002,7 +977,14 @@ mod tests {
                 },
                 "DigestMismatch",
             ),
-            (Error::UnknownKey { key: "x".into() }, "InvalidConfig"),
+            (
+                Error::Key(KeyError::Unknown {
+                    key: "x".into(),
+                    of: "",
+                    keys: keys::ALL,
+                }),
+                "InvalidConfig",
+            ),
         ];
         for (error, reason) in cases {
             assert_eq!(error.reason(), reason, "{error}");
