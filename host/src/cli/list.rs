@@ -204,3 +204,50 @@ fn print_table(rows: &[Row]) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn map(name: &str, policy: &str, candidate: bool) -> ConfigMap {
+        let mut labels = BTreeMap::from([(POLICY_LABEL.to_owned(), policy.to_owned())]);
+        if candidate {
+            labels.insert(ROLE_LABEL.to_owned(), configmap::CANDIDATE_ROLE.to_owned());
+        }
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn a_candidate_sits_beside_its_serving_version_or_on_a_row_of_its_own() {
+        let rows = side_by_side(&[
+            map("candidate-etl", "etl", true),
+            map("policy-etl", "etl", false),
+            map("candidate-reports", "reports", true),
+        ]);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].configmap, "policy-etl");
+        assert_eq!(
+            rows[0].candidate.as_ref().map(|c| c.configmap.as_str()),
+            Some("candidate-etl")
+        );
+        assert_eq!(
+            (rows[1].policy.as_str(), rows[1].status),
+            ("reports", "None")
+        );
+        assert_eq!(
+            rows[1].candidate.as_ref().map(|c| c.configmap.as_str()),
+            Some("candidate-reports")
+        );
+    }
+}

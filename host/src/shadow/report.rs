@@ -31,11 +31,20 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// Writes the summaries that changed, then waits for a change and
-    /// [`EVERY`]; never returns.
+    /// Writes the summaries that changed, each time a summary changed or
+    /// this replica became leader, at most once per [`EVERY`] (a follower
+    /// keeps its summaries for when it leads); never returns.
     pub async fn run(self, candidates: Arc<Candidates>) {
+        let mut leading = self.leadership.subscribe();
         loop {
-            candidates.changed.notified().await;
+            tokio::select! {
+                () = candidates.changed.notified() => {}
+                changed = leading.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+            }
             tokio::time::sleep(EVERY).await;
             if !self.leadership.permits_writes() {
                 continue;
