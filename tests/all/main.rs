@@ -22,6 +22,7 @@ mod image;
 mod leader;
 mod loading;
 mod monitoring;
+mod oci;
 mod operator;
 mod outbound;
 mod ownership;

@@ -25,7 +25,7 @@ use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use rand::{RngExt as _, SeedableRng as _};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::CertificateDer;
 
 /// How often the cloud misbehaves on `/buckets` requests (fractions of 1).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -77,7 +77,14 @@ pub struct Cloud {
 impl Cloud {
     /// Starts a cloud on a free port of 127.0.0.1, trusted by `ca()`.
     pub fn start() -> Self {
-        let (ca, ca_pem, chain, key) = certificates();
+        let super::tls::Issued {
+            ca,
+            ca_pem,
+            server,
+            key,
+            ..
+        } = super::tls::issue("policyhost test cloud CA");
+        let chain = vec![server];
         let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -201,30 +208,6 @@ impl Drop for Cloud {
             let _ = thread.join();
         }
     }
-}
-
-/// A CA (DER and PEM), and a server certificate for 127.0.0.1 and
-/// localhost signed by it.
-fn certificates() -> (
-    CertificateDer<'static>,
-    String,
-    Vec<CertificateDer<'static>>,
-    PrivateKeyDer<'static>,
-) {
-    let ca_key = rcgen::KeyPair::generate().expect("CA key");
-    let mut ca_params = rcgen::CertificateParams::new(Vec::new()).expect("CA params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "policyhost test cloud CA");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA certificate");
-    let key = rcgen::KeyPair::generate().expect("server key");
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .expect("server params");
-    let server = params.signed_by(&key, &ca).expect("server certificate");
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-    (ca.der().clone(), ca.pem(), vec![server.der().clone()], key)
 }
 
 async fn serve(

@@ -19,8 +19,10 @@ pub mod plot;
 pub mod process;
 pub mod publishing;
 pub mod rbac;
+pub mod registry;
 pub mod requests;
 pub mod sampler;
+pub mod tls;
 pub mod variants;
 
 use std::path::{Path, PathBuf};

@@ -136,19 +136,29 @@ fn module_dir(module: &str) -> PathBuf {
 /// What decides the build: the Go version and every module's `go.mod` and
 /// `go.sum`, hashed.
 fn stamp() -> Result<String, String> {
+    let modules: Vec<PathBuf> = ["etcd", "kwok", "kubernetes"]
+        .into_iter()
+        .map(module_dir)
+        .collect();
+    go_stamp(KUBERNETES_VERSION, &modules)
+}
+
+/// The stamp of a build from Go modules: `label`, a hash of every module's
+/// `go.mod` and `go.sum`, and the Go version. A changed pin or Go changes it.
+pub fn go_stamp(label: &str, modules: &[PathBuf]) -> Result<String, String> {
     let go = Command::new("go")
         .arg("version")
         .output()
         .map_err(|e| format!("cannot run go (Go 1.26 or newer is needed): {e}"))?;
     let mut hash = Fnv::default();
     hash.write(&go.stdout);
-    for module in ["etcd", "kwok", "kubernetes"] {
+    for module in modules {
         for file in ["go.mod", "go.sum"] {
-            hash.write(&read(&module_dir(module).join(file))?);
+            hash.write(&read(&module.join(file))?);
         }
     }
     Ok(format!(
-        "{KUBERNETES_VERSION} {:016x}\n{}",
+        "{label} {:016x}\n{}",
         hash.0,
         String::from_utf8_lossy(&go.stdout)
     ))

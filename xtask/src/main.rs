@@ -33,6 +33,7 @@ mod cluster;
 mod hygiene;
 mod kube;
 mod peers;
+mod registry;
 
 use std::env;
 use std::ffi::OsString;
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
         "cluster" => cluster::command(rest),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "peers" => peers::build().map(|bin| println!("xtask: peers {}", bin.display())),
+        "registry" => registry::build().map(|bin| println!("xtask: registry {}", bin.display())),
         "help" | "-h" | "--help" => {
             print_help();
             Ok(())
@@ -107,9 +109,12 @@ fn print_help() {
          \x20             (default target/kube/cluster), one per control plane\n\
          peers         check (gofmt -l, go vet) and build the peers of the benchmarks,\n\
          \x20             bench/peers/, into <target>/kube/peers/peers\n\
+         registry      build the OCI registry of the tests (distribution {REGISTRY}) from\n\
+         \x20             tools/registry/ into <target>/registry/bin/registry\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
-         \x20             <target>/{STATIC_TARGET}/release/policyhost"
+         \x20             <target>/{STATIC_TARGET}/release/policyhost",
+        REGISTRY = registry::VERSION
     );
 }
 
@@ -278,6 +283,7 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     let control_plane = std::thread::spawn(|| {
         let bin = kube::build()?;
         peers::build()?;
+        registry::build()?;
         Ok::<_, String>(bin)
     });
     let built = build_static();
