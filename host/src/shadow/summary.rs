@@ -13,6 +13,19 @@ pub const ANNOTATION: &str = "policyhost.dev/shadow";
 /// `policy promote` refuses only while newer ones are unseen.
 pub const EXAMINED_ANNOTATION: &str = "policyhost.dev/faults-examined";
 
+/// Bytes kept of one line (a difference, a fault): a candidate chooses
+/// the keys of its manifests, so a pointer may be as long as its output.
+pub const MAX_LINE_BYTES: usize = 400;
+
+/// `line`, cut at [`MAX_LINE_BYTES`] on a character boundary.
+fn cut(mut line: String) -> String {
+    if line.len() > MAX_LINE_BYTES {
+        line.truncate(line.floor_char_boundary(MAX_LINE_BYTES));
+        line.push('…');
+    }
+    line
+}
+
 /// DataJobs kept per candidate.
 pub const MAX_JOBS: usize = 20;
 /// Differences kept per DataJob.
@@ -114,39 +127,34 @@ impl Summary {
     /// DataJob that now answers the same is no longer listed. Returns the
     /// call's outcome.
     pub fn record(&mut self, job: &str, call: &str, verdict: &Verdict) -> Outcome {
-        let (outcome, entry) = match verdict {
-            Verdict::Same => (Outcome::Same, None),
-            Verdict::Differs(found) => (
-                Outcome::Differs,
-                Some(JobDifference {
-                    job: job.to_owned(),
-                    call: call.to_owned(),
-                    fault: None,
-                    differences: found
-                        .iter()
-                        .take(MAX_DIFFERENCES)
-                        .map(ToString::to_string)
-                        .collect(),
-                    more: found.len().saturating_sub(MAX_DIFFERENCES),
-                }),
-            ),
-            Verdict::Fault { reason, message } => (
-                Outcome::Fault,
-                Some(JobDifference {
-                    job: job.to_owned(),
-                    call: call.to_owned(),
-                    fault: Some(format!("{reason}: {message}")),
-                    differences: Vec::new(),
-                    more: 0,
-                }),
-            ),
+        let entry = |fault: Option<String>, differences: Vec<String>, more: usize| JobDifference {
+            job: job.to_owned(),
+            call: call.to_owned(),
+            fault,
+            differences,
+            more,
         };
-        match outcome {
-            Outcome::Same => self.same += 1,
-            Outcome::Differs => self.differs += 1,
-            Outcome::Fault => self.faults += 1,
-            Outcome::Skipped => self.skipped += 1,
-        }
+        let (outcome, entry) = match verdict {
+            Verdict::Same => {
+                self.same += 1;
+                (Outcome::Same, None)
+            }
+            Verdict::Differs(found) => {
+                self.differs += 1;
+                let lines = found
+                    .iter()
+                    .take(MAX_DIFFERENCES)
+                    .map(|difference| cut(difference.to_string()))
+                    .collect();
+                let more = found.len().saturating_sub(MAX_DIFFERENCES);
+                (Outcome::Differs, Some(entry(None, lines, more)))
+            }
+            Verdict::Fault { reason, message } => {
+                self.faults += 1;
+                let fault = cut(format!("{reason}: {message}"));
+                (Outcome::Fault, Some(entry(Some(fault), Vec::new(), 0)))
+            }
+        };
         let at = self
             .jobs
             .iter()
@@ -247,6 +255,29 @@ mod tests {
         }
         assert_eq!(summary.jobs.len(), MAX_JOBS);
         assert_eq!(summary.jobs_left_out, 5);
+        let long = Verdict::Differs(vec![Difference {
+            pointer: format!("/children/ConfigMap:x/data/{}", "k".repeat(1 << 20)),
+            expected: None,
+            actual: Some(serde_json::json!("v")),
+        }]);
+        let mut one = Summary::new("abc".into());
+        one.record("a/j", "reconcile", &long);
+        let fault = Verdict::Fault {
+            reason: "Trap",
+            message: "m".repeat(1 << 20),
+        };
+        one.record("a/j", "cleanup", &fault);
+        let kept: Vec<&String> = one
+            .jobs
+            .iter()
+            .flat_map(|j| j.differences.iter().chain(&j.fault))
+            .collect();
+        assert_eq!(kept.len(), 2);
+        assert!(
+            kept.iter()
+                .all(|line| line.len() <= MAX_LINE_BYTES + '…'.len_utf8()),
+            "a line is cut"
+        );
         assert!(
             summary
                 .jobs
