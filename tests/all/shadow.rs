@@ -479,6 +479,11 @@ async fn recorded_calls_replay_through_a_candidate_as_policy_diff_shows_them() {
     })
     .await;
     use std::os::unix::fs::PermissionsExt as _;
+    let dir_mode = std::fs::metadata(&recorded)
+        .expect("metadata")
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700, "{}", recorded.display());
     for file in &files {
         let mode = file.metadata().expect("metadata").permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{}", file.path().display());

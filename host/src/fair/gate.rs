@@ -24,6 +24,8 @@ pub struct Gate {
 
 struct State {
     free: usize,
+    /// Slots held through [`Gate::try_spare`], and the most it hands out.
+    spares: (usize, usize),
     ledger: Ledger,
     /// Waiting callers by tenant; a tenant with no waiter has no entry.
     waiting: HashMap<Arc<str>, VecDeque<Waiter>>,
@@ -41,6 +43,8 @@ struct Waiter {
 pub struct Slot {
     gate: Arc<Gate>,
     tenant: Arc<str>,
+    /// Taken through [`Gate::try_spare`].
+    spare: bool,
 }
 
 impl std::fmt::Debug for Slot {
@@ -58,6 +62,7 @@ impl Gate {
         Arc::new(Self {
             state: Mutex::new(State {
                 free: slots.max(1),
+                spares: (0, (slots / 4).max(1)),
                 ledger: Ledger::new(),
                 waiting: HashMap::new(),
                 next_id: 0,
@@ -104,18 +109,26 @@ impl Gate {
     }
 
     /// Takes a slot for `tenant` without waiting, and only when taking it
-    /// delays no one: nobody waits, and another slot stays free for the
-    /// next caller. For work below every caller of [`acquire`](Self::acquire).
+    /// delays no one now: nobody waits, and another slot stays free for the
+    /// next caller. For work below every caller of [`acquire`](Self::acquire):
+    /// such work holds at most a quarter of the slots (at least one), so
+    /// what a later caller may wait behind is bounded.
     #[must_use]
     pub fn try_spare(self: &Arc<Self>, tenant: &Tenant) -> Option<Slot> {
         let mut state = self.lock();
-        if state.free < 2 || !state.waiting.is_empty() {
+        let (held, most) = state.spares;
+        if state.free < 2 || !state.waiting.is_empty() || held >= most {
             return None;
         }
         state.ledger.enter(tenant);
         state.free -= 1;
+        state.spares.0 += 1;
         state.ledger.grant(tenant.key());
-        Some(self.slot(tenant.key()))
+        Some(Slot {
+            gate: Arc::clone(self),
+            tenant: Arc::clone(tenant.key()),
+            spare: true,
+        })
     }
 
     /// Slots held now.
@@ -134,13 +147,17 @@ impl Gate {
         Slot {
             gate: Arc::clone(self),
             tenant: Arc::clone(tenant),
+            spare: false,
         }
     }
 
-    fn release(&self, tenant: &str) {
+    fn release(&self, tenant: &str, spare: bool) {
         let mut state = self.lock();
         state.ledger.release(tenant);
         state.free += 1;
+        if spare {
+            state.spares.0 -= 1;
+        }
         state.dispatch();
         if !state.waiting.contains_key(tenant) {
             state.ledger.retire(tenant);
@@ -213,14 +230,14 @@ impl Drop for Wait<'_> {
         drop(state);
         self.granted.close();
         if self.granted.try_recv().is_ok() {
-            self.gate.release(self.tenant);
+            self.gate.release(self.tenant, false);
         }
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.gate.release(&self.tenant);
+        self.gate.release(&self.tenant, self.spare);
     }
 }
 
@@ -261,6 +278,19 @@ mod tests {
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
+    }
+
+    #[test]
+    fn spare_slots_are_at_most_a_quarter_of_the_slots_and_at_least_one() {
+        let shadow = tenant("etl (candidate)", 1);
+        let gate = Gate::new(8);
+        let taken: Vec<Slot> = std::iter::from_fn(|| gate.try_spare(&shadow)).collect();
+        assert_eq!(taken.len(), 2, "6 of 8 slots still free");
+        drop(taken);
+        assert!(gate.try_spare(&shadow).is_some(), "given back");
+        let small = Gate::new(2);
+        let one = small.try_spare(&shadow);
+        assert!(one.is_some() && small.try_spare(&shadow).is_none());
     }
 
     #[tokio::test(start_paused = true)]

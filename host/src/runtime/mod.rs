@@ -305,9 +305,10 @@ impl Runtime {
         (&self.inner.engine, &self.inner.client)
     }
 
-    /// A call thread for a call that must never delay another: taken only
-    /// when no call waits for one and it leaves another thread free for
-    /// the next serving call. `None` when the pool is that busy.
+    /// A call thread for work below every serving call
+    /// ([`Gate::try_spare`]): taken only when no call waits for one, it
+    /// leaves another thread free, and such calls hold under a quarter of
+    /// the threads (at least one). `None` otherwise.
     #[must_use]
     pub fn spare(&self, tenant: &Tenant) -> Option<Spare> {
         self.inner

@@ -20,11 +20,13 @@
 //! # Guarantees
 //! - Only the serving version's answer is applied: a candidate's answer,
 //!   fault or not, touches no DataJob.
-//! - A shadow call never delays a serving call: it never waits for a call
-//!   thread, and takes one only when no serving call waits and another
-//!   stays free; otherwise it is skipped and counted `skipped`. It runs
-//!   after the serving call, off the reconcile's path, and costs no API
-//!   request of its own.
+//! - A shadow call runs below every serving call: it never waits for a
+//!   call thread, and takes one only when no serving call waits, another
+//!   stays free, and shadow calls hold fewer than a quarter of the threads
+//!   (at least one); otherwise it is skipped and counted `skipped`. A
+//!   serving call that arrives later may wait behind it, at most its
+//!   deadline, which the host's maxima cap. It runs after the serving call,
+//!   off the reconcile's path, and costs no API request of its own.
 //! - A shadow call has no side effect: outbound HTTP is refused
 //!   ([`crate::outbound::Refusal::Shadow`]), and the summary says how many
 //!   requests were.
