@@ -14,6 +14,7 @@ pub mod finalizer;
 pub mod fuzzing;
 pub mod leader;
 pub mod metrics;
+pub mod oci;
 pub mod operator;
 pub mod outbound;
 pub mod policies;

@@ -16,7 +16,7 @@ use kube::{Client, discovery};
 use tokio::net::TcpListener;
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::asks::Asks;
 use crate::cache::{self, Scope};
@@ -112,6 +112,56 @@ pub struct Options {
     /// How children are cached: [`cache::Mode::Indexed`] (the design), or
     /// [`cache::Mode::Naive`], the anti-pattern kept as a measured baseline.
     pub cache: cache::Mode,
+    /// How policy artifacts are pulled from registries.
+    pub registries: Registries,
+}
+
+/// How policy artifacts are pulled ([`crate::oci`]).
+#[derive(Debug, Clone)]
+pub struct Registries {
+    /// Certificate authorities trusted besides the web's.
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// Where pulled blobs are kept by digest; `None` keeps none.
+    pub cache_dir: Option<PathBuf>,
+    /// The longest one pull may take.
+    pub pull_timeout: Duration,
+}
+
+impl Default for Registries {
+    fn default() -> Self {
+        Self {
+            extra_roots: Vec::new(),
+            cache_dir: None,
+            pull_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Registries {
+    /// The puller these settings describe; `None` (logged) when the client
+    /// cannot take the roots, so that artifacts are refused, not pulled
+    /// with less trust than configured.
+    #[must_use]
+    pub fn puller(&self) -> Option<crate::oci::Puller> {
+        let config = crate::oci::ClientConfig {
+            extra_roots: self.extra_roots.clone(),
+            ..crate::oci::ClientConfig::default()
+        };
+        match crate::oci::Client::new(&config) {
+            Ok(client) => Some(crate::oci::Puller::new(
+                client,
+                self.cache_dir
+                    .clone()
+                    .map(crate::oci::BlobCache::new)
+                    .unwrap_or_default(),
+                self.pull_timeout,
+            )),
+            Err(error) => {
+                error!(%error, "the registry client cannot start: policies naming artifacts are refused");
+                None
+            }
+        }
+    }
 }
 
 impl Default for Options {
@@ -138,6 +188,7 @@ impl Default for Options {
             asks: Asks::default(),
             leader: None,
             cache: cache::Mode::default(),
+            registries: Registries::default(),
         }
     }
 }
@@ -298,6 +349,7 @@ impl Operator {
                         max_module_bytes: options.max_policy_bytes,
                         child_kinds: options.child_kinds.clone(),
                         tenancy: options.policy_tenancy,
+                        puller: options.registries.puller(),
                     },
                     workers: 2,
                     secret_refresh: options.grant_secret_refresh,

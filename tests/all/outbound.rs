@@ -590,28 +590,7 @@ mod operator {
         if let Some(credentials) = credentials {
             data.insert("credentials".to_owned(), credentials.to_owned());
         }
-        let name = format!("grant-{policy}");
-        let map = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(env.policy_namespace.clone()),
-                labels: Some(BTreeMap::from([(
-                    GRANT_LABEL.to_owned(),
-                    policy.to_owned(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            data: Some(data),
-            ..ConfigMap::default()
-        };
-        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
-        api.patch(
-            &name,
-            &PatchParams::apply("platform-team").force(),
-            &Patch::Apply(&map),
-        )
-        .await
-        .expect("apply the grant ConfigMap");
+        crate::common::publishing::apply_grant(env, policy, data).await;
     }
 
     /// Pushes the `bucket` policy to the test's policy namespace.

@@ -675,7 +675,7 @@ fn a_policy_whose_allowed_kinds_name_a_cluster_scoped_kind_is_refused_at_load() 
         &load::Config::default(),
         "cluster-scoped",
         &data,
-        &binary,
+        load::Component::In(&binary),
         load::Given::default(),
     )
     .expect_err("a cluster-scoped kind in allowedKinds");

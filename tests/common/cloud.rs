@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -23,9 +22,10 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper_util::rt::TokioIo;
 use rand::{RngExt as _, SeedableRng as _};
 use rustls::pki_types::CertificateDer;
+
+use super::https::{Body, Reset, Server};
 
 /// How often the cloud misbehaves on `/buckets` requests (fractions of 1).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -66,80 +66,44 @@ struct State {
 
 /// A running cloud; stopped when dropped.
 pub struct Cloud {
-    address: SocketAddr,
-    ca: CertificateDer<'static>,
-    ca_pem: String,
+    server: Server,
     state: Arc<Mutex<State>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Cloud {
     /// Starts a cloud on a free port of 127.0.0.1, trusted by `ca()`.
     pub fn start() -> Self {
-        let super::tls::Issued {
-            ca,
-            ca_pem,
-            server,
-            key,
-            ..
-        } = super::tls::issue("policyhost test cloud CA");
-        let chain = vec![server];
-        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("protocol versions")
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .expect("server certificate");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let state = Arc::new(Mutex::new(State {
             rng: Some(rand::rngs::StdRng::seed_from_u64(7)),
             ..State::default()
         }));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the cloud");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let address = listener.local_addr().expect("cloud address");
-        let (stop, stopped) = tokio::sync::oneshot::channel();
         let shared = Arc::clone(&state);
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("cloud runtime");
-            runtime.block_on(serve(listener, acceptor, shared, stopped));
+        let server = Server::start("policyhost test cloud CA", move |request| {
+            let state = Arc::clone(&shared);
+            async move { answer(request, &state).await }
         });
-        Self {
-            address,
-            ca,
-            ca_pem,
-            state,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        Self { server, state }
     }
 
     /// `https://127.0.0.1:<port>`.
     pub fn origin(&self) -> String {
-        format!("https://{}", self.address)
+        format!("https://{}", self.server.address())
     }
 
     /// Its port.
     pub fn port(&self) -> u16 {
-        self.address.port()
+        self.server.address().port()
     }
 
     /// The CA its certificate is signed by.
     pub fn ca(&self) -> CertificateDer<'static> {
-        self.ca.clone()
+        self.server.ca()
     }
 
     /// That CA as a PEM file in `dir` (for `--outbound-ca`).
     pub fn ca_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
-        let path = dir.join(format!("cloud-{}-ca.pem", self.address.port()));
-        std::fs::write(&path, &self.ca_pem).expect("write the cloud's CA");
+        let path = dir.join(format!("cloud-{}-ca.pem", self.port()));
+        std::fs::write(&path, self.server.ca_pem()).expect("write the cloud's CA");
         path
     }
 
@@ -198,63 +162,6 @@ impl Cloud {
         self.with(|state| state.requests)
     }
 }
-
-impl Drop for Cloud {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn serve(
-    listener: std::net::TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
-    state: Arc<Mutex<State>>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-    loop {
-        let (tcp, _) = tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(_) => continue,
-            },
-        };
-        let acceptor = acceptor.clone();
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let service = hyper::service::service_fn(move |request| {
-                let state = Arc::clone(&state);
-                async move { answer(request, &state).await }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
-        });
-    }
-}
-
-type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
-
-/// Dropping the connection: hyper closes it when the service fails.
-#[derive(Debug)]
-struct Reset;
-
-impl std::fmt::Display for Reset {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("reset by the test cloud")
-    }
-}
-
-impl std::error::Error for Reset {}
 
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     Response::builder()

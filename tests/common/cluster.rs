@@ -168,6 +168,8 @@ pub struct OperatorSetup {
     pub call_threads: usize,
     /// Where serving calls are recorded (`--record-calls`), if anywhere.
     pub record_calls: Option<policyhost::shadow::record::Config>,
+    /// How policy artifacts are pulled (`--registry-ca`, `--artifact-cache`).
+    pub registries: policyhost::operator::Registries,
 }
 
 impl OperatorSetup {
@@ -192,6 +194,7 @@ impl OperatorSetup {
             compile_budget: None,
             call_threads: 2,
             record_calls: None,
+            registries: policyhost::operator::Registries::default(),
         }
     }
 
@@ -291,6 +294,7 @@ impl Env {
             cache: setup.cache,
             runtime,
             record_calls: setup.record_calls.clone(),
+            registries: setup.registries.clone(),
             ..defaults
         };
         let api = setup.api.clone().unwrap_or_else(|| self.config.clone());

@@ -12,6 +12,8 @@ pub mod dev;
 pub mod faults;
 pub mod foreign;
 pub mod history;
+pub mod hostile_registry;
+pub mod https;
 pub mod load;
 pub mod logs;
 pub mod peers;

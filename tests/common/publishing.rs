@@ -2,10 +2,12 @@
 //! applied as `policy push` applies it, the host's verdict awaited, and the
 //! Events it records on policy ConfigMaps.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
+use policyhost::outbound::grant::GRANT_LABEL;
 use policyhost::policies::configmap::{self, Compression, Settings};
 use policyhost::policies::publish;
 use policyhost::policies::report::Annotations;
@@ -42,6 +44,33 @@ pub async fn push(env: &Env, name: &str, component: &[u8]) -> Annotations {
         &policy_map(env, name, component, &for_every_namespace()),
     )
     .await
+}
+
+/// Applies the platform team's grant of `policy` (`grant-<policy>`) with
+/// `data`.
+pub async fn apply_grant(env: &Env, policy: &str, data: BTreeMap<String, String>) {
+    let name = format!("grant-{policy}");
+    let map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(env.policy_namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                GRANT_LABEL.to_owned(),
+                policy.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..ConfigMap::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    api.patch(
+        &name,
+        &PatchParams::apply("platform-team").force(),
+        &Patch::Apply(&map),
+    )
+    .await
+    .expect("apply the grant ConfigMap");
 }
 
 /// Events on the ConfigMap `name` of the policy namespace with reason `reason`.

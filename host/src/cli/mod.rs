@@ -16,6 +16,7 @@ mod new;
 mod operate;
 mod promote;
 mod push;
+mod registry;
 #[cfg(feature = "dev")]
 mod reload;
 mod replay;
@@ -93,7 +94,7 @@ enum PolicyCommand {
     Test(golden::TestArgs),
     /// Check a policy, then create or update its ConfigMap (server-side
     /// apply); the host hot-swaps it in.
-    Push(push::PushArgs),
+    Push(Box<push::PushArgs>),
     /// List the policies: the serving version and the candidate of each,
     /// side by side, and what the host reports on them.
     List(list::ListArgs),

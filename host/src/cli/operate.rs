@@ -13,7 +13,7 @@ use policyhost::asks::Asks;
 use policyhost::cache;
 use policyhost::fair::Share;
 use policyhost::finalizer::Budget;
-use policyhost::operator::{Operator, Options, StreamingLists};
+use policyhost::operator::{Operator, Options, Registries, StreamingLists};
 use policyhost::policies::tenancy::Tenancy;
 use policyhost::runtime::{self, AllowedKind, compile};
 use policyhost::shadow::record;
@@ -140,6 +140,18 @@ pub(crate) struct OperatorArgs {
     /// outbound requests trusts besides the web's roots, e.g. a company CA.
     #[arg(long, value_name = "CA.pem", value_parser = read_roots)]
     outbound_ca: Option<Roots>,
+    /// Certificate authorities (a PEM file) the host trusts besides the
+    /// web's roots when it pulls policy artifacts from a registry.
+    #[arg(long, value_name = "CA.pem", value_parser = read_roots)]
+    registry_ca: Option<Roots>,
+    /// Where pulled policy artifacts are kept by digest, so that a restart
+    /// or a rollback pulls nothing (an `emptyDir` in the operator's Pod).
+    #[arg(long, value_name = "DIR")]
+    artifact_cache: Option<PathBuf>,
+    /// The longest one pull of a policy artifact may take; a registry down
+    /// or slow is tried again with backoff, the version in service serving.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pull_timeout: Duration,
     /// How often the Secrets that outbound grants name are read again: a
     /// rotated credential loads its policy again within this time.
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
@@ -152,7 +164,15 @@ pub(crate) struct OperatorArgs {
 #[derive(Debug, Clone)]
 pub(crate) struct Roots(Vec<rustls::pki_types::CertificateDer<'static>>);
 
-fn read_roots(path: &str) -> Result<Roots, String> {
+impl Roots {
+    /// The certificates.
+    pub(crate) fn into_inner(self) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+        self.0
+    }
+}
+
+/// The certificates of a PEM file; none is an error.
+pub(crate) fn read_roots(path: &str) -> Result<Roots, String> {
     use rustls::pki_types::pem::PemObject as _;
     let certificates = rustls::pki_types::CertificateDer::pem_file_iter(path)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
@@ -295,6 +315,15 @@ impl OperatorArgs {
             cleanup: Budget {
                 max_attempts: self.cleanup_max_attempts,
                 timeout: Duration::from_secs(self.cleanup_timeout),
+            },
+            registries: Registries {
+                extra_roots: self
+                    .registry_ca
+                    .clone()
+                    .map(|Roots(roots)| roots)
+                    .unwrap_or_default(),
+                cache_dir: self.artifact_cache.clone(),
+                pull_timeout: self.pull_timeout,
             },
             cache: match self.cache {
                 CacheArg::Indexed => cache::Mode::Indexed,

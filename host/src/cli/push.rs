@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+use policyhost::oci::{self, Reference};
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
 use policyhost::policies::grants::grant_name;
 use policyhost::policies::publish;
@@ -64,12 +66,55 @@ pub(crate) struct PushArgs {
     /// `policy promote`).
     #[arg(long)]
     shadow: bool,
+    #[command(flatten)]
+    oci: OciArgs,
     /// Wait for the host's verdict; exit 3 if it rejects the version.
     #[arg(long)]
     wait: bool,
     /// How long `--wait` waits, in seconds.
     #[arg(long, default_value_t = 60, value_name = "S")]
     wait_timeout: u64,
+}
+
+/// Where `policy push --oci` puts the component, and how it gets in.
+#[derive(Debug, Args)]
+pub(crate) struct OciArgs {
+    /// Push the component as an OCI artifact to `REGISTRY/REPOSITORY:TAG`
+    /// and publish a ConfigMap naming it by its digest, instead of one
+    /// carrying the bytes.
+    #[arg(long, value_name = "REGISTRY/REPOSITORY:TAG")]
+    oci: Option<Reference>,
+    /// The registry credentials: a Docker `config.json` (`auths`), by
+    /// default `$DOCKER_CONFIG/config.json` or `~/.docker/config.json` if
+    /// there is one.
+    #[arg(long, value_name = "FILE", requires = "oci")]
+    registry_auth: Option<PathBuf>,
+    /// Certificate authorities (PEM) trusted besides the web's roots.
+    #[arg(long, value_name = "CA.pem", requires = "oci")]
+    registry_ca: Option<PathBuf>,
+}
+
+impl OciArgs {
+    /// Pushes `component` as the artifact `--oci` names: the reference
+    /// pinned by the manifest's digest.
+    async fn push(&self, component: &[u8]) -> anyhow::Result<Option<Reference>> {
+        let Some(reference) = &self.oci else {
+            return Ok(None);
+        };
+        let client = super::registry::client(self.registry_ca.as_deref())?;
+        let credentials = super::registry::credentials(self.registry_auth.as_deref())?;
+        let digest = oci::push::push(
+            &client,
+            reference,
+            credentials.for_registry(reference.registry()),
+            component,
+        )
+        .await
+        .with_context(|| format!("cannot push to {reference}"))?;
+        let pinned = reference.with_digest(digest);
+        println!("pushed {reference} as {pinned}");
+        Ok(Some(pinned))
+    }
 }
 
 /// `--gzip` values.
@@ -151,7 +196,12 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
     };
     block_on(async {
         let (client, namespace) = args.cluster.connect().await?;
-        let mut map = configmap::build(&args.name, &namespace, &bytes, &settings, compression)?;
+        let mut map = match args.oci.push(&bytes).await? {
+            Some(artifact) => {
+                configmap::build_artifact(&args.name, &namespace, artifact, &bytes, &settings)?
+            }
+            None => configmap::build(&args.name, &namespace, &bytes, &settings, compression)?,
+        };
         if args.shadow {
             map = configmap::into_candidate(map, &args.name);
         }

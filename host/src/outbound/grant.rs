@@ -61,6 +61,11 @@ pub mod keys {
     pub const CREDENTIALS: &str = "credentials";
     /// Free text for people.
     pub const DESCRIPTION: &str = "description";
+    /// Repository prefixes the policy's artifacts may be pulled from
+    /// ([`crate::policies::pull_grant`]).
+    pub const REGISTRIES: &str = "registries";
+    /// The `kubernetes.io/dockerconfigjson` Secret to pull them with.
+    pub const PULL_SECRET: &str = "pullSecret";
 
     /// Every key the host reads.
     pub const ALL: &[&str] = &[
@@ -72,6 +77,20 @@ pub mod keys {
         CONCURRENCY,
         CREDENTIALS,
         DESCRIPTION,
+        REGISTRIES,
+        PULL_SECRET,
+    ];
+
+    /// The keys of the network half of a grant: present, the grant must
+    /// name its origins.
+    pub const NETWORK: &[&str] = &[
+        ORIGINS,
+        REQUESTS_PER_CALL,
+        REQUEST_BODY_BYTES,
+        RESPONSE_BODY_BYTES,
+        NETWORK_SHARE,
+        CONCURRENCY,
+        CREDENTIALS,
     ];
 }
 
@@ -134,6 +153,16 @@ impl Grant {
         }
     }
 
+    /// Whether a grant ConfigMap's `data` grants the network: it has a key
+    /// of that half, or nothing of the registries' half.
+    #[must_use]
+    pub fn grants_network(data: &BTreeMap<String, String>) -> bool {
+        keys::NETWORK.iter().any(|key| data.contains_key(*key))
+            || ![keys::REGISTRIES, keys::PULL_SECRET]
+                .iter()
+                .any(|key| data.contains_key(*key))
+    }
+
     /// Reads a grant ConfigMap's `data`, naming the key of the first bad value.
     pub fn parse(data: &BTreeMap<String, String>) -> Result<Self, GrantError> {
         let text = data.get(keys::ORIGINS).ok_or(GrantError::NoOrigins)?;
@@ -158,7 +187,7 @@ impl Grant {
             };
             let bytes = |expected| entry.parse(expected, |t| parse_bytes(t).filter(|n| *n > 0));
             match entry.key {
-                keys::ORIGINS | keys::DESCRIPTION => {}
+                keys::ORIGINS | keys::DESCRIPTION | keys::REGISTRIES | keys::PULL_SECRET => {}
                 keys::REQUESTS_PER_CALL => grant.requests_per_call = positive(COUNT_EXPECTED)?,
                 keys::CONCURRENCY => grant.concurrency = positive(COUNT_EXPECTED)?,
                 keys::REQUEST_BODY_BYTES => grant.request_body_bytes = bytes(BYTES_EXPECTED)?,
@@ -289,8 +318,9 @@ fn covers(pattern: &OriginPattern, single: &OriginPattern) -> bool {
 pub enum GrantError {
     /// No origins: a grant that admits nothing is a mistake.
     #[error(
-        "`data.{}` is required: the origins the policy may reach, such as https://api.example.com",
-        keys::ORIGINS
+        "`data.{}` is required: the origins the policy may reach, such as https://api.example.com (a grant of registries alone names `data.{}` and no network key)",
+        keys::ORIGINS,
+        keys::REGISTRIES
     )]
     NoOrigins,
     /// An origin pattern does not parse.

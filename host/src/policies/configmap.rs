@@ -13,6 +13,8 @@
 //!   policy.wasm: AGFzbQ0AAQA…               # the component, or
 //!   # policy.wasm.gz: H4sIAAAA…             # gzip of it (for components over ~1 MiB)
 //! data:                                     # every key is optional
+//!   # artifact: registry.example.com/team-a/fanout@sha256:…   # or the component
+//!   #                                       # pulled from a registry (no binaryData)
 //!   sha256: 3f5a…                           # pin: digest of the (uncompressed) component
 //!   memory: 64Mi                            # linear memory cap per call
 //!   fuel: "500000000"                       # fuel per call
@@ -47,6 +49,7 @@ use sha2::{Digest as _, Sha256};
 use super::access::Access;
 use crate::data_keys::{self, KeyError};
 use crate::fair::Share;
+use crate::oci::Reference;
 use crate::quantity::{format_bytes, format_millis, parse_bytes, parse_duration, parse_integer};
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
 
@@ -109,6 +112,9 @@ pub mod keys {
     /// Fair share beside other policies (workers, call threads, API
     /// writes): a positive integer, clamped to the host's `--max-share`.
     pub const SHARE: &str = "share";
+    /// The component as an OCI artifact, `REGISTRY/REPOSITORY@sha256:DIGEST`
+    /// (see [`crate::oci`]), instead of `binaryData`.
+    pub const ARTIFACT: &str = "artifact";
 
     /// Every key the host reads.
     pub const ALL: &[&str] = &[
@@ -122,6 +128,7 @@ pub mod keys {
         ALLOWED_NAMESPACES,
         DESCRIPTION,
         SHARE,
+        ARTIFACT,
     ];
 }
 
@@ -132,8 +139,26 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `binaryData` carries no component.
-    #[error("binaryData has no `{MODULE_KEY}` or `{MODULE_GZ_KEY}`")]
+    #[error(
+        "binaryData has no `{MODULE_KEY}` or `{MODULE_GZ_KEY}`, and `data.{}` names no artifact",
+        keys::ARTIFACT
+    )]
     NoModule,
+    /// Both `binaryData` and `data.artifact`: which one is meant is unclear.
+    #[error(
+        "the ConfigMap has both a component in binaryData and `data.{}`: keep one",
+        keys::ARTIFACT
+    )]
+    ModuleAndArtifact,
+    /// A strict host pulls only by digest: a tag can be moved under it.
+    #[error(
+        "`data.{}` is {reference}, a tag: on this host name the artifact by its digest (`@sha256:…`, as `policy push --oci` writes it)",
+        keys::ARTIFACT
+    )]
+    Unpinned {
+        /// The reference.
+        reference: String,
+    },
     /// `binaryData` carries both forms: which one is meant is unclear.
     #[error("binaryData has both `{MODULE_KEY}` and `{MODULE_GZ_KEY}`: keep one")]
     TwoModules,
@@ -238,7 +263,8 @@ impl Error {
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::NoModule | Self::TwoModules => "NoModule",
+            Self::NoModule | Self::TwoModules | Self::ModuleAndArtifact => "NoModule",
+            Self::Unpinned { .. } => "Unpinned",
             Self::Gzip(_) => "Corrupt",
             Self::TooLarge { .. } | Self::DoesNotFit { .. } => "TooLarge",
             Self::Key(_) | Self::KindNotManaged { .. } | Self::NamespacesRequired => {
@@ -268,6 +294,8 @@ pub struct Settings {
     pub description: Option<String>,
     /// The fair share asked for (unset: 1).
     pub share: Option<Share>,
+    /// The artifact to pull the component from, instead of `binaryData`.
+    pub artifact: Option<Reference>,
 }
 
 impl Settings {
@@ -313,6 +341,9 @@ impl Settings {
                     settings.namespaces = Some(entry.parse(NAMESPACES_EXPECTED, Access::parse)?);
                 }
                 keys::DESCRIPTION => settings.description = Some(entry.value.to_owned()),
+                keys::ARTIFACT => {
+                    settings.artifact = Some(entry.parse(ARTIFACT_EXPECTED, |t| t.parse().ok())?);
+                }
                 keys::SHARE => {
                     let share = entry.parse(SHARE_EXPECTED, |t| {
                         parse_integer(t)
@@ -351,6 +382,9 @@ impl Settings {
         let limits = &self.limits;
         if let Some(digest) = self.sha256 {
             put(keys::SHA256, digest.to_hex());
+        }
+        if let Some(artifact) = &self.artifact {
+            put(keys::ARTIFACT, artifact.to_string());
         }
         if let Some(bytes) = limits.memory_bytes {
             put(keys::MEMORY, format_bytes(bytes));
@@ -531,7 +565,41 @@ pub fn build(
             compressed: compress,
         });
     }
-    Ok(ConfigMap {
+    Ok(policy_map(
+        name,
+        namespace,
+        data,
+        Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
+    ))
+}
+
+/// The ConfigMap that names `artifact` as policy `name`'s component: the
+/// reference pinned by its manifest digest, and `sha256` pinning the
+/// component inside it.
+pub fn build_artifact(
+    name: &str,
+    namespace: &str,
+    artifact: Reference,
+    component: &[u8],
+    settings: &Settings,
+) -> Result<ConfigMap> {
+    check_name(name)?;
+    let settings = Settings {
+        sha256: Some(Digest::of(component)),
+        artifact: Some(artifact),
+        ..settings.clone()
+    };
+    Ok(policy_map(name, namespace, settings.to_data(), None))
+}
+
+/// `policy-<name>` in `namespace`, labelled as policy `name`'s.
+fn policy_map(
+    name: &str,
+    namespace: &str,
+    data: BTreeMap<String, String>,
+    binary_data: Option<BTreeMap<String, ByteString>>,
+) -> ConfigMap {
+    ConfigMap {
         metadata: ObjectMeta {
             name: Some(configmap_name(name)),
             namespace: Some(namespace.to_owned()),
@@ -539,9 +607,9 @@ pub fn build(
             ..ObjectMeta::default()
         },
         data: Some(data),
-        binary_data: Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
+        binary_data,
         ..ConfigMap::default()
-    })
+    }
 }
 
 /// `map` (built by [`build`] for policy `policy`) as its candidate: named
@@ -577,6 +645,7 @@ pub fn promoted(candidate: &ConfigMap, policy: &str) -> ConfigMap {
 }
 
 const WASM_PAGE: u64 = 64 << 10;
+const ARTIFACT_EXPECTED: &str = "an OCI reference REGISTRY/REPOSITORY@sha256:DIGEST, such as registry.example.com/team-a/fanout@sha256:3f5a…";
 const DIGEST_EXPECTED: &str = "64 hexadecimal digits, optionally prefixed `sha256:`";
 const MEMORY_EXPECTED: &str = "a byte quantity of at least 64Ki, such as 64Mi or 67108864";
 const FUEL_EXPECTED: &str = "a positive integer, such as 500000000";
@@ -715,7 +784,11 @@ mod tests {
         );
         assert_eq!(
             error_of(&[("memroy", "64Mi")]),
-            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, allowedNamespaces, description, share"
+            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, allowedNamespaces, description, share, artifact"
+        );
+        assert_eq!(
+            error_of(&[("artifact", "team-a/fanout:1")]),
+            "`data.artifact` is `team-a/fanout:1`; expected an OCI reference REGISTRY/REPOSITORY@sha256:DIGEST, such as registry.example.com/team-a/fanout@sha256:3f5a…"
         );
         assert_eq!(
             error_of(&[("share", "0")]),
@@ -811,6 +884,14 @@ mod tests {
             namespaces: Some(Access::parse("team-b,team-a").expect("a list")),
             description: Some("d".into()),
             share: Share::new(4),
+            artifact: Some(
+                format!(
+                    "registry.example.com/team-a/fanout@sha256:{}",
+                    "ab".repeat(32)
+                )
+                .parse()
+                .expect("a reference"),
+            ),
         };
         let data = settings.to_data();
         assert_eq!(data["memory"], "96Mi");

@@ -21,6 +21,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::Api;
 
+use super::pull_grant::{self, PullTerms, PullTermsError};
+use crate::oci::credentials::CredentialsError;
+use crate::oci::{Credentials, PullGrant};
 use crate::outbound::grant::GRANT_LABEL;
 use crate::outbound::{CredentialError, Grant, GrantError, Outbound};
 
@@ -72,6 +75,24 @@ pub enum Refused {
         /// What is wrong with it.
         source: CredentialError,
     },
+    /// The registries half of the grant does not parse.
+    #[error("grant ConfigMap {configmap}: {source}")]
+    Pull {
+        /// The grant ConfigMap.
+        configmap: String,
+        /// What is wrong with it.
+        source: PullTermsError,
+    },
+    /// The pull secret is missing or not a `dockerconfigjson` one.
+    #[error("grant ConfigMap {configmap}: pull secret `{secret}`: {source}")]
+    PullSecret {
+        /// The grant ConfigMap.
+        configmap: String,
+        /// The Secret.
+        secret: String,
+        /// What is wrong with it (never its value).
+        source: PullSecretProblem,
+    },
     /// The Secret could not be read (the operator's Role does not name it,
     /// or the API server failed).
     #[error(
@@ -92,10 +113,29 @@ impl Refused {
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::Invalid { .. } => "InvalidGrant",
-            Self::Credential { .. } | Self::Unreadable { .. } => "GrantCredential",
+            Self::Invalid { .. } | Self::Pull { .. } => "InvalidGrant",
+            Self::Credential { .. } | Self::Unreadable { .. } | Self::PullSecret { .. } => {
+                "GrantCredential"
+            }
         }
     }
+}
+
+/// What is wrong with a grant's pull secret.
+#[derive(Debug, thiserror::Error)]
+pub enum PullSecretProblem {
+    /// No such Secret.
+    #[error("it does not exist")]
+    Missing,
+    /// Not the type Pods' pull secrets have.
+    #[error("its type is {0}, not kubernetes.io/dockerconfigjson")]
+    Type(String),
+    /// No credentials in it.
+    #[error("it has no `{}`", pull_grant::SECRET_KEY)]
+    NoKey,
+    /// Its credentials do not parse.
+    #[error(transparent)]
+    Credentials(CredentialsError),
 }
 
 /// A ConfigMap labelled as the grant of a policy its name may not grant:
@@ -223,17 +263,26 @@ impl Grants {
         Some((name, data))
     }
 
-    /// The grant of `policy` with its credentials read, or none when no
-    /// ConfigMap grants it.
+    /// The grant of `policy` with its credentials read: its network half
+    /// (none when no ConfigMap grants it, or the grant is of registries
+    /// alone) and its registries half (nothing by default).
     ///
     /// # Errors
     ///
     /// [`Refused`]: the version is rejected, the one in service keeps serving.
-    pub async fn resolve(&self, policy: &str) -> Result<Option<Arc<Outbound>>, Refused> {
+    pub async fn resolve(
+        &self,
+        policy: &str,
+    ) -> Result<(Option<Arc<Outbound>>, Arc<PullGrant>), Refused> {
         let Some((configmap, data)) = self.granting(policy) else {
             self.credentials().remove(policy);
-            return Ok(None);
+            return Ok((None, Arc::default()));
         };
+        let pull = self.pull_grant(&configmap, &data).await?;
+        if !Grant::grants_network(&data) {
+            self.credentials().remove(policy);
+            return Ok((None, Arc::new(pull)));
+        }
         let grant = Grant::parse(&data).map_err(|source| Refused::Invalid {
             configmap: configmap.clone(),
             source,
@@ -247,7 +296,56 @@ impl Grants {
         } else {
             credentials.insert(policy.to_owned(), secrets);
         }
-        Ok(Some(Arc::new(outbound)))
+        Ok((Some(Arc::new(outbound)), Arc::new(pull)))
+    }
+
+    /// The registries half of a grant, its pull secret read.
+    async fn pull_grant(
+        &self,
+        configmap: &str,
+        data: &BTreeMap<String, String>,
+    ) -> Result<PullGrant, Refused> {
+        let terms = PullTerms::parse(data).map_err(|source| Refused::Pull {
+            configmap: configmap.to_owned(),
+            source,
+        })?;
+        let credentials = match &terms.secret {
+            None => Credentials::anonymous(),
+            Some(name) => self.pull_secret(configmap, name).await?,
+        };
+        Ok(PullGrant {
+            prefixes: terms.prefixes,
+            credentials,
+        })
+    }
+
+    /// The credentials of the pull secret `name`.
+    async fn pull_secret(&self, configmap: &str, name: &str) -> Result<Credentials, Refused> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|source| Refused::Unreadable {
+                configmap: configmap.to_owned(),
+                secret: name.to_owned(),
+                source,
+            })?;
+        let problem = |problem| Refused::PullSecret {
+            configmap: configmap.to_owned(),
+            secret: name.to_owned(),
+            source: problem,
+        };
+        let secret = secret.ok_or_else(|| problem(PullSecretProblem::Missing))?;
+        let type_ = secret.type_.as_deref().unwrap_or("Opaque");
+        if type_ != pull_grant::SECRET_TYPE {
+            return Err(problem(PullSecretProblem::Type(type_.to_owned())));
+        }
+        let value = secret
+            .data
+            .as_ref()
+            .and_then(|data| data.get(pull_grant::SECRET_KEY))
+            .ok_or_else(|| problem(PullSecretProblem::NoKey))?;
+        Credentials::parse(&value.0).map_err(|error| problem(PullSecretProblem::Credentials(error)))
     }
 
     /// The policies whose grant's Secrets now hold other values than the
@@ -263,6 +361,9 @@ impl Grants {
             let Some((configmap, data)) = self.granting(&policy) else {
                 continue;
             };
+            if !Grant::grants_network(&data) {
+                continue;
+            }
             let Ok(grant) = Grant::parse(&data) else {
                 continue;
             };
@@ -347,8 +448,8 @@ mod tests {
             ["b"]
         );
         assert_eq!(changed(grants.apply("grant-a", None)), ["a"]);
-        assert!(grants.resolve("a").await.unwrap().is_none());
-        assert!(grants.resolve("b").await.unwrap().is_some());
+        assert!(grants.resolve("a").await.unwrap().0.is_none());
+        assert!(grants.resolve("b").await.unwrap().0.is_some());
     }
 
     #[tokio::test]
@@ -366,7 +467,7 @@ mod tests {
             applied.changed.is_empty(),
             "nothing granted, nothing to load"
         );
-        assert!(grants.resolve("a").await.unwrap().is_none());
+        assert!(grants.resolve("a").await.unwrap().0.is_none());
         assert!(grants.names().is_empty(), "not kept");
         assert_eq!(
             grants.apply("policy-a", Some(&map("a", "https://y.example.com"))),
@@ -391,7 +492,41 @@ mod tests {
             Some("b"),
             "grant-a may not grant b"
         );
-        assert!(grants.resolve("a").await.unwrap().is_none());
-        assert!(grants.resolve("b").await.unwrap().is_none());
+        assert!(grants.resolve("a").await.unwrap().0.is_none());
+        assert!(grants.resolve("b").await.unwrap().0.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_grant_of_registries_alone_grants_no_network_and_a_network_key_needs_origins() {
+        let grants = grants();
+        let mut registries = map("a", "");
+        registries.data = Some(
+            [(
+                "registries".to_owned(),
+                "registry.example.com/team-a/".to_owned(),
+            )]
+            .into(),
+        );
+        grants.apply("grant-a", Some(&registries));
+        let (outbound, pull) = grants.resolve("a").await.unwrap();
+        assert!(outbound.is_none(), "no network");
+        let fanout = "registry.example.com/team-a/fanout:1".parse().unwrap();
+        assert!(pull.allows(&fanout));
+        let other = "registry.example.com/team-b/fanout:1".parse().unwrap();
+        assert!(!pull.allows(&other), "another team's repository");
+        // Without a grant, nothing may be pulled.
+        assert!(!grants.resolve("b").await.unwrap().1.allows(&fanout));
+
+        registries
+            .data
+            .get_or_insert_default()
+            .insert("requestsPerCall".to_owned(), "2".to_owned());
+        grants.apply("grant-a", Some(&registries));
+        let error = grants.resolve("a").await.unwrap_err();
+        assert_eq!(error.reason(), "InvalidGrant");
+        assert!(
+            error.to_string().contains("`data.origins` is required"),
+            "{error}"
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! Loading one policy version from a ConfigMap's content: decode → digest
-//! (and pin check) → compile (cached by digest and engine) → validate world
-//! and imports → trial instantiation.
+//! Loading one policy version from a ConfigMap's content: decode (or pull
+//! the artifact it names) → digest (and pin check) → compile (cached by
+//! digest and engine) → validate world and imports → trial instantiation.
 //!
 //! Every step runs off the async runtime; nothing here touches the registry:
 //! the caller swaps a loaded version in, or records the rejection.
@@ -14,6 +14,7 @@ use k8s_openapi::ByteString;
 use super::access::Access;
 use super::configmap::{self, Module, Settings};
 use super::tenancy::Tenancy;
+use crate::oci;
 use crate::outbound::Outbound;
 use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Refusal, Runtime};
 
@@ -36,6 +37,12 @@ pub enum Error {
     /// (e.g. its start function traps, or its initial memory is above the cap).
     #[error("the policy cannot be instantiated under its limits")]
     Instantiate(#[source] runtime::Error),
+    /// The artifact the ConfigMap names could not be pulled.
+    #[error(transparent)]
+    Pull(#[from] oci::PullError),
+    /// The ConfigMap names an artifact and this host has no registry client.
+    #[error("this host pulls no artifacts: its registry client did not start")]
+    NoPuller,
     /// The load task was lost (the host is shutting down).
     #[error("the load was interrupted")]
     Interrupted(#[source] tokio::task::JoinError),
@@ -49,6 +56,8 @@ impl Error {
             Self::Config(error) => error.reason(),
             Self::Component(error) => error.reason(),
             Self::Instantiate(_) => "InstantiationFailed",
+            Self::Pull(error) => error.reason(),
+            Self::NoPuller => "PullFailed",
             Self::Interrupted(_) => "Interrupted",
         }
     }
@@ -63,6 +72,13 @@ impl Error {
             }
             _ => None,
         }
+    }
+
+    /// Whether the same load may succeed soon without a change: the
+    /// registry was down, slow or failing (retried with the source's backoff).
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Pull(error) if error.is_transient())
     }
 }
 
@@ -79,6 +95,8 @@ pub struct Config {
     /// (`data.allowedNamespaces`), and only `policy-<name>` may provide the
     /// policy `<name>`.
     pub tenancy: Tenancy,
+    /// Pulls the artifacts ConfigMaps name; `None`: they are refused.
+    pub puller: Option<oci::Puller>,
 }
 
 impl Default for Config {
@@ -87,6 +105,7 @@ impl Default for Config {
             max_module_bytes: 16 << 20,
             child_kinds: AllowedKind::defaults(),
             tenancy: Tenancy::default(),
+            puller: None,
         }
     }
 }
@@ -100,6 +119,9 @@ pub struct Loaded {
     pub access: Access,
     /// Whether it came gzip'd.
     pub compressed: bool,
+    /// The artifact it was pulled from, pinned by its manifest digest,
+    /// and whether the registry was reached (not the cache).
+    pub pulled: Option<(oci::Reference, bool)>,
     /// Time from the start of the load to a version ready to serve.
     pub took: Duration,
 }
@@ -111,6 +133,8 @@ pub struct Given {
     pub remembered: Option<Refusal>,
     /// Its policy's outbound grant, credentials read ([`super::grants`]).
     pub outbound: Option<Arc<Outbound>>,
+    /// What its policy may pull ([`super::grants`]): nothing by default.
+    pub pull: Arc<oci::PullGrant>,
 }
 
 /// Loads the policy `name` from a ConfigMap's `data` and `binaryData`.
@@ -122,12 +146,56 @@ pub async fn load(
     binary_data: BTreeMap<String, ByteString>,
     given: Given,
 ) -> Result<Loaded> {
+    let pulled = pull(config, &data, &binary_data, &given).await?;
     let (runtime, config, name) = (runtime.clone(), config.clone(), name.to_owned());
-    tokio::task::spawn_blocking(move || {
-        load_blocking(&runtime, &config, &name, &data, &binary_data, given)
+    let (loaded, pulled) = tokio::task::spawn_blocking(move || {
+        let component = match &pulled {
+            Some((_, pulled)) => Component::Pulled(&pulled.component),
+            None => Component::In(&binary_data),
+        };
+        let loaded = load_blocking(&runtime, &config, &name, &data, component, given);
+        (loaded, pulled)
     })
     .await
-    .map_err(Error::Interrupted)?
+    .map_err(Error::Interrupted)?;
+    let mut loaded = loaded?;
+    loaded.pulled = pulled.map(|(reference, pulled)| (reference, pulled.from_registry));
+    Ok(loaded)
+}
+
+/// The artifact the ConfigMap names, pulled, with its reference pinned.
+async fn pull(
+    config: &Config,
+    data: &BTreeMap<String, String>,
+    binary_data: &BTreeMap<String, ByteString>,
+    given: &Given,
+) -> Result<Option<(oci::Reference, oci::Pulled)>> {
+    let Some(reference) = Settings::parse(data)?.artifact else {
+        return Ok(None);
+    };
+    if !binary_data.is_empty() {
+        return Err(configmap::Error::ModuleAndArtifact.into());
+    }
+    if !reference.is_pinned() && config.tenancy.requires_pinned_artifacts() {
+        return Err(configmap::Error::Unpinned {
+            reference: reference.to_string(),
+        }
+        .into());
+    }
+    let puller = config.puller.as_ref().ok_or(Error::NoPuller)?;
+    let pulled = puller
+        .pull(&reference, &given.pull, config.max_module_bytes)
+        .await?;
+    Ok(Some((reference.with_digest(pulled.manifest), pulled)))
+}
+
+/// Where a version's component is.
+#[derive(Debug, Clone, Copy)]
+pub enum Component<'a> {
+    /// In the ConfigMap's `binaryData`.
+    In(&'a BTreeMap<String, ByteString>),
+    /// Pulled from the artifact the ConfigMap names.
+    Pulled(&'a [u8]),
 }
 
 /// [`load`] on the current thread.
@@ -136,7 +204,7 @@ pub fn load_blocking(
     config: &Config,
     name: &str,
     data: &BTreeMap<String, String>,
-    binary_data: &BTreeMap<String, ByteString>,
+    component: Component<'_>,
     given: Given,
 ) -> Result<Loaded> {
     let started = Instant::now();
@@ -146,9 +214,14 @@ pub fn load_blocking(
         return Err(configmap::Error::NamespacesRequired.into());
     }
     let access = settings.namespaces.clone().unwrap_or_default();
-    let module = Module::find(binary_data)?;
-    let compressed = matches!(module, Module::Gzip(_));
-    let bytes = module.decode(config.max_module_bytes)?;
+    let (bytes, compressed) = match component {
+        Component::In(binary_data) => {
+            let module = Module::find(binary_data)?;
+            let compressed = matches!(module, Module::Gzip(_));
+            (module.decode(config.max_module_bytes)?, compressed)
+        }
+        Component::Pulled(bytes) => (bytes.to_vec(), false),
+    };
     if let Some(pinned) = settings.sha256 {
         let actual = Digest::of(&bytes);
         if actual != pinned {
@@ -170,6 +243,7 @@ pub fn load_blocking(
         policy,
         access,
         compressed,
+        pulled: None,
         took: started.elapsed(),
     })
 }

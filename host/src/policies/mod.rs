@@ -11,6 +11,7 @@ pub mod grants;
 pub mod load;
 pub mod provenance;
 pub mod publish;
+pub mod pull_grant;
 pub mod refusal;
 mod registry;
 pub mod report;

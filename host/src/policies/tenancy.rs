@@ -96,6 +96,13 @@ impl Tenancy {
     pub fn requires_allowed_namespaces(self) -> bool {
         self == Self::Strict
     }
+
+    /// Whether an artifact must be named by its digest: a tag can be moved
+    /// to other code by whoever may push to the repository.
+    #[must_use]
+    pub fn requires_pinned_artifacts(self) -> bool {
+        self == Self::Strict
+    }
 }
 
 #[cfg(test)]
@@ -159,6 +166,8 @@ mod tests {
     fn strict_is_the_default_and_requires_allowed_namespaces() {
         assert_eq!(Tenancy::default(), Tenancy::Strict);
         assert!(Tenancy::Strict.requires_allowed_namespaces());
+        assert!(Tenancy::Strict.requires_pinned_artifacts());
+        assert!(!Tenancy::SingleTeam.requires_pinned_artifacts());
         assert_eq!(Tenancy::Strict.as_str(), "strict");
         assert_eq!(Tenancy::SingleTeam.as_str(), "single-team");
     }

@@ -338,15 +338,12 @@ async fn work(inner: Arc<Inner>) {
         let pending = inner.pending().remove(&key);
         let retry = match pending {
             None => false,
-            Some(Pending::Present(record, content)) => {
-                inner.present(&record, content).await;
-                false
-            }
+            Some(Pending::Present(record, content)) => inner.present(&record, content).await,
             Some(Pending::Gone(record)) => {
                 inner.gone(&record);
                 false
             }
-            Some(Pending::Refetch) => inner.refetch(&key).await.is_err(),
+            Some(Pending::Refetch) => inner.refetch(&key).await.unwrap_or(true),
         };
         if retry {
             inner
@@ -413,21 +410,21 @@ impl Inner {
     }
 
     /// Reads a ConfigMap again and loads it.
-    async fn refetch(&self, key: &ObjectKey) -> kube::Result<()> {
+    async fn refetch(&self, key: &ObjectKey) -> kube::Result<bool> {
         let api: Api<ConfigMap> =
             Api::namespaced(self.client.clone(), key.namespace().unwrap_or_default());
         let Some(map) = api.get_opt(key.name()).await? else {
-            return Ok(());
+            return Ok(false);
         };
         let mut contents = HashMap::new();
         let record = split(map, &mut contents);
         if record.policy.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
-        if let Some(content) = contents.remove(key) {
-            self.present(&record, content).await;
-        }
-        Ok(())
+        Ok(match contents.remove(key) {
+            Some(content) => self.present(&record, content).await,
+            None => false,
+        })
     }
 
     /// Once the first list is complete, remembers which ConfigMaps it held.

@@ -122,11 +122,13 @@ pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<(),
 }
 
 impl Inner {
-    /// Loads one version and puts it in service, or records its rejection.
-    pub(super) async fn present(&self, record: &Record, content: Content) {
+    /// Loads one version and puts it in service, or records its
+    /// rejection: whether to load it again after a backoff (its registry
+    /// was down or slow; the version in service keeps serving meanwhile).
+    pub(super) async fn present(&self, record: &Record, content: Content) -> bool {
         if let Some(foreign) = &record.foreign {
             self.ignored(record, foreign).await;
-            return;
+            return false;
         }
         let previous = self
             .state()
@@ -140,18 +142,19 @@ impl Inner {
         }
         if let Err(refused) = self.claim(record) {
             self.rejected(record, refused).await;
-            return;
+            return false;
         }
-        let outbound = match self.grants.resolve(&record.policy).await {
-            Ok(outbound) => outbound,
+        let (outbound, pull) = match self.grants.resolve(&record.policy).await {
+            Ok(resolved) => resolved,
             Err(refused) => {
                 self.rejected(record, Refused::Grant(refused)).await;
-                return;
+                return false;
             }
         };
         let given = load::Given {
             remembered: content.refused,
             outbound,
+            pull,
         };
         let result = load::load(
             &self.runtime,
@@ -163,7 +166,10 @@ impl Inner {
         )
         .await;
         match result {
-            Ok(loaded) => self.serve(record, loaded).await,
+            Ok(loaded) => {
+                self.serve(record, loaded).await;
+                false
+            }
             Err(error) => {
                 if let Some(refusal) = refusal::to_record(&error) {
                     self.record_refusal(record, refusal).await;
@@ -176,7 +182,9 @@ impl Inner {
                         .or_insert(Pending::Refetch);
                     self.queue.add_after(record.key.clone(), after);
                 }
+                let again = error.is_transient();
                 self.rejected(record, Refused::Load(error)).await;
+                again
             }
         }
     }
@@ -236,6 +244,7 @@ impl Inner {
             %digest,
             replaced = ?replaced_digest,
             source = ?policy.source(),
+            artifact = ?loaded.pulled.as_ref().map(|(artifact, _)| artifact.to_string()),
             took_ms = loaded.took.as_millis(),
             "policy version in service"
         );
@@ -248,6 +257,14 @@ impl Inner {
             provides: Some(record.policy.clone()),
         };
         let mut note = report::loaded_note(&policy, loaded.compressed, loaded.took.as_millis());
+        if let Some((artifact, from_registry)) = &loaded.pulled {
+            let how = if *from_registry {
+                "pulled"
+            } else {
+                "from the artifact cache"
+            };
+            note = format!("{note}; {how}: {artifact}");
+        }
         let reason = if record.role == Role::Candidate {
             note = format!("candidate of policy `{}`: {note}", record.policy);
             "CandidateLoaded"

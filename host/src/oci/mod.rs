@@ -1,0 +1,23 @@
+//! Policies as OCI artifacts: a policy ConfigMap may name, instead of the
+//! component's bytes, a reference `REGISTRY/REPOSITORY@sha256:DIGEST`.
+//!
+//! The host pulls it as the policy's grant allows ([`pull::PullGrant`]:
+//! repository prefixes and a pull secret, both the platform team's), with
+//! its own small registry client ([`client`]: capped bodies, redirects only
+//! to allowed registries), checks the artifact's layout ([`artifact`]),
+//! and keeps what it pulled on disk by digest ([`cache`]). `policy push
+//! --oci` writes the same layout ([`push`]).
+
+pub mod artifact;
+pub mod cache;
+pub mod client;
+pub mod credentials;
+pub mod pull;
+pub mod push;
+pub mod reference;
+
+pub use self::cache::BlobCache;
+pub use self::client::{Client, ClientConfig};
+pub use self::credentials::{Basic, Credentials};
+pub use self::pull::{PullError, PullGrant, Pulled, Puller};
+pub use self::reference::{Prefix, Reference};

@@ -1,0 +1,366 @@
+//! Pulling a policy's component: from the blob cache when its digest is
+//! there, otherwise from the registry, as the policy's grant allows.
+//!
+//! In order, each step refusing before the next costs anything: the
+//! reference is under a repository prefix the grant allows; the manifest
+//! (at most 64 KiB) has the pinned digest and the artifact's layout; the
+//! layer's declared size is within the cap; the layer is read only up to
+//! that size and must have its digest. The whole pull ends at a deadline.
+
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+
+use super::artifact::{self, LayoutError, Manifest};
+use super::cache::BlobCache;
+use super::client::{Call, Client, ClientError, Session};
+use super::credentials::Credentials;
+use super::reference::{Prefix, Reference};
+use crate::runtime::Digest;
+
+/// What a policy may pull, from its grant: repository prefixes, and the
+/// pull secret's credentials.
+#[derive(Debug, Clone, Default)]
+pub struct PullGrant {
+    /// Where its artifacts may come from.
+    pub prefixes: Vec<Prefix>,
+    /// Its pull secret's credentials (none: anonymous).
+    pub credentials: Credentials,
+}
+
+impl PullGrant {
+    /// Whether `reference` is under one of the prefixes.
+    #[must_use]
+    pub fn allows(&self, reference: &Reference) -> bool {
+        self.prefixes.iter().any(|prefix| reference.within(prefix))
+    }
+
+    /// Whether the client may be sent to `host` (a redirect, a token
+    /// realm): one of the registries the prefixes name.
+    #[must_use]
+    pub fn allows_host(&self, host: &str) -> bool {
+        self.prefixes
+            .iter()
+            .any(|prefix| prefix.registry().eq_ignore_ascii_case(host))
+    }
+}
+
+/// A component pulled: the manifest digest it was pinned by, and its bytes.
+#[derive(Debug)]
+pub struct Pulled {
+    /// The artifact's manifest digest (the reference's, or the tag's).
+    pub manifest: Digest,
+    /// The component.
+    pub component: Vec<u8>,
+    /// Whether the registry was reached (not served from the cache).
+    pub from_registry: bool,
+}
+
+/// Why a component could not be pulled.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    /// The policy's grant allows no registry, or not this repository.
+    #[error("{reference} is not under a repository the policy's grant allows ({allowed})")]
+    NotAllowed {
+        /// The reference.
+        reference: String,
+        /// The prefixes the grant lists, or "none".
+        allowed: String,
+    },
+    /// The registry could not be reached, refused, or answered wrongly.
+    #[error("{reference}: {source}")]
+    Client {
+        /// The reference.
+        reference: String,
+        /// What happened.
+        source: ClientError,
+    },
+    /// The registry does not have it, or answered with an error status.
+    #[error("{reference}: the registry answered {status} for the {what}")]
+    Status {
+        /// The reference.
+        reference: String,
+        /// `manifest` or `component`.
+        what: &'static str,
+        /// Its answer.
+        status: StatusCode,
+    },
+    /// A manifest or component whose digest is not the one asked for.
+    #[error(
+        "{reference}: the {what}'s digest is sha256:{actual}, not the sha256:{expected} asked for"
+    )]
+    DigestMismatch {
+        /// The reference.
+        reference: String,
+        /// `manifest` or `component`.
+        what: &'static str,
+        /// The digest asked for.
+        expected: Digest,
+        /// The digest of what came.
+        actual: Digest,
+    },
+    /// Not a component artifact.
+    #[error("{reference}: {source}")]
+    Layout {
+        /// The reference.
+        reference: String,
+        /// What it is instead.
+        source: LayoutError,
+    },
+    /// The component is larger than the host accepts.
+    #[error(
+        "{reference}: the component is {size} bytes, more than the {limit} bytes this host accepts"
+    )]
+    TooLarge {
+        /// The reference.
+        reference: String,
+        /// Its declared size.
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// The pull took longer than the deadline.
+    #[error("{reference}: the pull did not finish within {0:?}", .deadline)]
+    Deadline {
+        /// The reference.
+        reference: String,
+        /// The deadline.
+        deadline: Duration,
+    },
+}
+
+impl PullError {
+    /// A short UpperCamelCase name for Events, annotations and metric labels.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotAllowed { .. } => "RegistryNotAllowed",
+            Self::Client {
+                source: ClientError::Unauthorized { .. },
+                ..
+            } => "PullUnauthorized",
+            Self::Client {
+                source: ClientError::HostNotAllowed { .. },
+                ..
+            } => "RegistryNotAllowed",
+            Self::Client {
+                source: ClientError::TooLarge { .. },
+                ..
+            }
+            | Self::TooLarge { .. } => "TooLarge",
+            Self::Client { .. } | Self::Status { .. } | Self::Deadline { .. } => "PullFailed",
+            Self::DigestMismatch { .. } => "DigestMismatch",
+            Self::Layout { .. } => "NotAComponent",
+        }
+    }
+
+    /// Whether the same pull may succeed later without a change: the
+    /// registry was down, slow, or answered with a server error.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Deadline { .. } => true,
+            Self::Client { source, .. } => matches!(source, ClientError::Unreachable { .. }),
+            Self::Status { status, .. } => {
+                status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The host's puller: one client, one cache, one deadline per pull.
+#[derive(Debug, Clone)]
+pub struct Puller {
+    client: Client,
+    cache: BlobCache,
+    deadline: Duration,
+}
+
+impl Puller {
+    /// A puller through `client`, caching in `cache`, each pull ending at
+    /// `deadline`.
+    #[must_use]
+    pub fn new(client: Client, cache: BlobCache, deadline: Duration) -> Self {
+        Self {
+            client,
+            cache,
+            deadline,
+        }
+    }
+
+    /// The component `reference` names, as `grant` allows, at most
+    /// `limit` bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`PullError`].
+    pub async fn pull(
+        &self,
+        reference: &Reference,
+        grant: &PullGrant,
+        limit: u64,
+    ) -> Result<Pulled, PullError> {
+        if !grant.allows(reference) {
+            let allowed: Vec<String> = grant.prefixes.iter().map(ToString::to_string).collect();
+            return Err(PullError::NotAllowed {
+                reference: reference.to_string(),
+                allowed: if allowed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    allowed.join(", ")
+                },
+            });
+        }
+        if let Some(pulled) = self.cached(reference, limit) {
+            return Ok(pulled);
+        }
+        tokio::time::timeout(self.deadline, self.fetch(reference, grant, limit))
+            .await
+            .map_err(|_| PullError::Deadline {
+                reference: reference.to_string(),
+                deadline: self.deadline,
+            })?
+    }
+
+    /// The component of a pinned reference, from the cache alone.
+    fn cached(&self, reference: &Reference, limit: u64) -> Option<Pulled> {
+        let manifest = *reference.digest()?;
+        let body = self.cache.get(&manifest)?;
+        let (_, layer) = Manifest::component(&body, artifact::MANIFEST_TYPE).ok()?;
+        let component = self.cache.get(&layer)?;
+        (component.len() as u64 <= limit).then_some(Pulled {
+            manifest,
+            component,
+            from_registry: false,
+        })
+    }
+
+    async fn fetch(
+        &self,
+        reference: &Reference,
+        grant: &PullGrant,
+        limit: u64,
+    ) -> Result<Pulled, PullError> {
+        let shown = reference.to_string();
+        let client_error = |source| PullError::Client {
+            reference: shown.clone(),
+            source,
+        };
+        let allowed = |host: &str| grant.allows_host(host);
+        let mut session = Session {
+            credentials: grant.credentials.for_registry(reference.registry()),
+            allowed: &allowed,
+            authorization: None,
+        };
+        let name = reference.digest().map_or_else(
+            || reference.tag().unwrap_or("latest").to_owned(),
+            |d| format!("sha256:{d}"),
+        );
+        let path = format!("/v2/{}/manifests/{name}", reference.repository());
+        let call = Call {
+            method: Method::GET,
+            uri: super::client::url(reference.registry(), &path).map_err(client_error)?,
+            accept: artifact::ACCEPT,
+            content_type: None,
+            body: bytes::Bytes::new(),
+            limit: artifact::MAX_MANIFEST_BYTES,
+        };
+        let answer = self
+            .client
+            .send(&mut session, call)
+            .await
+            .map_err(client_error)?;
+        if !answer.status.is_success() {
+            return Err(PullError::Status {
+                reference: shown,
+                what: "manifest",
+                status: answer.status,
+            });
+        }
+        let manifest = Digest::of(&answer.body);
+        if let Some(expected) = reference.digest().filter(|d| **d != manifest) {
+            return Err(PullError::DigestMismatch {
+                reference: shown,
+                what: "manifest",
+                expected: *expected,
+                actual: manifest,
+            });
+        }
+        let (declared, layer) =
+            Manifest::component(&answer.body, answer.content_type()).map_err(|source| {
+                PullError::Layout {
+                    reference: shown.clone(),
+                    source,
+                }
+            })?;
+        let size = declared.component_size();
+        if size > limit {
+            return Err(PullError::TooLarge {
+                reference: shown,
+                size,
+                limit,
+            });
+        }
+        let component = match self.cache.get(&layer) {
+            Some(component) => component,
+            None => {
+                self.fetch_layer(reference, &mut session, &layer, size)
+                    .await?
+            }
+        };
+        self.cache.put(&answer.body);
+        self.cache.put(&component);
+        Ok(Pulled {
+            manifest,
+            component,
+            from_registry: true,
+        })
+    }
+
+    /// The layer of `digest`, read up to its declared `size`.
+    async fn fetch_layer(
+        &self,
+        reference: &Reference,
+        session: &mut Session<'_>,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<Vec<u8>, PullError> {
+        let shown = reference.to_string();
+        let client_error = |source| PullError::Client {
+            reference: shown.clone(),
+            source,
+        };
+        let path = format!("/v2/{}/blobs/sha256:{digest}", reference.repository());
+        let call = Call {
+            method: Method::GET,
+            uri: super::client::url(reference.registry(), &path).map_err(client_error)?,
+            accept: &[],
+            content_type: None,
+            body: bytes::Bytes::new(),
+            limit: size,
+        };
+        let answer = self
+            .client
+            .send(session, call)
+            .await
+            .map_err(client_error)?;
+        if !answer.status.is_success() {
+            return Err(PullError::Status {
+                reference: shown,
+                what: "component",
+                status: answer.status,
+            });
+        }
+        let actual = Digest::of(&answer.body);
+        if actual != *digest {
+            return Err(PullError::DigestMismatch {
+                reference: shown,
+                what: "component",
+                expected: *digest,
+                actual,
+            });
+        }
+        Ok(answer.body.to_vec())
+    }
+}
