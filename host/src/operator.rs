@@ -125,6 +125,9 @@ pub struct Registries {
     pub cache_dir: Option<PathBuf>,
     /// The longest one pull may take.
     pub pull_timeout: Duration,
+    /// The platform team's keys: given any, every policy version must be
+    /// an artifact one of them signed.
+    pub trusted: crate::oci::signature::Trusted,
 }
 
 impl Default for Registries {
@@ -133,6 +136,7 @@ impl Default for Registries {
             extra_roots: Vec::new(),
             cache_dir: None,
             pull_timeout: Duration::from_secs(60),
+            trusted: crate::oci::signature::Trusted::default(),
         }
     }
 }
@@ -148,14 +152,17 @@ impl Registries {
             ..crate::oci::ClientConfig::default()
         };
         match crate::oci::Client::new(&config) {
-            Ok(client) => Some(crate::oci::Puller::new(
-                client,
-                self.cache_dir
-                    .clone()
-                    .map(crate::oci::BlobCache::new)
-                    .unwrap_or_default(),
-                self.pull_timeout,
-            )),
+            Ok(client) => Some(
+                crate::oci::Puller::new(
+                    client,
+                    self.cache_dir
+                        .clone()
+                        .map(crate::oci::BlobCache::new)
+                        .unwrap_or_default(),
+                    self.pull_timeout,
+                )
+                .trusting(self.trusted.clone()),
+            ),
             Err(error) => {
                 error!(%error, "the registry client cannot start: policies naming artifacts are refused");
                 None
@@ -350,6 +357,7 @@ impl Operator {
                         child_kinds: options.child_kinds.clone(),
                         tenancy: options.policy_tenancy,
                         puller: options.registries.puller(),
+                        signatures_required: !options.registries.trusted.is_empty(),
                     },
                     workers: 2,
                     secret_refresh: options.grant_secret_refresh,

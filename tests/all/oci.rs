@@ -9,18 +9,20 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ObjectMeta, PostParams};
+use policyhost::oci::signature::{SigningKey, Trusted, TrustedKey};
 use policyhost::oci::{
     self, BlobCache, Client, ClientConfig, Credentials, PullError, PullGrant, Puller, Reference,
 };
 use policyhost::operator::Registries;
 use policyhost::policies::configmap;
+use policyhost::policies::report::Annotations;
 use policyhost::runtime::Digest;
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
 
-use crate::common::cluster::{Env, OperatorSetup, phase};
+use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
 use crate::common::hostile_registry::{self, HostileRegistry, Lie};
 use crate::common::publishing::{apply_grant, push_map};
 use crate::common::registry::{Registry, USER};
@@ -292,6 +294,22 @@ async fn a_registry_that_lies_is_refused_with_the_reason_and_nothing_it_sent_is_
     assert_eq!(Digest::of(&pulled.component), Digest::of(&fanout));
 }
 
+/// Waits until `policy-fanout` serves `component` (the grant's watch may
+/// see the grant after the policy's first load, which then loads again).
+async fn serving(env: &Env, component: &[u8]) {
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let digest = Digest::of(component).to_hex();
+    eventually(&format!("policy-fanout serving sha256:{digest}"), || {
+        let (api, digest) = (api.clone(), digest.clone());
+        async move {
+            let map = api.get("policy-fanout").await.ok()?;
+            let annotations = Annotations::read(map.metadata.annotations.as_ref()?);
+            (annotations.loaded_digest == Some(digest) && annotations.error.is_none()).then_some(())
+        }
+    })
+    .await;
+}
+
 /// The platform team's pull secret for `registry` in the policy namespace.
 async fn pull_secret(env: &Env, name: &str, registry: &Registry) {
     let secret = Secret {
@@ -322,6 +340,7 @@ async fn a_policy_named_by_its_artifact_serves_and_a_refused_artifact_leaves_it_
             extra_roots: vec![registry.ca()],
             cache_dir: Some(cache_dir("operator")),
             pull_timeout: Duration::from_secs(30),
+            trusted: Trusted::default(),
         },
         ..OperatorSetup::configmaps()
     })
@@ -349,12 +368,8 @@ async fn a_policy_named_by_its_artifact_serves_and_a_refused_artifact_leaves_it_
         )
         .expect("a policy ConfigMap")
     };
-    let verdict = push_map(&env, &publish(pinned.clone())).await;
-    assert_eq!(verdict.error, None, "{verdict:?}");
-    assert_eq!(
-        verdict.loaded_digest.as_deref(),
-        Some(Digest::of(&fanout).to_hex().as_str())
-    );
+    push_map(&env, &publish(pinned.clone())).await;
+    serving(&env, &fanout).await;
     env.create_job(
         "pulled",
         "fanout",
@@ -386,4 +401,308 @@ async fn a_policy_named_by_its_artifact_serves_and_a_refused_artifact_leaves_it_
             "still serving"
         );
     }
+}
+
+fn signing_key() -> SigningKey {
+    SigningKey::from_pem(SigningKey::generate_pem().expect("a key").as_bytes()).expect("a key")
+}
+
+fn trusting(name: &str, key: &SigningKey) -> Trusted {
+    Trusted::new(vec![
+        TrustedKey::from_pem(name, key.public_pem().as_bytes()).expect("a public key"),
+    ])
+}
+
+/// Pushes `component` to the registry as `policies/<name>:v1` and signs it
+/// with `key`, if any: its pinned reference.
+async fn push_signed(
+    registry: &Registry,
+    name: &str,
+    component: &[u8],
+    key: Option<&SigningKey>,
+) -> Reference {
+    let tagged = reference(&format!("{}/policies/{name}:v1", registry.host()));
+    let login = credentials(&registry.host(), USER, registry.password());
+    let client = client(registry.ca());
+    let basic = login.for_registry(&registry.host());
+    let digest = oci::push::push(&client, &tagged, basic, component)
+        .await
+        .expect("push");
+    if let Some(key) = key {
+        oci::push::push_signature(
+            &client,
+            &tagged,
+            basic,
+            &digest,
+            &key.sign(&tagged, &digest),
+        )
+        .await
+        .expect("push the signature");
+    }
+    tagged.with_digest(digest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_artifact_a_trusted_key_signed_for_its_own_digest_is_pulled() {
+    let registry = Registry::start().await;
+    let (platform, stranger) = (signing_key(), signing_key());
+    let fanout = guest_bytes("fanout");
+    let signed = push_signed(&registry, "fanout", &fanout, Some(&platform)).await;
+    let unsigned = push_signed(&registry, "unsigned", &guest_bytes("panics"), None).await;
+    let by_stranger = push_signed(
+        &registry,
+        "stranger",
+        &guest_bytes("fanout-next"),
+        Some(&stranger),
+    )
+    .await;
+    // A signature by the platform's key, of the signed artifact, put where
+    // the unsigned one's signature would be.
+    let login = credentials(&registry.host(), USER, registry.password());
+    let moved = push_signed(&registry, "moved", &guest_bytes("log-flood"), None).await;
+    let signed_digest = *signed.digest().expect("pinned");
+    oci::push::push_signature(
+        &client(registry.ca()),
+        &moved,
+        login.for_registry(&registry.host()),
+        moved.digest().expect("pinned"),
+        &platform.sign(&signed, &signed_digest),
+    )
+    .await
+    .expect("push a misplaced signature");
+    let allowed = grant(&format!("{}/policies/", registry.host()), login);
+    let dir = cache_dir("signed");
+    let puller = Puller::new(
+        client(registry.ca()),
+        BlobCache::new(dir.clone()),
+        Duration::from_secs(30),
+    )
+    .trusting(trusting("platform", &platform));
+    let pulled = puller
+        .pull(&signed, &allowed, 64 << 20)
+        .await
+        .expect("a signed artifact");
+    assert_eq!(pulled.component, fanout);
+    for (artifact, reason, text) in [
+        (&unsigned, "Unsigned", "has no signature"),
+        (
+            &by_stranger,
+            "SignatureInvalid",
+            "verifies with a trusted key (platform)",
+        ),
+        (
+            &moved,
+            "SignatureInvalid",
+            &format!("is for sha256:{signed_digest}") as &str,
+        ),
+    ] {
+        let error = puller
+            .pull(artifact, &allowed, 64 << 20)
+            .await
+            .expect_err("refused");
+        assert_eq!(error.reason(), reason, "{artifact}: {error}");
+        assert!(error.to_string().contains(text), "{artifact}: {error}");
+    }
+    // A restart with the registry gone: the signature is checked again,
+    // from the cache.
+    let ca = registry.ca();
+    drop(registry);
+    let restarted = Puller::new(
+        client(ca.clone()),
+        BlobCache::new(dir.clone()),
+        Duration::from_secs(5),
+    )
+    .trusting(trusting("platform", &platform));
+    let cached = restarted
+        .pull(&signed, &allowed, 64 << 20)
+        .await
+        .expect("the signed artifact, from the cache");
+    assert!(!cached.from_registry);
+    let distrusting = Puller::new(client(ca), BlobCache::new(dir), Duration::from_secs(5))
+        .trusting(trusting("another", &stranger));
+    let error = distrusting
+        .pull(&signed, &allowed, 64 << 20)
+        .await
+        .expect_err("cached, but not signed by a key this host trusts");
+    assert_eq!(
+        error.reason(),
+        "PullFailed",
+        "the registry is down: {error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_given_keys_serves_only_signed_artifacts_and_keeps_the_last_good_one() {
+    let registry = Registry::start().await;
+    let platform = signing_key();
+    let fanout = guest_bytes("fanout");
+    let signed = push_signed(&registry, "fanout", &fanout, Some(&platform)).await;
+    let unsigned = push_signed(&registry, "fanout", &guest_bytes("fanout-next"), None).await;
+    let env = Env::start_with(OperatorSetup {
+        registries: Registries {
+            extra_roots: vec![registry.ca()],
+            cache_dir: Some(cache_dir("signed-operator")),
+            pull_timeout: Duration::from_secs(30),
+            trusted: trusting("platform", &platform),
+        },
+        ..OperatorSetup::configmaps()
+    })
+    .await;
+    pull_secret(&env, "team-a-pull", &registry).await;
+    apply_grant(
+        &env,
+        "fanout",
+        BTreeMap::from([
+            (
+                "registries".to_owned(),
+                format!("{}/policies/", registry.host()),
+            ),
+            ("pullSecret".to_owned(), "team-a-pull".to_owned()),
+        ]),
+    )
+    .await;
+    // A component in the ConfigMap cannot be signed: refused.
+    let embedded = crate::common::publishing::push(&env, "fanout", &fanout).await;
+    assert!(
+        embedded
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("Unsigned")),
+        "{embedded:?}"
+    );
+    let publish = |artifact: &Reference, component: &[u8]| {
+        configmap::build_artifact(
+            "fanout",
+            &env.policy_namespace,
+            artifact.clone(),
+            component,
+            &for_every_namespace(),
+        )
+        .expect("a policy ConfigMap")
+    };
+    push_map(&env, &publish(&signed, &fanout)).await;
+    serving(&env, &fanout).await;
+    let serving = Digest::of(&fanout).to_hex();
+    let verdict = push_map(&env, &publish(&unsigned, &guest_bytes("fanout-next"))).await;
+    assert!(
+        verdict
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("Unsigned")),
+        "{verdict:?}"
+    );
+    assert_eq!(
+        verdict.loaded_digest.as_deref(),
+        Some(serving.as_str()),
+        "the signed version keeps serving"
+    );
+}
+
+/// Runs the cosign `cargo xtask cosign` built, against `registry`, in `dir`.
+fn cosign(registry: &Registry, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let binary = crate::common::target_dir().join("cosign/bin/cosign");
+    assert!(
+        binary.is_file(),
+        "{} is missing: run `cargo xtask cosign`",
+        binary.display()
+    );
+    let ca = dir.join("registry-ca.pem");
+    std::fs::write(&ca, registry.ca_pem()).expect("write the registry's CA");
+    let mut command = std::process::Command::new(binary);
+    command
+        .args(args)
+        .arg("--registry-cacert")
+        .arg(&ca)
+        .args([
+            "--registry-username",
+            USER,
+            "--registry-password",
+            registry.password(),
+        ])
+        .current_dir(dir)
+        .env("COSIGN_PASSWORD", "test-password")
+        .env("HOME", dir)
+        .env("TUF_ROOT", dir.join("tuf"))
+        .stdin(std::process::Stdio::null());
+    command.output().expect("run cosign")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cosign_verifies_what_the_host_signs_and_the_host_verifies_what_cosign_signs() {
+    let registry = Registry::start().await;
+    let dir = cache_dir("cosign");
+    std::fs::create_dir_all(&dir).expect("a directory");
+    // The host's CLI signs; cosign verifies with the public key.
+    let ours = signing_key();
+    let signed = push_signed(&registry, "fanout", &guest_bytes("fanout"), Some(&ours)).await;
+    std::fs::write(dir.join("ours.pub"), ours.public_pem()).expect("write the public key");
+    let verified = cosign(
+        &registry,
+        &dir,
+        &[
+            "verify",
+            "--key",
+            "ours.pub",
+            "--insecure-ignore-tlog=true",
+            &signed.to_string(),
+        ],
+    );
+    assert!(
+        verified.status.success(),
+        "cosign verify: {}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    // cosign signs with a key of its own; the host verifies with its public key.
+    let generated =
+        std::process::Command::new(crate::common::target_dir().join("cosign/bin/cosign"))
+            .args(["generate-key-pair"])
+            .current_dir(&dir)
+            .env("COSIGN_PASSWORD", "test-password")
+            .output()
+            .expect("cosign generate-key-pair");
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let theirs = push_signed(&registry, "theirs", &guest_bytes("fanout-next"), None).await;
+    let sign = cosign(
+        &registry,
+        &dir,
+        &[
+            "sign",
+            "--key",
+            "cosign.key",
+            "--tlog-upload=false",
+            "--yes",
+            &theirs.to_string(),
+        ],
+    );
+    assert!(
+        sign.status.success(),
+        "cosign sign: {}",
+        String::from_utf8_lossy(&sign.stderr)
+    );
+    let public = std::fs::read(dir.join("cosign.pub")).expect("cosign.pub");
+    let trusted = Trusted::new(vec![
+        TrustedKey::from_pem("cosign", &public).expect("cosign.pub"),
+    ]);
+    let login = credentials(&registry.host(), USER, registry.password());
+    let allowed = grant(&format!("{}/policies/", registry.host()), login);
+    let puller = Puller::new(
+        client(registry.ca()),
+        BlobCache::default(),
+        Duration::from_secs(30),
+    )
+    .trusting(trusted);
+    let pulled = puller
+        .pull(&theirs, &allowed, 64 << 20)
+        .await
+        .expect("cosign's signature verifies");
+    assert_eq!(pulled.component, guest_bytes("fanout-next"));
+    let error = puller
+        .pull(&signed, &allowed, 64 << 20)
+        .await
+        .expect_err("signed by another key");
+    assert_eq!(error.reason(), "SignatureInvalid", "{error}");
 }

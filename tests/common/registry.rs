@@ -22,6 +22,7 @@ pub struct Registry {
     child: Child,
     port: u16,
     ca: CertificateDer<'static>,
+    ca_pem: String,
     password: String,
     dir: PathBuf,
 }
@@ -73,6 +74,7 @@ impl Registry {
             child,
             port,
             ca: issued.ca,
+            ca_pem: issued.ca_pem,
             password,
             dir,
         };
@@ -96,6 +98,11 @@ impl Registry {
     /// The CA its certificate is signed by.
     pub fn ca(&self) -> CertificateDer<'static> {
         self.ca.clone()
+    }
+
+    /// That CA, PEM.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
     }
 
     /// The password of [`USER`].

@@ -33,7 +33,7 @@ mod cluster;
 mod hygiene;
 mod kube;
 mod peers;
-mod registry;
+mod tools;
 
 use std::env;
 use std::ffi::OsString;
@@ -62,7 +62,12 @@ fn main() -> ExitCode {
         "cluster" => cluster::command(rest),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "peers" => peers::build().map(|bin| println!("xtask: peers {}", bin.display())),
-        "registry" => registry::build().map(|bin| println!("xtask: registry {}", bin.display())),
+        "registry" => tools::REGISTRY
+            .build()
+            .map(|bin| println!("xtask: registry {}", bin.display())),
+        "cosign" => tools::COSIGN
+            .build()
+            .map(|bin| println!("xtask: cosign {}", bin.display())),
         "help" | "-h" | "--help" => {
             print_help();
             Ok(())
@@ -111,10 +116,12 @@ fn print_help() {
          \x20             bench/peers/, into <target>/kube/peers/peers\n\
          registry      build the OCI registry of the tests (distribution {REGISTRY}) from\n\
          \x20             tools/registry/ into <target>/registry/bin/registry\n\
+         cosign        build cosign {COSIGN} from tools/cosign/ into <target>/cosign/bin/cosign\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
          \x20             <target>/{STATIC_TARGET}/release/policyhost",
-        REGISTRY = registry::VERSION
+        REGISTRY = tools::REGISTRY.version,
+        COSIGN = tools::COSIGN.version
     );
 }
 
@@ -283,7 +290,8 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     let control_plane = std::thread::spawn(|| {
         let bin = kube::build()?;
         peers::build()?;
-        registry::build()?;
+        tools::REGISTRY.build()?;
+        tools::COSIGN.build()?;
         Ok::<_, String>(bin)
     });
     let built = build_static();

@@ -13,6 +13,7 @@ use policyhost::asks::Asks;
 use policyhost::cache;
 use policyhost::fair::Share;
 use policyhost::finalizer::Budget;
+use policyhost::oci::signature::{Trusted, TrustedKey};
 use policyhost::operator::{Operator, Options, Registries, StreamingLists};
 use policyhost::policies::tenancy::Tenancy;
 use policyhost::runtime::{self, AllowedKind, compile};
@@ -148,6 +149,12 @@ pub(crate) struct OperatorArgs {
     /// or a rollback pulls nothing (an `emptyDir` in the operator's Pod).
     #[arg(long, value_name = "DIR")]
     artifact_cache: Option<PathBuf>,
+    /// A public key of the platform team's (PEM, ECDSA P-256, as `cosign
+    /// generate-key-pair` writes `cosign.pub`); repeatable. Given any, the
+    /// host runs only artifacts one of them signed (cosign's keyed format),
+    /// and refuses components carried in ConfigMaps.
+    #[arg(long, value_name = "KEY.pub", value_parser = read_key)]
+    signature_key: Vec<TrustedKey>,
     /// The longest one pull of a policy artifact may take; a registry down
     /// or slow is tried again with backoff, the version in service serving.
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
@@ -181,6 +188,16 @@ pub(crate) fn read_roots(path: &str) -> Result<Roots, String> {
         return Err(format!("{path} holds no PEM certificate"));
     }
     Ok(Roots(certificates))
+}
+
+/// A trusted public key, named by its file's stem.
+fn read_key(path: &str) -> Result<TrustedKey, String> {
+    let pem = std::fs::read(path).map_err(|error| format!("cannot read {path}: {error}"))?;
+    let name = Path::new(path).file_stem().map_or_else(
+        || path.to_owned(),
+        |stem| stem.to_string_lossy().into_owned(),
+    );
+    TrustedKey::from_pem(&name, &pem).map_err(|error| format!("{path}: {error}"))
 }
 
 /// How policy components are compiled.
@@ -324,6 +341,7 @@ impl OperatorArgs {
                     .unwrap_or_default(),
                 cache_dir: self.artifact_cache.clone(),
                 pull_timeout: self.pull_timeout,
+                trusted: Trusted::new(self.signature_key.clone()),
             },
             cache: match self.cache {
                 CacheArg::Indexed => cache::Mode::Indexed,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+use policyhost::oci::signature::SigningKey;
 use policyhost::oci::{self, Reference};
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
 use policyhost::policies::grants::grant_name;
@@ -92,6 +93,10 @@ pub(crate) struct OciArgs {
     /// Certificate authorities (PEM) trusted besides the web's roots.
     #[arg(long, value_name = "CA.pem", requires = "oci")]
     registry_ca: Option<PathBuf>,
+    /// Sign the artifact with this private key (unencrypted PKCS#8 PEM,
+    /// ECDSA P-256), in cosign's keyed format, as `cosign sign --key` does.
+    #[arg(long, value_name = "KEY.pem", requires = "oci")]
+    sign_key: Option<PathBuf>,
 }
 
 impl OciArgs {
@@ -113,6 +118,17 @@ impl OciArgs {
         .with_context(|| format!("cannot push to {reference}"))?;
         let pinned = reference.with_digest(digest);
         println!("pushed {reference} as {pinned}");
+        if let Some(path) = &self.sign_key {
+            let pem =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let key = SigningKey::from_pem(&pem).with_context(|| format!("{}", path.display()))?;
+            let login = credentials.for_registry(reference.registry());
+            let signed = key.sign(reference, &digest);
+            oci::push::push_signature(&client, reference, login, &digest, &signed)
+                .await
+                .with_context(|| format!("cannot push the signature of {pinned}"))?;
+            println!("signed {pinned} ({})", oci::signature::tag(&digest));
+        }
         Ok(Some(pinned))
     }
 }

@@ -51,6 +51,29 @@ impl BlobCache {
     }
 }
 
+impl BlobCache {
+    fn signature_path(&self, digest: &Digest) -> Option<PathBuf> {
+        Some(self.dir.as_ref()?.join("signatures").join(digest.to_hex()))
+    }
+
+    /// The signature manifest last read for the artifact `digest`: not
+    /// checked here, as its signatures are checked against the keys.
+    #[must_use]
+    pub fn signature(&self, digest: &Digest) -> Option<Vec<u8>> {
+        std::fs::read(self.signature_path(digest)?).ok()
+    }
+
+    /// Keeps the signature manifest of the artifact `digest`.
+    pub fn put_signature(&self, digest: &Digest, manifest: &[u8]) {
+        let Some(path) = self.signature_path(digest) else {
+            return;
+        };
+        if let Err(error) = write_atomically(&path, manifest) {
+            tracing::warn!(path = %path.display(), %error, "cannot cache a signature");
+        }
+    }
+}
+
 /// Writes `bytes` to a temporary file beside `path`, then renames it.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));

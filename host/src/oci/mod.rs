@@ -5,8 +5,10 @@
 //! repository prefixes and a pull secret, both the platform team's), with
 //! its own small registry client ([`client`]: capped bodies, redirects only
 //! to allowed registries), checks the artifact's layout ([`artifact`]),
-//! and keeps what it pulled on disk by digest ([`cache`]). `policy push
-//! --oci` writes the same layout ([`push`]).
+//! and keeps what it pulled on disk by digest ([`cache`]). A host given
+//! the platform team's keys pulls only what one of them signed, in
+//! cosign's keyed format ([`signature`]). `policy push --oci [--sign-key]`
+//! writes the same layout and signature ([`push`]).
 
 pub mod artifact;
 pub mod cache;
@@ -15,6 +17,7 @@ pub mod credentials;
 pub mod pull;
 pub mod push;
 pub mod reference;
+pub mod signature;
 
 pub use self::cache::BlobCache;
 pub use self::client::{Client, ClientConfig};

@@ -7,6 +7,7 @@
 //! layer's declared size is within the cap; the layer is read only up to
 //! that size and must have its digest. The whole pull ends at a deadline.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
@@ -16,7 +17,23 @@ use super::cache::BlobCache;
 use super::client::{Call, Client, ClientError, Session};
 use super::credentials::Credentials;
 use super::reference::{Prefix, Reference};
+use super::signature::{self, Trusted, Unsigned};
 use crate::runtime::Digest;
+
+/// The most signature layers read of one artifact.
+const MAX_SIGNATURES: usize = 16;
+/// The largest signature payload read: a simple-signing payload is a few
+/// hundred bytes.
+const MAX_PAYLOAD_BYTES: u64 = 16 << 10;
+
+/// The signature a layer's annotation holds (empty: none).
+fn annotation(layer: &artifact::Descriptor) -> String {
+    layer
+        .annotations
+        .get(signature::SIGNATURE_ANNOTATION)
+        .cloned()
+        .unwrap_or_default()
+}
 
 /// What a policy may pull, from its grant: repository prefixes, and the
 /// pull secret's credentials.
@@ -119,6 +136,14 @@ pub enum PullError {
         /// The cap.
         limit: u64,
     },
+    /// The host requires signatures and the artifact has none that counts.
+    #[error("{reference}: {source}")]
+    Unsigned {
+        /// The reference.
+        reference: String,
+        /// Why.
+        source: Unsigned,
+    },
     /// The pull took longer than the deadline.
     #[error("{reference}: the pull did not finish within {0:?}", .deadline)]
     Deadline {
@@ -151,6 +176,7 @@ impl PullError {
             Self::Client { .. } | Self::Status { .. } | Self::Deadline { .. } => "PullFailed",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::Layout { .. } => "NotAComponent",
+            Self::Unsigned { source, .. } => source.reason(),
         }
     }
 
@@ -175,6 +201,7 @@ pub struct Puller {
     client: Client,
     cache: BlobCache,
     deadline: Duration,
+    trusted: Arc<Trusted>,
 }
 
 impl Puller {
@@ -186,7 +213,24 @@ impl Puller {
             client,
             cache,
             deadline,
+            trusted: Arc::default(),
         }
+    }
+
+    /// The same puller, requiring every artifact to be signed by one of
+    /// `trusted` (none: no signature is asked for).
+    #[must_use]
+    pub fn trusting(self, trusted: Trusted) -> Self {
+        Self {
+            trusted: Arc::new(trusted),
+            ..self
+        }
+    }
+
+    /// Whether it requires signatures.
+    #[must_use]
+    pub fn requires_signatures(&self) -> bool {
+        !self.trusted.is_empty()
     }
 
     /// The component `reference` names, as `grant` allows, at most
@@ -212,10 +256,15 @@ impl Puller {
                 },
             });
         }
-        if let Some(pulled) = self.cached(reference, limit) {
-            return Ok(pulled);
-        }
-        tokio::time::timeout(self.deadline, self.fetch(reference, grant, limit))
+        let pull = async {
+            if let Some(pulled) = self.cached(reference, limit) {
+                self.check_signed(reference, grant, &pulled.manifest)
+                    .await?;
+                return Ok(pulled);
+            }
+            self.fetch(reference, grant, limit).await
+        };
+        tokio::time::timeout(self.deadline, pull)
             .await
             .map_err(|_| PullError::Deadline {
                 reference: reference.to_string(),
@@ -258,14 +307,13 @@ impl Puller {
             |d| format!("sha256:{d}"),
         );
         let path = format!("/v2/{}/manifests/{name}", reference.repository());
-        let call = Call {
-            method: Method::GET,
-            uri: super::client::url(reference.registry(), &path).map_err(client_error)?,
-            accept: artifact::ACCEPT,
-            content_type: None,
-            body: bytes::Bytes::new(),
-            limit: artifact::MAX_MANIFEST_BYTES,
-        };
+        let call = Self::get(
+            reference,
+            &path,
+            artifact::MAX_MANIFEST_BYTES,
+            artifact::ACCEPT,
+        )
+        .map_err(client_error)?;
         let answer = self
             .client
             .send(&mut session, call)
@@ -294,6 +342,7 @@ impl Puller {
                     source,
                 }
             })?;
+        self.check_signed(reference, grant, &manifest).await?;
         let size = declared.component_size();
         if size > limit {
             return Err(PullError::TooLarge {
@@ -305,7 +354,7 @@ impl Puller {
         let component = match self.cache.get(&layer) {
             Some(component) => component,
             None => {
-                self.fetch_layer(reference, &mut session, &layer, size)
+                self.fetch_blob(reference, &mut session, &layer, size, "component")
                     .await?
             }
         };
@@ -318,13 +367,155 @@ impl Puller {
         })
     }
 
+    /// Checks that a trusted key signed the artifact `manifest`, if the
+    /// host requires it: the signature manifest and payloads from the
+    /// cache, or from the registry (then kept).
+    async fn check_signed(
+        &self,
+        reference: &Reference,
+        grant: &PullGrant,
+        manifest: &Digest,
+    ) -> Result<(), PullError> {
+        if self.trusted.is_empty() {
+            return Ok(());
+        }
+        let shown = reference.to_string();
+        let unsigned = |source| PullError::Unsigned {
+            reference: shown.clone(),
+            source,
+        };
+        let signed = match self.cached_signatures(manifest) {
+            Some(signed) if self.trusted.verify(manifest, &signed).is_ok() => return Ok(()),
+            _ => self.fetch_signatures(reference, grant, manifest).await?,
+        };
+        self.trusted
+            .verify(manifest, &signed)
+            .map(|_| ())
+            .map_err(unsigned)
+    }
+
+    /// The payloads and signatures cached for the artifact `manifest`.
+    fn cached_signatures(&self, manifest: &Digest) -> Option<Vec<(Vec<u8>, String)>> {
+        let body = self.cache.signature(manifest)?;
+        let parsed: Manifest = serde_json::from_slice(&body).ok()?;
+        parsed
+            .layers
+            .iter()
+            .map(|layer| {
+                let digest = artifact::parse_digest(&layer.digest)?;
+                Some((self.cache.get(&digest)?, annotation(layer)))
+            })
+            .collect()
+    }
+
+    /// The payloads and signatures of the artifact `manifest`, from the
+    /// registry: none when it has no signature manifest.
+    async fn fetch_signatures(
+        &self,
+        reference: &Reference,
+        grant: &PullGrant,
+        manifest: &Digest,
+    ) -> Result<Vec<(Vec<u8>, String)>, PullError> {
+        let shown = reference.to_string();
+        let client_error = |source| PullError::Client {
+            reference: shown.clone(),
+            source,
+        };
+        let allowed = |host: &str| grant.allows_host(host);
+        let mut session = Session {
+            credentials: grant.credentials.for_registry(reference.registry()),
+            allowed: &allowed,
+            authorization: None,
+        };
+        let path = format!(
+            "/v2/{}/manifests/{}",
+            reference.repository(),
+            signature::tag(manifest)
+        );
+        let answer = self
+            .client
+            .send(
+                &mut session,
+                Self::get(
+                    reference,
+                    &path,
+                    artifact::MAX_MANIFEST_BYTES,
+                    artifact::ACCEPT,
+                )
+                .map_err(client_error)?,
+            )
+            .await
+            .map_err(client_error)?;
+        if answer.status == StatusCode::NOT_FOUND {
+            return Ok(Vec::new());
+        }
+        if !answer.status.is_success() {
+            return Err(PullError::Status {
+                reference: shown,
+                what: "signature",
+                status: answer.status,
+            });
+        }
+        let parsed: Manifest =
+            serde_json::from_slice(&answer.body).map_err(|error| PullError::Layout {
+                reference: shown.clone(),
+                source: LayoutError::Malformed(format!("the signature manifest: {error}")),
+            })?;
+        let mut signed = Vec::new();
+        for layer in parsed
+            .layers
+            .iter()
+            .filter(|layer| layer.media_type == signature::PAYLOAD_TYPE)
+            .take(MAX_SIGNATURES)
+        {
+            let Some(digest) = artifact::parse_digest(&layer.digest) else {
+                continue;
+            };
+            let payload = match self.cache.get(&digest) {
+                Some(payload) => payload,
+                None => {
+                    self.fetch_blob(
+                        reference,
+                        &mut session,
+                        &digest,
+                        MAX_PAYLOAD_BYTES,
+                        "signature",
+                    )
+                    .await?
+                }
+            };
+            self.cache.put(&payload);
+            signed.push((payload, annotation(layer)));
+        }
+        self.cache.put_signature(manifest, &answer.body);
+        Ok(signed)
+    }
+
+    /// A GET of `path` on the reference's registry.
+    fn get<'a>(
+        reference: &Reference,
+        path: &str,
+        limit: u64,
+        accept: &'a [&'a str],
+    ) -> Result<Call<'a>, ClientError> {
+        Ok(Call {
+            method: Method::GET,
+            uri: super::client::url(reference.registry(), path)?,
+            accept,
+            content_type: None,
+            body: bytes::Bytes::new(),
+            limit,
+        })
+    }
+
     /// The layer of `digest`, read up to its declared `size`.
-    async fn fetch_layer(
+    async fn fetch_blob(
         &self,
         reference: &Reference,
         session: &mut Session<'_>,
         digest: &Digest,
         size: u64,
+        what: &'static str,
     ) -> Result<Vec<u8>, PullError> {
         let shown = reference.to_string();
         let client_error = |source| PullError::Client {
@@ -332,14 +523,7 @@ impl Puller {
             source,
         };
         let path = format!("/v2/{}/blobs/sha256:{digest}", reference.repository());
-        let call = Call {
-            method: Method::GET,
-            uri: super::client::url(reference.registry(), &path).map_err(client_error)?,
-            accept: &[],
-            content_type: None,
-            body: bytes::Bytes::new(),
-            limit: size,
-        };
+        let call = Self::get(reference, &path, size, &[]).map_err(client_error)?;
         let answer = self
             .client
             .send(session, call)
@@ -348,7 +532,7 @@ impl Puller {
         if !answer.status.is_success() {
             return Err(PullError::Status {
                 reference: shown,
-                what: "component",
+                what,
                 status: answer.status,
             });
         }
@@ -356,7 +540,7 @@ impl Puller {
         if actual != *digest {
             return Err(PullError::DigestMismatch {
                 reference: shown,
-                what: "component",
+                what,
                 expected: *digest,
                 actual,
             });

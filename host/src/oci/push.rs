@@ -10,6 +10,7 @@ use super::artifact::{self, Manifest};
 use super::client::{Call, Client, ClientError, Session};
 use super::credentials::Basic;
 use super::reference::Reference;
+use super::signature::{self, Signed};
 use crate::runtime::Digest;
 
 /// Why a push failed.
@@ -55,24 +56,8 @@ pub async fn push(
     for blob in [config.as_slice(), component] {
         upload(client, &mut session, reference, blob).await?;
     }
-    let body = serde_json::to_vec(&manifest).unwrap_or_default();
     let tag = reference.tag().unwrap_or("latest");
-    let path = format!("/v2/{}/manifests/{tag}", reference.repository());
-    let answer = client
-        .send(
-            &mut session,
-            Call {
-                method: Method::PUT,
-                uri: super::client::url(reference.registry(), &path)?,
-                accept: &[],
-                content_type: Some(artifact::MANIFEST_TYPE),
-                body: Bytes::from(body.clone()),
-                limit: 1 << 16,
-            },
-        )
-        .await?;
-    expect(answer.status, StatusCode::CREATED, "the manifest")?;
-    Ok(Digest::of(&body))
+    put_manifest(client, &mut session, reference, tag, &manifest).await
 }
 
 /// Uploads one blob unless the registry has it.
@@ -137,6 +122,68 @@ async fn upload(
         )
         .await?;
     expect(put.status, StatusCode::CREATED, "a blob")
+}
+
+/// Pushes `signed` as the signature of the artifact `digest` of
+/// `reference`'s repository, as `cosign sign --key` does: to the tag
+/// `sha256-<hex>.sig` (replacing any signature there).
+///
+/// # Errors
+///
+/// [`PushError`].
+pub async fn push_signature(
+    client: &Client,
+    reference: &Reference,
+    credentials: Option<&Basic>,
+    digest: &Digest,
+    signed: &Signed,
+) -> Result<(), PushError> {
+    let registry = reference.registry().to_owned();
+    let allowed = move |host: &str| host.eq_ignore_ascii_case(&registry);
+    let mut session = Session {
+        credentials,
+        allowed: &allowed,
+        authorization: None,
+    };
+    for blob in [signed.config.as_slice(), signed.payload.as_slice()] {
+        upload(client, &mut session, reference, blob).await?;
+    }
+    put_manifest(
+        client,
+        &mut session,
+        reference,
+        &signature::tag(digest),
+        &signed.manifest,
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Puts `manifest` under `tag`: the digest of the bytes sent.
+async fn put_manifest(
+    client: &Client,
+    session: &mut Session<'_>,
+    reference: &Reference,
+    tag: &str,
+    manifest: &Manifest,
+) -> Result<Digest, PushError> {
+    let body = serde_json::to_vec(manifest).unwrap_or_default();
+    let path = format!("/v2/{}/manifests/{tag}", reference.repository());
+    let answer = client
+        .send(
+            session,
+            Call {
+                method: Method::PUT,
+                uri: super::client::url(reference.registry(), &path)?,
+                accept: &[],
+                content_type: Some(artifact::MANIFEST_TYPE),
+                body: Bytes::from(body.clone()),
+                limit: 1 << 16,
+            },
+        )
+        .await?;
+    expect(answer.status, StatusCode::CREATED, "the manifest")?;
+    Ok(Digest::of(&body))
 }
 
 fn expect(status: StatusCode, expected: StatusCode, step: &'static str) -> Result<(), PushError> {

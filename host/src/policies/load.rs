@@ -40,6 +40,12 @@ pub enum Error {
     /// The artifact the ConfigMap names could not be pulled.
     #[error(transparent)]
     Pull(#[from] oci::PullError),
+    /// The host requires signed artifacts and the component is in the
+    /// ConfigMap.
+    #[error(
+        "this host runs only signed artifacts: publish the policy with `policy push --oci REGISTRY/REPOSITORY:TAG --sign-key KEY`"
+    )]
+    NotAnArtifact,
     /// The ConfigMap names an artifact and this host has no registry client.
     #[error("this host pulls no artifacts: its registry client did not start")]
     NoPuller,
@@ -58,6 +64,7 @@ impl Error {
             Self::Instantiate(_) => "InstantiationFailed",
             Self::Pull(error) => error.reason(),
             Self::NoPuller => "PullFailed",
+            Self::NotAnArtifact => "Unsigned",
             Self::Interrupted(_) => "Interrupted",
         }
     }
@@ -97,6 +104,10 @@ pub struct Config {
     pub tenancy: Tenancy,
     /// Pulls the artifacts ConfigMaps name; `None`: they are refused.
     pub puller: Option<oci::Puller>,
+    /// Whether every version must be a signed artifact (the host was given
+    /// the platform team's keys): a component in `binaryData` cannot be
+    /// signed, and is refused.
+    pub signatures_required: bool,
 }
 
 impl Default for Config {
@@ -106,6 +117,7 @@ impl Default for Config {
             child_kinds: AllowedKind::defaults(),
             tenancy: Tenancy::default(),
             puller: None,
+            signatures_required: false,
         }
     }
 }
@@ -171,6 +183,9 @@ async fn pull(
     given: &Given,
 ) -> Result<Option<(oci::Reference, oci::Pulled)>> {
     let Some(reference) = Settings::parse(data)?.artifact else {
+        if config.signatures_required {
+            return Err(Error::NotAnArtifact);
+        }
         return Ok(None);
     };
     if !binary_data.is_empty() {
