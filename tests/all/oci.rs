@@ -294,115 +294,6 @@ async fn a_registry_that_lies_is_refused_with_the_reason_and_nothing_it_sent_is_
     assert_eq!(Digest::of(&pulled.component), Digest::of(&fanout));
 }
 
-/// Waits until `policy-fanout` serves `component` (the grant's watch may
-/// see the grant after the policy's first load, which then loads again).
-async fn serving(env: &Env, component: &[u8]) {
-    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
-    let digest = Digest::of(component).to_hex();
-    eventually(&format!("policy-fanout serving sha256:{digest}"), || {
-        let (api, digest) = (api.clone(), digest.clone());
-        async move {
-            let map = api.get("policy-fanout").await.ok()?;
-            let annotations = Annotations::read(map.metadata.annotations.as_ref()?);
-            (annotations.loaded_digest == Some(digest) && annotations.error.is_none()).then_some(())
-        }
-    })
-    .await;
-}
-
-/// The platform team's pull secret for `registry` in the policy namespace.
-async fn pull_secret(env: &Env, name: &str, registry: &Registry) {
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".to_owned()),
-        data: Some(BTreeMap::from([(
-            ".dockerconfigjson".to_owned(),
-            ByteString(docker_config(&registry.host(), USER, registry.password())),
-        )])),
-        ..Secret::default()
-    };
-    Api::<Secret>::namespaced(env.client.clone(), &env.policy_namespace)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create the pull secret");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_policy_named_by_its_artifact_serves_and_a_refused_artifact_leaves_it_serving() {
-    let registry = Registry::start().await;
-    let pinned = push_fanout(&registry).await;
-    let fanout = guest_bytes("fanout");
-    let env = Env::start_with(OperatorSetup {
-        registries: Registries {
-            extra_roots: vec![registry.ca()],
-            cache_dir: Some(cache_dir("operator")),
-            pull_timeout: Duration::from_secs(30),
-            trusted: Trusted::default(),
-        },
-        ..OperatorSetup::configmaps()
-    })
-    .await;
-    pull_secret(&env, "team-a-pull", &registry).await;
-    apply_grant(
-        &env,
-        "fanout",
-        BTreeMap::from([
-            (
-                "registries".to_owned(),
-                format!("{}/policies/", registry.host()),
-            ),
-            ("pullSecret".to_owned(), "team-a-pull".to_owned()),
-        ]),
-    )
-    .await;
-    let publish = |artifact: Reference| {
-        configmap::build_artifact(
-            "fanout",
-            &env.policy_namespace,
-            artifact,
-            &fanout,
-            &for_every_namespace(),
-        )
-        .expect("a policy ConfigMap")
-    };
-    push_map(&env, &publish(pinned.clone())).await;
-    serving(&env, &fanout).await;
-    env.create_job(
-        "pulled",
-        "fanout",
-        json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"]}),
-    )
-    .await;
-    let job = env
-        .wait_job("pulled", "Succeeded", |job| phase(job) == Some("Succeeded"))
-        .await;
-    assert_eq!(
-        job.status.and_then(|s| s.policy).map(|p| p.digest),
-        Some(Digest::of(&fanout).to_hex())
-    );
-    // A repository the grant does not name, and (on this strict host) a tag:
-    // refused, the version pulled before keeps serving.
-    let ungranted = reference(&format!(
-        "{}/team-b/fanout@sha256:{}",
-        registry.host(),
-        pinned.digest().expect("pinned")
-    ));
-    let tagged = reference(&format!("{}/policies/fanout:v1", registry.host()));
-    for (artifact, reason) in [(ungranted, "RegistryNotAllowed"), (tagged, "Unpinned")] {
-        let verdict = push_map(&env, &publish(artifact.clone())).await;
-        let error = verdict.error.unwrap_or_default();
-        assert!(error.starts_with(reason), "{artifact}: {error}");
-        assert_eq!(
-            verdict.loaded_digest.as_deref(),
-            Some(Digest::of(&fanout).to_hex().as_str()),
-            "still serving"
-        );
-    }
-}
-
 fn signing_key() -> SigningKey {
     SigningKey::from_pem(SigningKey::generate_pem().expect("a key").as_bytes()).expect("a key")
 }
@@ -531,73 +422,6 @@ async fn only_an_artifact_a_trusted_key_signed_for_its_own_digest_is_pulled() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_given_keys_serves_only_signed_artifacts_and_keeps_the_last_good_one() {
-    let registry = Registry::start().await;
-    let platform = signing_key();
-    let fanout = guest_bytes("fanout");
-    let signed = push_signed(&registry, "fanout", &fanout, Some(&platform)).await;
-    let unsigned = push_signed(&registry, "fanout", &guest_bytes("fanout-next"), None).await;
-    let env = Env::start_with(OperatorSetup {
-        registries: Registries {
-            extra_roots: vec![registry.ca()],
-            cache_dir: Some(cache_dir("signed-operator")),
-            pull_timeout: Duration::from_secs(30),
-            trusted: trusting("platform", &platform),
-        },
-        ..OperatorSetup::configmaps()
-    })
-    .await;
-    pull_secret(&env, "team-a-pull", &registry).await;
-    apply_grant(
-        &env,
-        "fanout",
-        BTreeMap::from([
-            (
-                "registries".to_owned(),
-                format!("{}/policies/", registry.host()),
-            ),
-            ("pullSecret".to_owned(), "team-a-pull".to_owned()),
-        ]),
-    )
-    .await;
-    // A component in the ConfigMap cannot be signed: refused.
-    let embedded = crate::common::publishing::push(&env, "fanout", &fanout).await;
-    assert!(
-        embedded
-            .error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("Unsigned")),
-        "{embedded:?}"
-    );
-    let publish = |artifact: &Reference, component: &[u8]| {
-        configmap::build_artifact(
-            "fanout",
-            &env.policy_namespace,
-            artifact.clone(),
-            component,
-            &for_every_namespace(),
-        )
-        .expect("a policy ConfigMap")
-    };
-    push_map(&env, &publish(&signed, &fanout)).await;
-    serving(&env, &fanout).await;
-    let serving = Digest::of(&fanout).to_hex();
-    let verdict = push_map(&env, &publish(&unsigned, &guest_bytes("fanout-next"))).await;
-    assert!(
-        verdict
-            .error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("Unsigned")),
-        "{verdict:?}"
-    );
-    assert_eq!(
-        verdict.loaded_digest.as_deref(),
-        Some(serving.as_str()),
-        "the signed version keeps serving"
-    );
-}
-
 /// Runs the cosign `cargo xtask cosign` built, against `registry`, in `dir`.
 fn cosign(registry: &Registry, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     let binary = crate::common::target_dir().join("cosign/bin/cosign");
@@ -705,4 +529,187 @@ async fn cosign_verifies_what_the_host_signs_and_the_host_verifies_what_cosign_s
         .await
         .expect_err("signed by another key");
     assert_eq!(error.reason(), "SignatureInvalid", "{error}");
+}
+
+/// Through the operator, on both servers: a policy ConfigMap naming its
+/// artifact, the platform team's grant and pull secret.
+mod operator {
+    use super::*;
+
+    /// Waits until `policy-fanout` serves `component` (the grant's watch may
+    /// see the grant after the policy's first load, which then loads again).
+    async fn serving(env: &Env, component: &[u8]) {
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        let digest = Digest::of(component).to_hex();
+        eventually(&format!("policy-fanout serving sha256:{digest}"), || {
+            let (api, digest) = (api.clone(), digest.clone());
+            async move {
+                let map = api.get("policy-fanout").await.ok()?;
+                let annotations = Annotations::read(map.metadata.annotations.as_ref()?);
+                (annotations.loaded_digest == Some(digest) && annotations.error.is_none())
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+
+    /// The platform team's pull secret for `registry` in the policy namespace.
+    async fn pull_secret(env: &Env, name: &str, registry: &Registry) {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            type_: Some("kubernetes.io/dockerconfigjson".to_owned()),
+            data: Some(BTreeMap::from([(
+                ".dockerconfigjson".to_owned(),
+                ByteString(docker_config(&registry.host(), USER, registry.password())),
+            )])),
+            ..Secret::default()
+        };
+        Api::<Secret>::namespaced(env.client.clone(), &env.policy_namespace)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("create the pull secret");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_policy_named_by_its_artifact_serves_and_a_refused_artifact_leaves_it_serving() {
+        let registry = Registry::start().await;
+        let pinned = push_fanout(&registry).await;
+        let fanout = guest_bytes("fanout");
+        let env = Env::start_with(OperatorSetup {
+            registries: Registries {
+                extra_roots: vec![registry.ca()],
+                cache_dir: Some(cache_dir("operator")),
+                pull_timeout: Duration::from_secs(30),
+                trusted: Trusted::default(),
+            },
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        pull_secret(&env, "team-a-pull", &registry).await;
+        apply_grant(
+            &env,
+            "fanout",
+            BTreeMap::from([
+                (
+                    "registries".to_owned(),
+                    format!("{}/policies/", registry.host()),
+                ),
+                ("pullSecret".to_owned(), "team-a-pull".to_owned()),
+            ]),
+        )
+        .await;
+        let publish = |artifact: Reference| {
+            configmap::build_artifact(
+                "fanout",
+                &env.policy_namespace,
+                artifact,
+                &fanout,
+                &for_every_namespace(),
+            )
+            .expect("a policy ConfigMap")
+        };
+        push_map(&env, &publish(pinned.clone())).await;
+        serving(&env, &fanout).await;
+        env.create_job(
+            "pulled",
+            "fanout",
+            json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"]}),
+        )
+        .await;
+        let job = env
+            .wait_job("pulled", "Succeeded", |job| phase(job) == Some("Succeeded"))
+            .await;
+        assert_eq!(
+            job.status.and_then(|s| s.policy).map(|p| p.digest),
+            Some(Digest::of(&fanout).to_hex())
+        );
+        // A repository the grant does not name, and (on this strict host) a tag:
+        // refused, the version pulled before keeps serving.
+        let ungranted = reference(&format!(
+            "{}/team-b/fanout@sha256:{}",
+            registry.host(),
+            pinned.digest().expect("pinned")
+        ));
+        let tagged = reference(&format!("{}/policies/fanout:v1", registry.host()));
+        for (artifact, reason) in [(ungranted, "RegistryNotAllowed"), (tagged, "Unpinned")] {
+            let verdict = push_map(&env, &publish(artifact.clone())).await;
+            let error = verdict.error.unwrap_or_default();
+            assert!(error.starts_with(reason), "{artifact}: {error}");
+            assert_eq!(
+                verdict.loaded_digest.as_deref(),
+                Some(Digest::of(&fanout).to_hex().as_str()),
+                "still serving"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_host_given_keys_serves_only_signed_artifacts_and_keeps_the_last_good_one() {
+        let registry = Registry::start().await;
+        let platform = signing_key();
+        let fanout = guest_bytes("fanout");
+        let signed = push_signed(&registry, "fanout", &fanout, Some(&platform)).await;
+        let unsigned = push_signed(&registry, "fanout", &guest_bytes("fanout-next"), None).await;
+        let env = Env::start_with(OperatorSetup {
+            registries: Registries {
+                extra_roots: vec![registry.ca()],
+                cache_dir: Some(cache_dir("signed-operator")),
+                pull_timeout: Duration::from_secs(30),
+                trusted: trusting("platform", &platform),
+            },
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        pull_secret(&env, "team-a-pull", &registry).await;
+        apply_grant(
+            &env,
+            "fanout",
+            BTreeMap::from([
+                (
+                    "registries".to_owned(),
+                    format!("{}/policies/", registry.host()),
+                ),
+                ("pullSecret".to_owned(), "team-a-pull".to_owned()),
+            ]),
+        )
+        .await;
+        // A component in the ConfigMap cannot be signed: refused.
+        let embedded = crate::common::publishing::push(&env, "fanout", &fanout).await;
+        assert!(
+            embedded
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("Unsigned")),
+            "{embedded:?}"
+        );
+        let publish = |artifact: &Reference, component: &[u8]| {
+            configmap::build_artifact(
+                "fanout",
+                &env.policy_namespace,
+                artifact.clone(),
+                component,
+                &for_every_namespace(),
+            )
+            .expect("a policy ConfigMap")
+        };
+        push_map(&env, &publish(&signed, &fanout)).await;
+        serving(&env, &fanout).await;
+        let serving = Digest::of(&fanout).to_hex();
+        let verdict = push_map(&env, &publish(&unsigned, &guest_bytes("fanout-next"))).await;
+        assert!(
+            verdict
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("Unsigned")),
+            "{verdict:?}"
+        );
+        assert_eq!(
+            verdict.loaded_digest.as_deref(),
+            Some(serving.as_str()),
+            "the signed version keeps serving"
+        );
+    }
 }
