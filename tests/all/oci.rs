@@ -24,6 +24,7 @@ use serde_json::json;
 
 use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
 use crate::common::hostile_registry::{self, HostileRegistry, Lie};
+use crate::common::process::{policyhost, text};
 use crate::common::publishing::{apply_grant, push_map};
 use crate::common::registry::{Registry, USER};
 use crate::common::{for_every_namespace, guest_bytes, scratch};
@@ -537,7 +538,8 @@ mod operator {
     use super::*;
 
     /// Waits until `policy-fanout` serves `component` (the grant's watch may
-    /// see the grant after the policy's first load, which then loads again).
+    /// see the grant after the policy's first load, which then loads again;
+    /// a pull that failed is tried again).
     async fn serving(env: &Env, component: &[u8]) {
         let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
         let digest = Digest::of(component).to_hex();
@@ -712,4 +714,176 @@ mod operator {
             "the signed version keeps serving"
         );
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_registry_down_is_tried_again_with_backoff_while_the_last_good_version_serves() {
+        let next = guest_bytes("fanout-next");
+        let hostile = HostileRegistry::start(next.clone());
+        hostile.lie(Lie::Unavailable);
+        let env = Env::start_with(OperatorSetup {
+            registries: Registries {
+                extra_roots: vec![hostile.ca()],
+                cache_dir: Some(cache_dir("retried")),
+                pull_timeout: Duration::from_secs(30),
+                trusted: Trusted::default(),
+            },
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        apply_grant(
+            &env,
+            "fanout",
+            BTreeMap::from([("registries".to_owned(), hostile.host())]),
+        )
+        .await;
+        let fanout = guest_bytes("fanout");
+        crate::common::publishing::push(&env, "fanout", &fanout).await;
+        serving(&env, &fanout).await;
+        let artifact = configmap::build_artifact(
+            "fanout",
+            &env.policy_namespace,
+            reference(&hostile.reference()),
+            &next,
+            &for_every_namespace(),
+        )
+        .expect("a policy ConfigMap");
+        let verdict = push_map(&env, &artifact).await;
+        let error = verdict.error.unwrap_or_default();
+        assert!(error.starts_with("PullFailed"), "{error}");
+        assert!(error.contains("503"), "{error}");
+        assert_eq!(
+            verdict.loaded_digest.as_deref(),
+            Some(Digest::of(&fanout).to_hex().as_str()),
+            "the last good version serves"
+        );
+        // Tried again on its own, with backoff: more than once while down.
+        let asked = hostile.requests();
+        eventually("the pull tried again", || {
+            let more = hostile.requests() > asked + 1;
+            async move { more.then_some(()) }
+        })
+        .await;
+        // Back up: the same ConfigMap loads, untouched.
+        hostile.lie(Lie::None);
+        serving(&env, &next).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_pushes_and_signs_an_artifact_and_checks_and_tests_a_reference() {
+    let registry = Registry::start().await;
+    let env = Env::cluster_only().await;
+    let dir = cache_dir("cli");
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let (auth, ca, key) = (
+        dir.join("config.json"),
+        dir.join("ca.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(
+        &auth,
+        docker_config(&registry.host(), USER, registry.password()),
+    )
+    .expect("write config.json");
+    std::fs::write(&ca, registry.ca_pem()).expect("write the CA");
+    let signer = SigningKey::generate_pem().expect("a key");
+    std::fs::write(&key, &signer).expect("write the key");
+    let path = |p: &std::path::Path| p.to_str().expect("a UTF-8 path").to_owned();
+    let kubeconfig = env.kubeconfig_file();
+    let tagged = format!("{}/policies/fanout:1.0.0", registry.host());
+    let registry_args = [
+        "--registry-auth".to_owned(),
+        path(&auth),
+        "--registry-ca".to_owned(),
+        path(&ca),
+    ];
+    let fanout_wasm = crate::common::guest("fanout");
+    let mut push = vec![
+        "policy".to_owned(),
+        "push".to_owned(),
+        path(&fanout_wasm),
+        "--name".to_owned(),
+        "fanout".to_owned(),
+        "--allowed-namespaces".to_owned(),
+        "*".to_owned(),
+        "--kubeconfig".to_owned(),
+        path(&kubeconfig),
+        "--namespace".to_owned(),
+        env.policy_namespace.clone(),
+        "--oci".to_owned(),
+        tagged.clone(),
+        "--sign-key".to_owned(),
+        path(&key),
+    ];
+    push.extend(registry_args.iter().cloned());
+    let pushed = policyhost(&push.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    // The ConfigMap names the artifact by its digest, the tag dropped.
+    let map = Api::<ConfigMap>::namespaced(env.client.clone(), &env.policy_namespace)
+        .get("policy-fanout")
+        .await
+        .expect("policy-fanout");
+    assert!(map.binary_data.is_none(), "no bytes: {:?}", map.data);
+    let data = map.data.unwrap_or_default();
+    let pinned = reference(&data["artifact"]);
+    assert!(pinned.is_pinned() && pinned.tag().is_none(), "{pinned}");
+    assert_eq!(data["sha256"], Digest::of(&guest_bytes("fanout")).to_hex());
+    assert!(
+        text(&pushed).contains(&format!("pushed {tagged} as {pinned}")),
+        "{}",
+        text(&pushed)
+    );
+    // Signed with the key: a host trusting its public key pulls it.
+    let signer = SigningKey::from_pem(signer.as_bytes()).expect("the key");
+    let login = credentials(&registry.host(), USER, registry.password());
+    let puller = Puller::new(
+        client(registry.ca()),
+        BlobCache::default(),
+        Duration::from_secs(30),
+    )
+    .trusting(trusting("team", &signer));
+    puller
+        .pull(
+            &pinned,
+            &grant(&format!("{}/policies/", registry.host()), login),
+            64 << 20,
+        )
+        .await
+        .expect("signed by the key --sign-key named");
+    // check and test take the reference as they take a file.
+    let mut check = vec!["policy".to_owned(), "check".to_owned(), pinned.to_string()];
+    check.extend(registry_args.iter().cloned());
+    let checked = policyhost(&check.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(checked.status.success(), "{}", text(&checked));
+    assert!(
+        text(&checked).contains("ok: loadable"),
+        "{}",
+        text(&checked)
+    );
+    let golden = crate::common::workspace().join("policies/fanout/tests/golden");
+    let mut test = vec![
+        "policy".to_owned(),
+        "test".to_owned(),
+        pinned.to_string(),
+        path(&golden),
+    ];
+    test.extend(registry_args.iter().cloned());
+    let tested = policyhost(&test.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(tested.status.success(), "{}", text(&tested));
+    // Without the credentials: refused, saying so.
+    let anonymous = policyhost(&[
+        "policy",
+        "check",
+        &pinned.to_string(),
+        "--registry-auth",
+        &path(&dir.join("missing.json")),
+        "--registry-ca",
+        &path(&ca),
+    ]);
+    assert!(!anonymous.status.success());
+    assert!(
+        text(&anonymous).contains("missing.json"),
+        "{}",
+        text(&anonymous)
+    );
 }

@@ -7,12 +7,13 @@
 //! `grant-<name>`): it is checked as the host checks it once granted, and
 //! the command says that it needs the grant.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+
+use super::registry::{ComponentSource, RegistryArgs};
 use policyhost::Policy;
 use policyhost::outbound::{Grant, Outbound};
 use policyhost::policies::grants::grant_name;
@@ -22,24 +23,24 @@ use policyhost::runtime::{self, PolicySpec, Runtime};
 /// Arguments of `policy check`.
 #[derive(Debug, Args)]
 pub(crate) struct CheckArgs {
-    /// The policy component (`.wasm`).
-    file: PathBuf,
+    /// The policy component: a `.wasm` file, or an OCI reference
+    /// (`REGISTRY/REPOSITORY@sha256:…`) to pull it from.
+    component: ComponentSource,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let bytes = super::read(&args.file)?;
+    let bytes = args.component.read(&args.registry)?;
     let runtime = super::runtime(1)?;
     let started = Instant::now();
-    let name = args
-        .file
-        .file_stem()
-        .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
+    let name = args.component.name();
     let Some(checked) = checked_for_grant(&runtime, PolicySpec::new(&name), &bytes) else {
         return Ok(ExitCode::FAILURE);
     };
     let policy = &checked.policy;
     let elapsed = started.elapsed();
-    println!("policy:   {}", args.file.display());
+    println!("policy:   {}", args.component);
     println!("world:    policyhost:reconcile/datajob-policy@0.1.0 (exports reconcile, cleanup)");
     println!("size:     {} bytes", policy.size());
     println!("digest:   sha256:{}", policy.digest());

@@ -22,6 +22,7 @@ use policyhost_sdk::testing::{Golden, Kind};
 use serde_json::Value;
 
 use super::LimitArgs;
+use super::registry::{ComponentSource, RegistryArgs};
 
 /// At most this many differences are listed per failing case.
 const MAX_DIFFERENCES: usize = 20;
@@ -29,8 +30,11 @@ const MAX_DIFFERENCES: usize = 20;
 /// Arguments of `policy test`.
 #[derive(Debug, Args)]
 pub(crate) struct TestArgs {
-    /// The policy component (`.wasm`).
-    file: PathBuf,
+    /// The policy component: a `.wasm` file, or an OCI reference
+    /// (`REGISTRY/REPOSITORY@sha256:…`) to pull it from.
+    component: ComponentSource,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Golden case files, or directories of them (every `*.json` in it).
     #[arg(required_unless_present = "replay", value_name = "CASES")]
     cases: Vec<PathBuf>,
@@ -50,16 +54,13 @@ pub(crate) struct TestArgs {
 }
 
 pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
+    let bytes = args.component.read(&args.registry)?;
+    let name = args.component.name();
     if let Some(recorded) = &args.replay {
-        return super::replay::run(&args.file, recorded, &args.limits);
+        return super::replay::run(&bytes, &args.component, recorded, &args.limits);
     }
     let files = case_files(&args.cases)?;
-    let bytes = super::read(&args.file)?;
     let runtime = super::runtime(1)?;
-    let name = args
-        .file
-        .file_stem()
-        .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
     let mut spec = PolicySpec::new(name).limits(args.limits.policy_limits());
     // One grant for every case: the origins of all their exchanges.
     let exchanges: Vec<_> = files
@@ -130,11 +131,7 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     if args.bless {
         summary.push_str(&format!(", {blessed} blessed"));
     }
-    println!(
-        "{summary} ({} sha256:{})",
-        args.file.display(),
-        policy.digest()
-    );
+    println!("{summary} ({} sha256:{})", args.component, policy.digest());
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

@@ -16,6 +16,7 @@ use policyhost::policies::publish;
 use policyhost::runtime::{AllowedKind, PolicySpec};
 
 use super::cluster::{ClusterArgs, block_on};
+use super::registry::RegistryArgs;
 
 /// Arguments of `policy push`.
 #[derive(Debug, Args)]
@@ -85,14 +86,8 @@ pub(crate) struct OciArgs {
     /// carrying the bytes.
     #[arg(long, value_name = "REGISTRY/REPOSITORY:TAG")]
     oci: Option<Reference>,
-    /// The registry credentials: a Docker `config.json` (`auths`), by
-    /// default `$DOCKER_CONFIG/config.json` or `~/.docker/config.json` if
-    /// there is one.
-    #[arg(long, value_name = "FILE", requires = "oci")]
-    registry_auth: Option<PathBuf>,
-    /// Certificate authorities (PEM) trusted besides the web's roots.
-    #[arg(long, value_name = "CA.pem", requires = "oci")]
-    registry_ca: Option<PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Sign the artifact with this private key (unencrypted PKCS#8 PEM,
     /// ECDSA P-256), in cosign's keyed format, as `cosign sign --key` does.
     #[arg(long, value_name = "KEY.pem", requires = "oci")]
@@ -106,8 +101,8 @@ impl OciArgs {
         let Some(reference) = &self.oci else {
             return Ok(None);
         };
-        let client = super::registry::client(self.registry_ca.as_deref())?;
-        let credentials = super::registry::credentials(self.registry_auth.as_deref())?;
+        let client = super::registry::client(self.registry.registry_ca.as_deref())?;
+        let credentials = super::registry::credentials(self.registry.registry_auth.as_deref())?;
         let digest = oci::push::push(
             &client,
             reference,

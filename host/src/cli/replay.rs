@@ -13,16 +13,18 @@ use policyhost_sdk::testing::{Golden, Kind};
 
 use super::LimitArgs;
 use super::golden::{case_files, input_of};
+use super::registry::ComponentSource;
 
-pub(crate) fn run(file: &Path, recorded: &Path, limits: &LimitArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(
+    bytes: &[u8],
+    component: &ComponentSource,
+    recorded: &Path,
+    limits: &LimitArgs,
+) -> anyhow::Result<ExitCode> {
     let files = case_files(&[recorded.to_path_buf()])?;
-    let bytes = super::read(file)?;
     let runtime = super::runtime(1)?;
-    let name = file
-        .file_stem()
-        .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
-    let spec = PolicySpec::new(name).limits(limits.policy_limits());
-    let Some(checked) = super::check::checked_for_grant(&runtime, spec, &bytes) else {
+    let spec = PolicySpec::new(component.name()).limits(limits.policy_limits());
+    let Some(checked) = super::check::checked_for_grant(&runtime, spec, bytes) else {
         return Ok(ExitCode::FAILURE);
     };
     let policy = checked.policy;
@@ -41,7 +43,7 @@ pub(crate) fn run(file: &Path, recorded: &Path, limits: &LimitArgs) -> anyhow::R
     println!(
         "candidate sha256:{} ({}) over {} recorded calls in {}",
         summary.digest,
-        file.display(),
+        component,
         files.len(),
         recorded.display()
     );

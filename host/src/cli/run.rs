@@ -11,13 +11,17 @@ use clap::Args;
 use policyhost::runtime::{CallReport, Error, PolicySpec};
 use serde::Serialize;
 
+use super::registry::{ComponentSource, RegistryArgs};
 use super::{Format, GUEST_FAULT, LimitArgs};
 
 /// Arguments of `policy run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// The policy component (`.wasm`).
-    file: PathBuf,
+    /// The policy component: a `.wasm` file, or an OCI reference
+    /// (`REGISTRY/REPOSITORY@sha256:…`) to pull it from.
+    component: ComponentSource,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// The DataJob (YAML or JSON).
     #[arg(long, value_name = "JOB.yaml")]
     job: PathBuf,
@@ -47,7 +51,7 @@ pub(crate) struct RunArgs {
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let bytes = super::read(&args.file)?;
+    let bytes = args.component.read(&args.registry)?;
     let input = super::input::load(&args.job, args.children.as_deref(), args.now, args.attempt)?;
     let runtime = super::runtime(1)?;
     let mut spec = PolicySpec::new(input_name(args)).limits(args.limits.policy_limits());
@@ -105,9 +109,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn input_name(args: &RunArgs) -> String {
-    args.file
-        .file_stem()
-        .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned())
+    args.component.name()
 }
 
 fn print(value: &impl Serialize, format: Format) -> anyhow::Result<()> {
