@@ -345,6 +345,10 @@ impl Client {
         let (name, port) = split_host(uri)?;
         let connect = async {
             let tcp = TcpStream::connect((name.as_str(), port)).await?;
+            // A request's headers and body go out as separate writes: with
+            // Nagle's algorithm the second waits for the delayed ACK of the
+            // first (40 ms a request on Linux).
+            tcp.set_nodelay(true)?;
             let server = ServerName::try_from(name.trim_matches(['[', ']']).to_owned())
                 .map_err(std::io::Error::other)?;
             self.tls.connect(server, tcp).await
