@@ -98,6 +98,54 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
 }
 
 #[test]
+fn dev_with_a_registry_ships_the_policy_as_an_artifact_the_operator_pulls() {
+    let scratch = crate::common::scratch().join(format!("dev-registry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let output = Command::new(policyhost_bin())
+        .arg("dev")
+        .arg("--policy-dir")
+        .arg(fanout_dir())
+        .arg("--kubeconfig")
+        .arg(scratch.join("kubeconfig"))
+        .arg("--apply")
+        .arg(workspace().join("docs/examples/dev.yaml"))
+        .arg("--registry")
+        .arg(crate::common::registry::binary())
+        .arg("--registry-dir")
+        .arg(scratch.join("registry"))
+        .args(["--until-settled", "--settle-timeout", "60"])
+        .output()
+        .expect("run policyhost dev");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "policyhost dev --registry failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("registry serving on https://127.0.0.1:"),
+        "{stdout}"
+    );
+    let pushed = stdout
+        .lines()
+        .find(|l| l.starts_with("policy fanout: pushed 127.0.0.1:"))
+        .unwrap_or_else(|| panic!("the push of fanout:\n{stdout}"));
+    assert!(pushed.contains("/policies/fanout@sha256:"), "{pushed}");
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("data-team/etl-nightly"))
+        .unwrap_or_else(|| panic!("a summary line for the DataJob:\n{stdout}"));
+    assert!(summary.contains("Succeeded"), "{summary}");
+    // The operator pulled it into its artifact cache.
+    let cached = std::fs::read_dir(scratch.join("registry/artifacts/sha256"))
+        .map(Iterator::count)
+        .unwrap_or(0);
+    assert_eq!(cached, 2, "the manifest and the component");
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
 fn dev_runs_the_sample_datajob_to_success_on_the_embedded_cluster() {
     let kubeconfig = crate::common::scratch().join("dev-test.kubeconfig");
     let output = Command::new(policyhost_bin())

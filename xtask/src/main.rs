@@ -93,7 +93,8 @@ fn print_help() {
          demo [ARGS]   install prerequisites, build guests, run the operator on an\n\
          \x20             embedded devcluster until the sample DataJob finishes;\n\
          \x20             --keep-running keeps it serving; --real runs it on the real control\n\
-         \x20             plane instead (ARGS go to `policyhost dev`)\n\
+         \x20             plane instead; --registry ships the policy through a local OCI\n\
+         \x20             registry (ARGS go to `policyhost dev`)\n\
          bench scale [ARGS]\n\
          \x20             build guests and release binaries, run the operator at scale\n\
          \x20             in both cache modes (ARGS go to tests/benches/scale.rs;\n\
@@ -407,10 +408,17 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
     } else {
         None
     };
+    // The policies through a local OCI registry, as artifacts.
+    if extra.iter().any(|arg| arg == "--registry") {
+        args.push("--registry".to_owned());
+        args.push(tools::REGISTRY.build()?.display().to_string());
+        args.push("--registry-dir".to_owned());
+        args.push(demo.join("registry").display().to_string());
+    }
     args.extend(
         extra
             .iter()
-            .filter(|arg| !matches!(arg.as_str(), "--keep-running" | "--real"))
+            .filter(|arg| !matches!(arg.as_str(), "--keep-running" | "--real" | "--registry"))
             .cloned(),
     );
     let log_path = demo.join("operator.log");

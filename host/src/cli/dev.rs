@@ -26,6 +26,7 @@ use policyhost::operator::Operator;
 use policyhost::projection;
 use policyhost::runtime::ChildPhase;
 
+use super::dev_registry::LocalRegistry;
 use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
 use super::reload;
@@ -68,6 +69,15 @@ pub(crate) struct DevArgs {
     /// How long `--until-settled` waits, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]
     settle_timeout: u64,
+    /// Run this CNCF distribution registry binary (`cargo xtask registry`
+    /// builds it) on loopback, and ship the policy directory's policies
+    /// through it as OCI artifacts: pushed, named by digest in
+    /// their ConfigMaps, pulled by the operator with a grant and pull secret.
+    #[arg(long, value_name = "BINARY")]
+    registry: Option<PathBuf>,
+    /// Where `--registry` keeps its state, certificates and credentials.
+    #[arg(long, default_value = "target/dev-registry", value_name = "DIR")]
+    registry_dir: PathBuf,
 }
 
 pub(crate) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
@@ -95,11 +105,13 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| "default".into());
     ensure_namespace(&client, &namespace).await?;
-    let mut watcher = args
-        .operator
-        .policy_dir
-        .clone()
-        .map(|dir| reload::DirWatcher::new(dir, client.clone(), namespace.clone()));
+    let registry = match &args.registry {
+        Some(binary) => Some(LocalRegistry::start(binary, &args.registry_dir).await?),
+        None => None,
+    };
+    let mut watcher = args.operator.policy_dir.clone().map(|dir| {
+        reload::DirWatcher::new(dir, client.clone(), namespace.clone(), registry.clone())
+    });
     let published = match &mut watcher {
         Some(watcher) => watcher.publish_all().await?,
         None => Vec::new(),
@@ -110,6 +122,10 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         .config(false, args.operator.instance(), &config.default_namespace);
     options.policy_dir = None;
     options.policy_namespace = Some(namespace.clone());
+    if let Some(registry) = &registry {
+        options.registries.extra_roots.push(registry.ca());
+        options.registries.cache_dir = Some(registry.artifact_cache());
+    }
     let operator = Operator::new(config, options).await?;
     if let Some(addr) = operator.listen_addr() {
         println!("operator metrics on http://{addr}/metrics");

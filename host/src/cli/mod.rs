@@ -5,6 +5,8 @@ mod check;
 mod cluster;
 #[cfg(feature = "dev")]
 mod dev;
+#[cfg(feature = "dev")]
+mod dev_registry;
 mod diff;
 mod fixtures;
 mod golden;
@@ -39,12 +41,12 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the operator against a cluster.
-    Run(operate::RunArgs),
+    Run(Box<operate::RunArgs>),
     /// Run the whole system on an embedded devcluster: no cluster needed.
     /// A developer's command, left out of the production image (feature
     /// `dev`).
     #[cfg(feature = "dev")]
-    Dev(dev::DevArgs),
+    Dev(Box<dev::DevArgs>),
     /// Print the DataJob CustomResourceDefinition (YAML).
     Crd,
     /// Show where a DataJob stands: phase, finalizer, cleanup attempts, last
@@ -75,23 +77,23 @@ struct CompileArgs {
 #[derive(Debug, Subcommand)]
 enum PolicyCommand {
     /// Validate a policy: world, imports, size, digest, compile time.
-    Check(check::CheckArgs),
+    Check(Box<check::CheckArgs>),
     /// Call a policy once on a DataJob (and children) read from files.
     ///
     /// The result JSON (or YAML) goes to stdout; fuel, duration and memory to
     /// stderr. Exit status: 0 on success; 2 on a guest fault (the typed error
     /// on stderr, and for a `policy-error` its JSON on stdout); 1 when the
     /// policy cannot be loaded or the inputs cannot be read.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Measure calls per second and latency of a policy.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Run golden cases (the SDK's files) through the compiled component.
     ///
     /// Prints `ok` or `FAIL` per case, and for a failure every difference
     /// from `expected` by JSON pointer. Exit status: 0 when every case passes;
     /// 1 when one fails (a mismatch, a guest fault, a case that cannot be
     /// read), when the policy cannot be loaded or a path does not exist.
-    Test(golden::TestArgs),
+    Test(Box<golden::TestArgs>),
     /// Check a policy, then create or update its ConfigMap (server-side
     /// apply); the host hot-swaps it in.
     Push(Box<push::PushArgs>),

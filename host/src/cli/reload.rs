@@ -7,12 +7,17 @@
 //! (`allowedNamespaces: "*"`): the developer's own policies, on the
 //! developer's cluster, which a strict host (the default) then serves.
 //!
+//! With `dev --registry`, each is pushed to the local registry first and
+//! its ConfigMap names the artifact by digest, with the grant and pull
+//! secret that let the operator pull it.
+//!
 //! Polling rather than file notifications: it works the same on every file
 //! system (bind mounts, network file systems, editors that replace files),
 //! and a quarter of a second is nothing next to a policy build.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
@@ -23,6 +28,8 @@ use policyhost::policies::configmap::{self, Compression, Settings};
 use policyhost::policies::dir::policy_name;
 use policyhost::policies::publish;
 use policyhost::runtime::Digest;
+
+use super::dev_registry::LocalRegistry;
 
 /// How often the directory is read.
 const POLL: Duration = Duration::from_millis(250);
@@ -39,6 +46,8 @@ pub(crate) struct DirWatcher {
     dir: PathBuf,
     client: Client,
     namespace: String,
+    /// Where to push the policies as OCI artifacts (`dev --registry`).
+    registry: Option<Arc<LocalRegistry>>,
     /// What was last published from each file.
     published: HashMap<PathBuf, (Stamp, Digest)>,
     /// Files seen changed once, with the stamp they had then.
@@ -46,11 +55,17 @@ pub(crate) struct DirWatcher {
 }
 
 impl DirWatcher {
-    pub(crate) fn new(dir: PathBuf, client: Client, namespace: String) -> Self {
+    pub(crate) fn new(
+        dir: PathBuf,
+        client: Client,
+        namespace: String,
+        registry: Option<Arc<LocalRegistry>>,
+    ) -> Self {
         Self {
             dir,
             client,
             namespace,
+            registry,
             published: HashMap::new(),
             settling: HashMap::new(),
         }
@@ -136,15 +151,23 @@ impl DirWatcher {
             namespaces: Some(Access::Everyone),
             ..Settings::default()
         };
-        let map =
-            match configmap::build(&name, &self.namespace, &bytes, &settings, Compression::Auto) {
-                Ok(map) => map,
-                Err(error) => {
-                    println!("policy {name}: not published: {error}");
-                    self.published.insert(path, (stamp, digest));
-                    return Ok(None);
-                }
-            };
+        let built = match &self.registry {
+            Some(registry) => {
+                registry.grant(&self.client, &self.namespace, &name).await?;
+                let artifact = registry.push(&name, &bytes).await?;
+                println!("policy {name}: pushed {artifact}");
+                configmap::build_artifact(&name, &self.namespace, artifact, &bytes, &settings)
+            }
+            None => configmap::build(&name, &self.namespace, &bytes, &settings, Compression::Auto),
+        };
+        let map = match built {
+            Ok(map) => map,
+            Err(error) => {
+                println!("policy {name}: not published: {error}");
+                self.published.insert(path, (stamp, digest));
+                return Ok(None);
+            }
+        };
         publish::apply(&self.client, &map).await?;
         println!(
             "policy {name}: published sha256:{} from {}",
