@@ -97,23 +97,31 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
     assert!(logs.contains("shutdown requested"));
 }
 
-#[test]
-fn dev_with_a_registry_ships_the_policy_as_an_artifact_the_operator_pulls() {
-    let scratch = crate::common::scratch().join(format!("dev-registry-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    let output = Command::new(policyhost_bin())
+/// `policyhost dev` running the sample DataJob with `fanout` until it
+/// settles, its kubeconfig written to `kubeconfig`.
+fn dev_sample(kubeconfig: &std::path::Path) -> Command {
+    let mut command = Command::new(policyhost_bin());
+    command
         .arg("dev")
         .arg("--policy-dir")
         .arg(fanout_dir())
         .arg("--kubeconfig")
-        .arg(scratch.join("kubeconfig"))
+        .arg(kubeconfig)
         .arg("--apply")
         .arg(workspace().join("docs/examples/dev.yaml"))
+        .args(["--until-settled", "--settle-timeout", "60"]);
+    command
+}
+
+#[test]
+fn dev_with_a_registry_ships_the_policy_as_an_artifact_the_operator_pulls() {
+    let scratch = crate::common::scratch().join(format!("dev-registry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let output = dev_sample(&scratch.join("kubeconfig"))
         .arg("--registry")
         .arg(crate::common::registry::binary())
         .arg("--registry-dir")
         .arg(scratch.join("registry"))
-        .args(["--until-settled", "--settle-timeout", "60"])
         .output()
         .expect("run policyhost dev");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -148,15 +156,7 @@ fn dev_with_a_registry_ships_the_policy_as_an_artifact_the_operator_pulls() {
 #[test]
 fn dev_runs_the_sample_datajob_to_success_on_the_embedded_cluster() {
     let kubeconfig = crate::common::scratch().join("dev-test.kubeconfig");
-    let output = Command::new(policyhost_bin())
-        .arg("dev")
-        .arg("--policy-dir")
-        .arg(fanout_dir())
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--apply")
-        .arg(workspace().join("docs/examples/dev.yaml"))
-        .args(["--until-settled", "--settle-timeout", "60"])
+    let output = dev_sample(&kubeconfig)
         .output()
         .expect("run policyhost dev");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -555,6 +555,35 @@ mod operator {
         .await;
     }
 
+    /// An operator trusting `registry` (and `trusted`'s keys), with the
+    /// grant of `fanout` naming its `policies/` and a pull secret for it.
+    async fn operator_pulling_from(registry: &Registry, cache: &str, trusted: Trusted) -> Env {
+        let env = Env::start_with(OperatorSetup {
+            registries: Registries {
+                extra_roots: vec![registry.ca()],
+                cache_dir: Some(cache_dir(cache)),
+                pull_timeout: Duration::from_secs(30),
+                trusted,
+            },
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        pull_secret(&env, "team-a-pull", registry).await;
+        apply_grant(
+            &env,
+            "fanout",
+            BTreeMap::from([
+                (
+                    "registries".to_owned(),
+                    format!("{}/policies/", registry.host()),
+                ),
+                ("pullSecret".to_owned(), "team-a-pull".to_owned()),
+            ]),
+        )
+        .await;
+        env
+    }
+
     /// The platform team's pull secret for `registry` in the policy namespace.
     async fn pull_secret(env: &Env, name: &str, registry: &Registry) {
         let secret = Secret {
@@ -580,29 +609,7 @@ mod operator {
         let registry = Registry::start().await;
         let pinned = push_fanout(&registry).await;
         let fanout = guest_bytes("fanout");
-        let env = Env::start_with(OperatorSetup {
-            registries: Registries {
-                extra_roots: vec![registry.ca()],
-                cache_dir: Some(cache_dir("operator")),
-                pull_timeout: Duration::from_secs(30),
-                trusted: Trusted::default(),
-            },
-            ..OperatorSetup::configmaps()
-        })
-        .await;
-        pull_secret(&env, "team-a-pull", &registry).await;
-        apply_grant(
-            &env,
-            "fanout",
-            BTreeMap::from([
-                (
-                    "registries".to_owned(),
-                    format!("{}/policies/", registry.host()),
-                ),
-                ("pullSecret".to_owned(), "team-a-pull".to_owned()),
-            ]),
-        )
-        .await;
+        let env = operator_pulling_from(&registry, "operator", Trusted::default()).await;
         let publish = |artifact: Reference| {
             configmap::build_artifact(
                 "fanout",
@@ -655,27 +662,10 @@ mod operator {
         let fanout = guest_bytes("fanout");
         let signed = push_signed(&registry, "fanout", &fanout, Some(&platform)).await;
         let unsigned = push_signed(&registry, "fanout", &guest_bytes("fanout-next"), None).await;
-        let env = Env::start_with(OperatorSetup {
-            registries: Registries {
-                extra_roots: vec![registry.ca()],
-                cache_dir: Some(cache_dir("signed-operator")),
-                pull_timeout: Duration::from_secs(30),
-                trusted: trusting("platform", &platform),
-            },
-            ..OperatorSetup::configmaps()
-        })
-        .await;
-        pull_secret(&env, "team-a-pull", &registry).await;
-        apply_grant(
-            &env,
-            "fanout",
-            BTreeMap::from([
-                (
-                    "registries".to_owned(),
-                    format!("{}/policies/", registry.host()),
-                ),
-                ("pullSecret".to_owned(), "team-a-pull".to_owned()),
-            ]),
+        let env = operator_pulling_from(
+            &registry,
+            "signed-operator",
+            trusting("platform", &platform),
         )
         .await;
         // A component in the ConfigMap cannot be signed: refused.

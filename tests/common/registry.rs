@@ -1,37 +1,24 @@
-//! An OCI registry for the tests: the CNCF distribution registry
-//! (`cargo xtask registry` builds it into `<target>/registry/bin/`), on a
-//! free port of 127.0.0.1 with TLS from a CA of its own and basic auth of
-//! one user, storing in a scratch directory. Stopped when dropped.
+//! An OCI registry for the tests: [`LocalRegistry`], the CNCF distribution
+//! registry (`cargo xtask registry` builds it into `<target>/registry/bin/`)
+//! on a free port of 127.0.0.1 with TLS from a CA of its own and basic auth
+//! of one user, storing in a scratch directory, as `policyhost dev
+//! --registry` runs it. Stopped when dropped.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use base64::Engine as _;
+use policyhost::oci::local::LocalRegistry;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::process::free_port;
-
 /// The user the registry lets in.
-pub const USER: &str = "publisher";
+pub const USER: &str = policyhost::oci::local::USER;
 
 /// A running registry.
 pub struct Registry {
-    child: Child,
-    port: u16,
-    ca: CertificateDer<'static>,
-    ca_pem: String,
-    password: String,
-    dir: PathBuf,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    local: LocalRegistry,
 }
 
 /// The built registry program.
@@ -48,73 +35,44 @@ pub fn binary() -> PathBuf {
 impl Registry {
     /// Starts a registry and waits until it answers.
     pub async fn start() -> Self {
-        let port = free_port();
-        let dir = super::scratch().join(format!("registry-{port}"));
-        std::fs::create_dir_all(dir.join("data")).expect("the registry's directory");
-        let issued = super::tls::issue("policyhost test registry CA");
-        let password = format!("pw-{port}-{}", std::process::id());
-        let hash = bcrypt::hash(&password, 4).expect("bcrypt");
-        for (file, text) in [
-            ("server.pem", issued.server_pem.clone()),
-            ("key.pem", issued.key_pem.clone()),
-            ("htpasswd", format!("{USER}:{hash}\n")),
-            ("config.yml", config(&dir, port)),
-        ] {
-            std::fs::write(dir.join(file), text).expect("write the registry's files");
-        }
-        let log = std::fs::File::create(dir.join("registry.log")).expect("the registry's log");
-        let child = Command::new(binary())
-            .arg("serve")
-            .arg(dir.join("config.yml"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start the registry");
-        let registry = Self {
-            child,
-            port,
-            ca: issued.ca,
-            ca_pem: issued.ca_pem,
-            password,
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while registry.status("/v2/", None).await.is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "the registry did not answer within 30 s; its log: {}",
-                std::fs::read_to_string(registry.dir.join("registry.log")).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        registry
+        static STARTED: AtomicU32 = AtomicU32::new(0);
+        let dir = super::scratch().join(format!(
+            "registry-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let local = LocalRegistry::start(&binary(), &dir)
+            .await
+            .unwrap_or_else(|error| panic!("the test registry: {error}"));
+        Self { local }
     }
 
     /// `127.0.0.1:PORT`, as an image reference names the registry.
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.local.host().to_owned()
     }
 
     /// The CA its certificate is signed by.
     pub fn ca(&self) -> CertificateDer<'static> {
-        self.ca.clone()
+        self.local.ca()
     }
 
     /// That CA, PEM.
     pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+        self.local.ca_pem()
     }
 
     /// The password of [`USER`].
     pub fn password(&self) -> &str {
-        &self.password
+        &self.local.login().password
     }
 
     /// The status of `GET path` over HTTPS, as `credentials` (user,
     /// password) if any; `None` when nothing answers.
     pub async fn status(&self, path: &str, credentials: Option<(&str, &str)>) -> Option<u16> {
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.ca.clone()).ok()?;
+        roots.add(self.ca()).ok()?;
         let config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -123,7 +81,7 @@ impl Registry {
         .with_root_certificates(roots)
         .with_no_client_auth();
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+        let tcp = tokio::net::TcpStream::connect(self.local.host())
             .await
             .ok()?;
         let name = ServerName::try_from("127.0.0.1").ok()?;
@@ -143,31 +101,4 @@ impl Registry {
         let text = String::from_utf8_lossy(&answer);
         text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
     }
-}
-
-/// The registry's configuration: its storage under `dir`, TLS, htpasswd.
-fn config(dir: &Path, port: u16) -> String {
-    let dir = dir.display();
-    format!(
-        "version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: {dir}/data
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:{port}
-  tls:
-    certificate: {dir}/server.pem
-    key: {dir}/key.pem
-auth:
-  htpasswd:
-    realm: policyhost-test
-    path: {dir}/htpasswd
-"
-    )
 }

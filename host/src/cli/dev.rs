@@ -26,10 +26,10 @@ use policyhost::operator::Operator;
 use policyhost::projection;
 use policyhost::runtime::ChildPhase;
 
-use super::dev_registry::LocalRegistry;
 use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
 use super::reload;
+use policyhost::oci::local::LocalRegistry;
 
 /// The field manager of objects `dev --apply` creates.
 const DEV_MANAGER: &str = "policyhost-dev";
@@ -106,7 +106,18 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| "default".into());
     ensure_namespace(&client, &namespace).await?;
     let registry = match &args.registry {
-        Some(binary) => Some(LocalRegistry::start(binary, &args.registry_dir).await?),
+        Some(binary) => {
+            let registry = LocalRegistry::start(binary, &args.registry_dir).await?;
+            let dir = registry.dir();
+            println!(
+                "registry serving on https://{host} (user {user}; push with --oci {host}/policies/NAME:TAG --registry-auth {} --registry-ca {})",
+                dir.join("config.json").display(),
+                dir.join("ca.pem").display(),
+                host = registry.host(),
+                user = policyhost::oci::local::USER,
+            );
+            Some(Arc::new(registry))
+        }
         None => None,
     };
     let mut watcher = args.operator.policy_dir.clone().map(|dir| {

@@ -5,8 +5,6 @@ mod check;
 mod cluster;
 #[cfg(feature = "dev")]
 mod dev;
-#[cfg(feature = "dev")]
-mod dev_registry;
 mod diff;
 mod fixtures;
 mod golden;

@@ -29,7 +29,7 @@ use policyhost::policies::dir::policy_name;
 use policyhost::policies::publish;
 use policyhost::runtime::Digest;
 
-use super::dev_registry::LocalRegistry;
+use policyhost::oci::local::LocalRegistry;
 
 /// How often the directory is read.
 const POLL: Duration = Duration::from_millis(250);

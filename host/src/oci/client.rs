@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 
 use super::credentials::Basic;
+use super::reference::Prefix;
 
 /// The most redirects one request follows.
 const MAX_REDIRECTS: usize = 3;
@@ -152,15 +153,48 @@ pub struct Call<'a> {
     pub limit: u64,
 }
 
+/// The hosts a session may reach: the request's own, a redirect's, a
+/// token realm's (`host` or `host:port`).
+#[derive(Debug, Clone, Copy)]
+pub enum Hosts<'a> {
+    /// One registry.
+    Only(&'a str),
+    /// The registries of a grant's repository prefixes.
+    Of(&'a [Prefix]),
+}
+
+impl Hosts<'_> {
+    fn allow(self, host: &str) -> bool {
+        match self {
+            Self::Only(registry) => registry.eq_ignore_ascii_case(host),
+            Self::Of(prefixes) => prefixes
+                .iter()
+                .any(|prefix| prefix.registry().eq_ignore_ascii_case(host)),
+        }
+    }
+}
+
 /// Who the client is to a registry, and where it may be sent.
+#[derive(Debug)]
 pub struct Session<'a> {
-    /// The pull secret's credentials for this registry, if any.
+    /// The credentials for this registry, if any.
     pub credentials: Option<&'a Basic>,
-    /// Whether a redirect or a token realm may go to this host (`host` or
-    /// `host:port`).
-    pub allowed: &'a (dyn Fn(&str) -> bool + Sync),
+    /// Where it may be sent.
+    pub hosts: Hosts<'a>,
     /// The `Authorization` earned so far (a bearer token, or Basic).
     pub authorization: Option<HeaderValue>,
+}
+
+impl<'a> Session<'a> {
+    /// A session with `registry` alone, as `credentials`.
+    #[must_use]
+    pub fn with(registry: &'a str, credentials: Option<&'a Basic>) -> Self {
+        Self {
+            credentials,
+            hosts: Hosts::Only(registry),
+            authorization: None,
+        }
+    }
 }
 
 impl Client {
@@ -200,7 +234,7 @@ impl Client {
         call: Call<'_>,
     ) -> Result<Response, ClientError> {
         let host = authority(&call.uri)?;
-        if !(session.allowed)(&host) {
+        if !session.hosts.allow(&host) {
             return Err(ClientError::HostNotAllowed { host });
         }
         let mut response = self.follow(session, &call).await?;
@@ -246,7 +280,7 @@ impl Client {
                 .unwrap_or_default();
             uri = resolve(&uri, location)?;
             let host = authority(&uri)?;
-            if !(session.allowed)(&host) {
+            if !session.hosts.allow(&host) {
                 return Err(ClientError::HostNotAllowed { host });
             }
         }
@@ -285,7 +319,7 @@ impl Client {
             .ok_or_else(|| ClientError::Challenge(cut(challenge)))?;
         let mut uri = parse_https(realm)?;
         let host = authority(&uri)?;
-        if !(session.allowed)(&host) {
+        if !session.hosts.allow(&host) {
             return Err(ClientError::HostNotAllowed { host });
         }
         let query: String = form_urlencoded::Serializer::new(String::new())

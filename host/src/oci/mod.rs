@@ -14,6 +14,8 @@ pub mod artifact;
 pub mod cache;
 pub mod client;
 pub mod credentials;
+#[cfg(feature = "dev")]
+pub mod local;
 pub mod pull;
 pub mod push;
 pub mod reference;

@@ -14,7 +14,7 @@ use http::{Method, StatusCode};
 
 use super::artifact::{self, LayoutError, Manifest};
 use super::cache::BlobCache;
-use super::client::{Call, Client, ClientError, Session};
+use super::client::{Call, Client, ClientError, Hosts, Session};
 use super::credentials::Credentials;
 use super::reference::{Prefix, Reference};
 use super::signature::{self, Trusted, Unsigned};
@@ -52,13 +52,15 @@ impl PullGrant {
         self.prefixes.iter().any(|prefix| reference.within(prefix))
     }
 
-    /// Whether the client may be sent to `host` (a redirect, a token
-    /// realm): one of the registries the prefixes name.
+    /// A session with `reference`'s registry, as the grant's credentials
+    /// for it, sent on only to the registries the prefixes name.
     #[must_use]
-    pub fn allows_host(&self, host: &str) -> bool {
-        self.prefixes
-            .iter()
-            .any(|prefix| prefix.registry().eq_ignore_ascii_case(host))
+    pub fn session(&self, reference: &Reference) -> Session<'_> {
+        Session {
+            credentials: self.credentials.for_registry(reference.registry()),
+            hosts: Hosts::Of(&self.prefixes),
+            authorization: None,
+        }
     }
 }
 
@@ -155,6 +157,14 @@ pub enum PullError {
 }
 
 impl PullError {
+    /// Wraps a client error of the pull of `reference`.
+    fn client(reference: &str) -> impl Fn(ClientError) -> Self + Copy + '_ {
+        move |source| Self::Client {
+            reference: reference.to_owned(),
+            source,
+        }
+    }
+
     /// A short UpperCamelCase name for Events, annotations and metric labels.
     #[must_use]
     pub fn reason(&self) -> &'static str {
@@ -292,16 +302,8 @@ impl Puller {
         limit: u64,
     ) -> Result<Pulled, PullError> {
         let shown = reference.to_string();
-        let client_error = |source| PullError::Client {
-            reference: shown.clone(),
-            source,
-        };
-        let allowed = |host: &str| grant.allows_host(host);
-        let mut session = Session {
-            credentials: grant.credentials.for_registry(reference.registry()),
-            allowed: &allowed,
-            authorization: None,
-        };
+        let client_error = PullError::client(&shown);
+        let mut session = grant.session(reference);
         let name = reference.digest().map_or_else(
             || reference.tag().unwrap_or("latest").to_owned(),
             |d| format!("sha256:{d}"),
@@ -417,16 +419,8 @@ impl Puller {
         manifest: &Digest,
     ) -> Result<Vec<(Vec<u8>, String)>, PullError> {
         let shown = reference.to_string();
-        let client_error = |source| PullError::Client {
-            reference: shown.clone(),
-            source,
-        };
-        let allowed = |host: &str| grant.allows_host(host);
-        let mut session = Session {
-            credentials: grant.credentials.for_registry(reference.registry()),
-            allowed: &allowed,
-            authorization: None,
-        };
+        let client_error = PullError::client(&shown);
+        let mut session = grant.session(reference);
         let path = format!(
             "/v2/{}/manifests/{}",
             reference.repository(),
@@ -518,10 +512,7 @@ impl Puller {
         what: &'static str,
     ) -> Result<Vec<u8>, PullError> {
         let shown = reference.to_string();
-        let client_error = |source| PullError::Client {
-            reference: shown.clone(),
-            source,
-        };
+        let client_error = PullError::client(&shown);
         let path = format!("/v2/{}/blobs/sha256:{digest}", reference.repository());
         let call = Self::get(reference, &path, size, &[]).map_err(client_error)?;
         let answer = self

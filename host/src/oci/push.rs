@@ -44,13 +44,7 @@ pub async fn push(
     credentials: Option<&Basic>,
     component: &[u8],
 ) -> Result<Digest, PushError> {
-    let registry = reference.registry().to_owned();
-    let allowed = move |host: &str| host.eq_ignore_ascii_case(&registry);
-    let mut session = Session {
-        credentials,
-        allowed: &allowed,
-        authorization: None,
-    };
+    let mut session = Session::with(reference.registry(), credentials);
     let config = artifact::config_for(component);
     let manifest = Manifest::of_component(&config, component);
     for blob in [config.as_slice(), component] {
@@ -138,13 +132,7 @@ pub async fn push_signature(
     digest: &Digest,
     signed: &Signed,
 ) -> Result<(), PushError> {
-    let registry = reference.registry().to_owned();
-    let allowed = move |host: &str| host.eq_ignore_ascii_case(&registry);
-    let mut session = Session {
-        credentials,
-        allowed: &allowed,
-        authorization: None,
-    };
+    let mut session = Session::with(reference.registry(), credentials);
     for blob in [signed.config.as_slice(), signed.payload.as_slice()] {
         upload(client, &mut session, reference, blob).await?;
     }

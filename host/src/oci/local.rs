@@ -1,45 +1,93 @@
-//! `policyhost dev --registry BINARY`: the CNCF distribution registry
-//! (`cargo xtask registry` builds it) on a free port of 127.0.0.1, with TLS
-//! from a CA of its own and basic auth of one user, so that the dev loop
-//! takes the production path of a policy shipped as an OCI artifact: each
-//! `.wasm` of the policy directory is pushed there and published as a
-//! ConfigMap naming it by digest, with the grant and pull secret a platform
-//! team would write.
+//! A registry on loopback, for `policyhost dev --registry` and the tests:
+//! the CNCF distribution registry (`cargo xtask registry` builds it) on a
+//! free port of 127.0.0.1, with TLS from a CA of its own and basic auth of
+//! one user, so that the dev loop and the tests take the production path
+//! of a policy shipped as an OCI artifact. A development tool: built with
+//! the `dev` feature, not in the production image.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use http::Method;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use policyhost::oci::client::{Call, Session};
-use policyhost::oci::{self, Basic, Reference};
-use policyhost::outbound::grant::{GRANT_LABEL, keys};
-use policyhost::policies::grants::grant_name;
-use policyhost::policies::pull_grant;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
+use super::client::{Call, Session};
+use super::{Basic, Reference};
+use crate::outbound::grant::{GRANT_LABEL, keys};
+use crate::policies::grants::grant_name;
+use crate::policies::pull_grant;
+
 /// The user the registry lets in.
-const USER: &str = "policyhost";
+pub const USER: &str = "policyhost";
 /// The pull secret the dev grants name.
 const PULL_SECRET: &str = "dev-registry-pull";
 /// The field manager of the grants and the pull secret.
 const MANAGER: &str = "policyhost-dev-registry";
 
+/// Why the local registry could not start or be written to.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// A file of its state.
+    #[error("{path}: {source}")]
+    File {
+        /// The file or directory.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// Its certificates.
+    #[error("cannot make the registry's certificates")]
+    Certificate(#[from] rcgen::Error),
+    /// Its password's hash.
+    #[error("cannot hash the registry's password")]
+    Hash(#[from] bcrypt::BcryptError),
+    /// The client cannot trust its CA.
+    #[error("cannot trust the registry's CA")]
+    Trust(#[from] rustls::Error),
+    /// It did not let its user in within 30 s.
+    #[error("the registry did not answer within 30 s; see {0}")]
+    NotReady(PathBuf),
+    /// A push to it failed.
+    #[error(transparent)]
+    Push(#[from] super::push::PushError),
+    /// A reference or URL of it does not parse.
+    #[error(transparent)]
+    Reference(#[from] super::reference::ParseError),
+    /// The URL of its API does not parse.
+    #[error(transparent)]
+    Client(#[from] super::client::ClientError),
+    /// Writing the grant or the pull secret failed.
+    #[error("cannot apply {what}")]
+    Apply {
+        /// The object.
+        what: String,
+        /// The API server's answer.
+        source: kube::Error,
+    },
+}
+
+fn file_error(path: &Path) -> impl FnOnce(std::io::Error) -> LocalError + '_ {
+    move |source| LocalError::File {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// A running registry; stopped when dropped.
-pub(crate) struct LocalRegistry {
+pub struct LocalRegistry {
     child: Child,
     host: String,
     ca: CertificateDer<'static>,
+    ca_pem: String,
     login: Basic,
-    client: oci::Client,
+    client: super::Client,
     dir: PathBuf,
 }
 
@@ -53,18 +101,22 @@ impl Drop for LocalRegistry {
 impl LocalRegistry {
     /// Starts `binary` with its state in `dir`, and waits until it lets its
     /// user in.
-    pub(crate) async fn start(binary: &Path, dir: &Path) -> anyhow::Result<Arc<Self>> {
-        std::fs::create_dir_all(dir.join("data"))
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+    ///
+    /// # Errors
+    ///
+    /// [`LocalError`].
+    pub async fn start(binary: &Path, dir: &Path) -> Result<Self, LocalError> {
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data).map_err(file_error(&data))?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
-            .context("no free port")?
+            .map_err(file_error(dir))?
             .port();
         let (ca_pem, server_pem, key_pem) = certificates()?;
         let password = format!("{:032x}", rand::random::<u128>());
         // The registry checks the hash on every request; a random 128-bit
         // password needs no slow hash to resist guessing.
-        let hash = bcrypt::hash(&password, 5).context("cannot hash")?;
+        let hash = bcrypt::hash(&password, 5)?;
         let host = format!("127.0.0.1:{port}");
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"));
         let docker_config = serde_json::json!({"auths": {&host: {"auth": auth}}}).to_string();
@@ -76,67 +128,84 @@ impl LocalRegistry {
             ("config.json", docker_config.as_str()),
             ("config.yml", &config(dir, port)),
         ] {
-            std::fs::write(dir.join(file), text)
-                .with_context(|| format!("cannot write {}", dir.join(file).display()))?;
+            let path = dir.join(file);
+            std::fs::write(&path, text).map_err(file_error(&path))?;
         }
-        let log = std::fs::File::create(dir.join("registry.log")).context("the registry's log")?;
+        let log_path = dir.join("registry.log");
+        let log = std::fs::File::create(&log_path).map_err(file_error(&log_path))?;
         let child = Command::new(binary)
             .arg("serve")
             .arg(dir.join("config.yml"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).context("the CA")?;
-        let client = oci::Client::new(&oci::ClientConfig {
+            .map_err(file_error(binary))?;
+        let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes())
+            .map_err(|_| LocalError::Trust(rustls::Error::General("the CA's PEM".into())))?;
+        let client = super::Client::new(&super::ClientConfig {
             extra_roots: vec![ca.clone()],
-            ..oci::ClientConfig::default()
+            ..super::ClientConfig::default()
         })?;
-        let registry = Arc::new(Self {
+        let registry = Self {
             child,
             host,
             ca,
+            ca_pem,
             login: Basic {
                 username: USER.to_owned(),
                 password,
             },
             client,
             dir: dir.to_path_buf(),
-        });
+        };
         registry.wait_ready().await?;
-        println!(
-            "registry serving on https://{} (user {USER}; push with --oci {}/policies/NAME:TAG --registry-auth {} --registry-ca {})",
-            registry.host,
-            registry.host,
-            dir.join("config.json").display(),
-            dir.join("ca.pem").display()
-        );
         Ok(registry)
     }
 
+    /// `127.0.0.1:PORT`, as a reference names the registry.
+    #[must_use]
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// Its user's credentials.
+    #[must_use]
+    pub fn login(&self) -> &Basic {
+        &self.login
+    }
+
+    /// Its CA, PEM (also in `ca.pem` of its directory).
+    #[must_use]
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Its directory: `ca.pem`, `config.json` (a Docker `config.json` for
+    /// its user), `registry.log`.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The CA its certificate is signed by, for the operator to trust.
-    pub(crate) fn ca(&self) -> CertificateDer<'static> {
+    #[must_use]
+    pub fn ca(&self) -> CertificateDer<'static> {
         self.ca.clone()
     }
 
-    /// Where the operator keeps what it pulls from it.
-    pub(crate) fn artifact_cache(&self) -> PathBuf {
+    /// Where an operator may keep what it pulls from it.
+    #[must_use]
+    pub fn artifact_cache(&self) -> PathBuf {
         self.dir.join("artifacts")
     }
 
-    async fn wait_ready(&self) -> anyhow::Result<()> {
+    async fn wait_ready(&self) -> Result<(), LocalError> {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let host = self.host.clone();
-        let allowed = move |h: &str| h == host;
         loop {
-            let mut session = Session {
-                credentials: Some(&self.login),
-                allowed: &allowed,
-                authorization: None,
-            };
+            let mut session = Session::with(&self.host, Some(&self.login));
             let call = Call {
                 method: Method::GET,
-                uri: oci::client::url(&self.host, "/v2/")?,
+                uri: super::client::url(&self.host, "/v2/")?,
                 accept: &[],
                 content_type: None,
                 body: bytes::Bytes::new(),
@@ -148,35 +217,39 @@ impl LocalRegistry {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                bail!(
-                    "the registry did not answer within 30 s; see {}",
-                    self.dir.join("registry.log").display()
-                );
+                return Err(LocalError::NotReady(self.dir.join("registry.log")));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
     /// Pushes `component` as `policies/<name>:dev`: its reference, pinned.
-    pub(crate) async fn push(&self, name: &str, component: &[u8]) -> anyhow::Result<Reference> {
+    ///
+    /// # Errors
+    ///
+    /// [`LocalError::Push`].
+    pub async fn push(&self, name: &str, component: &[u8]) -> Result<Reference, LocalError> {
         let tagged: Reference = format!("{}/policies/{name}:dev", self.host).parse()?;
-        let digest = oci::push::push(&self.client, &tagged, Some(&self.login), component)
-            .await
-            .with_context(|| format!("cannot push {tagged}"))?;
+        let digest = super::push::push(&self.client, &tagged, Some(&self.login), component).await?;
         Ok(tagged.with_digest(digest))
     }
 
     /// Writes what the platform team would for policy `name` in
     /// `namespace`: the pull secret, and the grant's registries half
     /// (its own fields only, beside whatever else the grant holds).
-    pub(crate) async fn grant(
+    ///
+    /// # Errors
+    ///
+    /// [`LocalError::Apply`].
+    pub async fn grant(
         &self,
         client: &Client,
         namespace: &str,
         name: &str,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), LocalError> {
         let params = PatchParams::apply(MANAGER).force();
-        let config = std::fs::read(self.dir.join("config.json")).context("config.json")?;
+        let config_path = self.dir.join("config.json");
+        let config = std::fs::read(&config_path).map_err(file_error(&config_path))?;
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(PULL_SECRET.to_owned()),
@@ -189,7 +262,10 @@ impl LocalRegistry {
         Api::<Secret>::namespaced(client.clone(), namespace)
             .patch(PULL_SECRET, &params, &Patch::Apply(&secret))
             .await
-            .context("cannot apply the pull secret")?;
+            .map_err(|source| LocalError::Apply {
+                what: format!("Secret {PULL_SECRET}"),
+                source,
+            })?;
         let grant = grant_name(name);
         let map = ConfigMap {
             metadata: ObjectMeta {
@@ -212,13 +288,16 @@ impl LocalRegistry {
         Api::<ConfigMap>::namespaced(client.clone(), namespace)
             .patch(&grant, &params, &Patch::Apply(&map))
             .await
-            .with_context(|| format!("cannot apply {grant}"))?;
+            .map_err(|source| LocalError::Apply {
+                what: format!("ConfigMap {grant}"),
+                source,
+            })?;
         Ok(())
     }
 }
 
 /// A CA, and a certificate for 127.0.0.1 it signed, with its key (PEM).
-fn certificates() -> anyhow::Result<(String, String, String)> {
+fn certificates() -> Result<(String, String, String), rcgen::Error> {
     let ca_key = rcgen::KeyPair::generate()?;
     let mut ca_params = rcgen::CertificateParams::new(Vec::new())?;
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
