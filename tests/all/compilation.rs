@@ -472,8 +472,10 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
         process: Some(capped(8 << 30, cap)),
         budget: None,
     };
+    // Twelve 6 MiB functions: on an idle machine eight compiled within the
+    // cap now and then, and a bomb that compiles is no test of the cap.
     let bombs: Vec<Vec<u8>> = (0..6)
-        .map(|i| compile_bombs(8, (6 << 20) + 7 * i))
+        .map(|i| compile_bombs(12, (6 << 20) + 7 * i))
         .collect();
 
     // Alone: one capped compile, and the quiet policy's compile.
