@@ -126,8 +126,12 @@ pub struct Registries {
     /// The longest one pull may take.
     pub pull_timeout: Duration,
     /// The platform team's keys: given any, every policy version must be
-    /// an artifact one of them signed.
+    /// an artifact one of them signed, or only those that may serve
+    /// [`Registries::signed_namespaces`] if set.
     pub trusted: crate::oci::signature::Trusted,
+    /// The namespaces whose DataJobs may use only signed versions; `None`:
+    /// every namespace (when the host has keys).
+    pub signed_namespaces: Option<Vec<String>>,
 }
 
 impl Default for Registries {
@@ -137,11 +141,23 @@ impl Default for Registries {
             cache_dir: None,
             pull_timeout: Duration::from_secs(60),
             trusted: crate::oci::signature::Trusted::default(),
+            signed_namespaces: None,
         }
     }
 }
 
 impl Registries {
+    /// Which versions must be signed artifacts.
+    #[must_use]
+    pub fn signed_for(&self) -> policies::load::SignedFor {
+        use policies::load::SignedFor;
+        match &self.signed_namespaces {
+            _ if self.trusted.is_empty() => SignedFor::Nobody,
+            None => SignedFor::Everyone,
+            Some(namespaces) => SignedFor::Namespaces(namespaces.clone()),
+        }
+    }
+
     /// The puller these settings describe; `None` (logged) when the client
     /// cannot take the roots, so that artifacts are refused, not pulled
     /// with less trust than configured.
@@ -357,7 +373,7 @@ impl Operator {
                         child_kinds: options.child_kinds.clone(),
                         tenancy: options.policy_tenancy,
                         puller: options.registries.puller(),
-                        signatures_required: !options.registries.trusted.is_empty(),
+                        signed_for: options.registries.signed_for(),
                     },
                     workers: 2,
                     secret_refresh: options.grant_secret_refresh,

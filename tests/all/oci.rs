@@ -564,6 +564,7 @@ mod operator {
                 cache_dir: Some(cache_dir(cache)),
                 pull_timeout: Duration::from_secs(30),
                 trusted,
+                signed_namespaces: None,
             },
             ..OperatorSetup::configmaps()
         })
@@ -716,6 +717,7 @@ mod operator {
                 cache_dir: Some(cache_dir("retried")),
                 pull_timeout: Duration::from_secs(30),
                 trusted: Trusted::default(),
+                signed_namespaces: None,
             },
             ..OperatorSetup::configmaps()
         })
@@ -756,6 +758,36 @@ mod operator {
         // Back up: the same ConfigMap loads, untouched.
         hostile.lie(Lie::None);
         serving(&env, &next).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn signatures_required_for_some_namespaces_refuse_only_versions_that_may_serve_them() {
+        let platform = signing_key();
+        let env = Env::start_with(OperatorSetup {
+            registries: Registries {
+                trusted: trusting("platform", &platform),
+                signed_namespaces: Some(vec!["payments".to_owned()]),
+                ..Registries::default()
+            },
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        let fanout = guest_bytes("fanout");
+        for (serves, refused) in [("analytics", false), ("payments", true), ("*", true)] {
+            let settings = configmap::Settings {
+                namespaces: Some(
+                    policyhost::policies::access::Access::parse(serves).expect("namespaces"),
+                ),
+                ..configmap::Settings::default()
+            };
+            let map = crate::common::publishing::policy_map(&env, "fanout", &fanout, &settings);
+            let verdict = push_map(&env, &map).await;
+            let unsigned = verdict
+                .error
+                .as_deref()
+                .is_some_and(|error| error.starts_with("Unsigned"));
+            assert_eq!(unsigned, refused, "serving {serves}: {verdict:?}");
+        }
     }
 }
 

@@ -155,6 +155,16 @@ pub(crate) struct OperatorArgs {
     /// and refuses components carried in ConfigMaps.
     #[arg(long, value_name = "KEY.pub", value_parser = read_key)]
     signature_key: Vec<TrustedKey>,
+    /// With `--signature-key`: require signatures only of the versions that
+    /// may serve DataJobs of these namespaces (their `allowedNamespaces`
+    /// names one of them, or is `*`), instead of every version.
+    #[arg(
+        long,
+        value_name = "NAMESPACES",
+        value_delimiter = ',',
+        requires = "signature_key"
+    )]
+    signed_namespaces: Option<Vec<String>>,
     /// The longest one pull of a policy artifact may take; a registry down
     /// or slow is tried again with backoff, the version in service serving.
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
@@ -342,6 +352,7 @@ impl OperatorArgs {
                 cache_dir: self.artifact_cache.clone(),
                 pull_timeout: self.pull_timeout,
                 trusted: Trusted::new(self.signature_key.clone()),
+                signed_namespaces: self.signed_namespaces.clone(),
             },
             cache: match self.cache {
                 CacheArg::Indexed => cache::Mode::Indexed,

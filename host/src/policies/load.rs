@@ -40,10 +40,10 @@ pub enum Error {
     /// The artifact the ConfigMap names could not be pulled.
     #[error(transparent)]
     Pull(#[from] oci::PullError),
-    /// The host requires signed artifacts and the component is in the
-    /// ConfigMap.
+    /// The host requires a signed artifact of a version serving these
+    /// namespaces, and the component is in the ConfigMap.
     #[error(
-        "this host runs only signed artifacts: publish the policy with `policy push --oci REGISTRY/REPOSITORY:TAG --sign-key KEY`"
+        "this host runs only signed artifacts for the namespaces this policy may serve: publish it with `policy push --oci REGISTRY/REPOSITORY:TAG --sign-key KEY`"
     )]
     NotAnArtifact,
     /// The ConfigMap names an artifact and this host has no registry client.
@@ -104,10 +104,35 @@ pub struct Config {
     pub tenancy: Tenancy,
     /// Pulls the artifacts ConfigMaps name; `None`: they are refused.
     pub puller: Option<oci::Puller>,
-    /// Whether every version must be a signed artifact (the host was given
-    /// the platform team's keys): a component in `binaryData` cannot be
-    /// signed, and is refused.
-    pub signatures_required: bool,
+    /// Which versions must be signed artifacts (the host was given the
+    /// platform team's keys): a component in `binaryData` cannot be signed,
+    /// and is refused where a signature is required.
+    pub signed_for: SignedFor,
+}
+
+/// Which policy versions must be artifacts signed by one of the host's keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SignedFor {
+    /// None (the host has no keys).
+    #[default]
+    Nobody,
+    /// Every version (`--signature-key` alone).
+    Everyone,
+    /// A version that may serve DataJobs of one of these namespaces
+    /// (`--signed-namespaces`): its `allowedNamespaces` names one, or `*`.
+    Namespaces(Vec<String>),
+}
+
+impl SignedFor {
+    /// Whether a version serving `access` must be signed.
+    #[must_use]
+    pub fn requires(&self, access: &Access) -> bool {
+        match self {
+            Self::Nobody => false,
+            Self::Everyone => true,
+            Self::Namespaces(namespaces) => namespaces.iter().any(|ns| access.allows(ns)),
+        }
+    }
 }
 
 impl Default for Config {
@@ -117,7 +142,7 @@ impl Default for Config {
             child_kinds: AllowedKind::defaults(),
             tenancy: Tenancy::default(),
             puller: None,
-            signatures_required: false,
+            signed_for: SignedFor::Nobody,
         }
     }
 }
@@ -182,8 +207,12 @@ async fn pull(
     binary_data: &BTreeMap<String, ByteString>,
     given: &Given,
 ) -> Result<Option<(oci::Reference, oci::Pulled)>> {
-    let Some(reference) = Settings::parse(data)?.artifact else {
-        if config.signatures_required {
+    let settings = Settings::parse(data)?;
+    let signed = config
+        .signed_for
+        .requires(&settings.namespaces.clone().unwrap_or_default());
+    let Some(reference) = settings.artifact else {
+        if signed {
             return Err(Error::NotAnArtifact);
         }
         return Ok(None);
@@ -199,7 +228,7 @@ async fn pull(
     }
     let puller = config.puller.as_ref().ok_or(Error::NoPuller)?;
     let pulled = puller
-        .pull(&reference, &given.pull, config.max_module_bytes)
+        .pull_checked(&reference, &given.pull, config.max_module_bytes, signed)
         .await?;
     Ok(Some((reference.with_digest(pulled.manifest), pulled)))
 }
@@ -272,4 +301,21 @@ pub fn check(runtime: &Runtime, spec: PolicySpec, bytes: &[u8]) -> Result<Arc<Po
         .instantiate_blocking(&policy)
         .map_err(Error::Instantiate)?;
     Ok(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_is_required_where_a_policy_may_serve_a_namespace_that_asks_for_one() {
+        let team_a = Access::parse("team-a").expect("a list");
+        let team_b = Access::parse("team-b,team-c").expect("a list");
+        let signed = SignedFor::Namespaces(vec!["team-a".into()]);
+        assert!(signed.requires(&team_a));
+        assert!(!signed.requires(&team_b), "it serves no signed namespace");
+        assert!(signed.requires(&Access::Everyone), "`*` serves team-a too");
+        assert!(SignedFor::Everyone.requires(&team_b));
+        assert!(!SignedFor::Nobody.requires(&Access::Everyone));
+    }
 }
