@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt as _;
 use kube::api::{Api, ObjectMeta, PostParams};
 use policyhost::oci::signature::{SigningKey, Trusted, TrustedKey};
 use policyhost::oci::{
@@ -555,10 +557,10 @@ mod operator {
         .await;
     }
 
-    /// An operator trusting `registry` (and `trusted`'s keys), with the
-    /// grant of `fanout` naming its `policies/` and a pull secret for it.
-    async fn operator_pulling_from(registry: &Registry, cache: &str, trusted: Trusted) -> Env {
-        let env = Env::start_with(OperatorSetup {
+    /// An operator's setup trusting `registry` (and `trusted`'s keys),
+    /// keeping what it pulls in the artifact cache `cache`.
+    fn pulling_from(registry: &Registry, cache: &str, trusted: Trusted) -> OperatorSetup {
+        OperatorSetup {
             registries: Registries {
                 extra_roots: vec![registry.ca()],
                 cache_dir: Some(cache_dir(cache)),
@@ -567,8 +569,13 @@ mod operator {
                 signed_namespaces: None,
             },
             ..OperatorSetup::configmaps()
-        })
-        .await;
+        }
+    }
+
+    /// An operator trusting `registry` (and `trusted`'s keys), with the
+    /// grant of `fanout` naming its `policies/` and a pull secret for it.
+    async fn operator_pulling_from(registry: &Registry, cache: &str, trusted: Trusted) -> Env {
+        let env = Env::start_with(pulling_from(registry, cache, trusted)).await;
         pull_secret(&env, "team-a-pull", registry).await;
         apply_grant(
             &env,
@@ -788,6 +795,73 @@ mod operator {
                 .is_some_and(|error| error.starts_with("Unsigned"));
             assert_eq!(unsigned, refused, "serving {serves}: {verdict:?}");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_a_single_team_host_a_tag_is_resolved_once_and_pinned_across_a_restart() {
+        let registry = Registry::start().await;
+        let (fanout, next) = (guest_bytes("fanout"), guest_bytes("fanout-next"));
+        let first = push_signed(&registry, "fanout", &fanout, None).await;
+        let setup = || OperatorSetup {
+            policy_tenancy: policyhost::policies::tenancy::Tenancy::SingleTeam,
+            ..pulling_from(&registry, "pinned", Trusted::default())
+        };
+        let mut env = Env::start_with(setup()).await;
+        pull_secret(&env, "team-a-pull", &registry).await;
+        apply_grant(
+            &env,
+            "fanout",
+            BTreeMap::from([
+                (
+                    "registries".to_owned(),
+                    format!("{}/policies/", registry.host()),
+                ),
+                ("pullSecret".to_owned(), "team-a-pull".to_owned()),
+            ]),
+        )
+        .await;
+        let tag = format!("{}/policies/fanout:v1", registry.host());
+        let mut map = configmap::build_artifact(
+            "fanout",
+            &env.policy_namespace,
+            reference(&tag),
+            &fanout,
+            &configmap::Settings::default(),
+        )
+        .expect("a policy ConfigMap");
+        // No `sha256` pin: what the tag names is what serves.
+        map.data
+            .get_or_insert_default()
+            .remove(configmap::keys::SHA256);
+        push_map(&env, &map).await;
+        serving(&env, &fanout).await;
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        let pinned = api
+            .get("policy-fanout")
+            .await
+            .expect("policy-fanout")
+            .annotations()[configmap::PINNED_ANNOTATION]
+            .clone();
+        assert_eq!(
+            pinned,
+            format!("{tag}@sha256:{}", first.digest().expect("pinned")),
+            "the tag and the digest it named"
+        );
+        // The tag moves; the operator restarts and loads the ConfigMap again.
+        push_signed(&registry, "fanout", &next, None).await;
+        env.stop_operator().await;
+        env.start_operator(setup()).await;
+        let registry_of = Arc::clone(&env.operator().shared.registry);
+        let serving_now = eventually("fanout in service after the restart", || {
+            let policy = registry_of.get("fanout").ok();
+            async move { policy }
+        })
+        .await;
+        assert_eq!(
+            serving_now.digest().to_hex(),
+            Digest::of(&fanout).to_hex(),
+            "the digest the tag named first, not where it moved"
+        );
     }
 }
 

@@ -84,6 +84,12 @@ pub const CLAMPED_ANNOTATION: &str = "policyhost.dev/clamped";
 /// in ([`super::tenancy`] says what that holds against).
 pub const PROVIDES_ANNOTATION: &str = "policyhost.dev/provides";
 
+/// Host-written: on a host that pulls tags (`single-team`), the tag of
+/// `data.artifact` as first resolved, `REGISTRY/REPOSITORY:TAG@sha256:…`:
+/// later loads of the same tag (a restart, a grant change) pull that digest,
+/// not wherever the tag has moved since.
+pub const PINNED_ANNOTATION: &str = "policyhost.dev/pinned";
+
 /// The largest ConfigMap payload (keys and values of `data` and
 /// `binaryData`) the Kubernetes API server accepts.
 pub const CONFIGMAP_LIMIT: usize = 1 << 20;

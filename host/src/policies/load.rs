@@ -159,6 +159,9 @@ pub struct Loaded {
     /// The artifact it was pulled from, pinned by its manifest digest,
     /// and whether the registry was reached (not the cache).
     pub pulled: Option<(oci::Reference, bool)>,
+    /// The tag it names with the digest it was resolved to
+    /// ([`configmap::PINNED_ANNOTATION`]), if it names a tag.
+    pub pinned: Option<String>,
     /// Time from the start of the load to a version ready to serve.
     pub took: Duration,
 }
@@ -172,6 +175,9 @@ pub struct Given {
     pub outbound: Option<Arc<Outbound>>,
     /// What its policy may pull ([`super::grants`]): nothing by default.
     pub pull: Arc<oci::PullGrant>,
+    /// The tag of its artifact as first resolved
+    /// ([`configmap::PINNED_ANNOTATION`]).
+    pub pinned: Option<oci::Reference>,
 }
 
 /// Loads the policy `name` from a ConfigMap's `data` and `binaryData`.
@@ -196,7 +202,14 @@ pub async fn load(
     .await
     .map_err(Error::Interrupted)?;
     let mut loaded = loaded?;
-    loaded.pulled = pulled.map(|(reference, pulled)| (reference, pulled.from_registry));
+    if let Some((reference, pulled)) = pulled {
+        let pinned = reference.with_digest(pulled.manifest);
+        if reference.tag().is_some() && !reference.is_pinned() {
+            // The tag with the digest it named: `reference:tag@sha256:…`.
+            loaded.pinned = Some(format!("{reference}@sha256:{}", pulled.manifest));
+        }
+        loaded.pulled = Some((pinned, pulled.from_registry));
+    }
     Ok(loaded)
 }
 
@@ -227,10 +240,23 @@ async fn pull(
         .into());
     }
     let puller = config.puller.as_ref().ok_or(Error::NoPuller)?;
+    // A tag resolved before is pulled by the digest it had then.
+    let asked = match &given.pinned {
+        Some(pinned) if !reference.is_pinned() && same_tag(pinned, &reference) => pinned,
+        _ => &reference,
+    };
     let pulled = puller
-        .pull_checked(&reference, &given.pull, config.max_module_bytes, signed)
+        .pull_checked(asked, &given.pull, config.max_module_bytes, signed)
         .await?;
-    Ok(Some((reference.with_digest(pulled.manifest), pulled)))
+    Ok(Some((reference, pulled)))
+}
+
+/// Whether `pinned` names the tag `reference` names.
+fn same_tag(pinned: &oci::Reference, reference: &oci::Reference) -> bool {
+    pinned.registry() == reference.registry()
+        && pinned.repository() == reference.repository()
+        && pinned.tag().is_some()
+        && pinned.tag() == reference.tag()
 }
 
 /// Where a version's component is.
@@ -288,6 +314,7 @@ pub fn load_blocking(
         access,
         compressed,
         pulled: None,
+        pinned: None,
         took: started.elapsed(),
     })
 }

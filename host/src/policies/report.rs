@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::configmap::{
     CLAMPED_ANNOTATION, ERROR_ANNOTATION, LOADED_AT_ANNOTATION, LOADED_DIGEST_ANNOTATION,
-    OBSERVED_ANNOTATION, PROVIDES_ANNOTATION,
+    OBSERVED_ANNOTATION, PINNED_ANNOTATION, PROVIDES_ANNOTATION,
 };
 use crate::runtime::{Clamped, Limits, Policy, Source};
 
@@ -33,6 +33,9 @@ pub struct Annotations {
     pub clamped: Option<String>,
     /// The policy this ConfigMap provides, if any.
     pub provides: Option<String>,
+    /// The tag of its artifact as resolved ([`PINNED_ANNOTATION`]); kept
+    /// when absent here, as only a load that resolved a tag sets it.
+    pub pinned: Option<String>,
 }
 
 impl Annotations {
@@ -51,6 +54,9 @@ impl Annotations {
         put(ERROR_ANNOTATION, self.error.as_ref());
         put(CLAMPED_ANNOTATION, self.clamped.as_ref());
         put(PROVIDES_ANNOTATION, self.provides.as_ref());
+        if let Some(pinned) = &self.pinned {
+            put(PINNED_ANNOTATION, Some(pinned));
+        }
         serde_json::json!({ "metadata": { "annotations": annotations } })
     }
 
@@ -74,6 +80,7 @@ impl Annotations {
             error: get(ERROR_ANNOTATION),
             clamped: get(CLAMPED_ANNOTATION),
             provides: get(PROVIDES_ANNOTATION),
+            pinned: get(PINNED_ANNOTATION),
         }
     }
 }
@@ -220,6 +227,7 @@ mod tests {
             error: Some("DigestMismatch: x".into()),
             clamped: None,
             provides: Some("etl".into()),
+            pinned: Some("r.example.com/a/b:1@sha256:00".into()),
         };
         let map: BTreeMap<String, String> = written
             .patch()

@@ -106,7 +106,7 @@ pub struct Config {
 /// What a worker has to do for one ConfigMap.
 enum Pending {
     /// Load this content.
-    Present(Arc<Record>, Content),
+    Present(Arc<Record>, Box<Content>),
     /// The ConfigMap is gone.
     Gone(Arc<Record>),
     /// Read the ConfigMap again (its content was dropped): it may take over
@@ -338,7 +338,7 @@ async fn work(inner: Arc<Inner>) {
         let pending = inner.pending().remove(&key);
         let retry = match pending {
             None => false,
-            Some(Pending::Present(record, content)) => inner.present(&record, content).await,
+            Some(Pending::Present(record, content)) => inner.present(&record, *content).await,
             Some(Pending::Gone(record)) => {
                 inner.gone(&record);
                 false
@@ -379,7 +379,7 @@ impl Inner {
                 }
                 let key = new.key.clone();
                 let pending = match contents.remove(&key) {
-                    Some(content) => Pending::Present(new, content),
+                    Some(content) => Pending::Present(new, Box::new(content)),
                     None => Pending::Refetch,
                 };
                 self.pending().insert(key.clone(), pending);

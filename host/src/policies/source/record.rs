@@ -169,6 +169,8 @@ pub struct Content {
     pub binary_data: BTreeMap<String, ByteString>,
     /// The compile refusal the host recorded on it.
     pub refused: Option<crate::runtime::Refusal>,
+    /// The tag of its artifact as the host resolved it first.
+    pub pinned: Option<crate::oci::Reference>,
 }
 
 /// Splits a ConfigMap into its record and its content (kept in `contents`
@@ -178,12 +180,19 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
     let binary_data = map.binary_data.clone().unwrap_or_default();
     let record = Record::of(&map, configmap::fingerprint(&data, &binary_data));
     let refused = refusal::read(map.metadata.annotations.as_ref());
+    let pinned = map
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(configmap::PINNED_ANNOTATION))
+        .and_then(|text| text.parse().ok());
     contents.insert(
         record.key.clone(),
         Content {
             data,
             binary_data,
             refused,
+            pinned,
         },
     );
     record

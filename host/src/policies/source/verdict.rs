@@ -155,6 +155,7 @@ impl Inner {
             remembered: content.refused,
             outbound,
             pull,
+            pinned: content.pinned,
         };
         let result = load::load(
             &self.runtime,
@@ -255,6 +256,7 @@ impl Inner {
             error: None,
             clamped: report::clamped_text(policy.clamped()),
             provides: Some(record.policy.clone()),
+            pinned: loaded.pinned.clone(),
         };
         let mut note = report::loaded_note(&policy, loaded.compressed, loaded.took.as_millis());
         if let Some((artifact, from_registry)) = &loaded.pulled {
