@@ -576,9 +576,16 @@ mod operator {
     /// grant of `fanout` naming its `policies/` and a pull secret for it.
     async fn operator_pulling_from(registry: &Registry, cache: &str, trusted: Trusted) -> Env {
         let env = Env::start_with(pulling_from(registry, cache, trusted)).await;
-        pull_secret(&env, "team-a-pull", registry).await;
+        grant_registry(&env, registry).await;
+        env
+    }
+
+    /// The grant of `fanout` naming `registry`'s `policies/`, and a pull
+    /// secret for it.
+    async fn grant_registry(env: &Env, registry: &Registry) {
+        pull_secret(env, "team-a-pull", registry).await;
         apply_grant(
-            &env,
+            env,
             "fanout",
             BTreeMap::from([
                 (
@@ -589,7 +596,6 @@ mod operator {
             ]),
         )
         .await;
-        env
     }
 
     /// The platform team's pull secret for `registry` in the policy namespace.
@@ -807,19 +813,7 @@ mod operator {
             ..pulling_from(&registry, "pinned", Trusted::default())
         };
         let mut env = Env::start_with(setup()).await;
-        pull_secret(&env, "team-a-pull", &registry).await;
-        apply_grant(
-            &env,
-            "fanout",
-            BTreeMap::from([
-                (
-                    "registries".to_owned(),
-                    format!("{}/policies/", registry.host()),
-                ),
-                ("pullSecret".to_owned(), "team-a-pull".to_owned()),
-            ]),
-        )
-        .await;
+        grant_registry(&env, &registry).await;
         let tag = format!("{}/policies/fanout:v1", registry.host());
         let mut map = configmap::build_artifact(
             "fanout",
