@@ -860,7 +860,7 @@ mod operator {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cli_pushes_and_signs_an_artifact_and_checks_and_tests_a_reference() {
+async fn the_cli_pushes_and_signs_an_artifact_and_checks_tests_and_runs_a_reference() {
     let registry = Registry::start().await;
     let env = Env::cluster_only().await;
     let dir = cache_dir("cli");
@@ -960,6 +960,23 @@ async fn the_cli_pushes_and_signs_an_artifact_and_checks_and_tests_a_reference()
     test.extend(registry_args.iter().cloned());
     let tested = policyhost(&test.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(tested.status.success(), "{}", text(&tested));
+    let job = crate::common::workspace().join("docs/examples/datajob.yaml");
+    let mut run = vec![
+        "policy".to_owned(),
+        "run".to_owned(),
+        pinned.to_string(),
+        "--job".to_owned(),
+        path(&job),
+    ];
+    run.extend(registry_args.iter().cloned());
+    let ran = policyhost(&run.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ran.status.success(), "{}", text(&ran));
+    let result: serde_json::Value =
+        serde_json::from_slice(&ran.stdout).expect("the result as JSON");
+    assert!(
+        result["children"].as_array().is_some_and(|c| !c.is_empty()),
+        "fanout's children: {result}"
+    );
     // Without the credentials: refused, saying so.
     let anonymous = policyhost(&[
         "policy",
