@@ -151,6 +151,16 @@ async fn a_pushed_component_is_pulled_by_digest_and_a_restart_pulls_it_from_the_
         .expect("served from the cache");
     assert!(!cached.from_registry, "no registry reached");
     assert_eq!(cached.component, fanout);
+    // What is cached is served only as the grant allows.
+    let other = grant(
+        &format!("{}/team-b/", pinned.registry()),
+        Credentials::anonymous(),
+    );
+    let error = restarted
+        .pull(&pinned, &other, 64 << 20)
+        .await
+        .expect_err("not under the grant's prefixes");
+    assert_eq!(error.reason(), "RegistryNotAllowed", "{error}");
     // A tag cannot be served from a cache: it may have moved.
     let error = restarted
         .pull(&tagged, &allowed, 64 << 20)
@@ -251,10 +261,16 @@ async fn a_registry_that_lies_is_refused_with_the_reason_and_nothing_it_sent_is_
         (Lie::DeclaresHuge, "TooLarge", "more than the", 1),
         (Lie::SendsMore, "TooLarge", "over ", 2),
         (
-            Lie::RedirectTo(elsewhere),
+            Lie::RedirectTo(elsewhere.clone()),
             "RegistryNotAllowed",
             "127.0.0.2",
             2,
+        ),
+        (
+            Lie::TokenAt(elsewhere),
+            "RegistryNotAllowed",
+            "127.0.0.2",
+            1,
         ),
         (Lie::Unavailable, "PullFailed", "503", 1),
         (Lie::Stall, "PullFailed", "did not finish within", 1),
@@ -657,10 +673,21 @@ mod operator {
             pinned.digest().expect("pinned")
         ));
         let tagged = reference(&format!("{}/policies/fanout:v1", registry.host()));
-        for (artifact, reason) in [(ungranted, "RegistryNotAllowed"), (tagged, "Unpinned")] {
-            let verdict = push_map(&env, &publish(artifact.clone())).await;
+        // Both a component and an artifact: which one is meant is unclear.
+        let mut both = publish(pinned.clone());
+        both.binary_data = Some(BTreeMap::from([(
+            configmap::MODULE_KEY.to_owned(),
+            ByteString(fanout.clone()),
+        )]));
+        let cases = [
+            (publish(ungranted), "RegistryNotAllowed"),
+            (publish(tagged), "Unpinned"),
+            (both, "NoModule"),
+        ];
+        for (map, reason) in cases {
+            let verdict = push_map(&env, &map).await;
             let error = verdict.error.unwrap_or_default();
-            assert!(error.starts_with(reason), "{artifact}: {error}");
+            assert!(error.starts_with(reason), "{:?}: {error}", map.data);
             assert_eq!(
                 verdict.loaded_digest.as_deref(),
                 Some(Digest::of(&fanout).to_hex().as_str()),

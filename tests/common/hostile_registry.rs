@@ -37,6 +37,9 @@ pub enum Lie {
     SendsMore,
     /// The component is a redirect to this origin.
     RedirectTo(String),
+    /// Every request is refused with a Bearer challenge naming a token
+    /// service at this origin.
+    TokenAt(String),
     /// No answer, ever.
     Stall,
     /// 503 to everything.
@@ -136,6 +139,15 @@ async fn answer(
         Lie::Stall => std::future::pending().await,
         Lie::Unavailable => {
             return Ok(full(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "down"));
+        }
+        Lie::TokenAt(origin) => {
+            let mut challenge = full(StatusCode::UNAUTHORIZED, "application/json", "{}");
+            let header = format!(r#"Bearer realm="{origin}/token",service="registry""#);
+            challenge.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                header.parse().expect("a header value"),
+            );
+            return Ok(challenge);
         }
         _ => {}
     }

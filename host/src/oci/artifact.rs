@@ -112,7 +112,7 @@ impl Manifest {
     /// [`LayoutError`].
     pub fn component(body: &[u8], content_type: &str) -> Result<(Self, Digest), LayoutError> {
         if INDEX_TYPES.contains(&content_type) {
-            return Err(LayoutError::Index(content_type.to_owned()));
+            return Err(LayoutError::Index(super::shown(content_type)));
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -120,21 +120,21 @@ impl Manifest {
             media_type: Option<String>,
             manifests: Option<serde_json::Value>,
         }
-        let kind: Kind =
-            serde_json::from_slice(body).map_err(|e| LayoutError::Malformed(e.to_string()))?;
+        let kind: Kind = serde_json::from_slice(body)
+            .map_err(|e| LayoutError::Malformed(super::shown(&e.to_string())))?;
         if let Some(media_type) = kind.media_type.as_deref() {
             if INDEX_TYPES.contains(&media_type) {
-                return Err(LayoutError::Index(media_type.to_owned()));
+                return Err(LayoutError::Index(super::shown(media_type)));
             }
             if media_type != MANIFEST_TYPE {
-                return Err(LayoutError::MediaType(media_type.to_owned()));
+                return Err(LayoutError::MediaType(super::shown(media_type)));
             }
         }
         if kind.manifests.is_some() {
             return Err(LayoutError::Index("an image index".to_owned()));
         }
-        let manifest: Self =
-            serde_json::from_slice(body).map_err(|e| LayoutError::Malformed(e.to_string()))?;
+        let manifest: Self = serde_json::from_slice(body)
+            .map_err(|e| LayoutError::Malformed(super::shown(&e.to_string())))?;
         if manifest.schema_version != 2 {
             return Err(LayoutError::Malformed(format!(
                 "schemaVersion {}, not 2",
@@ -142,15 +142,22 @@ impl Manifest {
             )));
         }
         if manifest.config.media_type != CONFIG_TYPE {
-            return Err(LayoutError::Config(manifest.config.media_type.clone()));
+            return Err(LayoutError::Config(super::shown(
+                &manifest.config.media_type,
+            )));
         }
         let layer = match manifest.layers.as_slice() {
             [layer] if layer.media_type == LAYER_TYPE => layer,
-            [layer] => return Err(LayoutError::Layers(format!("a {} layer", layer.media_type))),
+            [layer] => {
+                return Err(LayoutError::Layers(format!(
+                    "a {} layer",
+                    super::shown(&layer.media_type)
+                )));
+            }
             layers => return Err(LayoutError::Layers(format!("{} layers", layers.len()))),
         };
         let digest = parse_digest(&layer.digest)
-            .ok_or_else(|| LayoutError::Digest(layer.digest.chars().take(80).collect()))?;
+            .ok_or_else(|| LayoutError::Digest(super::shown(&layer.digest)))?;
         Ok((manifest, digest))
     }
 
@@ -271,5 +278,14 @@ mod tests {
             Manifest::component(b"not json", MANIFEST_TYPE),
             Err(LayoutError::Malformed(_))
         ));
+        // A registry's text is cut before it reaches an error.
+        let long = "x".repeat(10_000);
+        let flood = manifest_json(&long, &[(LAYER_TYPE, &digest)]);
+        let error = Manifest::component(&flood, MANIFEST_TYPE).expect_err("not a wasm config");
+        assert!(
+            error.to_string().len() < 300,
+            "{} bytes",
+            error.to_string().len()
+        );
     }
 }

@@ -39,10 +39,11 @@ impl BlobCache {
         None
     }
 
-    /// Keeps `bytes` under their digest. A cache that cannot be written
-    /// costs a pull later, nothing else: the failure is logged.
-    pub fn put(&self, bytes: &[u8]) {
-        let Some(path) = self.path(&Digest::of(bytes)) else {
+    /// Keeps `bytes` under `digest`, theirs (checked by the caller; a file
+    /// under another name is removed when read). A cache that cannot be
+    /// written costs a pull later, nothing else: the failure is logged.
+    pub fn put(&self, digest: &Digest, bytes: &[u8]) {
+        let Some(path) = self.path(digest) else {
             return;
         };
         if let Err(error) = write_atomically(&path, bytes) {
@@ -99,7 +100,7 @@ mod tests {
         let cache = BlobCache::new(dir.clone());
         let digest = Digest::of(b"component");
         assert_eq!(cache.get(&digest), None, "nothing yet");
-        cache.put(b"component");
+        cache.put(&digest, b"component");
         assert_eq!(cache.get(&digest).as_deref(), Some(&b"component"[..]));
         let path = dir.join("sha256").join(digest.to_hex());
         std::fs::write(&path, b"altered").expect("alter it");

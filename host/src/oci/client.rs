@@ -309,14 +309,14 @@ impl Client {
             return Ok(basic(credentials));
         }
         if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(ClientError::Challenge(cut(challenge)));
+            return Err(ClientError::Challenge(super::shown(challenge)));
         }
         let params = challenge_params(params);
         let realm = params
             .iter()
             .find(|(key, _)| key == "realm")
             .map(|(_, value)| value.as_str())
-            .ok_or_else(|| ClientError::Challenge(cut(challenge)))?;
+            .ok_or_else(|| ClientError::Challenge(super::shown(challenge)))?;
         let mut uri = parse_https(realm)?;
         let host = authority(&uri)?;
         if !session.hosts.allow(&host) {
@@ -355,7 +355,7 @@ impl Client {
             access_token: Option<String>,
         }
         let parsed: Token = serde_json::from_slice(&token.body)
-            .map_err(|error| ClientError::Token(error.to_string()))?;
+            .map_err(|_| ClientError::Token("the answer is not JSON".into()))?;
         let token = parsed
             .token
             .or(parsed.access_token)
@@ -501,15 +501,10 @@ fn challenge_params(text: &str) -> Vec<(String, String)> {
     params
 }
 
-/// A challenge shown in an error, cut to a readable length.
-fn cut(text: &str) -> String {
-    text.chars().take(120).collect()
-}
-
 /// `https://…` parsed.
 fn parse_https(text: &str) -> Result<Uri, ClientError> {
     let bad = |problem| ClientError::BadUrl {
-        url: cut(text),
+        url: super::shown(text),
         problem,
     };
     let uri: Uri = text.parse().map_err(|_| bad("not a URL"))?;
@@ -534,7 +529,7 @@ fn resolve(base: &Uri, location: &str) -> Result<Uri, ClientError> {
 /// `host` or `host:port` of an HTTPS URL, lowercase, without a default port.
 fn authority(uri: &Uri) -> Result<String, ClientError> {
     let authority = uri.authority().ok_or_else(|| ClientError::BadUrl {
-        url: cut(&uri.to_string()),
+        url: super::shown(&uri.to_string()),
         problem: "no host",
     })?;
     let host = authority.host().to_ascii_lowercase();
@@ -547,7 +542,7 @@ fn authority(uri: &Uri) -> Result<String, ClientError> {
 /// The host to connect to and its port.
 fn split_host(uri: &Uri) -> Result<(String, u16), ClientError> {
     let authority = uri.authority().ok_or_else(|| ClientError::BadUrl {
-        url: cut(&uri.to_string()),
+        url: super::shown(&uri.to_string()),
         problem: "no host",
     })?;
     Ok((

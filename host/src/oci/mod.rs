@@ -26,3 +26,10 @@ pub use self::client::{Client, ClientConfig};
 pub use self::credentials::{Basic, Credentials};
 pub use self::pull::{PullError, PullGrant, Pulled, Puller};
 pub use self::reference::{Prefix, Reference};
+
+/// Text a registry sent (a media type, a parse error quoting it, a
+/// challenge), as an error shows it: at most 120 characters, so that a
+/// hostile registry cannot fill the annotations and Events it ends up in.
+pub(crate) fn shown(text: &str) -> String {
+    text.chars().take(120).collect()
+}

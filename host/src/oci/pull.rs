@@ -374,15 +374,10 @@ impl Puller {
                 limit,
             });
         }
-        let component = match self.cache.get(&layer) {
-            Some(component) => component,
-            None => {
-                self.fetch_blob(reference, &mut session, &layer, size, "component")
-                    .await?
-            }
-        };
-        self.cache.put(&answer.body);
-        self.cache.put(&component);
+        let component = self
+            .blob(reference, &mut session, &layer, size, "component")
+            .await?;
+        self.cache.put(&manifest, &answer.body);
         Ok(Pulled {
             manifest,
             component,
@@ -474,7 +469,10 @@ impl Puller {
         let parsed: Manifest =
             serde_json::from_slice(&answer.body).map_err(|error| PullError::Layout {
                 reference: shown.clone(),
-                source: LayoutError::Malformed(format!("the signature manifest: {error}")),
+                source: LayoutError::Malformed(format!(
+                    "the signature manifest: {}",
+                    super::shown(&error.to_string())
+                )),
             })?;
         let mut signed = Vec::new();
         for layer in parsed
@@ -486,20 +484,15 @@ impl Puller {
             let Some(digest) = artifact::parse_digest(&layer.digest) else {
                 continue;
             };
-            let payload = match self.cache.get(&digest) {
-                Some(payload) => payload,
-                None => {
-                    self.fetch_blob(
-                        reference,
-                        &mut session,
-                        &digest,
-                        MAX_PAYLOAD_BYTES,
-                        "signature",
-                    )
-                    .await?
-                }
-            };
-            self.cache.put(&payload);
+            let payload = self
+                .blob(
+                    reference,
+                    &mut session,
+                    &digest,
+                    MAX_PAYLOAD_BYTES,
+                    "signature",
+                )
+                .await?;
             signed.push((payload, annotation(layer)));
         }
         self.cache.put_signature(manifest, &answer.body);
@@ -523,7 +516,27 @@ impl Puller {
         })
     }
 
-    /// The layer of `digest`, read up to its declared `size`.
+    /// The blob of `digest`: from the cache, or from the registry (read up
+    /// to `size`, its digest checked), then kept.
+    async fn blob(
+        &self,
+        reference: &Reference,
+        session: &mut Session<'_>,
+        digest: &Digest,
+        size: u64,
+        what: &'static str,
+    ) -> Result<Vec<u8>, PullError> {
+        if let Some(bytes) = self.cache.get(digest) {
+            return Ok(bytes);
+        }
+        let bytes = self
+            .fetch_blob(reference, session, digest, size, what)
+            .await?;
+        self.cache.put(digest, &bytes);
+        Ok(bytes)
+    }
+
+    /// The blob of `digest` from the registry, read up to `size`.
     async fn fetch_blob(
         &self,
         reference: &Reference,
