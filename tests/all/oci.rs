@@ -302,6 +302,47 @@ async fn a_registry_that_lies_is_refused_with_the_reason_and_nothing_it_sent_is_
             "{lie:?}: requests made"
         );
     }
+    // Credentials go to the registry, never where it redirects, even to a
+    // host the grant allows.
+    let port = hostile.host().rsplit(':').next().unwrap_or("1").to_owned();
+    let alias = format!("localhost:{port}");
+    hostile.lie(Lie::AuthThenRedirectTo(format!("https://{alias}")));
+    let both = PullGrant {
+        prefixes: [hostile.host(), alias]
+            .iter()
+            .map(|host| {
+                format!("{host}/{}", hostile_registry::REPOSITORY)
+                    .parse()
+                    .expect("a prefix")
+            })
+            .collect(),
+        credentials: credentials(&hostile.host(), "user", "secret"),
+    };
+    let before = hostile.authorizations().len();
+    let redirected = Puller::new(
+        client(hostile.ca()),
+        BlobCache::default(),
+        Duration::from_secs(5),
+    )
+    .pull(&pinned, &both, 64 << 20)
+    .await
+    .expect("pulled through an allowed redirect");
+    assert_eq!(redirected.component, fanout);
+    let seen = hostile.authorizations()[before..].to_vec();
+    assert!(
+        seen.iter()
+            .any(|(host, authorized)| *authorized && host == &hostile.host()),
+        "the registry got the credentials: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(host, _)| host.starts_with("localhost")),
+        "the redirect was followed: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|(host, authorized)| !authorized || host == &hostile.host()),
+        "credentials went elsewhere: {seen:?}"
+    );
     // Nothing a lie sent was cached: the truth is pulled from the registry.
     hostile.lie(Lie::None);
     let pulled = puller

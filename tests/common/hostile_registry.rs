@@ -40,6 +40,9 @@ pub enum Lie {
     /// Every request is refused with a Bearer challenge naming a token
     /// service at this origin.
     TokenAt(String),
+    /// Basic auth asked for, and the component redirected to this origin
+    /// (another name of this server), whose requests are recorded.
+    AuthThenRedirectTo(String),
     /// No answer, ever.
     Stall,
     /// 503 to everything.
@@ -50,6 +53,8 @@ pub enum Lie {
 struct State {
     lie: Lie,
     requests: u64,
+    /// `Authorization` headers received by host name.
+    authorizations: Vec<(String, bool)>,
 }
 
 /// A running hostile registry.
@@ -100,6 +105,11 @@ impl HostileRegistry {
         self.with(|state| state.lie = lie);
     }
 
+    /// Each request's `Host` name and whether it carried `Authorization`.
+    pub fn authorizations(&self) -> Vec<(String, bool)> {
+        self.with(|state| state.authorizations.clone())
+    }
+
     /// Requests received.
     pub fn requests(&self) -> u64 {
         self.with(|state| state.requests)
@@ -133,6 +143,14 @@ async fn answer(
     let lie = {
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
         state.requests += 1;
+        let host = request
+            .headers()
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let authorized = request.headers().contains_key(http::header::AUTHORIZATION);
+        state.authorizations.push((host, authorized));
         state.lie.clone()
     };
     match lie {
@@ -152,6 +170,29 @@ async fn answer(
         _ => {}
     }
     let path = request.uri().path();
+    if let Lie::AuthThenRedirectTo(origin) = &lie {
+        let host = request
+            .headers()
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        let elsewhere = origin.ends_with(host);
+        if !elsewhere && !request.headers().contains_key(http::header::AUTHORIZATION) {
+            let mut challenge = full(StatusCode::UNAUTHORIZED, "application/json", "{}");
+            challenge.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                r#"Basic realm="hostile""#.parse().expect("a header value"),
+            );
+            return Ok(challenge);
+        }
+        if !elsewhere && path.starts_with(&format!("/v2/{REPOSITORY}/blobs/")) {
+            return Ok(Response::builder()
+                .status(StatusCode::TEMPORARY_REDIRECT)
+                .header(http::header::LOCATION, format!("{origin}{path}"))
+                .body(Full::new(Bytes::new()).boxed())
+                .expect("a redirect"));
+        }
+    }
     if path == "/v2/" {
         return Ok(full(StatusCode::OK, "application/json", "{}"));
     }
