@@ -107,6 +107,12 @@ mod tests {
         assert_eq!(cache.get(&digest), None, "an altered blob is not served");
         assert!(!path.exists(), "and is removed");
         assert_eq!(BlobCache::default().get(&digest), None);
+        // A cache that cannot be written keeps nothing, and fails nothing.
+        let file = dir.join("not-a-directory");
+        std::fs::write(&file, b"").expect("a file");
+        let unwritable = BlobCache::new(file);
+        unwritable.put(&digest, b"component");
+        assert_eq!(unwritable.get(&digest), None);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
