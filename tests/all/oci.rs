@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
 use crate::common::hostile_registry::{self, HostileRegistry, Lie};
-use crate::common::process::{policyhost, text};
+use crate::common::process::{policyhost, policyhost_with_env, text};
 use crate::common::publishing::{apply_grant, push_map};
 use crate::common::registry::{Registry, USER};
 use crate::common::{for_every_namespace, guest_bytes, scratch};
@@ -355,7 +355,7 @@ async fn a_registry_that_lies_is_refused_with_the_reason_and_nothing_it_sent_is_
 }
 
 fn signing_key() -> SigningKey {
-    SigningKey::from_pem(SigningKey::generate_pem().expect("a key").as_bytes()).expect("a key")
+    SigningKey::generate().expect("a key")
 }
 
 fn trusting(name: &str, key: &SigningKey) -> Trusted {
@@ -482,6 +482,9 @@ async fn only_an_artifact_a_trusted_key_signed_for_its_own_digest_is_pulled() {
     );
 }
 
+/// The password of the key files cosign reads and writes here.
+const COSIGN_PASSWORD: &str = "test-password";
+
 /// Runs the cosign `cargo xtask cosign` built, against `registry`, in `dir`.
 fn cosign(registry: &Registry, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     let binary = crate::common::target_dir().join("cosign/bin/cosign");
@@ -504,7 +507,7 @@ fn cosign(registry: &Registry, dir: &std::path::Path, args: &[&str]) -> std::pro
             registry.password(),
         ])
         .current_dir(dir)
-        .env("COSIGN_PASSWORD", "test-password")
+        .env("COSIGN_PASSWORD", COSIGN_PASSWORD)
         .env("HOME", dir)
         .env("TUF_ROOT", dir.join("tuf"))
         .stdin(std::process::Stdio::null());
@@ -512,23 +515,36 @@ fn cosign(registry: &Registry, dir: &std::path::Path, args: &[&str]) -> std::pro
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cosign_verifies_what_the_host_signs_and_the_host_verifies_what_cosign_signs() {
+async fn cosign_and_the_host_verify_each_others_signatures_made_with_each_others_key_files() {
     let registry = Registry::start().await;
     let dir = cache_dir("cosign");
     std::fs::create_dir_all(&dir).expect("a directory");
-    // The host's CLI signs; cosign verifies with the public key.
-    let ours = signing_key();
-    let signed = push_signed(&registry, "fanout", &guest_bytes("fanout"), Some(&ours)).await;
-    std::fs::write(dir.join("ours.pub"), ours.public_pem()).expect("write the public key");
+    let generated =
+        std::process::Command::new(crate::common::target_dir().join("cosign/bin/cosign"))
+            .arg("generate-key-pair")
+            .current_dir(&dir)
+            .env("COSIGN_PASSWORD", COSIGN_PASSWORD)
+            .output()
+            .expect("cosign generate-key-pair");
+    assert!(
+        generated.status.success(),
+        "cosign generate-key-pair: {}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    // The host signs with cosign's key file; cosign verifies.
+    let cosign_key = std::fs::read(dir.join("cosign.key")).expect("cosign.key");
+    let theirs = SigningKey::from_pem(&cosign_key, Some(COSIGN_PASSWORD.as_bytes()))
+        .expect("the host opens cosign's key file");
+    let by_host = push_signed(&registry, "fanout", &guest_bytes("fanout"), Some(&theirs)).await;
     let verified = cosign(
         &registry,
         &dir,
         &[
             "verify",
             "--key",
-            "ours.pub",
+            "cosign.pub",
             "--insecure-ignore-tlog=true",
-            &signed.to_string(),
+            &by_host.to_string(),
         ],
     );
     assert!(
@@ -536,30 +552,23 @@ async fn cosign_verifies_what_the_host_signs_and_the_host_verifies_what_cosign_s
         "cosign verify: {}",
         String::from_utf8_lossy(&verified.stderr)
     );
-    // cosign signs with a key of its own; the host verifies with its public key.
-    let generated =
-        std::process::Command::new(crate::common::target_dir().join("cosign/bin/cosign"))
-            .args(["generate-key-pair"])
-            .current_dir(&dir)
-            .env("COSIGN_PASSWORD", "test-password")
-            .output()
-            .expect("cosign generate-key-pair");
-    assert!(
-        generated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&generated.stderr)
-    );
-    let theirs = push_signed(&registry, "theirs", &guest_bytes("fanout-next"), None).await;
+    // cosign signs with the host's key file; the host verifies.
+    let ours = signing_key();
+    let file = ours
+        .encrypted_pem(COSIGN_PASSWORD.as_bytes())
+        .expect("a key file");
+    std::fs::write(dir.join("ours.key"), file).expect("write the key file");
+    let by_cosign = push_signed(&registry, "theirs", &guest_bytes("fanout-next"), None).await;
     let sign = cosign(
         &registry,
         &dir,
         &[
             "sign",
             "--key",
-            "cosign.key",
+            "ours.key",
             "--tlog-upload=false",
             "--yes",
-            &theirs.to_string(),
+            &by_cosign.to_string(),
         ],
     );
     assert!(
@@ -567,10 +576,6 @@ async fn cosign_verifies_what_the_host_signs_and_the_host_verifies_what_cosign_s
         "cosign sign: {}",
         String::from_utf8_lossy(&sign.stderr)
     );
-    let public = std::fs::read(dir.join("cosign.pub")).expect("cosign.pub");
-    let trusted = Trusted::new(vec![
-        TrustedKey::from_pem("cosign", &public).expect("cosign.pub"),
-    ]);
     let login = credentials(&registry.host(), USER, registry.password());
     let allowed = grant(&format!("{}/policies/", registry.host()), login);
     let puller = Puller::new(
@@ -578,17 +583,31 @@ async fn cosign_verifies_what_the_host_signs_and_the_host_verifies_what_cosign_s
         BlobCache::default(),
         Duration::from_secs(30),
     )
-    .trusting(trusted);
+    .trusting(trusting("ours", &ours));
     let pulled = puller
-        .pull(&theirs, &allowed, 64 << 20)
+        .pull(&by_cosign, &allowed, 64 << 20)
         .await
         .expect("cosign's signature verifies");
     assert_eq!(pulled.component, guest_bytes("fanout-next"));
     let error = puller
-        .pull(&signed, &allowed, 64 << 20)
+        .pull(&by_host, &allowed, 64 << 20)
         .await
         .expect_err("signed by another key");
     assert_eq!(error.reason(), "SignatureInvalid", "{error}");
+    // cosign's public key file is one the host trusts as it is.
+    let public = std::fs::read(dir.join("cosign.pub")).expect("cosign.pub");
+    let puller = Puller::new(
+        client(registry.ca()),
+        BlobCache::default(),
+        Duration::from_secs(30),
+    )
+    .trusting(Trusted::new(vec![
+        TrustedKey::from_pem("cosign", &public).expect("cosign.pub"),
+    ]));
+    puller
+        .pull(&by_host, &allowed, 64 << 20)
+        .await
+        .expect("signed with cosign's key file");
 }
 
 /// Through the operator, on both servers: a policy ConfigMap naming its
@@ -944,8 +963,10 @@ async fn the_cli_pushes_and_signs_an_artifact_and_checks_tests_and_runs_a_refere
     )
     .expect("write config.json");
     std::fs::write(&ca, registry.ca_pem()).expect("write the CA");
-    let signer = SigningKey::generate_pem().expect("a key");
-    std::fs::write(&key, &signer).expect("write the key");
+    // The key as cosign's encrypted key file, its password in COSIGN_PASSWORD.
+    let signer = signing_key();
+    let file = signer.encrypted_pem(b"push-password").expect("a key file");
+    std::fs::write(&key, file).expect("write the key");
     let path = |p: &std::path::Path| p.to_str().expect("a UTF-8 path").to_owned();
     let kubeconfig = env.kubeconfig_file();
     let tagged = format!("{}/policies/fanout:1.0.0", registry.host());
@@ -974,7 +995,15 @@ async fn the_cli_pushes_and_signs_an_artifact_and_checks_tests_and_runs_a_refere
         path(&key),
     ];
     push.extend(registry_args.iter().cloned());
-    let pushed = policyhost(&push.iter().map(String::as_str).collect::<Vec<_>>());
+    let push: Vec<&str> = push.iter().map(String::as_str).collect();
+    let unopened = policyhost(&push);
+    assert!(!unopened.status.success());
+    assert!(
+        text(&unopened).contains("COSIGN_PASSWORD") && !text(&unopened).contains("pushed"),
+        "the key opens before anything is pushed: {}",
+        text(&unopened)
+    );
+    let pushed = policyhost_with_env(&push, &[("COSIGN_PASSWORD", "push-password")]);
     assert!(pushed.status.success(), "{}", text(&pushed));
     // The ConfigMap names the artifact by its digest, the tag dropped.
     let map = Api::<ConfigMap>::namespaced(env.client.clone(), &env.policy_namespace)
@@ -992,7 +1021,6 @@ async fn the_cli_pushes_and_signs_an_artifact_and_checks_tests_and_runs_a_refere
         text(&pushed)
     );
     // Signed with the key: a host trusting its public key pulls it.
-    let signer = SigningKey::from_pem(signer.as_bytes()).expect("the key");
     let login = credentials(&registry.host(), USER, registry.password());
     let puller = Puller::new(
         client(registry.ca()),

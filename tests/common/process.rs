@@ -169,9 +169,16 @@ pub fn kubectl(kubeconfig: Option<&Path>, args: &[&str]) -> (bool, String) {
 
 /// Runs the built `policyhost` with `args` (its log at `warn`) to the end.
 pub fn policyhost(args: &[&str]) -> Output {
+    policyhost_with_env(args, &[])
+}
+
+/// Runs the built `policyhost` with `args` and the environment variables
+/// `env` (its log at `warn`) to the end.
+pub fn policyhost_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(super::policyhost_bin())
         .args(args)
         .env("POLICYHOST_LOG", "warn")
+        .envs(env.iter().copied())
         .output()
         .expect("run policyhost")
 }

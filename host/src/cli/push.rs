@@ -88,9 +88,10 @@ pub(crate) struct OciArgs {
     oci: Option<Reference>,
     #[command(flatten)]
     registry: RegistryArgs,
-    /// Sign the artifact with this private key (unencrypted PKCS#8 PEM,
-    /// ECDSA P-256), in cosign's keyed format, as `cosign sign --key` does.
-    #[arg(long, value_name = "KEY.pem", requires = "oci")]
+    /// Sign the artifact with this private key, in cosign's keyed format,
+    /// as `cosign sign --key` does: cosign's key file (its password in
+    /// COSIGN_PASSWORD), or an unencrypted PKCS#8 PEM.
+    #[arg(long, value_name = "cosign.key", requires = "oci")]
     sign_key: Option<PathBuf>,
 }
 
@@ -101,23 +102,18 @@ impl OciArgs {
         let Some(reference) = &self.oci else {
             return Ok(None);
         };
+        // The key opens before anything is pushed: a wrong password leaves
+        // no unsigned artifact behind.
+        let key = self.sign_key.as_deref().map(signing_key).transpose()?;
         let client = super::registry::client(self.registry.registry_ca.as_deref())?;
         let credentials = super::registry::credentials(self.registry.registry_auth.as_deref())?;
-        let digest = oci::push::push(
-            &client,
-            reference,
-            credentials.for_registry(reference.registry()),
-            component,
-        )
-        .await
-        .with_context(|| format!("cannot push to {reference}"))?;
+        let login = credentials.for_registry(reference.registry());
+        let digest = oci::push::push(&client, reference, login, component)
+            .await
+            .with_context(|| format!("cannot push to {reference}"))?;
         let pinned = reference.with_digest(digest);
         println!("pushed {reference} as {pinned}");
-        if let Some(path) = &self.sign_key {
-            let pem =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let key = SigningKey::from_pem(&pem).with_context(|| format!("{}", path.display()))?;
-            let login = credentials.for_registry(reference.registry());
+        if let Some(key) = key {
             let signed = key.sign(reference, &digest);
             oci::push::push_signature(&client, reference, login, &digest, &signed)
                 .await
@@ -126,6 +122,14 @@ impl OciArgs {
         }
         Ok(Some(pinned))
     }
+}
+
+/// Reads `--sign-key`, opening cosign's key file with COSIGN_PASSWORD.
+fn signing_key(path: &std::path::Path) -> anyhow::Result<SigningKey> {
+    let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let password = std::env::var_os("COSIGN_PASSWORD");
+    SigningKey::from_pem(&pem, password.as_ref().map(|p| p.as_encoded_bytes()))
+        .with_context(|| format!("{}", path.display()))
 }
 
 /// `--gzip` values.

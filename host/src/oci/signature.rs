@@ -13,10 +13,9 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use ring::signature::{self, EcdsaKeyPair, KeyPair as _, UnparsedPublicKey};
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{PrivatePkcs8KeyDer, SubjectPublicKeyInfoDer};
 use serde::{Deserialize, Serialize};
+use sigstore::crypto::signing_key::{SigStoreKeyPair, SigStoreSigner};
+use sigstore::crypto::{CosignVerificationKey, Signature, SigningScheme};
 
 use super::Reference;
 use super::artifact::{Descriptor, MANIFEST_TYPE, Manifest};
@@ -30,11 +29,12 @@ pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 pub const CONFIG_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 /// The `type` of a cosign payload.
 const PAYLOAD_KIND: &str = "cosign container image signature";
-/// The DER header of a P-256 public key's SubjectPublicKeyInfo, before
-/// the 65-byte uncompressed point.
-const P256_SPKI_HEADER: [u8; 26] = [
-    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
-    0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+/// The schemes a signing key may sign with, as cosign picks them by key kind.
+const SIGNING_SCHEMES: [SigningScheme; 4] = [
+    SigningScheme::ECDSA_P256_SHA256_ASN1,
+    SigningScheme::ECDSA_P384_SHA384_ASN1,
+    SigningScheme::ECDSA_P521_SHA512_ASN1,
+    SigningScheme::ED25519,
 ];
 
 /// The tag of an artifact's signatures.
@@ -46,22 +46,27 @@ pub fn tag(digest: &Digest) -> String {
 /// What is wrong with a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
-    /// Not a PEM public key.
-    #[error("{0}: not a PEM public key (-----BEGIN PUBLIC KEY-----)")]
-    NotPem(String),
-    /// A public key of another algorithm.
-    #[error("{0}: not an ECDSA P-256 public key, the kind `cosign generate-key-pair` makes")]
-    NotP256(String),
-    /// Not a usable PKCS#8 P-256 private key.
-    #[error("not an unencrypted PKCS#8 ECDSA P-256 private key (-----BEGIN PRIVATE KEY-----)")]
-    Private,
+    /// Not a public key cosign verifies with.
+    #[error(
+        "{0}: not a public key cosign verifies with (PEM: ECDSA P-256/384/521, Ed25519 or RSA)"
+    )]
+    NotPublicKey(String),
+    /// Not a private key, or one of a kind cosign does not sign with.
+    #[error("not a private key cosign signs with (cosign's key file, or PKCS#8 ECDSA or Ed25519)")]
+    NotPrivateKey,
+    /// An encrypted key file and no password.
+    #[error("the key file is encrypted: give its password in COSIGN_PASSWORD")]
+    NoPassword,
+    /// An encrypted key file the password does not open.
+    #[error("the key file does not open with the password in COSIGN_PASSWORD")]
+    WrongPassword,
 }
 
 /// A public key the platform team trusts, and its name for reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TrustedKey {
     name: String,
-    point: Vec<u8>,
+    key: CosignVerificationKey,
 }
 
 impl TrustedKey {
@@ -69,18 +74,13 @@ impl TrustedKey {
     ///
     /// # Errors
     ///
-    /// [`KeyError`].
+    /// [`KeyError::NotPublicKey`].
     pub fn from_pem(name: &str, pem: &[u8]) -> Result<Self, KeyError> {
-        let spki = SubjectPublicKeyInfoDer::from_pem_slice(pem)
-            .map_err(|_| KeyError::NotPem(name.to_owned()))?;
-        let point = spki
-            .as_ref()
-            .strip_prefix(P256_SPKI_HEADER.as_slice())
-            .filter(|point| point.len() == 65)
-            .ok_or_else(|| KeyError::NotP256(name.to_owned()))?;
+        let key = CosignVerificationKey::try_from_pem(pem)
+            .map_err(|_| KeyError::NotPublicKey(name.to_owned()))?;
         Ok(Self {
             name: name.to_owned(),
-            point: point.to_vec(),
+            key,
         })
     }
 
@@ -90,15 +90,18 @@ impl TrustedKey {
         &self.name
     }
 
-    fn verifies(&self, payload: &[u8], signature: &[u8]) -> bool {
-        UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_ASN1, &self.point)
-            .verify(payload, signature)
+    fn verifies(&self, payload: &[u8], signature: &str) -> bool {
+        self.key
+            .verify_signature(
+                Signature::Base64Encoded(signature.trim().as_bytes()),
+                payload,
+            )
             .is_ok()
     }
 }
 
 /// The keys a host trusts; any one of them suffices.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Trusted {
     keys: Vec<TrustedKey>,
 }
@@ -128,15 +131,11 @@ impl Trusted {
         signed: &[(Vec<u8>, String)],
     ) -> Result<&'a TrustedKey, Unsigned> {
         let mut for_another = None;
-        for (payload, encoded) in signed {
-            let Ok(signature) = base64::engine::general_purpose::STANDARD.decode(encoded.trim())
-            else {
-                continue;
-            };
+        for (payload, signature) in signed {
             let Some(key) = self
                 .keys
                 .iter()
-                .find(|key| key.verifies(payload, &signature))
+                .find(|key| key.verifies(payload, signature))
             else {
                 continue;
             };
@@ -250,7 +249,7 @@ impl Payload {
 
 /// A private key that signs as `cosign sign --key` does.
 pub struct SigningKey {
-    pair: EcdsaKeyPair,
+    signer: SigStoreSigner,
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -260,37 +259,56 @@ impl std::fmt::Debug for SigningKey {
 }
 
 impl SigningKey {
-    /// Reads an unencrypted PKCS#8 P-256 private key (PEM).
+    /// Reads a private key: cosign's encrypted key file (`cosign
+    /// generate-key-pair`) opened with `password`, or an unencrypted PKCS#8
+    /// PEM.
     ///
     /// # Errors
     ///
-    /// [`KeyError::Private`].
-    pub fn from_pem(pem: &[u8]) -> Result<Self, KeyError> {
-        let der = PrivatePkcs8KeyDer::from_pem_slice(pem).map_err(|_| KeyError::Private)?;
-        let pair = EcdsaKeyPair::from_pkcs8(
-            &signature::ECDSA_P256_SHA256_ASN1_SIGNING,
-            der.secret_pkcs8_der(),
-            &ring::rand::SystemRandom::new(),
-        )
-        .map_err(|_| KeyError::Private)?;
-        Ok(Self { pair })
+    /// [`KeyError`].
+    pub fn from_pem(pem: &[u8], password: Option<&[u8]>) -> Result<Self, KeyError> {
+        let encrypted = String::from_utf8_lossy(pem).contains("-----BEGIN ENCRYPTED ");
+        let pair = match (encrypted, password) {
+            (false, _) => SigStoreKeyPair::from_pem(pem).map_err(|_| KeyError::NotPrivateKey)?,
+            (true, None) => return Err(KeyError::NoPassword),
+            (true, Some(password)) => SigStoreKeyPair::from_encrypted_pem(pem, password)
+                .map_err(|_| KeyError::WrongPassword)?,
+        };
+        let signer = SIGNING_SCHEMES
+            .iter()
+            .find_map(|scheme| pair.to_sigstore_signer(scheme).ok())
+            .ok_or(KeyError::NotPrivateKey)?;
+        Ok(Self { signer })
+    }
+
+    /// A new ECDSA P-256 key, as `cosign generate-key-pair` makes (for tests
+    /// and `policyhost dev`).
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError::NotPrivateKey`] if the system has no randomness to make one.
+    pub fn generate() -> Result<Self, KeyError> {
+        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
+            .create_signer()
+            .map_err(|_| KeyError::NotPrivateKey)?;
+        Ok(Self { signer })
+    }
+
+    /// The key as cosign's encrypted key file, sealed with `password`.
+    #[must_use]
+    pub fn encrypted_pem(&self, password: &[u8]) -> Option<String> {
+        let pair = self.signer.to_sigstore_keypair().ok()?;
+        let pem = pair.private_key_to_encrypted_pem(password).ok()?;
+        Some(pem.as_str().to_owned())
     }
 
     /// Its public key, PEM, as the platform team would trust it.
     #[must_use]
     pub fn public_pem(&self) -> String {
-        let mut spki = P256_SPKI_HEADER.to_vec();
-        spki.extend_from_slice(self.pair.public_key().as_ref());
-        let body = base64::engine::general_purpose::STANDARD.encode(spki);
-        let lines: Vec<&str> = body
-            .as_bytes()
-            .chunks(64)
-            .map(|chunk| std::str::from_utf8(chunk).unwrap_or_default())
-            .collect();
-        format!(
-            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
-            lines.join("\n")
-        )
+        self.signer
+            .to_sigstore_keypair()
+            .and_then(|pair| pair.public_key_to_pem())
+            .unwrap_or_default()
     }
 
     /// The signature of the artifact `digest` in `reference`'s repository:
@@ -305,11 +323,7 @@ impl SigningKey {
 
     fn sign_for(&self, repository: &str, digest: &Digest) -> Signed {
         let payload = Payload::of(repository, digest);
-        let signature = self
-            .pair
-            .sign(&ring::rand::SystemRandom::new(), &payload)
-            .map(|signature| signature.as_ref().to_vec())
-            .unwrap_or_default();
+        let signature = self.signer.sign(&payload).unwrap_or_default();
         let config = serde_json::json!({
             "architecture": "",
             "os": "",
@@ -335,26 +349,6 @@ impl SigningKey {
             payload,
             manifest,
         }
-    }
-
-    /// A new key, PKCS#8 PEM (for tests and `policyhost dev`).
-    #[must_use]
-    pub fn generate_pem() -> Option<String> {
-        let document = EcdsaKeyPair::generate_pkcs8(
-            &signature::ECDSA_P256_SHA256_ASN1_SIGNING,
-            &ring::rand::SystemRandom::new(),
-        )
-        .ok()?;
-        let body = base64::engine::general_purpose::STANDARD.encode(document.as_ref());
-        let lines: Vec<&str> = body
-            .as_bytes()
-            .chunks(64)
-            .map(|chunk| std::str::from_utf8(chunk).unwrap_or_default())
-            .collect();
-        Some(format!(
-            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
-            lines.join("\n")
-        ))
     }
 }
 
@@ -388,7 +382,7 @@ mod tests {
     use super::*;
 
     fn key() -> SigningKey {
-        SigningKey::from_pem(SigningKey::generate_pem().expect("a key").as_bytes()).expect("key")
+        SigningKey::generate().expect("a key")
     }
 
     #[test]
@@ -416,7 +410,10 @@ mod tests {
             .expect_err("an untrusted key");
         assert_eq!(error.reason(), "SignatureInvalid");
         assert!(error.to_string().contains("platform"), "{error}");
-        assert_eq!(trusted.verify(&digest, &[]), Err(Unsigned::Missing));
+        assert!(matches!(
+            trusted.verify(&digest, &[]),
+            Err(Unsigned::Missing)
+        ));
         // A payload altered after signing.
         let mut altered = signed.layers();
         altered[0].0 = Payload::of("registry.example.com/team-b/fanout", &digest);
@@ -445,16 +442,48 @@ mod tests {
     }
 
     #[test]
-    fn keys_of_other_kinds_are_refused_naming_the_key() {
+    fn keys_cosign_does_not_verify_with_are_refused_naming_the_key() {
         assert!(matches!(
             TrustedKey::from_pem("k", b"not pem"),
-            Err(KeyError::NotPem(name)) if name == "k"
+            Err(KeyError::NotPublicKey(name)) if name == "k"
+        ));
+        // X25519 agrees keys; it signs nothing.
+        let x25519 = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VuAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+        assert!(matches!(
+            TrustedKey::from_pem("k", x25519.as_bytes()),
+            Err(KeyError::NotPublicKey(_))
         ));
         let ed25519 = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+        assert!(TrustedKey::from_pem("k", ed25519.as_bytes()).is_ok());
         assert!(matches!(
-            TrustedKey::from_pem("k", ed25519.as_bytes()),
-            Err(KeyError::NotP256(_))
+            SigningKey::from_pem(b"x", None),
+            Err(KeyError::NotPrivateKey)
         ));
-        assert!(matches!(SigningKey::from_pem(b"x"), Err(KeyError::Private)));
+    }
+
+    #[test]
+    fn an_encrypted_key_file_opens_only_with_its_password() {
+        let signer = key();
+        let file = signer.encrypted_pem(b"secret").expect("an encrypted key");
+        assert!(
+            file.starts_with("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----"),
+            "{file}"
+        );
+        assert_eq!(
+            SigningKey::from_pem(file.as_bytes(), None).map(|_| ()),
+            Err(KeyError::NoPassword)
+        );
+        assert_eq!(
+            SigningKey::from_pem(file.as_bytes(), Some(b"guess")).map(|_| ()),
+            Err(KeyError::WrongPassword)
+        );
+        let opened = SigningKey::from_pem(file.as_bytes(), Some(b"secret")).expect("opens");
+        assert_eq!(opened.public_pem(), signer.public_pem());
+        let trusted = Trusted::new(vec![
+            TrustedKey::from_pem("platform", signer.public_pem().as_bytes()).expect("public key"),
+        ]);
+        let digest = Digest::of(b"manifest");
+        let signed = opened.sign_for("registry.example.com/team-a/fanout", &digest);
+        assert!(trusted.verify(&digest, &signed.layers()).is_ok());
     }
 }
