@@ -348,3 +348,47 @@ mod tests {
         }
     }
 }
+
+/// `cases.json`: the cases every implementation of these rules (the Python
+/// and TypeScript SDKs too) must agree on.
+#[cfg(test)]
+mod shared_cases {
+    extern crate std;
+    use std::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn every_rule_agrees_with_the_shared_cases() {
+        let text = include_str!("../cases.json");
+        let document: serde_json::Value = serde_json::from_str(text).unwrap();
+        let rules = document["rules"].as_object().unwrap();
+        for (rule, cases) in rules {
+            let check: fn(&str) -> Verdict = match rule.as_str() {
+                "dns1123Label" => dns1123_label,
+                "dns1123Subdomain" => dns1123_subdomain,
+                "dns1035Label" => dns1035_label,
+                "labelKey" => label_key,
+                "labelValue" => label_value,
+                "envVarName" => env_var_name,
+                "configMapKey" => config_map_key,
+                other => panic!("no rule {other}"),
+            };
+            for case in cases.as_array().unwrap() {
+                let text = case["text"].as_str().unwrap();
+                let reason = case["reason"].as_str();
+                assert_eq!(
+                    check(text).err().map(Violation::reason),
+                    reason,
+                    "{rule}({text:?})"
+                );
+            }
+        }
+        assert_eq!(
+            rules.len(),
+            7,
+            "{:?}",
+            rules.keys().map(ToString::to_string)
+        );
+    }
+}
