@@ -1,0 +1,455 @@
+"""Builders for the common children, producing valid manifests.
+
+Each builder checks names, label keys and values, container names,
+environment variable names and resource quantities with the rules of
+:mod:`policyhost_sdk.names`, then writes the object as a
+:class:`~policyhost_sdk.DesiredChild`. The host sets the namespace, the
+owner reference and the ``policyhost.dev/*`` labels, so builders leave them
+out. The manifests are those of the Rust SDK's builders for the same calls
+(``guest-sdk/builders.json`` holds the cases all SDKs agree on).
+
+    worker = Container("worker", "busybox:1.36").command(["sh", "-c", "work"])
+    pod = Pod("demo-worker-0").label("app", "demo").container(worker).build()
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import re
+from typing import Any, Iterable, Optional
+
+from . import names
+from .result import DesiredChild, PolicyError
+
+
+class BuildError(PolicyError):
+    """A builder refused to build: the message names the value and the rule."""
+
+
+def _invalid(what: str, value: str, reason: str) -> BuildError:
+    return BuildError(f"{what} {quoted(value)} is invalid: {reason}")
+
+
+def quoted(text: str) -> str:
+    """``text`` quoted as the Rust SDK quotes a value in a message (``{:?}``)."""
+    out = ['"']
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\r")
+        elif char == "\t":
+            out.append("\\t")
+        elif char == "\0":
+            out.append("\\0")
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{{{ord(char):x}}}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _check(what: str, value: str, rule: names.Rule) -> None:
+    reason = rule(value)
+    if reason is not None:
+        raise _invalid(what, value, reason)
+
+
+def _check_labels(labels: dict[str, str]) -> None:
+    for key, value in labels.items():
+        _check("label key", key, names.label_key)
+        _check("label value", value, names.label_value)
+
+
+_QUANTITY = re.compile(r"[+-]?(?=\.?[0-9])[0-9]*\.?[0-9]*([mkMGTPE]|[KMGTPE]i|[eE][+-]?[0-9]+)?")
+
+
+def _check_quantity(value: str) -> None:
+    if not _QUANTITY.fullmatch(value):
+        raise _invalid(
+            "resource quantity", value, "must be a number with an optional unit such as m, Mi or Gi"
+        )
+
+
+class RestartPolicy(enum.Enum):
+    """What the kubelet does when a container exits."""
+
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    """The builders' default: DataJob children usually run to completion."""
+
+
+class _Metadata:
+    """``label`` and ``annotation``, shared by every builder."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._labels: dict[str, str] = {}
+        self._annotations: dict[str, str] = {}
+
+    def label(self, key: str, value: str):
+        """Sets a label (a key set twice takes the last value)."""
+        self._labels[key] = value
+        return self
+
+    def annotation(self, key: str, value: str):
+        """Sets an annotation (a key set twice takes the last value)."""
+        self._annotations[key] = value
+        return self
+
+    def _check_metadata(self) -> None:
+        _check_labels(self._labels)
+        for key in self._annotations:
+            _check("annotation key", key, names.label_key)
+
+    def _metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self._name}
+        if self._labels:
+            metadata["labels"] = dict(self._labels)
+        if self._annotations:
+            metadata["annotations"] = dict(self._annotations)
+        return metadata
+
+
+class Container:
+    """A container of a Pod or Job."""
+
+    def __init__(self, name: str, image: str) -> None:
+        self._name = name
+        self._image = image
+        self._command: list[str] = []
+        self._args: list[str] = []
+        self._env: dict[str, str] = {}
+        self._requests: dict[str, str] = {}
+        self._limits: dict[str, str] = {}
+        self._working_dir: Optional[str] = None
+        self._ports: list[tuple[str, int]] = []
+
+    def command(self, command: Iterable[str]) -> "Container":
+        """The entrypoint (empty: the image's)."""
+        self._command = list(command)
+        return self
+
+    def args(self, args: Iterable[str]) -> "Container":
+        """The entrypoint's arguments."""
+        self._args = list(args)
+        return self
+
+    def env(self, name: str, value: str) -> "Container":
+        """Sets an environment variable (a name set twice takes the last value)."""
+        self._env[name] = value
+        return self
+
+    def request(self, resource: str, quantity: str) -> "Container":
+        """Requests a resource, e.g. ``("cpu", "100m")``."""
+        self._requests[resource] = quantity
+        return self
+
+    def limit(self, resource: str, quantity: str) -> "Container":
+        """Limits a resource, e.g. ``("memory", "128Mi")``."""
+        self._limits[resource] = quantity
+        return self
+
+    def working_dir(self, path: str) -> "Container":
+        self._working_dir = path
+        return self
+
+    def port(self, name: str, port: int) -> "Container":
+        """Declares a TCP port (name: a DNS-1123 label of at most 15 characters)."""
+        self._ports.append((name, port))
+        return self
+
+    def _check(self) -> None:
+        _check("container name", self._name, names.dns1123_label)
+        if not self._image.strip():
+            raise _invalid("container image", self._image, "must not be empty")
+        for name in self._env:
+            _check("environment variable name", name, names.env_var_name)
+        for resource, quantity in [*self._requests.items(), *self._limits.items()]:
+            _check("resource name", resource, names.label_key)
+            _check_quantity(quantity)
+        for name, port in self._ports:
+            _check("container port name", name, names.dns1123_label)
+            if len(name) > 15:
+                raise _invalid("container port name", name, "must be at most 15 characters")
+            if not 1 <= port <= 65535:
+                raise _invalid("container port", str(port), "must be between 1 and 65535")
+
+    def _manifest(self) -> dict[str, Any]:
+        container: dict[str, Any] = {"name": self._name, "image": self._image}
+        if self._command:
+            container["command"] = list(self._command)
+        if self._args:
+            container["args"] = list(self._args)
+        if self._env:
+            container["env"] = [{"name": k, "value": v} for k, v in self._env.items()]
+        if self._requests or self._limits:
+            resources: dict[str, Any] = {}
+            if self._requests:
+                resources["requests"] = dict(self._requests)
+            if self._limits:
+                resources["limits"] = dict(self._limits)
+            container["resources"] = resources
+        if self._working_dir is not None:
+            container["workingDir"] = self._working_dir
+        if self._ports:
+            container["ports"] = [
+                {"name": name, "containerPort": port, "protocol": "TCP"}
+                for name, port in self._ports
+            ]
+        return container
+
+
+class _PodSpec(_Metadata):
+    """What a Pod and a Job's Pod template share."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._restart_policy = RestartPolicy.NEVER
+        self._containers: list[Container] = []
+        self._service_account: Optional[str] = None
+        self._node_selector: dict[str, str] = {}
+        self._active_deadline_seconds: Optional[int] = None
+
+    def restart_policy(self, policy: RestartPolicy):
+        self._restart_policy = policy
+        return self
+
+    def container(self, container: Container):
+        """Adds a container (names must be unique)."""
+        self._containers.append(container)
+        return self
+
+    def service_account(self, name: str):
+        self._service_account = name
+        return self
+
+    def node_selector(self, key: str, value: str):
+        self._node_selector[key] = value
+        return self
+
+    def _check_spec(self, kind: str) -> None:
+        if not self._containers:
+            raise BuildError(f"{kind} `{self._name}` has no containers")
+        seen: set[str] = set()
+        for container in self._containers:
+            container._check()
+            if container._name in seen:
+                raise BuildError(
+                    f"{kind} `{self._name}` has two containers named `{container._name}`"
+                )
+            seen.add(container._name)
+        if self._service_account is not None:
+            _check("service account name", self._service_account, names.dns1123_subdomain)
+        _check_labels(self._node_selector)
+
+    def _spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "restartPolicy": self._restart_policy.value,
+            "containers": [c._manifest() for c in self._containers],
+        }
+        if self._service_account is not None:
+            spec["serviceAccountName"] = self._service_account
+        if self._node_selector:
+            spec["nodeSelector"] = dict(self._node_selector)
+        return spec
+
+
+class Pod(_PodSpec):
+    """A core ``v1`` Pod; restart policy ``Never`` unless set."""
+
+    def active_deadline_seconds(self, seconds: int) -> "Pod":
+        self._active_deadline_seconds = seconds
+        return self
+
+    def build(self) -> DesiredChild:
+        """Checks the Pod and writes its manifest (raises :class:`BuildError`)."""
+        _check("Pod name", self._name, names.dns1123_subdomain)
+        self._check_metadata()
+        self._check_spec("Pod")
+        return DesiredChild.from_manifest(self._manifest())
+
+    def template(self) -> "PodTemplate":
+        """Checks the Pod once, for many Pods that differ only in their name,
+        labels and environment variables: see :class:`PodTemplate`."""
+        self._check_metadata()
+        self._check_spec("Pod")
+        return PodTemplate(self._manifest())
+
+    def _manifest(self) -> dict[str, Any]:
+        spec = self._spec()
+        if self._active_deadline_seconds is not None:
+            spec["activeDeadlineSeconds"] = self._active_deadline_seconds
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": self._metadata(), "spec": spec}
+
+
+class PodTemplate:
+    """A checked Pod to stamp out: each :meth:`pod` gets a name, and labels
+    and environment variables of its own (a label or variable the template
+    sets too takes the Pod's value)."""
+
+    def __init__(self, manifest: dict[str, Any]) -> None:
+        self._manifest = manifest
+
+    def pod(self, name: str) -> "TemplatePod":
+        return TemplatePod(self._manifest, name)
+
+
+class TemplatePod:
+    """One Pod of a :class:`PodTemplate`."""
+
+    def __init__(self, template: dict[str, Any], name: str) -> None:
+        self._template = template
+        self._name = name
+        self._labels: dict[str, str] = {}
+        self._env: dict[str, str] = {}
+
+    def label(self, key: str, value: str) -> "TemplatePod":
+        self._labels[key] = value
+        return self
+
+    def env(self, name: str, value: str) -> "TemplatePod":
+        """Sets a variable in every container of this Pod."""
+        self._env[name] = value
+        return self
+
+    def build(self) -> DesiredChild:
+        _check("Pod name", self._name, names.dns1123_subdomain)
+        _check_labels(self._labels)
+        for name in self._env:
+            _check("environment variable name", name, names.env_var_name)
+        manifest = copy.deepcopy(self._template)
+        metadata = {"name": self._name, **manifest["metadata"]}
+        metadata["name"] = self._name
+        if self._labels:
+            metadata["labels"] = {**metadata.get("labels", {}), **self._labels}
+        manifest["metadata"] = metadata
+        for container in manifest["spec"]["containers"]:
+            if not self._env:
+                continue
+            env = {var["name"]: var["value"] for var in container.get("env", [])}
+            env.update(self._env)
+            container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        return DesiredChild.from_manifest(manifest)
+
+
+class BatchJob(_PodSpec):
+    """A ``batch/v1`` Job. Its name is a DNS-1123 label (it becomes a label
+    of its Pods); its labels are also its Pod template's."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._numbers: dict[str, int] = {}
+
+    def backoff_limit(self, limit: int) -> "BatchJob":
+        self._numbers["backoffLimit"] = limit
+        return self
+
+    def completions(self, count: int) -> "BatchJob":
+        self._numbers["completions"] = count
+        return self
+
+    def parallelism(self, count: int) -> "BatchJob":
+        self._numbers["parallelism"] = count
+        return self
+
+    def active_deadline_seconds(self, seconds: int) -> "BatchJob":
+        self._numbers["activeDeadlineSeconds"] = seconds
+        return self
+
+    def ttl_seconds_after_finished(self, seconds: int) -> "BatchJob":
+        self._numbers["ttlSecondsAfterFinished"] = seconds
+        return self
+
+    def build(self) -> DesiredChild:
+        _check("Job name", self._name, names.dns1123_label)
+        self._check_metadata()
+        self._check_spec("Job")
+        if self._restart_policy is RestartPolicy.ALWAYS:
+            raise _invalid("Job restart policy", "Always", "must be Never or OnFailure")
+        order = ["backoffLimit", "completions", "parallelism", "activeDeadlineSeconds",
+                 "ttlSecondsAfterFinished"]
+        spec: dict[str, Any] = {key: self._numbers[key] for key in order if key in self._numbers}
+        template_metadata = {"labels": dict(self._labels)} if self._labels else {}
+        spec["template"] = {"metadata": template_metadata, "spec": self._spec()}
+        manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": self._metadata(),
+                    "spec": spec}
+        return DesiredChild.from_manifest(manifest)
+
+
+class ConfigMap(_Metadata):
+    """A core ``v1`` ConfigMap."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._data: dict[str, str] = {}
+
+    def data(self, key: str, value: str) -> "ConfigMap":
+        self._data[key] = value
+        return self
+
+    def build(self) -> DesiredChild:
+        _check("ConfigMap name", self._name, names.dns1123_subdomain)
+        self._check_metadata()
+        for key in self._data:
+            _check("ConfigMap key", key, names.config_map_key)
+        manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": self._metadata(),
+                    "data": dict(self._data)}
+        return DesiredChild.from_manifest(manifest)
+
+
+class Service(_Metadata):
+    """A core ``v1`` Service of type ClusterIP; its name is a DNS-1035 label."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._selector: dict[str, str] = {}
+        self._ports: list[tuple[str, int, int]] = []
+        self._headless = False
+
+    def selector(self, key: str, value: str) -> "Service":
+        self._selector[key] = value
+        return self
+
+    def port(self, name: str, port: int, target_port: int) -> "Service":
+        self._ports.append((name, port, target_port))
+        return self
+
+    def headless(self) -> "Service":
+        """No cluster IP (``clusterIP: None``): DNS answers with the Pods."""
+        self._headless = True
+        return self
+
+    def build(self) -> DesiredChild:
+        _check("Service name", self._name, names.dns1035_label)
+        self._check_metadata()
+        _check_labels(self._selector)
+        if not self._ports and not self._headless:
+            raise _invalid("Service", self._name, "needs at least one port unless headless")
+        seen: set[str] = set()
+        for name, port, target in self._ports:
+            _check("Service port name", name, names.dns1123_label)
+            if not (1 <= port <= 65535 and 1 <= target <= 65535):
+                raise _invalid(
+                    "Service port", name, "port and target port must be between 1 and 65535"
+                )
+            if name in seen:
+                raise _invalid("Service port name", name, "must be unique within the Service")
+            seen.add(name)
+        spec: dict[str, Any] = {"type": "ClusterIP"}
+        if self._headless:
+            spec["clusterIP"] = "None"
+        if self._selector:
+            spec["selector"] = dict(self._selector)
+        spec["ports"] = [
+            {"name": name, "port": port, "targetPort": target, "protocol": "TCP"}
+            for name, port, target in self._ports
+        ]
+        manifest = {"apiVersion": "v1", "kind": "Service", "metadata": self._metadata(),
+                    "spec": spec}
+        return DesiredChild.from_manifest(manifest)
