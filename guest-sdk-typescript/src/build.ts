@@ -1,0 +1,460 @@
+/**
+ * Builders for the common children, producing valid manifests: each checks
+ * names, label keys and values, container names, environment variable names
+ * and resource quantities with the rules of `names.ts`, then writes the
+ * object as a `DesiredChild`. The host sets the namespace, the owner
+ * reference and the `policyhost.dev/*` labels, so builders leave them out.
+ * The manifests are those of the Rust SDK's builders for the same calls.
+ *
+ *     const worker = new Container("worker", "busybox:1.36").command(["sh", "-c", "work"]);
+ *     const pod = new Pod("demo-worker-0").label("app", "demo").container(worker).build();
+ */
+
+import * as names from "./names.js";
+import { type DesiredChild, PolicyError, fromManifest } from "./result.js";
+
+/** A builder refused to build: the message names the value and the rule. */
+export class BuildError extends PolicyError {}
+
+/** `text` quoted as the Rust SDK quotes a value in a message (`{:?}`). */
+export function quoted(text: string): string {
+  let out = '"';
+  for (const char of text) {
+    const code = char.codePointAt(0)!;
+    if (char === '"' || char === "\\") out += "\\" + char;
+    else if (char === "\n") out += "\\n";
+    else if (char === "\r") out += "\\r";
+    else if (char === "\t") out += "\\t";
+    else if (char === "\0") out += "\\0";
+    else if (code < 0x20 || code === 0x7f) out += `\\u{${code.toString(16)}}`;
+    else out += char;
+  }
+  return out + '"';
+}
+
+const invalid = (what: string, value: string, reason: string): BuildError =>
+  new BuildError(`${what} ${quoted(value)} is invalid: ${reason}`);
+
+function check(what: string, value: string, rule: names.Rule): void {
+  const reason = rule(value);
+  if (reason !== undefined) throw invalid(what, value, reason);
+}
+
+function checkLabels(labels: Map<string, string>): void {
+  for (const [key, value] of labels) {
+    check("label key", key, names.labelKey);
+    check("label value", value, names.labelValue);
+  }
+}
+
+const QUANTITY = /^[+-]?(?=\.?[0-9])[0-9]*\.?[0-9]*([mkMGTPE]|[KMGTPE]i|[eE][+-]?[0-9]+)?$/;
+
+function checkQuantity(value: string): void {
+  if (!QUANTITY.test(value)) {
+    throw invalid(
+      "resource quantity",
+      value,
+      "must be a number with an optional unit such as m, Mi or Gi",
+    );
+  }
+}
+
+const object = (map: Map<string, string>): Record<string, string> => Object.fromEntries(map);
+
+/** What the kubelet does when a container exits; builders default to `Never`. */
+export type RestartPolicy = "Always" | "OnFailure" | "Never";
+
+/** `label` and `annotation`, shared by every builder. */
+abstract class Metadata {
+  protected labels = new Map<string, string>();
+  protected annotations = new Map<string, string>();
+  constructor(protected name: string) {}
+
+  /** Sets a label (a key set twice takes the last value). */
+  label(key: string, value: string): this {
+    this.labels.set(key, value);
+    return this;
+  }
+
+  /** Sets an annotation (a key set twice takes the last value). */
+  annotation(key: string, value: string): this {
+    this.annotations.set(key, value);
+    return this;
+  }
+
+  protected checkMetadata(): void {
+    checkLabels(this.labels);
+    for (const key of this.annotations.keys()) check("annotation key", key, names.labelKey);
+  }
+
+  protected metadata(): Record<string, unknown> {
+    const metadata: Record<string, unknown> = { name: this.name };
+    if (this.labels.size > 0) metadata.labels = object(this.labels);
+    if (this.annotations.size > 0) metadata.annotations = object(this.annotations);
+    return metadata;
+  }
+}
+
+/** A container of a Pod or Job. */
+export class Container {
+  private commandLine: string[] = [];
+  private argList: string[] = [];
+  private envVars = new Map<string, string>();
+  private requests = new Map<string, string>();
+  private limits = new Map<string, string>();
+  private dir?: string;
+  private ports: [string, number][] = [];
+
+  constructor(
+    readonly name: string,
+    private image: string,
+  ) {}
+
+  /** The entrypoint (empty: the image's). */
+  command(command: Iterable<string>): this {
+    this.commandLine = [...command];
+    return this;
+  }
+
+  args(args: Iterable<string>): this {
+    this.argList = [...args];
+    return this;
+  }
+
+  /** Sets an environment variable (a name set twice takes the last value). */
+  env(name: string, value: string): this {
+    this.envVars.set(name, value);
+    return this;
+  }
+
+  request(resource: string, quantity: string): this {
+    this.requests.set(resource, quantity);
+    return this;
+  }
+
+  limit(resource: string, quantity: string): this {
+    this.limits.set(resource, quantity);
+    return this;
+  }
+
+  workingDir(path: string): this {
+    this.dir = path;
+    return this;
+  }
+
+  /** Declares a TCP port (name: a DNS-1123 label of at most 15 characters). */
+  port(name: string, port: number): this {
+    this.ports.push([name, port]);
+    return this;
+  }
+
+  /** @internal */
+  check(): void {
+    check("container name", this.name, names.dns1123Label);
+    if (this.image.trim() === "") throw invalid("container image", this.image, "must not be empty");
+    for (const name of this.envVars.keys()) check("environment variable name", name, names.envVarName);
+    for (const [resource, quantity] of [...this.requests, ...this.limits]) {
+      check("resource name", resource, names.labelKey);
+      checkQuantity(quantity);
+    }
+    for (const [name, port] of this.ports) {
+      check("container port name", name, names.dns1123Label);
+      if (name.length > 15) throw invalid("container port name", name, "must be at most 15 characters");
+      if (!(port >= 1 && port <= 65535)) {
+        throw invalid("container port", String(port), "must be between 1 and 65535");
+      }
+    }
+  }
+
+  /** @internal */
+  manifest(): Record<string, unknown> {
+    const container: Record<string, unknown> = { name: this.name, image: this.image };
+    if (this.commandLine.length > 0) container.command = [...this.commandLine];
+    if (this.argList.length > 0) container.args = [...this.argList];
+    if (this.envVars.size > 0) {
+      container.env = [...this.envVars].map(([name, value]) => ({ name, value }));
+    }
+    if (this.requests.size > 0 || this.limits.size > 0) {
+      const resources: Record<string, unknown> = {};
+      if (this.requests.size > 0) resources.requests = object(this.requests);
+      if (this.limits.size > 0) resources.limits = object(this.limits);
+      container.resources = resources;
+    }
+    if (this.dir !== undefined) container.workingDir = this.dir;
+    if (this.ports.length > 0) {
+      container.ports = this.ports.map(([name, port]) => ({
+        name,
+        containerPort: port,
+        protocol: "TCP",
+      }));
+    }
+    return container;
+  }
+}
+
+/** What a Pod and a Job's Pod template share. */
+abstract class PodSpec extends Metadata {
+  protected restart: RestartPolicy = "Never";
+  protected containers: Container[] = [];
+  protected account?: string;
+  protected selector = new Map<string, string>();
+
+  restartPolicy(policy: RestartPolicy): this {
+    this.restart = policy;
+    return this;
+  }
+
+  /** Adds a container (names must be unique). */
+  container(container: Container): this {
+    this.containers.push(container);
+    return this;
+  }
+
+  serviceAccount(name: string): this {
+    this.account = name;
+    return this;
+  }
+
+  nodeSelector(key: string, value: string): this {
+    this.selector.set(key, value);
+    return this;
+  }
+
+  protected checkSpec(kind: string): void {
+    if (this.containers.length === 0) throw new BuildError(`${kind} \`${this.name}\` has no containers`);
+    const seen = new Set<string>();
+    for (const container of this.containers) {
+      container.check();
+      if (seen.has(container.name)) {
+        throw new BuildError(
+          `${kind} \`${this.name}\` has two containers named \`${container.name}\``,
+        );
+      }
+      seen.add(container.name);
+    }
+    if (this.account !== undefined) {
+      check("service account name", this.account, names.dns1123Subdomain);
+    }
+    checkLabels(this.selector);
+  }
+
+  protected spec(): Record<string, unknown> {
+    const spec: Record<string, unknown> = {
+      restartPolicy: this.restart,
+      containers: this.containers.map((c) => c.manifest()),
+    };
+    if (this.account !== undefined) spec.serviceAccountName = this.account;
+    if (this.selector.size > 0) spec.nodeSelector = object(this.selector);
+    return spec;
+  }
+}
+
+/** A core `v1` Pod; restart policy `Never` unless set. */
+export class Pod extends PodSpec {
+  private deadline?: number;
+
+  activeDeadlineSeconds(seconds: number): this {
+    this.deadline = seconds;
+    return this;
+  }
+
+  /** Checks the Pod and writes its manifest (throws `BuildError`). */
+  build(): DesiredChild {
+    check("Pod name", this.name, names.dns1123Subdomain);
+    this.checkMetadata();
+    this.checkSpec("Pod");
+    return fromManifest(this.manifest());
+  }
+
+  /** Checks the Pod once, for many Pods that differ only in their name,
+   * labels and environment variables: see `PodTemplate`. */
+  template(): PodTemplate {
+    this.checkMetadata();
+    this.checkSpec("Pod");
+    return new PodTemplate(this.manifest());
+  }
+
+  private manifest(): Record<string, unknown> {
+    const spec = this.spec();
+    if (this.deadline !== undefined) spec.activeDeadlineSeconds = this.deadline;
+    return { apiVersion: "v1", kind: "Pod", metadata: this.metadata(), spec };
+  }
+}
+
+/** A checked Pod to stamp out: each `pod(name)` gets a name, and labels and
+ * environment variables of its own (a label or variable the template sets
+ * too takes the Pod's value). */
+export class PodTemplate {
+  constructor(private readonly manifest: Record<string, any>) {}
+
+  pod(name: string): TemplatePod {
+    return new TemplatePod(this.manifest, name);
+  }
+}
+
+/** One Pod of a `PodTemplate`. */
+export class TemplatePod {
+  private labels = new Map<string, string>();
+  private envVars = new Map<string, string>();
+
+  constructor(
+    private readonly template: Record<string, any>,
+    private readonly name: string,
+  ) {}
+
+  label(key: string, value: string): this {
+    this.labels.set(key, value);
+    return this;
+  }
+
+  /** Sets a variable in every container of this Pod. */
+  env(name: string, value: string): this {
+    this.envVars.set(name, value);
+    return this;
+  }
+
+  build(): DesiredChild {
+    check("Pod name", this.name, names.dns1123Subdomain);
+    checkLabels(this.labels);
+    for (const name of this.envVars.keys()) check("environment variable name", name, names.envVarName);
+    const manifest = JSON.parse(JSON.stringify(this.template));
+    manifest.metadata.name = this.name;
+    if (this.labels.size > 0) {
+      manifest.metadata.labels = { ...(manifest.metadata.labels ?? {}), ...object(this.labels) };
+    }
+    if (this.envVars.size > 0) {
+      for (const container of manifest.spec.containers) {
+        const env = new Map<string, string>(
+          (container.env ?? []).map((v: { name: string; value: string }) => [v.name, v.value]),
+        );
+        for (const [name, value] of this.envVars) env.set(name, value);
+        container.env = [...env].map(([name, value]) => ({ name, value }));
+      }
+    }
+    return fromManifest(manifest);
+  }
+}
+
+/** A `batch/v1` Job. Its name is a DNS-1123 label (it becomes a label of its
+ * Pods); its labels are also its Pod template's. */
+export class BatchJob extends PodSpec {
+  private numbers = new Map<string, number>();
+
+  backoffLimit(limit: number): this {
+    return this.set("backoffLimit", limit);
+  }
+  completions(count: number): this {
+    return this.set("completions", count);
+  }
+  parallelism(count: number): this {
+    return this.set("parallelism", count);
+  }
+  activeDeadlineSeconds(seconds: number): this {
+    return this.set("activeDeadlineSeconds", seconds);
+  }
+  ttlSecondsAfterFinished(seconds: number): this {
+    return this.set("ttlSecondsAfterFinished", seconds);
+  }
+
+  private set(key: string, value: number): this {
+    this.numbers.set(key, value);
+    return this;
+  }
+
+  build(): DesiredChild {
+    check("Job name", this.name, names.dns1123Label);
+    this.checkMetadata();
+    this.checkSpec("Job");
+    if (this.restart === "Always") {
+      throw invalid("Job restart policy", "Always", "must be Never or OnFailure");
+    }
+    const order = [
+      "backoffLimit",
+      "completions",
+      "parallelism",
+      "activeDeadlineSeconds",
+      "ttlSecondsAfterFinished",
+    ];
+    const spec: Record<string, unknown> = {};
+    for (const key of order) if (this.numbers.has(key)) spec[key] = this.numbers.get(key);
+    spec.template = {
+      metadata: this.labels.size > 0 ? { labels: object(this.labels) } : {},
+      spec: this.spec(),
+    };
+    return fromManifest({ apiVersion: "batch/v1", kind: "Job", metadata: this.metadata(), spec });
+  }
+}
+
+/** A core `v1` ConfigMap. */
+export class ConfigMap extends Metadata {
+  private entries = new Map<string, string>();
+
+  data(key: string, value: string): this {
+    this.entries.set(key, value);
+    return this;
+  }
+
+  build(): DesiredChild {
+    check("ConfigMap name", this.name, names.dns1123Subdomain);
+    this.checkMetadata();
+    for (const key of this.entries.keys()) check("ConfigMap key", key, names.configMapKey);
+    return fromManifest({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: this.metadata(),
+      data: object(this.entries),
+    });
+  }
+}
+
+/** A core `v1` Service of type ClusterIP; its name is a DNS-1035 label. */
+export class Service extends Metadata {
+  private selectorLabels = new Map<string, string>();
+  private ports: [string, number, number][] = [];
+  private isHeadless = false;
+
+  selector(key: string, value: string): this {
+    this.selectorLabels.set(key, value);
+    return this;
+  }
+
+  port(name: string, port: number, targetPort: number): this {
+    this.ports.push([name, port, targetPort]);
+    return this;
+  }
+
+  /** No cluster IP (`clusterIP: None`): DNS answers with the Pods. */
+  headless(): this {
+    this.isHeadless = true;
+    return this;
+  }
+
+  build(): DesiredChild {
+    check("Service name", this.name, names.dns1035Label);
+    this.checkMetadata();
+    checkLabels(this.selectorLabels);
+    if (this.ports.length === 0 && !this.isHeadless) {
+      throw invalid("Service", this.name, "needs at least one port unless headless");
+    }
+    const seen = new Set<string>();
+    for (const [name, port, target] of this.ports) {
+      check("Service port name", name, names.dns1123Label);
+      const inRange = (n: number) => n >= 1 && n <= 65535;
+      if (!inRange(port) || !inRange(target)) {
+        throw invalid("Service port", name, "port and target port must be between 1 and 65535");
+      }
+      if (seen.has(name)) throw invalid("Service port name", name, "must be unique within the Service");
+      seen.add(name);
+    }
+    const spec: Record<string, unknown> = { type: "ClusterIP" };
+    if (this.isHeadless) spec.clusterIP = "None";
+    if (this.selectorLabels.size > 0) spec.selector = object(this.selectorLabels);
+    spec.ports = this.ports.map(([name, port, targetPort]) => ({
+      name,
+      port,
+      targetPort,
+      protocol: "TCP",
+    }));
+    return fromManifest({ apiVersion: "v1", kind: "Service", metadata: this.metadata(), spec });
+  }
+}
