@@ -82,10 +82,9 @@ fn check_rejects_each_kind_of_bad_component_with_a_message() {
             other_world,
             "error[IncompatibleWorld]: policy does not implement world",
         ),
-        (guest("socket-import"), "`wasi:sockets/tcp@0.2."),
         (
-            guest("fs-read"),
-            "error[UnsupportedImport]: policy imports `wasi:filesystem/",
+            guest("keyvalue-import"),
+            "error[UnsupportedImport]: policy imports `wasi:keyvalue/store@0.2.0-draft`",
         ),
     ];
     for (file, expected) in cases {

@@ -217,9 +217,9 @@ fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
         },
         BadVersion {
             what: "a disallowed import",
-            map: with_binary(MODULE_KEY, guest_bytes("socket-import")),
+            map: with_binary(MODULE_KEY, guest_bytes("keyvalue-import")),
             reason: "UnsupportedImport",
-            says: "wasi:sockets",
+            says: "wasi:keyvalue/store",
         },
         BadVersion {
             what: "a digest mismatch",
@@ -735,7 +735,7 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
     let out = policyhost(&[
         "policy",
         "push",
-        path(&guest("socket-import")),
+        path(&guest("keyvalue-import")),
         "--name",
         "fanout",
         "--namespace",

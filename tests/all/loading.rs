@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use policyhost::policies::Registry;
-use policyhost::runtime::{Error, PolicySpec, Source};
+use policyhost::runtime::{Error, PolicyError, PolicyLimits, PolicySpec, Source};
 
 use crate::common::{self, guest_bytes, variants};
 
@@ -75,37 +75,55 @@ fn a_component_of_another_world_is_rejected_naming_the_export() {
 }
 
 #[test]
-fn a_component_importing_sockets_is_rejected_naming_the_import() {
-    let error = load_error(&guest_bytes("socket-import"));
+fn a_component_importing_a_wasi_interface_the_sandbox_does_not_link_is_rejected_naming_it() {
+    let error = load_error(&guest_bytes("keyvalue-import"));
     match &error {
-        Error::UnsupportedImport { import, others } => {
-            let all: Vec<&String> = std::iter::once(import).chain(others).collect();
-            assert!(
-                all.iter().any(|i| i.starts_with("wasi:sockets/tcp@")),
-                "{all:?}"
-            );
+        Error::UnsupportedImport { import, .. } => {
+            assert_eq!(import, "wasi:keyvalue/store@0.2.0-draft");
         }
         other => panic!("expected UnsupportedImport, got {other:?}"),
     }
     let message = error.to_string();
-    assert!(message.contains("`wasi:sockets/tcp@0.2."), "{message}");
     assert!(
         message.contains("which the sandbox does not provide"),
         "{message}"
     );
 }
 
-/// `std::fs` makes a guest import `wasi:filesystem`, which is not linked:
-/// no policy built without it imports it (see `runtime::wasi`), so a policy
-/// that reads files is rejected before it runs rather than failing inside.
+/// The reason a guest gave for failing, or a panic naming what it did instead.
+fn guest_failure(name: &str, params: serde_json::Value) -> String {
+    let runtime = common::runtime();
+    let policy = common::load(&runtime, name, PolicyLimits::default());
+    let outcome =
+        runtime.reconcile_blocking(&policy, &common::input(common::job(name, "ns", params)));
+    match outcome.result {
+        Err(Error::PolicyError(PolicyError::Failed(message))) => message,
+        other => panic!("{name}: expected the guest's own failure, got {other:?}"),
+    }
+}
+
+/// `wasi:sockets` is linked so that Python and JavaScript policies load;
+/// no socket is allowed, so a connect fails inside the guest.
 #[test]
-fn a_component_importing_the_filesystem_is_rejected_naming_the_import() {
-    let error = load_error(&guest_bytes("fs-read"));
-    match &error {
-        Error::UnsupportedImport { import, .. } => {
-            assert!(import.starts_with("wasi:filesystem/"), "{import}");
-        }
-        other => panic!("expected UnsupportedImport, got {other:?}"),
+fn a_policy_that_connects_a_socket_loads_and_its_connect_is_refused() {
+    let message = guest_failure("socket-import", serde_json::json!({}));
+    assert!(message.starts_with("cannot connect: "), "{message}");
+    assert!(
+        message.to_lowercase().contains("denied") || message.contains("not allowed"),
+        "{message}"
+    );
+}
+
+/// `wasi:filesystem` is linked with no directory preopened: a read finds
+/// nothing, whatever the path.
+#[test]
+fn a_policy_that_reads_a_file_loads_and_finds_no_file_system() {
+    for path in ["/etc/hostname", "Cargo.toml", "."] {
+        let message = guest_failure("fs-read", serde_json::json!({ "path": path }));
+        assert!(
+            message.starts_with(&format!("cannot read {path}: ")),
+            "{message}"
+        );
     }
 }
 

@@ -533,7 +533,7 @@ async fn a_rejected_or_misnamed_candidate_changes_nothing() {
     let refused = push_candidate(
         &env,
         "fanout",
-        &guest_bytes("socket-import"),
+        &guest_bytes("keyvalue-import"),
         &for_every_namespace(),
     )
     .await;

@@ -70,7 +70,9 @@ impl Default for EngineConfig {
 /// made of at most this many core instances, linear memories and tables.
 ///
 /// A policy built for `wasm32-wasip2` needs 3 core instances (the program
-/// and two adapter shims), 1 memory and 2 tables. A component that needs
+/// and two adapter shims), 1 memory and 2 tables; one built by
+/// componentize-py 14 core instances (CPython, its libraries and the WASI
+/// adapter), by componentize-js fewer. A component that needs
 /// more cannot be instantiated, so it is rejected at load time by the trial
 /// instantiation, instead of taking pool entries other calls need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +87,7 @@ pub struct Allowance {
 
 /// The allowance of every call.
 pub const PER_CALL: Allowance = Allowance {
-    core_instances: 8,
+    core_instances: 16,
     memories: 2,
     tables: 4,
 };

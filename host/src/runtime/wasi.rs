@@ -38,12 +38,14 @@
 //! ([`super::streams`]); a policy that imports them without a grant is
 //! rejected at load time with [`super::Error::OutboundNotGranted`].
 //!
-//! `wasi:filesystem` and `wasi:sockets` are **not** linked: the standard
-//! library imports them only when a policy uses `std::fs` or `std::net` (the
-//! `fs-read` and `socket-import` test policies do; `fanout` does not), and
-//! such a policy is rejected at load time with
-//! [`super::Error::UnsupportedImport`], naming the imports, instead of
-//! failing in the middle of a call.
+//! `wasi:filesystem` and `wasi:sockets` are linked and give nothing: no
+//! directory is preopened, so no descriptor can ever be opened (a Rust
+//! `std::fs` call, or CPython's import of a module it did not freeze, fails
+//! with an error the policy sees); TCP, UDP and name lookups are not
+//! allowed, so creating a socket fails at once, before any socket of the
+//! host's is made. componentize-py imports both in every component,
+//! componentize-js imports the file system: a sandbox without them could
+//! not run a Python or JavaScript policy at all.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -87,6 +89,15 @@ pub const ALLOWED_INTERFACES: &[&str] = &[
     "wasi:random/random",
     "wasi:random/insecure",
     "wasi:random/insecure-seed",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "wasi:sockets/ip-name-lookup",
 ];
 
 /// The interfaces a policy with an outbound grant may import besides.
@@ -140,8 +151,12 @@ pub(crate) fn add_to_linker<T: WasiState>(
     linker: &mut Linker<T>,
     reach: Reach,
 ) -> wasmtime::Result<()> {
-    use wasmtime_wasi::p2::bindings::sync::io as sync_io;
-    use wasmtime_wasi::p2::bindings::{cli, clocks, random};
+    use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
+    use wasmtime_wasi::p2::bindings::sync::{
+        filesystem as sync_fs, io as sync_io, sockets as sync_sockets,
+    };
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets};
+    use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView as _};
     let l = linker;
     wasmtime_wasi::p2::bindings::io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
     sync_io::poll::add_to_linker::<T, VirtualTime>(l, T::time)?;
@@ -167,6 +182,15 @@ pub(crate) fn add_to_linker<T: WasiState>(
     cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
     cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
     cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    sync_fs::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    sockets::network::add_to_linker::<T, WasiSockets>(l, &Default::default(), T::sockets)?;
+    sockets::instance_network::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sync_sockets::tcp::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sockets::tcp_create_socket::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sync_sockets::udp::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sync_sockets::udp_create_socket::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sockets::ip_name_lookup::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
     Ok(())
 }
 
@@ -191,7 +215,10 @@ pub(crate) fn context(ctx: &Context, job_uid: &str, stdout: &Capture, stderr: &C
         .secure_random(rand::rngs::StdRng::from_seed(seed))
         .insecure_random(rand::rngs::StdRng::from_seed(seed))
         .insecure_random_seed(u128::from_le_bytes(insecure_seed))
-        .max_random_size(64 << 10);
+        .max_random_size(64 << 10)
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
     builder.build()
 }
 
@@ -329,8 +356,10 @@ mod tests {
     fn imports_outside_the_allow_list_or_version_are_refused() {
         assert!(is_allowed_import("wasi:cli/environment@0.2.3"));
         assert!(is_allowed_import("policyhost:reconcile/host@0.1.0"));
-        assert!(!is_allowed_import("wasi:sockets/tcp@0.2.3"));
-        assert!(!is_allowed_import("wasi:filesystem/preopens@0.2.3"));
+        assert!(is_allowed_import("wasi:sockets/tcp@0.2.9"));
+        assert!(is_allowed_import("wasi:filesystem/preopens@0.2.3"));
+        assert!(!is_allowed_import("wasi:keyvalue/store@0.2.0-draft"));
+        assert!(!is_allowed_import("wasi:sockets/tcp@0.3.0"));
         assert!(!is_allowed_import("wasi:cli/environment@0.3.0"));
         assert!(!is_allowed_import("wasi:cli/environment"));
         assert!(is_allowed_import("wasi:http/outgoing-handler@0.2.3"));

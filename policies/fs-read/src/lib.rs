@@ -1,11 +1,10 @@
 //! A policy whose `reconcile` reads a file with `std::fs` (params
 //! `{"path": "/etc/hostname"}` by default) and reports its length; it imports
 //! `wasi:filesystem/types`, `wasi:filesystem/preopens` and
-//! `wasi:clocks/wall-clock` for that. The host links no filesystem, so it
-//! must refuse the component at load time as `UnsupportedImport` naming a
-//! `wasi:filesystem` import. Under a runtime that links the filesystem with no
-//! preopened directory the read fails and the call ends with the guest's own
-//! `failed` error naming the path; `Succeeded` would mean a file leaked in.
+//! `wasi:clocks/wall-clock` for that. The sandbox links the filesystem with
+//! no preopened directory: the read fails and the call ends with the
+//! guest's own `failed` error naming the path; `Succeeded` would mean a file
+//! leaked in.
 
 use policyhost_sdk::{Child, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
 use serde::Deserialize;

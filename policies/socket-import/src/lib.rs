@@ -1,8 +1,9 @@
 //! A policy whose `reconcile` opens a TCP connection with
 //! `std::net::TcpStream`, which on `wasm32-wasip2` imports `wasi:sockets`
-//! (`tcp`, `tcp-create-socket`, `network`, `instance-network`). The host
-//! grants no sockets: it must reject the component at load time as
-//! `UnsupportedImport`, naming the first `wasi:sockets` import, and never run it.
+//! (`tcp`, `tcp-create-socket`, `network`, `instance-network`). The sandbox
+//! links those interfaces and allows no socket: the connect must fail inside
+//! the guest, which reports `failed` naming the refusal; `Succeeded` would
+//! mean the policy reached the network.
 
 use std::net::TcpStream;
 

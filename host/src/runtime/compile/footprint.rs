@@ -128,7 +128,7 @@ impl Footprint {
     /// The default static limits (see the type's documentation).
     pub const LIMITS: Self = Self {
         functions: 50_000,
-        code_bytes: 8 << 20,
+        code_bytes: 32 << 20,
         function_bytes: 1 << 20,
         locals: 10_000,
         modules: 64,
