@@ -28,6 +28,7 @@ mod outbound;
 mod ownership;
 mod peers;
 mod policy_guide;
+mod polyglot;
 mod rbac;
 mod runtime;
 mod scaffold;

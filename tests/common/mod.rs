@@ -90,6 +90,25 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// The built component of the `language` (`python`, `typescript`) version
+/// of policy `name`, from `policies/<name>/<language>/`.
+///
+/// # Panics
+///
+/// When it has not been built, with the command that builds it.
+pub fn polyglot(language: &str, name: &str) -> PathBuf {
+    let path = target_dir()
+        .join("polyglot")
+        .join(language)
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo xtask polyglot` first",
+        path.display()
+    );
+    path
+}
+
 /// Appends `n` as unsigned LEB128, the WebAssembly binary format's integer
 /// encoding (section and name lengths).
 pub fn leb128(mut n: usize, out: &mut Vec<u8>) {

@@ -22,6 +22,9 @@
 //!   loopback, built from the Go modules in `tools/kube/` (see `cluster.rs`).
 //! - `peers`: checks (gofmt, go vet) and builds the peers of the benchmarks,
 //!   `bench/peers/`, into `<target>/kube/peers/peers` (see `peers.rs`).
+//! - `polyglot`: installs the Python and TypeScript SDKs' toolchains, runs
+//!   their native tests and builds the policies written with them (see
+//!   `polyglot.rs`); `test` runs it too.
 //! - `static`: installs what is missing (the musl target, Debian's
 //!   `musl-tools`) and builds the static `policyhost` binary the container
 //!   image ships (the `Dockerfile` runs exactly this).
@@ -33,6 +36,7 @@ mod cluster;
 mod hygiene;
 mod kube;
 mod peers;
+mod polyglot;
 mod tools;
 
 use std::env;
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         "cluster" => cluster::command(rest),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "peers" => peers::build().map(|bin| println!("xtask: peers {}", bin.display())),
+        "polyglot" => polyglot::build().map(|_| ()),
         "registry" => tools::REGISTRY
             .build()
             .map(|bin| println!("xtask: registry {}", bin.display())),
@@ -113,6 +118,9 @@ fn print_help() {
          \x20             `stop` kept, it resumes), stop it keeping its state, stop it and\n\
          \x20             remove its state, or print its KUBECONFIG line; DIR holds its state\n\
          \x20             (default target/kube/cluster), one per control plane\n\
+         polyglot      install the Python and TypeScript SDKs' toolchains, run their native\n\
+         \x20             tests and build every Python and TypeScript policy into\n\
+         \x20             <target>/polyglot/<language>/<name>.wasm\n\
          peers         check (gofmt -l, go vet) and build the peers of the benchmarks,\n\
          \x20             bench/peers/, into <target>/kube/peers/peers\n\
          registry      build the OCI registry of the tests (distribution {REGISTRY}) from\n\
@@ -280,6 +288,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
 /// real control plane. With ARGS, both runs take them instead.
 fn run_tests(extra: &[String]) -> Result<(), String> {
     prepare_guests()?;
+    polyglot::build()?;
     // The binaries the tests start, built with the tests: one feature
     // resolution (dev-dependencies included), so `cargo test` below builds
     // nothing again.
