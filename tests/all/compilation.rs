@@ -233,6 +233,30 @@ fn a_compile_past_its_memory_cap_is_stopped_and_refused() {
     assert_eq!(refusal.limit, CompileLimit::Memory { limit: 160 << 20 });
 }
 
+/// The default memory cap is sized for an interpreter's component: the
+/// Python and TypeScript `fanout` (CPython, StarlingMonkey) compile in the
+/// capped child process. The time cap here is generous: this is a debug
+/// binary, several times slower than the release one the default is for.
+#[test]
+fn python_and_typescript_components_compile_under_the_default_memory_cap() {
+    let runtime = runtime_with(CompileConfig {
+        process: Some(capped(
+            policyhost::runtime::compile::DEFAULT_MEMORY_BYTES,
+            Duration::from_secs(300),
+        )),
+        ..CompileConfig::default()
+    });
+    for language in ["python", "typescript"] {
+        let bytes = std::fs::read(crate::common::polyglot(language, "fanout")).expect("read");
+        let started = Instant::now();
+        let policy = runtime
+            .load(PolicySpec::new("fanout"), &bytes)
+            .unwrap_or_else(|e| panic!("{language}: {e}"));
+        assert_eq!(policy.source(), Source::Compiled, "{language}");
+        eprintln!("{language}: compiled in {:?}", started.elapsed());
+    }
+}
+
 #[test]
 fn compiled_code_larger_than_the_host_takes_back_is_refused() {
     let runtime = runtime_with(CompileConfig {

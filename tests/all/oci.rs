@@ -756,6 +756,57 @@ mod operator {
         }
     }
 
+    /// The Python and TypeScript `fanout` (19 and 12 MB: only a registry
+    /// can deliver them) serve DataJobs to completion, one after the other
+    /// under the same policy name.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn python_and_typescript_fanouts_pulled_from_the_registry_run_datajobs_to_completion() {
+        let registry = Registry::start().await;
+        let env = operator_pulling_from(&registry, "polyglot", Trusted::default()).await;
+        for language in ["python", "typescript"] {
+            let component = std::fs::read(crate::common::polyglot(language, "fanout"))
+                .expect("read the component");
+            let pinned = push_signed(&registry, "fanout", &component, None).await;
+            let map = configmap::build_artifact(
+                "fanout",
+                &env.policy_namespace,
+                pinned,
+                &component,
+                &for_every_namespace(),
+            )
+            .expect("a policy ConfigMap");
+            push_map(&env, &map).await;
+            serving(&env, &component).await;
+            let name = format!("from-{language}");
+            env.create_job(
+                &name,
+                "fanout",
+                json!({"replicas": 2, "image": "busybox:1.36", "command": ["true"]}),
+            )
+            .await;
+            let job = env
+                .wait_job(&name, "Succeeded", |job| phase(job) == Some("Succeeded"))
+                .await;
+            let status = job.status.expect("a status");
+            assert_eq!(
+                status.policy.map(|p| p.digest),
+                Some(Digest::of(&component).to_hex()),
+                "{language}"
+            );
+            let succeeded = status
+                .outputs
+                .as_ref()
+                .and_then(|o| o.get("succeeded"))
+                .cloned();
+            assert_eq!(
+                succeeded,
+                Some(json!(2)),
+                "{language}: {:?}",
+                status.outputs
+            );
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_host_given_keys_serves_only_signed_artifacts_and_keeps_the_last_good_one() {
         let registry = Registry::start().await;

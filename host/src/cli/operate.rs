@@ -57,8 +57,9 @@ pub(crate) struct OperatorArgs {
     /// or the kubeconfig context's namespace, else `default`.
     #[arg(long, value_name = "NS")]
     pub(crate) policy_namespace: Option<String>,
-    /// Largest policy component a ConfigMap may carry, after decompression.
-    #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
+    /// Largest policy component, after decompression or as an artifact's
+    /// layer declares it (a Python policy is about 19 MB, a TypeScript one 12).
+    #[arg(long, default_value_t = policyhost::policies::load::Config::default().max_module_bytes, value_name = "BYTES")]
     max_policy_bytes: u64,
     /// How far the host trusts policy publishers. `strict`: only the
     /// ConfigMap `policy-<name>` may provide the policy `<name>`, and every

@@ -138,7 +138,7 @@ impl SignedFor {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            max_module_bytes: 16 << 20,
+            max_module_bytes: 32 << 20,
             child_kinds: AllowedKind::defaults(),
             tenancy: Tenancy::default(),
             puller: None,

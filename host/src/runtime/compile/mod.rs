@@ -360,18 +360,22 @@ pub(crate) enum Stopped {
     Error(Error),
 }
 
-/// The wall-clock cap's default: fanout compiles in about 150 ms, and a
-/// component at the static limits in a few seconds on a loaded node.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The wall-clock cap's default: the Rust fanout compiles in about 150 ms;
+/// a Python policy (CPython, 19 MB) in 6.6 s on two cores and 12.5 s on
+/// one, a TypeScript one (StarlingMonkey, 12 MB) in 7.7 s on two cores
+/// (release binary, `docs/BENCHMARKS.md`): the cap leaves a loaded
+/// one-core Pod more than twice that.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The memory cap's default, in bytes of address space. Fanout's compile
-/// process maps 163 MiB at its peak (50 MiB resident; the debug binary's
-/// own 43 MiB of code included): the cap leaves it more than twice that.
-/// The operator's Pod is limited to 512 MiB and the operator itself stays
+/// The memory cap's default, in bytes of address space. The Rust fanout's
+/// compile process maps 163 MiB at its peak (50 MiB resident); a Python or
+/// TypeScript policy's needs more than 512 MiB and less than 768 MiB (370
+/// to 390 MiB resident, release binary): the cap leaves it a third more.
+/// The operator's Pod is limited to 1152 MiB and the operator itself stays
 /// under 64 MiB with 1,000 DataJobs (docs/BENCHMARKS.md, "operator at
 /// scale"), and one compile runs at a time, so the operator and a compile
 /// at its cap fit in the Pod.
-pub const DEFAULT_MEMORY_BYTES: u64 = 384 << 20;
+pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
 
 #[cfg(test)]
 mod tests {
