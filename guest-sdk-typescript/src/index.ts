@@ -12,3 +12,4 @@ export * from "./policy.js";
 export * as build from "./build.js";
 export * as log from "./log.js";
 export * as names from "./names.js";
+export * as status from "./status.js";

@@ -154,3 +154,72 @@ async fn a_new_policy_passes_its_tests_builds_and_serves_as_generated() {
     drop(served);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `policy new --lang python|typescript`: the policy passes its tests
+/// natively, builds with the language's toolchain (the one `cargo xtask
+/// polyglot` installs), and its component passes the same golden case as
+/// the Rust template's under the host.
+#[test]
+fn new_python_and_typescript_policies_pass_their_tests_and_golden_case_as_generated() {
+    let dir = crate::common::scratch().join("scaffold-languages");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let python = target_dir().join("polyglot/venv/bin/python");
+    let typescript_cli = crate::common::workspace().join("guest-sdk-typescript/dist/src/cli.js");
+    assert!(
+        python.is_file() && typescript_cli.is_file(),
+        "run `cargo xtask polyglot` first"
+    );
+
+    let created = succeeds(
+        &mut policyhost(&["policy", "new", "hello-py", "--lang", "python"]),
+        &dir,
+    );
+    assert!(created.contains("pytest"), "{created}");
+    let policy = dir.join("hello-py");
+    let tested = succeeds(
+        Command::new(&python).args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]),
+        &policy,
+    );
+    assert!(tested.contains("4 passed"), "{tested}");
+    succeeds(
+        Command::new(&python).args([
+            "-m",
+            "policyhost_sdk.componentize",
+            "hello_py:HelloPy",
+            "-o",
+            "hello_py.wasm",
+        ]),
+        &policy,
+    );
+    let golden = succeeds(
+        &mut policyhost(&["policy", "test", "hello_py.wasm", "tests/golden"]),
+        &policy,
+    );
+    assert!(golden.contains("1 passed, 0 failed"), "{golden}");
+
+    succeeds(
+        &mut policyhost(&["policy", "new", "hello-ts", "--lang", "typescript"]),
+        &dir,
+    );
+    let policy = dir.join("hello-ts");
+    let tested = succeeds(
+        Command::new("node").arg(&typescript_cli).arg("test"),
+        &policy,
+    );
+    assert!(tested.contains("# pass 4"), "{tested}");
+    succeeds(
+        Command::new("node").arg(&typescript_cli).args([
+            "build",
+            "hello-ts.ts",
+            "-o",
+            "hello-ts.wasm",
+        ]),
+        &policy,
+    );
+    let golden = succeeds(
+        &mut policyhost(&["policy", "test", "hello-ts.wasm", "tests/golden"]),
+        &policy,
+    );
+    assert!(golden.contains("1 passed, 0 failed"), "{golden}");
+}

@@ -1,18 +1,22 @@
-//! `policyhost policy new`: a policy crate that builds and passes its tests
-//! as generated.
+//! `policyhost policy new`: a policy, in Rust, Python or TypeScript
+//! ([`Language`]), that builds and passes its tests as generated.
 //!
-//! The crate's files are the templates under `host/templates/policy/`, with
-//! a few placeholders filled in: `{{name}}` (the policy and package name),
-//! `{{crate}}` (the name as a Rust identifier), `{{Type}}` (the policy
-//! type), `{{sdk}}` (the SDK's directory) and the versions of serde and
-//! serde_json. Those versions are the workspace's own (a unit test holds
+//! Its files are the templates under `host/templates/policy/` (Rust),
+//! `policy-python/` and `policy-typescript/`, with a few placeholders filled
+//! in, in paths too: `{{name}}` (the policy and package name), `{{crate}}`
+//! and `{{module}}` (the name as a Rust or Python identifier), `{{camel}}`
+//! (as a TypeScript one), `{{Type}}` (the policy type), `{{sdk}}` (the SDK's
+//! directory) and the versions of serde and serde_json. Those versions are the workspace's own (a unit test holds
 //! them to `Cargo.lock`), so a machine that built this workspace has every
 //! dependency in its cargo cache and the new crate builds `--offline`.
 //!
-//! The golden case in the templates is what the generated policy returns:
+//! The golden case in the templates, the same for the three languages, is
+//! what the generated policy returns:
 //! it was written by the SDK's harness (`POLICYHOST_BLESS=1 cargo test` in a
 //! generated crate) and checked in; `tests/all/scaffold.rs` generates a
 //! crate and runs its tests, builds its component and publishes it.
+
+mod language;
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -21,6 +25,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use policyhost::policies::configmap;
+
+pub(crate) use language::Language;
 
 /// Arguments of `policy new`.
 #[derive(Debug, Args)]
@@ -32,52 +38,24 @@ pub(crate) struct NewArgs {
     /// exist or be empty: nothing is overwritten.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// The SDK to depend on: the `guest-sdk/` directory of a policyhost
-    /// checkout; default: the one this binary was built from.
+    /// The SDK to depend on: the `guest-sdk/` (Rust), `guest-sdk-python/`
+    /// or `guest-sdk-typescript/` directory of a policyhost checkout;
+    /// default: the one this binary was built from.
     #[arg(long, value_name = "PATH")]
     sdk: Option<PathBuf>,
+    /// The policy's language.
+    #[arg(long, value_enum, default_value_t = Language::Rust)]
+    lang: Language,
 }
 
-/// The SDK this binary was built from, as cargo saw it then.
-const BUILT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk");
+/// The checkout this binary was built from, as cargo saw it then: its
+/// SDKs are the default ones.
+const BUILT_CHECKOUT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// The serde the generated crate depends on: the workspace's, from `Cargo.lock`.
 const SERDE_VERSION: &str = "1.0.229";
 /// The serde_json its tests depend on: the workspace's, from `Cargo.lock`.
 const SERDE_JSON_VERSION: &str = "1.0.154";
-
-/// The files of a new policy crate: each one's path in the crate, and its
-/// template.
-const FILES: &[(&str, &str)] = &[
-    (
-        "Cargo.toml",
-        include_str!("../../templates/policy/Cargo.toml.tmpl"),
-    ),
-    (
-        ".cargo/config.toml",
-        include_str!("../../templates/policy/.cargo/config.toml.tmpl"),
-    ),
-    (
-        ".gitignore",
-        include_str!("../../templates/policy/.gitignore.tmpl"),
-    ),
-    (
-        "README.md",
-        include_str!("../../templates/policy/README.md.tmpl"),
-    ),
-    (
-        "src/lib.rs",
-        include_str!("../../templates/policy/src/lib.rs.tmpl"),
-    ),
-    (
-        "tests/golden.rs",
-        include_str!("../../templates/policy/tests/golden.rs.tmpl"),
-    ),
-    (
-        "tests/golden/reconcile-01-first-call.json",
-        include_str!("../../templates/policy/tests/golden/reconcile-01-first-call.json.tmpl"),
-    ),
-];
 
 /// Names a crate cannot take: Rust's keywords (strict and reserved, as of
 /// edition 2024), the crates of Rust's standard library, and the crates the
@@ -152,28 +130,27 @@ pub(crate) enum Error {
     /// apply ([`configmap::check_name`]).
     #[error(transparent)]
     PolicyName(#[from] configmap::Error),
-    /// A policy name that starts with a digit, which no crate name may.
-    #[error("`{0}` cannot name a crate: it starts with a digit")]
-    LeadingDigit(String),
-    /// A policy name that is a Rust keyword or the name of a crate the
-    /// policy or Rust itself uses.
-    #[error(
-        "`{0}` cannot name a crate: it is a Rust keyword or the name of a crate the policy uses"
-    )]
-    Reserved(String),
+    /// A policy name that starts with a digit, which no crate, module or
+    /// identifier name may.
+    #[error("`{0}` cannot name {1}: it starts with a digit")]
+    LeadingDigit(String, &'static str),
+    /// A policy name that is a keyword of the language or the name of a
+    /// crate or module the policy or the language uses.
+    #[error("`{0}` cannot name {1}: it is a keyword or the name of a package the policy uses")]
+    Reserved(String, &'static str),
     /// The crate's directory exists and is not an empty directory.
     #[error("{} already exists and is not an empty directory; nothing was written", .0.display())]
     NotEmpty(PathBuf),
     /// No `--sdk`, and the SDK this binary was built from is not there
     /// (a binary installed from elsewhere, the container image).
     #[error(
-        "the SDK this binary was built from is not at {}: give --sdk PATH, the guest-sdk/ directory of a policyhost checkout",
-        .0.display()
+        "the SDK this binary was built from is not at {}: give --sdk PATH, the {}/ directory of a policyhost checkout",
+        .0.display(), .1
     )]
-    NoBuiltSdk(PathBuf),
+    NoBuiltSdk(PathBuf, &'static str),
     /// `--sdk` names no SDK.
-    #[error("{} is not the policyhost SDK: no Cargo.toml of the package `policyhost-sdk` there", .0.display())]
-    NotSdk(PathBuf),
+    #[error("{} is not the policyhost SDK: no {} of the package `policyhost-sdk` there", .0.display(), .1)]
+    NotSdk(PathBuf, &'static str),
     /// The SDK's path cannot be written in `Cargo.toml`.
     #[error("the SDK's path {} is not UTF-8, which Cargo.toml needs", .0.display())]
     SdkPathNotUtf8(PathBuf),
@@ -205,8 +182,8 @@ impl Error {
 type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
-    let scaffold = Scaffold::new(&args.name)?;
-    let sdk = sdk_dir(args.sdk.as_deref())?;
+    let scaffold = Scaffold::new(&args.name, args.lang)?;
+    let sdk = sdk_dir(args.sdk.as_deref(), args.lang)?;
     let dir = args
         .dir
         .clone()
@@ -220,100 +197,110 @@ pub(crate) fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
     println!("the SDK it depends on: {}", sdk.display());
     println!("next:");
     println!("  cd {}", dir.display());
-    for command in scaffold.next_commands() {
+    for command in scaffold.next_commands(&sdk) {
         println!("  {command}");
     }
     println!("README.md has these and the commands to publish it.");
     Ok(ExitCode::SUCCESS)
 }
 
-/// The SDK's directory, absolute: `given`, or the one this binary was
-/// built from.
-fn sdk_dir(given: Option<&Path>) -> Result<PathBuf> {
-    let (dir, missing): (&Path, fn(PathBuf) -> Error) = match given {
-        Some(dir) => (dir, Error::NotSdk),
-        None => (Path::new(BUILT_SDK), Error::NoBuiltSdk),
+/// The SDK's directory, absolute: `given`, or the one of `language` in the
+/// checkout this binary was built from.
+fn sdk_dir(given: Option<&Path>, language: Language) -> Result<PathBuf> {
+    let built = Path::new(BUILT_CHECKOUT).join(language.sdk_dir_name());
+    let (file, package_line) = language.sdk_manifest();
+    let (dir, missing): (&Path, fn(PathBuf, &'static str) -> Error) = match given {
+        Some(dir) => (dir, |dir, _| Error::NotSdk(dir, "")),
+        None => (&built, Error::NoBuiltSdk),
     };
+    let not_sdk = |dir: PathBuf| Error::NotSdk(dir, file);
     let Ok(dir) = std::fs::canonicalize(dir) else {
-        return Err(missing(dir.to_path_buf()));
+        return Err(match given {
+            Some(dir) => not_sdk(dir.to_path_buf()),
+            None => missing(built.clone(), language.sdk_dir_name()),
+        });
     };
-    let manifest = dir.join("Cargo.toml");
-    let Ok(text) = std::fs::read_to_string(&manifest) else {
-        return Err(missing(dir));
+    let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
+        return Err(match given {
+            Some(_) => not_sdk(dir),
+            None => missing(dir, language.sdk_dir_name()),
+        });
     };
-    if !text
-        .lines()
-        .any(|l| l.trim() == r#"name = "policyhost-sdk""#)
-    {
-        return Err(Error::NotSdk(dir));
+    if !text.lines().any(|line| line.trim() == package_line) {
+        return Err(not_sdk(dir));
     }
     Ok(dir)
 }
 
-/// A new policy crate's names.
+/// A new policy's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Scaffold {
+    /// Its language.
+    language: Language,
     /// The policy and package name, e.g. `my-policy`.
     name: String,
-    /// The crate's Rust name, e.g. `my_policy`.
+    /// The crate's Rust name, and the Python module's, e.g. `my_policy`.
     crate_name: String,
+    /// The TypeScript identifier, e.g. `myPolicy`.
+    camel_name: String,
     /// The policy type, e.g. `MyPolicy`.
     type_name: String,
 }
 
 impl Scaffold {
     /// Checks `name` and derives the others from it.
-    fn new(name: &str) -> Result<Self> {
-        check_name(name)?;
-        Ok(Self {
+    fn new(name: &str, language: Language) -> Result<Self> {
+        configmap::check_name(name)?;
+        let type_name = type_name(name, language);
+        let scaffold = Self {
+            language,
             name: name.to_owned(),
             crate_name: crate_name(name),
-            type_name: type_name(name),
-        })
+            camel_name: camel_name(&type_name),
+            type_name,
+        };
+        if name.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(Error::LeadingDigit(name.to_owned(), language.what()));
+        }
+        if language.is_reserved(&scaffold) {
+            return Err(Error::Reserved(name.to_owned(), language.what()));
+        }
+        Ok(scaffold)
     }
 
     /// Every file of the crate, depending on the SDK in `sdk`: its path in
     /// the crate and its text.
-    fn files(&self, sdk: &Path) -> Result<Vec<(&'static str, String)>> {
+    fn files(&self, sdk: &Path) -> Result<Vec<(String, String)>> {
         let sdk = sdk
             .to_str()
             .ok_or_else(|| Error::SdkPathNotUtf8(sdk.to_path_buf()))?;
-        let sdk = toml_escape(sdk);
+        let sdk = match self.language {
+            Language::Rust => toml_escape(sdk),
+            Language::Python | Language::Typescript => sdk.to_owned(),
+        };
         let values = [
             ("name", self.name.as_str()),
             ("crate", self.crate_name.as_str()),
+            ("module", self.crate_name.as_str()),
+            ("camel", self.camel_name.as_str()),
             ("Type", self.type_name.as_str()),
             ("sdk", sdk.as_str()),
             ("serde", SERDE_VERSION),
             ("serde_json", SERDE_JSON_VERSION),
         ];
-        Ok(FILES
+        Ok(self
+            .language
+            .files()
             .iter()
-            .map(|&(path, template)| (path, render(template, &values)))
+            .map(|&(path, template)| (render(path, &values), render(template, &values)))
             .collect())
     }
 
-    /// The commands that test and build the new crate, from its directory.
-    fn next_commands(&self) -> [String; 3] {
-        let wasm = format!("target/wasm32-wasip2/release/{}.wasm", self.crate_name);
-        [
-            "cargo test".to_owned(),
-            "cargo build --release --target wasm32-wasip2".to_owned(),
-            format!("policyhost policy test {wasm} tests/golden"),
-        ]
+    /// The commands that test and build the new policy, from its directory.
+    fn next_commands(&self, sdk: &Path) -> Vec<String> {
+        self.language
+            .next_commands(self, &sdk.display().to_string())
     }
-}
-
-/// Checks that `name` can name a policy (the host's rule) and a crate.
-fn check_name(name: &str) -> Result<()> {
-    configmap::check_name(name)?;
-    if name.starts_with(|c: char| c.is_ascii_digit()) {
-        return Err(Error::LeadingDigit(name.to_owned()));
-    }
-    if RESERVED.contains(&crate_name(name).as_str()) {
-        return Err(Error::Reserved(name.to_owned()));
-    }
-    Ok(())
 }
 
 /// The Rust name of the crate `name`: `my-policy` is `my_policy`.
@@ -324,7 +311,7 @@ fn crate_name(name: &str) -> String {
 /// The policy type of `name`, in UpperCamelCase (`my-policy` is `MyPolicy`),
 /// with `Policy` appended while it is a word of the templates: `job` would
 /// be `Job`, the SDK's type the template imports.
-fn type_name(name: &str) -> String {
+fn type_name(name: &str, language: Language) -> String {
     let mut type_name: String = name
         .split('-')
         .flat_map(|part| {
@@ -336,16 +323,26 @@ fn type_name(name: &str) -> String {
                 .chain(chars)
         })
         .collect();
-    let taken = template_words();
-    while taken.contains(type_name.as_str()) {
+    let taken = template_words(language);
+    while taken.contains(type_name.as_str()) || taken.contains(camel_name(&type_name).as_str()) {
         type_name.push_str("Policy");
     }
     type_name
 }
 
-/// Every word (identifier) of the templates.
-fn template_words() -> BTreeSet<&'static str> {
-    FILES
+/// The policy type as a TypeScript identifier: `MyPolicy` is `myPolicy`.
+fn camel_name(type_name: &str) -> String {
+    let mut chars = type_name.chars();
+    chars
+        .next()
+        .map(|first| first.to_ascii_lowercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
+/// Every word (identifier) of a language's templates.
+fn template_words(language: Language) -> BTreeSet<&'static str> {
+    language
+        .files()
         .iter()
         .flat_map(|(_, template)| template.split(|c: char| !c.is_ascii_alphanumeric() && c != '_'))
         .filter(|word| !word.is_empty())
@@ -377,7 +374,7 @@ fn render(template: &str, values: &[(&str, &str)]) -> String {
 
 /// Writes `files` into `dir`, which must not exist or be empty. Files are
 /// created new, never overwritten.
-fn write(dir: &Path, files: &[(&str, String)]) -> Result<()> {
+fn write(dir: &Path, files: &[(String, String)]) -> Result<()> {
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -409,11 +406,16 @@ fn write(dir: &Path, files: &[(&str, String)]) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn scaffold(name: &str) -> Scaffold {
-        Scaffold::new(name).unwrap()
+    /// The checks of a Rust policy's name, alone.
+    fn check_rust_name(name: &str) -> Result<()> {
+        Scaffold::new(name, Language::Rust).map(|_| ())
     }
 
-    fn files(name: &str) -> Vec<(&'static str, String)> {
+    fn scaffold(name: &str) -> Scaffold {
+        Scaffold::new(name, Language::Rust).unwrap()
+    }
+
+    fn files(name: &str) -> Vec<(String, String)> {
         scaffold(name)
             .files(Path::new("/src/policyhost/guest-sdk"))
             .unwrap()
@@ -444,7 +446,7 @@ mod tests {
             "",
             &"a".repeat(64),
         ] {
-            let error = Scaffold::new(name).unwrap_err();
+            let error = Scaffold::new(name, Language::Rust).unwrap_err();
             assert!(
                 matches!(
                     error,
@@ -461,8 +463,8 @@ mod tests {
 
     #[test]
     fn a_policy_name_that_cannot_name_a_crate_is_refused() {
-        let error = check_name("7zip").unwrap_err();
-        assert!(matches!(error, Error::LeadingDigit(ref n) if n == "7zip"));
+        let error = check_rust_name("7zip").unwrap_err();
+        assert!(matches!(error, Error::LeadingDigit(ref n, _) if n == "7zip"));
         assert_eq!(
             error.to_string(),
             "`7zip` cannot name a crate: it starts with a digit"
@@ -479,16 +481,16 @@ mod tests {
             "policyhost-sdk",
         ] {
             assert!(
-                matches!(check_name(name), Err(Error::Reserved(ref n)) if n == name),
+                matches!(check_rust_name(name), Err(Error::Reserved(ref n, _)) if n == name),
                 "{name}"
             );
         }
         assert_eq!(
-            Error::Reserved("fn".into()).to_string(),
-            "`fn` cannot name a crate: it is a Rust keyword or the name of a crate the policy uses"
+            Error::Reserved("fn".into(), "a crate").to_string(),
+            "`fn` cannot name a crate: it is a keyword or the name of a package the policy uses"
         );
         for name in ["my-policy", "a", "etl2", "x--y", "serde-tools", "function"] {
-            assert!(check_name(name).is_ok(), "{name}");
+            assert!(check_rust_name(name).is_ok(), "{name}");
         }
     }
 
@@ -516,7 +518,7 @@ mod tests {
         let file = |name: &str| {
             files
                 .iter()
-                .find(|(path, _)| *path == name)
+                .find(|(path, _)| path == name)
                 .map(|(_, text)| text.as_str())
                 .unwrap()
         };
@@ -539,6 +541,60 @@ mod tests {
     }
 
     #[test]
+    fn every_language_fills_in_every_placeholder_of_its_paths_and_texts() {
+        for language in [Language::Rust, Language::Python, Language::Typescript] {
+            let scaffold = Scaffold::new("my-policy", language).unwrap();
+            for (path, text) in scaffold.files(Path::new("/src/sdk")).unwrap() {
+                assert!(
+                    !path.contains("{{") && !text.contains("{{"),
+                    "{language:?} {path}"
+                );
+            }
+        }
+        let python = Scaffold::new("my-policy", Language::Python).unwrap();
+        let paths: Vec<String> = python
+            .files(Path::new("/sdk"))
+            .unwrap()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert!(paths.contains(&"my_policy.py".to_owned()), "{paths:?}");
+        assert!(
+            paths.contains(&"tests/test_my_policy.py".to_owned()),
+            "{paths:?}"
+        );
+        let typescript = Scaffold::new("my-policy", Language::Typescript).unwrap();
+        assert_eq!(typescript.camel_name, "myPolicy");
+        let files = typescript.files(Path::new("/sdk")).unwrap();
+        let source = files
+            .iter()
+            .find(|(p, _)| p == "my-policy.ts")
+            .map(|(_, t)| t)
+            .unwrap();
+        assert!(
+            source.contains("export const myPolicy: Policy<Params>"),
+            "{source}"
+        );
+    }
+
+    #[test]
+    fn each_language_refuses_its_own_reserved_words() {
+        let refused = |name, language| matches!(Scaffold::new(name, language), Err(Error::Reserved(ref n, _)) if n == name);
+        assert!(refused("import", Language::Python));
+        assert!(refused("policyhost-sdk", Language::Python));
+        assert!(refused("delete", Language::Typescript));
+        assert!(!refused("import", Language::Rust));
+        assert!(refused("fn", Language::Rust));
+        // A TypeScript name the template uses is taken: `build` is imported.
+        let build = Scaffold::new("build", Language::Typescript).unwrap();
+        assert_eq!(build.camel_name, "buildPolicy");
+        assert_eq!(
+            Error::LeadingDigit("7up".into(), Language::Python.what()).to_string(),
+            "`7up` cannot name a Python module: it starts with a digit"
+        );
+    }
+
+    #[test]
     fn render_replaces_each_placeholder_everywhere_and_nothing_else() {
         assert_eq!(
             render(
@@ -554,7 +610,7 @@ mod tests {
         let files = scaffold("p").files(Path::new(r#"/home/a "b"\c"#)).unwrap();
         let manifest = &files
             .iter()
-            .find(|(path, _)| *path == "Cargo.toml")
+            .find(|(path, _)| path == "Cargo.toml")
             .unwrap()
             .1;
         assert!(
@@ -591,7 +647,7 @@ mod tests {
 
     #[test]
     fn the_serde_versions_are_the_workspace_s_so_the_crate_builds_offline() {
-        let lock = include_str!("../../../Cargo.lock");
+        let lock = include_str!("../../../../Cargo.lock");
         for (name, version) in [("serde", SERDE_VERSION), ("serde_json", SERDE_JSON_VERSION)] {
             assert!(
                 lock.contains(&format!("name = \"{name}\"\nversion = \"{version}\"\n")),
@@ -617,18 +673,22 @@ mod tests {
             }
         }
         found.sort();
-        let mut listed: Vec<_> = FILES.iter().map(|(path, _)| (*path).to_owned()).collect();
+        let mut listed: Vec<_> = Language::Rust
+            .files()
+            .iter()
+            .map(|(path, _)| (*path).to_owned())
+            .collect();
         listed.sort();
         assert_eq!(found, listed);
     }
 
     #[test]
     fn the_sdk_defaults_to_the_one_this_binary_was_built_from() {
-        let sdk = sdk_dir(None).unwrap();
+        let sdk = sdk_dir(None, Language::Rust).unwrap();
         assert!(sdk.is_absolute() && sdk.ends_with("guest-sdk"), "{sdk:?}");
         let elsewhere = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let error = sdk_dir(Some(elsewhere)).unwrap_err();
-        assert!(matches!(error, Error::NotSdk(_)), "{error:?}");
+        let error = sdk_dir(Some(elsewhere), Language::Rust).unwrap_err();
+        assert!(matches!(error, Error::NotSdk(..)), "{error:?}");
         assert_eq!(
             error.to_string(),
             format!(
@@ -637,11 +697,11 @@ mod tests {
             )
         );
         assert!(matches!(
-            sdk_dir(Some(Path::new("/nonexistent/guest-sdk"))),
-            Err(Error::NotSdk(_))
+            sdk_dir(Some(Path::new("/nonexistent/guest-sdk")), Language::Rust),
+            Err(Error::NotSdk(..))
         ));
         assert_eq!(
-            Error::NoBuiltSdk("/build/guest-sdk".into()).to_string(),
+            Error::NoBuiltSdk("/build/guest-sdk".into(), "guest-sdk").to_string(),
             "the SDK this binary was built from is not at /build/guest-sdk: give --sdk PATH, the guest-sdk/ directory of a policyhost checkout"
         );
     }
