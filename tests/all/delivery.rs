@@ -180,8 +180,8 @@ fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
         .data
         .get_or_insert_default()
         .insert("sha256".into(), digest(b"another component"));
-    // 20 MiB of zeros: a few KiB gzip'd, above the host's 16 MiB maximum.
-    let bomb = custom_section(good, "padding", &vec![0; 20 << 20]);
+    // 40 MiB of zeros: a few KiB gzip'd, above the host's 32 MiB maximum.
+    let bomb = custom_section(good, "padding", &vec![0; 40 << 20]);
     let oversize = configmap::build(
         "fanout",
         &env.policy_namespace,
@@ -231,7 +231,7 @@ fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
             what: "an over-size component",
             map: oversize,
             reason: "TooLarge",
-            says: "more than the 16777216 bytes",
+            says: "more than the 33554432 bytes",
         },
         BadVersion {
             what: "a bad limit",
