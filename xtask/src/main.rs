@@ -99,7 +99,8 @@ fn print_help() {
          \x20             embedded devcluster until the sample DataJob finishes;\n\
          \x20             --keep-running keeps it serving; --real runs it on the real control\n\
          \x20             plane instead; --registry ships the policy through a local OCI\n\
-         \x20             registry (ARGS go to `policyhost dev`)\n\
+         \x20             registry; --lang python|typescript runs the fanout written in that\n\
+         \x20             language, through the registry (ARGS go to `policyhost dev`)\n\
          bench scale [ARGS]\n\
          \x20             build guests and release binaries, run the operator at scale\n\
          \x20             in both cache modes (ARGS go to tests/benches/scale.rs;\n\
@@ -378,6 +379,18 @@ const DEMO_POLICIES: &[&str] = &["fanout"];
 /// log goes to a file the demo names (its tail is printed if the demo fails).
 fn run_demo(extra: &[String]) -> Result<(), String> {
     prepare_guests()?;
+    // `--lang python|typescript`: the demo's fanout in that language, built
+    // by `polyglot` and, at 12 to 19 MB, delivered through the registry.
+    let lang = option_value(extra, "--lang")?;
+    let components = match lang.as_deref() {
+        None | Some("rust") => guest_dir(),
+        Some(lang @ ("python" | "typescript")) => polyglot::build()?.join(lang),
+        Some(other) => {
+            return Err(format!(
+                "--lang {other}: the demo speaks rust, python or typescript"
+            ));
+        }
+    };
     cargo(&[
         "build",
         "--quiet",
@@ -389,7 +402,7 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
     let root = workspace_root();
     let demo = target_dir().join("demo");
     let policies = demo.join("policies");
-    publish_only(&policies, DEMO_POLICIES)?;
+    publish_only(&policies, &components, DEMO_POLICIES)?;
     let mut args = vec![
         "dev".to_owned(),
         "--policy-dir".to_owned(),
@@ -418,18 +431,24 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
         None
     };
     // The policies through a local OCI registry, as artifacts.
-    if extra.iter().any(|arg| arg == "--registry") {
+    if lang.as_deref().is_some_and(|lang| lang != "rust")
+        || extra.iter().any(|arg| arg == "--registry")
+    {
         args.push("--registry".to_owned());
         args.push(tools::REGISTRY.build()?.display().to_string());
         args.push("--registry-dir".to_owned());
         args.push(demo.join("registry").display().to_string());
     }
-    args.extend(
-        extra
-            .iter()
-            .filter(|arg| !matches!(arg.as_str(), "--keep-running" | "--real" | "--registry"))
-            .cloned(),
-    );
+    let mut rest = extra.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--keep-running" | "--real" | "--registry" => {}
+            "--lang" => {
+                rest.next();
+            }
+            _ => args.push(arg.clone()),
+        }
+    }
     let log_path = demo.join("operator.log");
     let log = std::fs::File::create(&log_path)
         .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
@@ -445,19 +464,29 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
     outcome
 }
 
-/// `dir` holding exactly the components of `names` from the guest build,
-/// as links: `cargo xtask guests` in another terminal still hot-swaps them.
-fn publish_only(dir: &Path, names: &[&str]) -> Result<(), String> {
+/// The value after `name` in `args`, if `name` is there.
+fn option_value(args: &[String], name: &str) -> Result<Option<String>, String> {
+    match args.iter().position(|arg| arg == name) {
+        None => Ok(None),
+        Some(at) => args
+            .get(at + 1)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| format!("{name} needs a value")),
+    }
+}
+
+/// `dir` holding exactly the components of `names` from `components` (the
+/// guest build, or a language's), as links: a rebuild in another terminal
+/// still hot-swaps them.
+fn publish_only(dir: &Path, components: &Path, names: &[&str]) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for name in names {
         let file = format!("{name}.wasm");
-        let from = guest_dir().join(&file);
+        let from = components.join(&file);
         if !from.is_file() {
-            return Err(format!(
-                "{} is missing after the guest build",
-                from.display()
-            ));
+            return Err(format!("{} is missing after the build", from.display()));
         }
         std::os::unix::fs::symlink(&from, dir.join(&file))
             .map_err(|e| format!("cannot link {}: {e}", from.display()))?;
