@@ -10,6 +10,7 @@
  *     const pod = new Pod("demo-worker-0").label("app", "demo").container(worker).build();
  */
 
+import * as kinds from "./kinds.js";
 import * as names from "./names.js";
 import { type DesiredChild, PolicyError, fromManifest } from "./result.js";
 
@@ -39,6 +40,12 @@ function check(what: string, value: string, rule: names.Rule): void {
   const reason = rule(value);
   if (reason !== undefined) throw invalid(what, value, reason);
 }
+
+function checkName(kind: kinds.Kind, name: string): void {
+  check(kind.nameWhat, name, kind.nameRule);
+}
+
+const head = (kind: kinds.Kind) => ({ apiVersion: kind.apiVersion, kind: kind.kind });
 
 function checkLabels(labels: Map<string, string>): void {
   for (const [key, value] of labels) {
@@ -159,7 +166,9 @@ export class Container {
     }
     for (const [name, port] of this.ports) {
       check("container port name", name, names.dns1123Label);
-      if (name.length > 15) throw invalid("container port name", name, "must be at most 15 characters");
+      if (name.length > kinds.PORT_NAME_MAX_LENGTH) {
+        throw invalid("container port name", name, kinds.PORT_NAME_LENGTH_RULE);
+      }
       if (!(port >= 1 && port <= 65535)) {
         throw invalid("container port", String(port), "must be between 1 and 65535");
       }
@@ -185,7 +194,7 @@ export class Container {
       container.ports = this.ports.map(([name, port]) => ({
         name,
         containerPort: port,
-        protocol: "TCP",
+        protocol: kinds.PORT_PROTOCOL,
       }));
     }
     return container;
@@ -194,7 +203,7 @@ export class Container {
 
 /** What a Pod and a Job's Pod template share. */
 abstract class PodSpec extends Metadata {
-  protected restart: RestartPolicy = "Never";
+  protected restart = kinds.DEFAULT_RESTART_POLICY as RestartPolicy;
   protected containers: Container[] = [];
   protected account?: string;
   protected selector = new Map<string, string>();
@@ -260,9 +269,9 @@ export class Pod extends PodSpec {
 
   /** Checks the Pod and writes its manifest (throws `BuildError`). */
   build(): DesiredChild {
-    check("Pod name", this.name, names.dns1123Subdomain);
+    checkName(kinds.POD, this.name);
     this.checkMetadata();
-    this.checkSpec("Pod");
+    this.checkSpec(kinds.POD.kind);
     return fromManifest(this.manifest());
   }
 
@@ -270,14 +279,14 @@ export class Pod extends PodSpec {
    * labels and environment variables: see `PodTemplate`. */
   template(): PodTemplate {
     this.checkMetadata();
-    this.checkSpec("Pod");
+    this.checkSpec(kinds.POD.kind);
     return new PodTemplate(this.manifest());
   }
 
   private manifest(): Record<string, unknown> {
     const spec = this.spec();
     if (this.deadline !== undefined) spec.activeDeadlineSeconds = this.deadline;
-    return { apiVersion: "v1", kind: "Pod", metadata: this.metadata(), spec };
+    return { ...head(kinds.POD), metadata: this.metadata(), spec };
   }
 }
 
@@ -314,7 +323,7 @@ export class TemplatePod {
   }
 
   build(): DesiredChild {
-    check("Pod name", this.name, names.dns1123Subdomain);
+    checkName(kinds.POD, this.name);
     checkLabels(this.labels);
     for (const name of this.envVars.keys()) check("environment variable name", name, names.envVarName);
     const manifest = JSON.parse(JSON.stringify(this.template));
@@ -362,11 +371,11 @@ export class BatchJob extends PodSpec {
   }
 
   build(): DesiredChild {
-    check("Job name", this.name, names.dns1123Label);
+    checkName(kinds.JOB, this.name);
     this.checkMetadata();
-    this.checkSpec("Job");
-    if (this.restart === "Always") {
-      throw invalid("Job restart policy", "Always", "must be Never or OnFailure");
+    this.checkSpec(kinds.JOB.kind);
+    if (!kinds.JOB_RESTART_POLICIES.includes(this.restart)) {
+      throw invalid("Job restart policy", this.restart, kinds.JOB_RESTART_POLICY_RULE);
     }
     const order = [
       "backoffLimit",
@@ -381,7 +390,7 @@ export class BatchJob extends PodSpec {
       metadata: this.labels.size > 0 ? { labels: object(this.labels) } : {},
       spec: this.spec(),
     };
-    return fromManifest({ apiVersion: "batch/v1", kind: "Job", metadata: this.metadata(), spec });
+    return fromManifest({ ...head(kinds.JOB), metadata: this.metadata(), spec });
   }
 }
 
@@ -395,15 +404,10 @@ export class ConfigMap extends Metadata {
   }
 
   build(): DesiredChild {
-    check("ConfigMap name", this.name, names.dns1123Subdomain);
+    checkName(kinds.CONFIG_MAP, this.name);
     this.checkMetadata();
     for (const key of this.entries.keys()) check("ConfigMap key", key, names.configMapKey);
-    return fromManifest({
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: this.metadata(),
-      data: object(this.entries),
-    });
+    return fromManifest({ ...head(kinds.CONFIG_MAP), metadata: this.metadata(), data: object(this.entries) });
   }
 }
 
@@ -430,7 +434,7 @@ export class Service extends Metadata {
   }
 
   build(): DesiredChild {
-    check("Service name", this.name, names.dns1035Label);
+    checkName(kinds.SERVICE, this.name);
     this.checkMetadata();
     checkLabels(this.selectorLabels);
     if (this.ports.length === 0 && !this.isHeadless) {
@@ -446,15 +450,15 @@ export class Service extends Metadata {
       if (seen.has(name)) throw invalid("Service port name", name, "must be unique within the Service");
       seen.add(name);
     }
-    const spec: Record<string, unknown> = { type: "ClusterIP" };
+    const spec: Record<string, unknown> = { type: kinds.SERVICE_TYPE };
     if (this.isHeadless) spec.clusterIP = "None";
     if (this.selectorLabels.size > 0) spec.selector = object(this.selectorLabels);
     spec.ports = this.ports.map(([name, port, targetPort]) => ({
       name,
       port,
       targetPort,
-      protocol: "TCP",
+      protocol: kinds.PORT_PROTOCOL,
     }));
-    return fromManifest({ apiVersion: "v1", kind: "Service", metadata: this.metadata(), spec });
+    return fromManifest({ ...head(kinds.SERVICE), metadata: this.metadata(), spec });
   }
 }

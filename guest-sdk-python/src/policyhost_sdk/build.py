@@ -19,7 +19,7 @@ import enum
 import re
 from typing import Any, Iterable, Optional
 
-from . import names
+from . import kinds, names
 from .result import DesiredChild, PolicyError
 
 
@@ -59,6 +59,14 @@ def _check(what: str, value: str, rule: names.Rule) -> None:
         raise _invalid(what, value, reason)
 
 
+def _check_name(kind: kinds.Kind, name: str) -> None:
+    _check(kind.name_what, name, kind.name_rule)
+
+
+def _head(kind: kinds.Kind) -> dict[str, str]:
+    return {"apiVersion": kind.api_version, "kind": kind.kind}
+
+
 def _check_labels(labels: dict[str, str]) -> None:
     for key, value in labels.items():
         _check("label key", key, names.label_key)
@@ -81,7 +89,13 @@ class RestartPolicy(enum.Enum):
     ALWAYS = "Always"
     ON_FAILURE = "OnFailure"
     NEVER = "Never"
-    """The builders' default: DataJob children usually run to completion."""
+    """Never restart it: the Pod ends ``Succeeded`` or ``Failed``."""
+
+    @classmethod
+    def default(cls) -> "RestartPolicy":
+        """The builders' default (``kinds.DEFAULT_RESTART_POLICY``): DataJob
+        children usually run to completion."""
+        return cls(kinds.DEFAULT_RESTART_POLICY)
 
 
 class _Metadata:
@@ -175,8 +189,8 @@ class Container:
             _check_quantity(quantity)
         for name, port in self._ports:
             _check("container port name", name, names.dns1123_label)
-            if len(name) > 15:
-                raise _invalid("container port name", name, "must be at most 15 characters")
+            if len(name) > kinds.PORT_NAME_MAX_LENGTH:
+                raise _invalid("container port name", name, kinds.PORT_NAME_LENGTH_RULE)
             if not 1 <= port <= 65535:
                 raise _invalid("container port", str(port), "must be between 1 and 65535")
 
@@ -199,7 +213,7 @@ class Container:
             container["workingDir"] = self._working_dir
         if self._ports:
             container["ports"] = [
-                {"name": name, "containerPort": port, "protocol": "TCP"}
+                {"name": name, "containerPort": port, "protocol": kinds.PORT_PROTOCOL}
                 for name, port in self._ports
             ]
         return container
@@ -210,7 +224,7 @@ class _PodSpec(_Metadata):
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
-        self._restart_policy = RestartPolicy.NEVER
+        self._restart_policy = RestartPolicy.default()
         self._containers: list[Container] = []
         self._service_account: Optional[str] = None
         self._node_selector: dict[str, str] = {}
@@ -269,23 +283,23 @@ class Pod(_PodSpec):
 
     def build(self) -> DesiredChild:
         """Checks the Pod and writes its manifest (raises :class:`BuildError`)."""
-        _check("Pod name", self._name, names.dns1123_subdomain)
+        _check_name(kinds.POD, self._name)
         self._check_metadata()
-        self._check_spec("Pod")
+        self._check_spec(kinds.POD.kind)
         return DesiredChild.from_manifest(self._manifest())
 
     def template(self) -> "PodTemplate":
         """Checks the Pod once, for many Pods that differ only in their name,
         labels and environment variables: see :class:`PodTemplate`."""
         self._check_metadata()
-        self._check_spec("Pod")
+        self._check_spec(kinds.POD.kind)
         return PodTemplate(self._manifest())
 
     def _manifest(self) -> dict[str, Any]:
         spec = self._spec()
         if self._active_deadline_seconds is not None:
             spec["activeDeadlineSeconds"] = self._active_deadline_seconds
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": self._metadata(), "spec": spec}
+        return {**_head(kinds.POD), "metadata": self._metadata(), "spec": spec}
 
 
 class PodTemplate:
@@ -319,7 +333,7 @@ class TemplatePod:
         return self
 
     def build(self) -> DesiredChild:
-        _check("Pod name", self._name, names.dns1123_subdomain)
+        _check_name(kinds.POD, self._name)
         _check_labels(self._labels)
         for name in self._env:
             _check("environment variable name", name, names.env_var_name)
@@ -367,18 +381,19 @@ class BatchJob(_PodSpec):
         return self
 
     def build(self) -> DesiredChild:
-        _check("Job name", self._name, names.dns1123_label)
+        _check_name(kinds.JOB, self._name)
         self._check_metadata()
-        self._check_spec("Job")
-        if self._restart_policy is RestartPolicy.ALWAYS:
-            raise _invalid("Job restart policy", "Always", "must be Never or OnFailure")
+        self._check_spec(kinds.JOB.kind)
+        if self._restart_policy.value not in kinds.JOB_RESTART_POLICIES:
+            raise _invalid(
+                "Job restart policy", self._restart_policy.value, kinds.JOB_RESTART_POLICY_RULE
+            )
         order = ["backoffLimit", "completions", "parallelism", "activeDeadlineSeconds",
                  "ttlSecondsAfterFinished"]
         spec: dict[str, Any] = {key: self._numbers[key] for key in order if key in self._numbers}
         template_metadata = {"labels": dict(self._labels)} if self._labels else {}
         spec["template"] = {"metadata": template_metadata, "spec": self._spec()}
-        manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": self._metadata(),
-                    "spec": spec}
+        manifest = {**_head(kinds.JOB), "metadata": self._metadata(), "spec": spec}
         return DesiredChild.from_manifest(manifest)
 
 
@@ -394,11 +409,11 @@ class ConfigMap(_Metadata):
         return self
 
     def build(self) -> DesiredChild:
-        _check("ConfigMap name", self._name, names.dns1123_subdomain)
+        _check_name(kinds.CONFIG_MAP, self._name)
         self._check_metadata()
         for key in self._data:
             _check("ConfigMap key", key, names.config_map_key)
-        manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": self._metadata(),
+        manifest = {**_head(kinds.CONFIG_MAP), "metadata": self._metadata(),
                     "data": dict(self._data)}
         return DesiredChild.from_manifest(manifest)
 
@@ -426,7 +441,7 @@ class Service(_Metadata):
         return self
 
     def build(self) -> DesiredChild:
-        _check("Service name", self._name, names.dns1035_label)
+        _check_name(kinds.SERVICE, self._name)
         self._check_metadata()
         _check_labels(self._selector)
         if not self._ports and not self._headless:
@@ -441,15 +456,14 @@ class Service(_Metadata):
             if name in seen:
                 raise _invalid("Service port name", name, "must be unique within the Service")
             seen.add(name)
-        spec: dict[str, Any] = {"type": "ClusterIP"}
+        spec: dict[str, Any] = {"type": kinds.SERVICE_TYPE}
         if self._headless:
             spec["clusterIP"] = "None"
         if self._selector:
             spec["selector"] = dict(self._selector)
         spec["ports"] = [
-            {"name": name, "port": port, "targetPort": target, "protocol": "TCP"}
+            {"name": name, "port": port, "targetPort": target, "protocol": kinds.PORT_PROTOCOL}
             for name, port, target in self._ports
         ]
-        manifest = {"apiVersion": "v1", "kind": "Service", "metadata": self._metadata(),
-                    "spec": spec}
+        manifest = {**_head(kinds.SERVICE), "metadata": self._metadata(), "spec": spec}
         return DesiredChild.from_manifest(manifest)

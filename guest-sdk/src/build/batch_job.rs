@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use super::json::Json;
+use super::kinds::{JOB, JOB_RESTART_POLICIES, JOB_RESTART_POLICY_RULE};
 use super::meta::{self, Meta};
 use super::pod::{PodSpec, RestartPolicy};
 use super::{Container, Error, Result, names};
@@ -103,14 +104,15 @@ impl<'a> BatchJob<'a> {
     ///
     /// [`Error`] for a bad name, label or container, or restart policy `Always`.
     pub fn build(self) -> Result<DesiredChild> {
-        names::check_label("Job name", &self.meta.name)?;
+        names::check_name(&JOB, &self.meta.name)?;
         self.meta.check()?;
-        self.pod.check("Job", &self.meta.name)?;
-        if self.pod.restart_policy == RestartPolicy::Always {
+        self.pod.check(JOB.kind, &self.meta.name)?;
+        let restart_policy = self.pod.restart_policy;
+        if !JOB_RESTART_POLICIES.contains(&restart_policy) {
             return Err(Error::Invalid {
                 what: "Job restart policy",
-                value: "Always".to_owned(),
-                reason: "must be Never or OnFailure",
+                value: restart_policy.as_str().to_owned(),
+                reason: JOB_RESTART_POLICY_RULE,
             });
         }
         let mut json = Json::with_capacity(
@@ -119,7 +121,7 @@ impl<'a> BatchJob<'a> {
                 + self.meta.annotations.json_len()
                 + self.pod.json_len(),
         );
-        meta::head(&mut json, "batch/v1", "Job");
+        meta::head(&mut json, &JOB);
         self.meta.write(&mut json);
         json.raw(",\"spec\":{");
         let numbers = [

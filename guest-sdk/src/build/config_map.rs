@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use super::json::Json;
+use super::kinds::CONFIG_MAP;
 use super::meta::{self, Meta, Pairs};
 use super::{Result, names};
 use crate::DesiredChild;
@@ -44,7 +45,7 @@ impl<'a> ConfigMap<'a> {
     ///
     /// [`super::Error::Invalid`] for a bad name, label or data key.
     pub fn build(self) -> Result<DesiredChild> {
-        names::check_subdomain("ConfigMap name", &self.meta.name)?;
+        names::check_name(&CONFIG_MAP, &self.meta.name)?;
         self.meta.check()?;
         self.data
             .0
@@ -56,14 +57,14 @@ impl<'a> ConfigMap<'a> {
                 + self.meta.annotations.json_len()
                 + self.data.json_len(),
         );
-        meta::head(&mut json, "v1", "ConfigMap");
+        meta::head(&mut json, &CONFIG_MAP);
         self.meta.write(&mut json);
         json.raw(",\"data\":");
         self.data.write(&mut json);
         json.byte(b'}');
         Ok(DesiredChild::from_json(
-            "v1",
-            "ConfigMap",
+            CONFIG_MAP.api_version,
+            CONFIG_MAP.kind,
             self.meta.name,
             json.into_string(),
         ))

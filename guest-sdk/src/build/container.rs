@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use super::json::Json;
+use super::kinds::{PORT_NAME_LENGTH_RULE, PORT_NAME_MAX_LENGTH, PORT_PROTOCOL};
 use super::meta::{Insert, Pairs};
 use super::{Result, names};
 
@@ -112,11 +113,11 @@ impl<'a> Container<'a> {
         }
         for (name, port) in &self.ports {
             names::check_label("container port name", name)?;
-            if name.len() > 15 {
+            if name.len() > PORT_NAME_MAX_LENGTH {
                 return Err(super::Error::Invalid {
                     what: "container port name",
                     value: name.clone().into_owned(),
-                    reason: "must be at most 15 characters",
+                    reason: PORT_NAME_LENGTH_RULE,
                 });
             }
             if *port == 0 {
@@ -187,7 +188,9 @@ impl<'a> Container<'a> {
                 json.string(name);
                 json.raw(",\"containerPort\":");
                 json.number(u64::from(*port));
-                json.raw(",\"protocol\":\"TCP\"}");
+                json.raw(",\"protocol\":");
+                json.string(PORT_PROTOCOL);
+                json.byte(b'}');
             }
             json.byte(b']');
         }

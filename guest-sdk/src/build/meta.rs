@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use super::Result;
 use super::json::Json;
+use super::kinds::Kind;
 use super::names;
 
 /// Key/value pairs in insertion order, serialized as a JSON object; setting
@@ -206,10 +207,10 @@ impl Meta<'_> {
 }
 
 /// Writes the top of every manifest, `{"apiVersion":..,"kind":..,"metadata":`.
-pub(crate) fn head(json: &mut Json, api_version: &str, kind: &str) {
+pub(crate) fn head(json: &mut Json, kind: &Kind) {
     json.raw("{\"apiVersion\":");
-    json.string(api_version);
+    json.string(kind.api_version);
     json.raw(",\"kind\":");
-    json.string(kind);
+    json.string(kind.kind);
     json.raw(",\"metadata\":");
 }

@@ -37,6 +37,7 @@ mod batch_job;
 mod config_map;
 mod container;
 mod json;
+mod kinds;
 mod meta;
 mod names;
 mod pod;

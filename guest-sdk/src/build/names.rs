@@ -4,6 +4,7 @@
 
 use policyhost_names::Verdict;
 
+use super::kinds::Kind;
 use super::{Error, Result};
 
 /// A DNS-1123 label: at most 63 lower-case alphanumerics or `-`, starting
@@ -43,8 +44,9 @@ pub(super) fn check_subdomain(what: &'static str, name: &str) -> Result<()> {
     checked(what, name, policyhost_names::dns1123_subdomain)
 }
 
-pub(super) fn check_dns1035(what: &'static str, name: &str) -> Result<()> {
-    checked(what, name, policyhost_names::dns1035_label)
+/// The name of an object of `kind`, by the rule of its kind.
+pub(super) fn check_name(kind: &Kind, name: &str) -> Result<()> {
+    checked(kind.name_what, name, kind.name_rule)
 }
 
 /// A label or annotation key.
@@ -130,7 +132,7 @@ mod tests {
         ));
         assert!(check_env_name("1VAR").is_err());
         assert!(check_config_key("..").is_err());
-        assert!(check_dns1035("Service name", "1svc").is_err());
+        assert!(check_name(&crate::build::kinds::SERVICE, "1svc").is_err());
         assert!(check_subdomain("Pod name", "ok.name").is_ok());
         assert!(check_label("Job name", "a.b").is_err());
     }

@@ -3,13 +3,14 @@
 use std::borrow::Cow;
 
 use super::json::Json;
+use super::kinds::{self, POD};
 use super::meta::{self, Insert, Meta, Pairs};
 use super::pod_template::PodTemplate;
 use super::{Container, Error, Result, names};
 use crate::DesiredChild;
 
 /// What the kubelet does when a container exits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestartPolicy {
     /// Restart it, whatever the exit code (long-running services).
     Always,
@@ -17,12 +18,17 @@ pub enum RestartPolicy {
     OnFailure,
     /// Never restart it: the Pod ends `Succeeded` or `Failed` (the builders'
     /// default, since DataJob children usually run to completion).
-    #[default]
     Never,
 }
 
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        kinds::DEFAULT_RESTART_POLICY
+    }
+}
+
 impl RestartPolicy {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::Always => "Always",
             Self::OnFailure => "OnFailure",
@@ -179,23 +185,23 @@ impl<'a> Pod<'a> {
     ///
     /// [`Error`] naming the invalid name, label, container or quantity.
     pub fn build(self) -> Result<DesiredChild> {
-        names::check_subdomain("Pod name", &self.meta.name)?;
+        names::check_name(&POD, &self.meta.name)?;
         self.meta.check()?;
-        self.spec.check("Pod", &self.meta.name)?;
+        self.spec.check(POD.kind, &self.meta.name)?;
         let mut json = Json::with_capacity(
             64 + self.meta.name.len()
                 + self.meta.labels.json_len()
                 + self.meta.annotations.json_len()
                 + self.spec.json_len(),
         );
-        meta::head(&mut json, "v1", "Pod");
+        meta::head(&mut json, &POD);
         self.meta.write(&mut json);
         json.raw(",\"spec\":");
         self.spec.write(&mut json, &mut |_| {});
         json.byte(b'}');
         Ok(DesiredChild::from_json(
-            "v1",
-            "Pod",
+            POD.api_version,
+            POD.kind,
             self.meta.name,
             json.into_string(),
         ))

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use super::container::write_env;
 use super::json::Json;
+use super::kinds::POD;
 use super::meta::{self, Insert, Pairs};
 use super::{Pod, Result, names};
 use crate::DesiredChild;
@@ -62,11 +63,11 @@ impl<'a> PodTemplate<'a> {
     pub(super) fn new(pod: Pod<'a>) -> Result<Self> {
         let (meta, spec) = pod.parts();
         meta.check()?;
-        spec.check("Pod", &meta.name)?;
+        spec.check(POD.kind, &meta.name)?;
         let mut json = Json::with_capacity(
             64 + meta.labels.json_len() + meta.annotations.json_len() + spec.json_len(),
         );
-        meta::head(&mut json, "v1", "Pod");
+        meta::head(&mut json, &POD);
         let (name_at, labels) = meta.write_template(&mut json);
         json.raw(",\"spec\":");
         let mut envs = Vec::with_capacity(spec.containers.len());
@@ -125,7 +126,7 @@ impl<'p> TemplatePod<'p, '_> {
     /// [`super::Error::Invalid`] naming the invalid name, label or variable.
     pub fn build(self) -> Result<DesiredChild> {
         let template = self.template;
-        names::check_subdomain("Pod name", &self.name)?;
+        names::check_name(&POD, &self.name)?;
         self.labels.check_labels()?;
         for (name, _) in &self.env.0 {
             names::check_env_name(name)?;
@@ -180,8 +181,8 @@ impl<'p> TemplatePod<'p, '_> {
         }
         json.raw(&text[copied..]);
         Ok(DesiredChild::from_json(
-            "v1",
-            "Pod",
+            POD.api_version,
+            POD.kind,
             self.name.into_owned(),
             json.into_string(),
         ))

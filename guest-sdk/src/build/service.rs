@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use super::json::Json;
+use super::kinds::{PORT_PROTOCOL, SERVICE, SERVICE_TYPE};
 use super::meta::{self, Meta, Pairs};
 use super::{Error, Result, names};
 use crate::DesiredChild;
@@ -60,7 +61,7 @@ impl<'a> Service<'a> {
             name: name.into(),
             port,
             target_port,
-            protocol: "TCP",
+            protocol: PORT_PROTOCOL,
         });
         self
     }
@@ -78,7 +79,7 @@ impl<'a> Service<'a> {
     /// [`Error`] for a bad name, label, selector or port, or a Service with
     /// no ports.
     pub fn build(self) -> Result<DesiredChild> {
-        names::check_dns1035("Service name", &self.meta.name)?;
+        names::check_name(&SERVICE, &self.meta.name)?;
         self.meta.check()?;
         self.selector.check_labels()?;
         if self.ports.is_empty() && !self.headless {
@@ -112,9 +113,10 @@ impl<'a> Service<'a> {
                 + self.selector.json_len()
                 + self.ports.len() * 80,
         );
-        meta::head(&mut json, "v1", "Service");
+        meta::head(&mut json, &SERVICE);
         self.meta.write(&mut json);
-        json.raw(",\"spec\":{\"type\":\"ClusterIP\"");
+        json.raw(",\"spec\":{\"type\":");
+        json.string(SERVICE_TYPE);
         if self.headless {
             json.raw(",\"clusterIP\":\"None\"");
         }
@@ -139,8 +141,8 @@ impl<'a> Service<'a> {
         }
         json.raw("]}}");
         Ok(DesiredChild::from_json(
-            "v1",
-            "Service",
+            SERVICE.api_version,
+            SERVICE.kind,
             self.meta.name,
             json.into_string(),
         ))
