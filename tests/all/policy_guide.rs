@@ -1,6 +1,7 @@
 //! The policy author's guide, run: every command of the `sh` blocks of
 //! `docs/policies.md`, as written and in order (`guide` runs the operator
-//! guide).
+//! guide); the `sh polyglot` blocks (Python and TypeScript) in a second
+//! test, with the toolchains `cargo xtask polyglot` installed.
 //!
 //! The commands run from a scratch directory laid out like a checkout
 //! (`docs` and `policies` link to the workspace's, `target` to the build's
@@ -25,14 +26,15 @@ struct Step {
     exit: i32,
 }
 
-/// The commands of the `sh` blocks of a Markdown text, without comments.
-fn steps(markdown: &str) -> Vec<Step> {
+/// The commands of the blocks of a Markdown text whose info string is
+/// `info` (e.g. `sh`), without comments.
+fn steps(markdown: &str, info: &str) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut in_sh = false;
     for line in markdown.lines() {
         let trimmed = line.trim();
-        if let Some(info) = trimmed.strip_prefix("```") {
-            in_sh = !in_sh && info == "sh";
+        if let Some(block) = trimmed.strip_prefix("```") {
+            in_sh = !in_sh && block == info;
             continue;
         }
         if !in_sh || trimmed.is_empty() || trimmed.starts_with('#') {
@@ -68,7 +70,9 @@ fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Command {
         .parent()
         .expect("binary directory")
         .to_path_buf();
-    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+    // The virtualenv of `cargo xtask polyglot`, as an author's activated one.
+    let venv = target_dir().join("polyglot/venv/bin");
+    let path = std::env::join_paths([bin_dir, venv].into_iter().chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
     .expect("PATH");
@@ -87,7 +91,7 @@ fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Command {
 #[test]
 fn every_command_of_the_policy_guide_runs_as_written() {
     let guide = std::fs::read_to_string(workspace().join("docs/policies.md")).expect("the guide");
-    let steps = steps(&guide);
+    let steps = steps(&guide, "sh");
     assert!(steps.len() >= 10, "{steps:?}");
     let dir = scratch();
     let mut env: Vec<(String, String)> = Vec::new();
@@ -171,6 +175,56 @@ fn every_command_of_the_policy_guide_runs_as_written() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Test natively, build, and test the component in the host, in Python and
+/// in TypeScript, with the toolchains `cargo xtask polyglot` installed (the
+/// guide's install block, which it runs the same way).
+#[test]
+fn the_python_and_typescript_path_of_the_guide_runs_as_written() {
+    let guide = std::fs::read_to_string(workspace().join("docs/policies.md")).expect("the guide");
+    let steps = steps(&guide, "sh polyglot");
+    assert!(steps.len() >= 6, "{steps:?}");
+    let venv = target_dir().join("polyglot/venv/bin/python");
+    assert!(
+        venv.is_file(),
+        "{} is missing: run `cargo xtask polyglot` first",
+        venv.display()
+    );
+    let dir = crate::common::scratch().join("policy-guide-polyglot");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    for name in ["policies", "guest-sdk-typescript"] {
+        std::os::unix::fs::symlink(workspace().join(name), dir.join(name)).expect("link");
+    }
+    let mut passed = Vec::new();
+    for step in &steps {
+        let output = shell(&step.command, &dir, &[]).output().expect("run sh");
+        assert_eq!(
+            output.status.code(),
+            Some(step.exit),
+            "`{}`:\n{}",
+            step.command,
+            text(&output)
+        );
+        if step.command.starts_with("policyhost policy test") {
+            passed.push(text(&output));
+        }
+    }
+    // Both components pass the golden cases the Rust `fanout` passes.
+    let golden = std::fs::read_dir(workspace().join("policies/fanout/tests/golden"))
+        .expect("golden cases")
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
+        })
+        .count();
+    assert_eq!(passed.len(), 2, "{steps:?}");
+    for output in passed {
+        assert!(output.contains(&format!("{golden} passed")), "{output}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_readme_app_team_commands_are_the_guide_s() {
     let guide = std::fs::read_to_string(workspace().join("docs/policies.md")).expect("the guide");
@@ -179,9 +233,9 @@ fn the_readme_app_team_commands_are_the_guide_s() {
         .split_once("\n## Writing a policy")
         .map(|(_, rest)| rest.split("\n## ").next().unwrap_or_default())
         .expect("README has a `## Writing a policy` section");
-    let readme_steps = steps(section);
+    let readme_steps = steps(section, "sh");
     assert!(readme_steps.len() >= 5, "{readme_steps:?}");
-    let guide_steps = steps(&guide);
+    let guide_steps = steps(&guide, "sh");
     for step in readme_steps {
         assert!(
             guide_steps.iter().any(|g| g.command == step.command),
@@ -195,7 +249,7 @@ fn the_readme_app_team_commands_are_the_guide_s() {
 fn sh_blocks_are_read_as_commands_with_their_expected_exit_status() {
     let markdown = "text\n```sh\n# a comment\ncargo test -p x   # native\n\nfoo --bar    # exit status 3\n```\n```yaml\nnot: run\n```\n";
     assert_eq!(
-        steps(markdown),
+        steps(markdown, "sh"),
         [
             Step {
                 command: "cargo test -p x".into(),
