@@ -301,6 +301,15 @@ export class PodTemplate {
   }
 }
 
+/** A copy of a container's manifest with `vars` set in its `env`. */
+function withEnv(container: Record<string, any>, vars: Map<string, string>): Record<string, any> {
+  const env = new Map<string, string>(
+    (container.env ?? []).map((v: { name: string; value: string }) => [v.name, v.value]),
+  );
+  for (const [name, value] of vars) env.set(name, value);
+  return { ...container, env: [...env].map(([name, value]) => ({ name, value })) };
+}
+
 /** One Pod of a `PodTemplate`. */
 export class TemplatePod {
   private labels = new Map<string, string>();
@@ -326,20 +335,17 @@ export class TemplatePod {
     checkName(kinds.POD, this.name);
     checkLabels(this.labels);
     for (const name of this.envVars.keys()) check("environment variable name", name, names.envVarName);
-    const manifest = JSON.parse(JSON.stringify(this.template));
-    manifest.metadata.name = this.name;
-    if (this.labels.size > 0) {
-      manifest.metadata.labels = { ...(manifest.metadata.labels ?? {}), ...object(this.labels) };
-    }
-    if (this.envVars.size > 0) {
-      for (const container of manifest.spec.containers) {
-        const env = new Map<string, string>(
-          (container.env ?? []).map((v: { name: string; value: string }) => [v.name, v.value]),
-        );
-        for (const [name, value] of this.envVars) env.set(name, value);
-        container.env = [...env].map(([name, value]) => ({ name, value }));
-      }
-    }
+    // The parts of the template this Pod does not change are shared, not
+    // copied: the manifest is serialised at once and never changed.
+    const { metadata, spec } = this.template;
+    const labels =
+      this.labels.size > 0 ? { ...metadata.labels, ...object(this.labels) } : metadata.labels;
+    const containers = (list: Record<string, any>[]) => list.map((c) => withEnv(c, this.envVars));
+    const manifest = {
+      ...this.template,
+      metadata: { ...metadata, name: this.name, ...(labels && { labels }) },
+      spec: this.envVars.size > 0 ? { ...spec, containers: containers(spec.containers) } : spec,
+    };
     return fromManifest(manifest);
   }
 }

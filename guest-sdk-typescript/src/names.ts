@@ -14,12 +14,22 @@ const OVER_63 = "must be at most 63 characters";
 const OVER_253 = "must be at most 253 characters";
 const ENDS = "must start and end with a letter or digit";
 
-const bytes = (text: string): number => new TextEncoder().encode(text).length;
+/**
+ * Whether `text` is longer than `limit` bytes of UTF-8. A UTF-16 unit is one
+ * to three bytes (a surrogate pair four), so most texts are decided by their
+ * length alone, without encoding them: these checks run for every label of
+ * every child.
+ */
+function over(text: string, limit: number): boolean {
+  if (text.length > limit) return true;
+  if (text.length * 3 <= limit) return false;
+  return new TextEncoder().encode(text).length > limit;
+}
 
 /** A DNS-1123 label: a container name, a Service port name. */
 export function dns1123Label(name: string): string | undefined {
   if (name === "") return EMPTY;
-  if (bytes(name) > 63) return OVER_63;
+  if (over(name, 63)) return OVER_63;
   if (!/^[a-z0-9-]*$/.test(name)) return "must consist of lower-case letters, digits and '-'";
   if (name.startsWith("-") || name.endsWith("-")) return ENDS;
   return undefined;
@@ -28,7 +38,7 @@ export function dns1123Label(name: string): string | undefined {
 /** A DNS-1123 subdomain: most objects' names. */
 export function dns1123Subdomain(name: string): string | undefined {
   if (name === "") return EMPTY;
-  if (bytes(name) > 253) return OVER_253;
+  if (over(name, 253)) return OVER_253;
   if (!/^[a-z0-9.-]*$/.test(name)) return "must consist of lower-case letters, digits, '-' and '.'";
   if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(name)) {
     return "each dot-separated part must start and end with a letter or digit";
@@ -45,7 +55,7 @@ export function dns1035Label(name: string): string | undefined {
 
 function qualifiedPart(part: string, allowEmpty: boolean): string | undefined {
   if (part === "") return allowEmpty ? undefined : EMPTY;
-  if (bytes(part) > 63) return OVER_63;
+  if (over(part, 63)) return OVER_63;
   if (!/^[A-Za-z0-9_.-]*$/.test(part)) return "must consist of letters, digits, '-', '_' and '.'";
   if (!/^[A-Za-z0-9]/.test(part) || !/[A-Za-z0-9]$/.test(part)) return ENDS;
   return undefined;
@@ -72,7 +82,7 @@ export function envVarName(name: string): string | undefined {
 
 /** A ConfigMap data key. */
 export function configMapKey(key: string): string | undefined {
-  const valid = bytes(key) <= 253 && key !== "." && key !== ".." && /^[A-Za-z0-9_.-]+$/.test(key);
+  const valid = !over(key, 253) && key !== "." && key !== ".." && /^[A-Za-z0-9_.-]+$/.test(key);
   return valid ? undefined : "must be 1-253 letters, digits, '-', '.' or '_', and not '.' or '..'";
 }
 
