@@ -1,6 +1,7 @@
 //! Every version of a namespace's DataJobs as a watch delivers them, and
 //! when: what the finalizer and outbound tests check a release against.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -18,7 +19,8 @@ use super::cluster::Env;
 pub enum Seen {
     /// Created or changed (or listed at the start).
     Applied(DataJob),
-    /// Gone from the API.
+    /// Gone from the API (its last version seen, when the watch missed the
+    /// deletion itself and found it gone at its next list).
     Deleted(DataJob),
 }
 
@@ -27,6 +29,56 @@ impl Seen {
     pub fn job(&self) -> &DataJob {
         let (Self::Applied(job) | Self::Deleted(job)) = self;
         job
+    }
+}
+
+/// The DataJobs the watch has shown and not seen go: a deletion that falls
+/// in a gap of the watch (the API server compacted past its resource
+/// version, so the watcher lists again) is delivered by no `Delete` event,
+/// and shows only as a name missing from the new list.
+#[derive(Default)]
+struct Live {
+    jobs: HashMap<String, DataJob>,
+    /// The names of the list in progress.
+    listing: Option<HashSet<String>>,
+}
+
+impl Live {
+    /// What `event` shows: a version, or the versions gone.
+    fn seen(&mut self, event: watcher::Event<DataJob>) -> Vec<Seen> {
+        match event {
+            watcher::Event::Init => {
+                self.listing = Some(HashSet::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(job) => {
+                if let Some(listing) = &mut self.listing {
+                    listing.insert(job.name_any());
+                }
+                self.applied(job)
+            }
+            watcher::Event::Apply(job) => self.applied(job),
+            watcher::Event::Delete(job) => {
+                self.jobs.remove(&job.name_any());
+                vec![Seen::Deleted(job)]
+            }
+            watcher::Event::InitDone => {
+                let listed = self.listing.take().unwrap_or_default();
+                let gone: Vec<String> = (self.jobs.keys())
+                    .filter(|name| !listed.contains(*name))
+                    .cloned()
+                    .collect();
+                gone.iter()
+                    .filter_map(|name| self.jobs.remove(name))
+                    .map(Seen::Deleted)
+                    .collect()
+            }
+        }
+    }
+
+    fn applied(&mut self, job: DataJob) -> Vec<Seen> {
+        self.jobs.insert(job.name_any(), job.clone());
+        vec![Seen::Applied(job)]
     }
 }
 
@@ -44,15 +96,12 @@ impl History {
         let events = watcher(env.jobs(), watcher::Config::default()).default_backoff();
         let task = tokio::spawn(async move {
             futures::pin_mut!(events);
+            let mut live = Live::default();
             while let Some(event) = events.next().await {
-                let seen = match event {
-                    Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
-                        Seen::Applied(job)
-                    }
-                    Ok(watcher::Event::Delete(job)) => Seen::Deleted(job),
-                    _ => continue,
-                };
-                lock(&sink).push((Instant::now(), seen));
+                let Ok(event) = event else { continue };
+                let now = Instant::now();
+                let mut sink = lock(&sink);
+                sink.extend(live.seen(event).into_iter().map(|seen| (now, seen)));
             }
         });
         Self { seen, task }
@@ -119,4 +168,56 @@ impl Drop for History {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str) -> DataJob {
+        DataJob::new(name, policyhost::crd::DataJobSpec::default())
+    }
+
+    fn names(seen: &[Seen]) -> Vec<(bool, String)> {
+        seen.iter()
+            .map(|s| (matches!(s, Seen::Deleted(_)), s.job().name_any()))
+            .collect()
+    }
+
+    /// A deletion the watch missed shows as a name the next list lacks;
+    /// the first list reports nothing gone.
+    #[test]
+    fn a_job_missing_from_a_new_list_is_seen_deleted_once() {
+        let mut live = Live::default();
+        let mut seen = Vec::new();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(job("a")),
+            watcher::Event::InitApply(job("b")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(job("c")),
+            watcher::Event::Delete(job("a")),
+            watcher::Event::Init,
+            watcher::Event::InitApply(job("c")),
+            watcher::Event::InitDone,
+            watcher::Event::Init,
+            watcher::Event::InitDone,
+        ] {
+            seen.extend(live.seen(event));
+        }
+        let deleted = |name: &str| (true, name.to_owned());
+        let applied = |name: &str| (false, name.to_owned());
+        assert_eq!(
+            names(&seen),
+            [
+                applied("a"),
+                applied("b"),
+                applied("c"),
+                deleted("a"),
+                applied("c"),
+                deleted("b"),
+                deleted("c"),
+            ]
+        );
+    }
 }
