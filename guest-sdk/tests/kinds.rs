@@ -106,199 +106,204 @@ mod generator {
         out
     }
 
-    /// A `const` item as rustfmt lays it out: past 100 characters, the value
-    /// goes on a line of its own.
+    /// A one-line `const` item as rustfmt lays it out: past 100 characters,
+    /// the value goes on a line of its own.
     fn rustfmt_wrap(item: &str) -> String {
         match item.split_once(" = ") {
-            Some((head, value)) if item.len() > 100 => format!("{head} =\n    {value}"),
+            Some((head, value)) if item.len() > 100 && !item.contains('\n') => {
+                format!("{head} =\n    {value}")
+            }
             _ => item.to_owned(),
         }
     }
 
-    fn rust(d: &Description) -> String {
-        let mut out = wrapped(GENERATED, "// ", 80);
-        out.push('\n');
-        out += &wrapped(SUMMARY, "//! ", 80);
-        out += "\nuse policyhost_names::Verdict;\n\nuse super::RestartPolicy;\n\n";
-        out += "/// A kind of child, as its builder writes it.\n\
-                pub(crate) struct Kind {\n    \
-                    pub(crate) api_version: &'static str,\n    \
-                    pub(crate) kind: &'static str,\n    \
-                    /// What an error calls its name, e.g. `Pod name`.\n    \
-                    pub(crate) name_what: &'static str,\n    \
-                    pub(crate) name_rule: fn(&str) -> Verdict,\n\
-                }\n";
-        for kind in &d.kinds {
-            let id = constant(&kind.id);
-            write!(
-                out,
-                "\npub(crate) const {id}: Kind = Kind {{\n    \
-                    api_version: {},\n    \
-                    kind: {},\n    \
-                    name_what: {},\n    \
-                    name_rule: policyhost_names::{},\n\
-                }};\n",
-                quoted(&kind.api_version),
-                quoted(&kind.kind),
-                quoted(&format!("{} name", kind.kind)),
-                kind.name_rule,
-            )
-            .unwrap();
-            if !kind.restart_policies.is_empty() {
-                let policies: Vec<String> = kind
-                    .restart_policies
-                    .iter()
-                    .map(|p| format!("RestartPolicy::{p}"))
-                    .collect();
-                let policies = format!(
-                    "pub(crate) const {id}_RESTART_POLICIES: &[RestartPolicy] = &[{}];",
-                    policies.join(", ")
-                );
-                write!(
-                    out,
-                    "\n{}\npub(crate) const {id}_RESTART_POLICY_RULE: &str = {};\n",
-                    rustfmt_wrap(&policies),
-                    quoted(&rule_text(&kind.restart_policies)),
-                )
-                .unwrap();
-            }
-            if let Some(service_type) = &kind.service_type {
-                writeln!(
-                    out,
-                    "pub(crate) const {id}_TYPE: &str = {};",
-                    quoted(service_type)
-                )
-                .unwrap();
+    /// A constant of every SDK's module.
+    enum Value<'a> {
+        Kind(&'a Kind),
+        Text(String),
+        Count(usize),
+        RestartPolicy(&'a str),
+        RestartPolicies(&'a [String]),
+    }
+
+    /// The constants the description defines, in groups set apart by a
+    /// blank line: one group per kind, then the shared values.
+    fn constants(d: &Description) -> Vec<Vec<(String, Value<'_>)>> {
+        let mut groups: Vec<Vec<(String, Value<'_>)>> = d
+            .kinds
+            .iter()
+            .map(|kind| {
+                let id = constant(&kind.id);
+                let mut group = vec![(id.clone(), Value::Kind(kind))];
+                if !kind.restart_policies.is_empty() {
+                    group.push((
+                        format!("{id}_RESTART_POLICIES"),
+                        Value::RestartPolicies(&kind.restart_policies),
+                    ));
+                    group.push((
+                        format!("{id}_RESTART_POLICY_RULE"),
+                        Value::Text(rule_text(&kind.restart_policies)),
+                    ));
+                }
+                if let Some(service_type) = &kind.service_type {
+                    group.push((format!("{id}_TYPE"), Value::Text(service_type.clone())));
+                }
+                group
+            })
+            .collect();
+        groups.push(vec![
+            (
+                "DEFAULT_RESTART_POLICY".into(),
+                Value::RestartPolicy(&d.default_restart_policy),
+            ),
+            ("PORT_PROTOCOL".into(), Value::Text(d.port.protocol.clone())),
+            (
+                "PORT_NAME_MAX_LENGTH".into(),
+                Value::Count(d.port.name_max_length),
+            ),
+            (
+                "PORT_NAME_LENGTH_RULE".into(),
+                Value::Text(d.port.name_length_rule()),
+            ),
+        ]);
+        groups
+    }
+
+    /// `header`, then every constant as `write` writes it in one language.
+    fn module(d: &Description, header: String, write: fn(&str, &Value<'_>) -> String) -> String {
+        let mut out = header;
+        for group in constants(d) {
+            out.push('\n');
+            for (name, value) in &group {
+                out += &write(name, value);
+                out.push('\n');
             }
         }
-        write!(
-            out,
-            "\npub(crate) const DEFAULT_RESTART_POLICY: RestartPolicy = RestartPolicy::{};\n\
-             pub(crate) const PORT_PROTOCOL: &str = {};\n\
-             pub(crate) const PORT_NAME_MAX_LENGTH: usize = {};\n\
-             pub(crate) const PORT_NAME_LENGTH_RULE: &str = {};\n",
-            d.default_restart_policy,
-            quoted(&d.port.protocol),
-            d.port.name_max_length,
-            quoted(&d.port.name_length_rule()),
-        )
-        .unwrap();
         out
+    }
+
+    fn rust(d: &Description) -> String {
+        let mut header = wrapped(GENERATED, "// ", 80);
+        header.push('\n');
+        header += &wrapped(SUMMARY, "//! ", 80);
+        header += "\nuse policyhost_names::Verdict;\n\nuse super::RestartPolicy;\n\n\
+                   /// A kind of child, as its builder writes it.\n\
+                   pub(crate) struct Kind {\n    \
+                       pub(crate) api_version: &'static str,\n    \
+                       pub(crate) kind: &'static str,\n    \
+                       /// What an error calls its name, e.g. `Pod name`.\n    \
+                       pub(crate) name_what: &'static str,\n    \
+                       pub(crate) name_rule: fn(&str) -> Verdict,\n\
+                   }\n";
+        module(d, header, |name, value| {
+            rustfmt_wrap(&match value {
+                Value::Kind(kind) => format!(
+                    "pub(crate) const {name}: Kind = Kind {{\n    \
+                        api_version: {},\n    \
+                        kind: {},\n    \
+                        name_what: {},\n    \
+                        name_rule: policyhost_names::{},\n\
+                    }};",
+                    quoted(&kind.api_version),
+                    quoted(&kind.kind),
+                    quoted(&format!("{} name", kind.kind)),
+                    kind.name_rule,
+                ),
+                Value::Text(text) => format!("pub(crate) const {name}: &str = {};", quoted(text)),
+                Value::Count(n) => format!("pub(crate) const {name}: usize = {n};"),
+                Value::RestartPolicy(policy) => {
+                    format!("pub(crate) const {name}: RestartPolicy = RestartPolicy::{policy};")
+                }
+                Value::RestartPolicies(policies) => {
+                    let policies: Vec<String> = policies
+                        .iter()
+                        .map(|p| format!("RestartPolicy::{p}"))
+                        .collect();
+                    format!(
+                        "pub(crate) const {name}: &[RestartPolicy] = &[{}];",
+                        policies.join(", ")
+                    )
+                }
+            })
+        })
     }
 
     fn python(d: &Description) -> String {
-        let mut out = wrapped(GENERATED, "# ", 88);
-        writeln!(out, "\"\"\"{}\"\"\"\n", wrapped(SUMMARY, "", 84).trim_end()).unwrap();
-        out += "from __future__ import annotations\n\n\
-                from dataclasses import dataclass\n\n\
-                from . import names\n\n\n\
-                @dataclass(frozen=True)\n\
-                class Kind:\n    \
-                    \"\"\"A kind of child, as its builder writes it.\"\"\"\n\n    \
-                    api_version: str\n    \
-                    kind: str\n    \
-                    name_what: str\n    \
-                    \"\"\"What an error calls its name, e.g. ``Pod name``.\"\"\"\n    \
-                    name_rule: names.Rule\n\n";
-        for kind in &d.kinds {
-            let id = constant(&kind.id);
-            write!(
-                out,
-                "\n{id} = Kind({}, {}, {}, names.{})\n",
+        let mut header = wrapped(GENERATED, "# ", 88);
+        writeln!(
+            header,
+            "\"\"\"{}\"\"\"\n",
+            wrapped(SUMMARY, "", 84).trim_end()
+        )
+        .unwrap();
+        header += "from __future__ import annotations\n\n\
+                   from dataclasses import dataclass\n\n\
+                   from . import names\n\n\n\
+                   @dataclass(frozen=True)\n\
+                   class Kind:\n    \
+                       \"\"\"A kind of child, as its builder writes it.\"\"\"\n\n    \
+                       api_version: str\n    \
+                       kind: str\n    \
+                       name_what: str\n    \
+                       \"\"\"What an error calls its name, e.g. ``Pod name``.\"\"\"\n    \
+                       name_rule: names.Rule\n\n";
+        module(d, header, |name, value| match value {
+            Value::Kind(kind) => format!(
+                "{name} = Kind({}, {}, {}, names.{})",
                 quoted(&kind.api_version),
                 quoted(&kind.kind),
                 quoted(&format!("{} name", kind.kind)),
                 kind.name_rule,
-            )
-            .unwrap();
-            if !kind.restart_policies.is_empty() {
-                let mut policies: Vec<String> =
-                    kind.restart_policies.iter().map(|p| quoted(p)).collect();
+            ),
+            Value::Text(text) => format!("{name} = {}", quoted(text)),
+            Value::Count(n) => format!("{name} = {n}"),
+            Value::RestartPolicy(policy) => format!("{name} = {}", quoted(policy)),
+            Value::RestartPolicies(policies) => {
+                let mut policies: Vec<String> = policies.iter().map(|p| quoted(p)).collect();
                 if policies.len() == 1 {
                     policies.push(String::new()); // a tuple of one: `("Never",)`
                 }
-                write!(
-                    out,
-                    "{id}_RESTART_POLICIES = ({})\n{id}_RESTART_POLICY_RULE = {}\n",
-                    policies.join(", "),
-                    quoted(&rule_text(&kind.restart_policies)),
-                )
-                .unwrap();
+                format!("{name} = ({})", policies.join(", "))
             }
-            if let Some(service_type) = &kind.service_type {
-                writeln!(out, "{id}_TYPE = {}", quoted(service_type)).unwrap();
-            }
-        }
-        write!(
-            out,
-            "\nDEFAULT_RESTART_POLICY = {}\nPORT_PROTOCOL = {}\nPORT_NAME_MAX_LENGTH = {}\n\
-             PORT_NAME_LENGTH_RULE = {}\n",
-            quoted(&d.default_restart_policy),
-            quoted(&d.port.protocol),
-            d.port.name_max_length,
-            quoted(&d.port.name_length_rule()),
-        )
-        .unwrap();
-        out
+        })
     }
 
     fn typescript(d: &Description) -> String {
-        let mut out = wrapped(GENERATED, "// ", 100);
-        write!(out, "\n{}", wrapped(SUMMARY, "// ", 100)).unwrap();
-        out += "\nimport * as names from \"./names.js\";\n\n\
-                /** A kind of child, as its builder writes it. */\n\
-                export interface Kind {\n  \
-                    readonly apiVersion: string;\n  \
-                    readonly kind: string;\n  \
-                    /** What an error calls its name, e.g. `Pod name`. */\n  \
-                    readonly nameWhat: string;\n  \
-                    readonly nameRule: names.Rule;\n\
-                }\n";
-        for kind in &d.kinds {
-            let id = constant(&kind.id);
-            write!(
-                out,
-                "\nexport const {id}: Kind = {{\n  \
+        let mut header = wrapped(GENERATED, "// ", 100);
+        write!(header, "\n{}", wrapped(SUMMARY, "// ", 100)).unwrap();
+        header += "\nimport * as names from \"./names.js\";\n\n\
+                   /** A kind of child, as its builder writes it. */\n\
+                   export interface Kind {\n  \
+                       readonly apiVersion: string;\n  \
+                       readonly kind: string;\n  \
+                       /** What an error calls its name, e.g. `Pod name`. */\n  \
+                       readonly nameWhat: string;\n  \
+                       readonly nameRule: names.Rule;\n\
+                   }\n";
+        module(d, header, |name, value| match value {
+            Value::Kind(kind) => format!(
+                "export const {name}: Kind = {{\n  \
                     apiVersion: {},\n  \
                     kind: {},\n  \
                     nameWhat: {},\n  \
                     nameRule: names.{},\n\
-                }};\n",
+                }};",
                 quoted(&kind.api_version),
                 quoted(&kind.kind),
                 quoted(&format!("{} name", kind.kind)),
                 camel(&kind.name_rule),
-            )
-            .unwrap();
-            if !kind.restart_policies.is_empty() {
-                let policies: Vec<String> =
-                    kind.restart_policies.iter().map(|p| quoted(p)).collect();
-                write!(
-                    out,
-                    "export const {id}_RESTART_POLICIES: readonly string[] = [{}];\n\
-                     export const {id}_RESTART_POLICY_RULE = {};\n",
-                    policies.join(", "),
-                    quoted(&rule_text(&kind.restart_policies)),
+            ),
+            Value::Text(text) => format!("export const {name} = {};", quoted(text)),
+            Value::Count(n) => format!("export const {name} = {n};"),
+            Value::RestartPolicy(policy) => format!("export const {name} = {};", quoted(policy)),
+            Value::RestartPolicies(policies) => {
+                let policies: Vec<String> = policies.iter().map(|p| quoted(p)).collect();
+                format!(
+                    "export const {name}: readonly string[] = [{}];",
+                    policies.join(", ")
                 )
-                .unwrap();
             }
-            if let Some(service_type) = &kind.service_type {
-                writeln!(out, "export const {id}_TYPE = {};", quoted(service_type)).unwrap();
-            }
-        }
-        write!(
-            out,
-            "\nexport const DEFAULT_RESTART_POLICY = {};\n\
-             export const PORT_PROTOCOL = {};\n\
-             export const PORT_NAME_MAX_LENGTH = {};\n\
-             export const PORT_NAME_LENGTH_RULE = {};\n",
-            quoted(&d.default_restart_policy),
-            quoted(&d.port.protocol),
-            d.port.name_max_length,
-            quoted(&d.port.name_length_rule()),
-        )
-        .unwrap();
-        out
+        })
     }
 
     fn root() -> PathBuf {

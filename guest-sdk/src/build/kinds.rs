@@ -31,7 +31,6 @@ pub(crate) const JOB: Kind = Kind {
     name_what: "Job name",
     name_rule: policyhost_names::dns1123_label,
 };
-
 pub(crate) const JOB_RESTART_POLICIES: &[RestartPolicy] =
     &[RestartPolicy::Never, RestartPolicy::OnFailure];
 pub(crate) const JOB_RESTART_POLICY_RULE: &str = "must be Never or OnFailure";
