@@ -7,9 +7,9 @@
  *     policyhost-ts test            # every *.test.ts here, under node --test
  *
  * `build` bundles the module with esbuild (the SDK included), then
- * componentizes the bundle with jco/componentize-js against the WIT world
- * this package carries. WASI's HTTP is left out: a policy reaches the
- * network only through a grant, and this SDK does not offer it yet.
+ * componentizes the bundle with componentize-qjs against the WIT world this
+ * package carries: QuickJS, snapshotted after the module is evaluated, and
+ * its synchronous runtime (the world's exports are synchronous).
  */
 
 import { spawnSync } from "node:child_process";
@@ -70,10 +70,7 @@ function build(args: string[]): void {
     );
     const bundled = join(scratch, "policy.js");
     bundle(entry, bundled, ["policyhost:*", "wasi:*"]);
-    run(bin("jco"), [
-      "componentize", bundled, "--wit", WIT, "--world-name", WORLD,
-      "--disable", "http", "--disable", "fetch-event", "-o", output,
-    ]);
+    run(bin("componentize-qjs"), ["--wit", WIT, "--js", bundled, "--world", WORLD, "--sync", "-o", output]);
     console.log(`built ${output} (${statSync(output).size} bytes)`);
   } finally {
     rmSync(scratch, { recursive: true, force: true });

@@ -234,7 +234,7 @@ fn a_compile_past_its_memory_cap_is_stopped_and_refused() {
 }
 
 /// The default memory cap is sized for an interpreter's component: the
-/// Python and TypeScript `fanout` (CPython, StarlingMonkey) compile in the
+/// Python and TypeScript `fanout` (CPython, QuickJS) compile in the
 /// capped child process. The time cap here is generous: this is a debug
 /// binary, several times slower than the release one the default is for.
 #[test]

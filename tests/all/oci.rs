@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
 use crate::common::hostile_registry::{self, HostileRegistry, Lie};
 use crate::common::process::{policyhost, policyhost_with_env, text};
-use crate::common::publishing::{apply_grant, push_map};
+use crate::common::publishing::{apply_grant, policy_map, push_map};
 use crate::common::registry::{Registry, USER};
 use crate::common::{for_every_namespace, guest_bytes, scratch};
 
@@ -756,28 +756,40 @@ mod operator {
         }
     }
 
-    /// The Python and TypeScript `fanout` (19 and 12 MB: only a registry
-    /// can deliver them) serve DataJobs to completion, one after the other
-    /// under the same policy name.
+    /// The Python and TypeScript `fanout` serve DataJobs to completion, one
+    /// after the other under the same policy name: pulled from the registry
+    /// (the only way for Python's 19 MB), and TypeScript's 2 MB also gzip'd
+    /// in the policy ConfigMap itself.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn python_and_typescript_fanouts_pulled_from_the_registry_run_datajobs_to_completion() {
+    async fn python_and_typescript_fanouts_pulled_or_embedded_run_datajobs_to_completion() {
         let registry = Registry::start().await;
         let env = operator_pulling_from(&registry, "polyglot", Trusted::default()).await;
-        for language in ["python", "typescript"] {
+        for (language, pulled) in [
+            ("typescript", false),
+            ("python", true),
+            ("typescript", true),
+        ] {
             let component = std::fs::read(crate::common::polyglot(language, "fanout"))
                 .expect("read the component");
-            let pinned = push_signed(&registry, "fanout", &component, None).await;
-            let map = configmap::build_artifact(
-                "fanout",
-                &env.policy_namespace,
-                pinned,
-                &component,
-                &for_every_namespace(),
-            )
-            .expect("a policy ConfigMap");
+            let map = if pulled {
+                let pinned = push_signed(&registry, "fanout", &component, None).await;
+                configmap::build_artifact(
+                    "fanout",
+                    &env.policy_namespace,
+                    pinned,
+                    &component,
+                    &for_every_namespace(),
+                )
+                .expect("a policy ConfigMap")
+            } else {
+                let map = policy_map(&env, "fanout", &component, &for_every_namespace());
+                let embedded = map.binary_data.as_ref().expect("binary data");
+                assert!(embedded.contains_key(configmap::MODULE_GZ_KEY));
+                map
+            };
             push_map(&env, &map).await;
             serving(&env, &component).await;
-            let name = format!("from-{language}");
+            let name = format!("{language}-{}", if pulled { "pulled" } else { "embedded" });
             env.create_job(
                 &name,
                 "fanout",

@@ -129,7 +129,7 @@ fn python_toolchain() -> Result<PathBuf, String> {
 }
 
 /// The TypeScript SDK's directory, its dependencies installed from its
-/// lock file (jco, componentize-js, esbuild, TypeScript).
+/// lock file (componentize-qjs, jco, esbuild, TypeScript).
 fn typescript_toolchain() -> Result<PathBuf, String> {
     let sdk = workspace_root().join(TYPESCRIPT.sdk);
     let modules = sdk.join("node_modules");

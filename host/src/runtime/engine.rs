@@ -72,7 +72,7 @@ impl Default for EngineConfig {
 /// A policy built for `wasm32-wasip2` needs 3 core instances (the program
 /// and two adapter shims), 1 memory and 2 tables; one built by
 /// componentize-py 14 core instances (CPython, its libraries and the WASI
-/// adapter), by componentize-js fewer. A component that needs
+/// adapter), by componentize-qjs fewer. A component that needs
 /// more cannot be instantiated, so it is rejected at load time by the trial
 /// instantiation, instead of taking pool entries other calls need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -44,7 +44,7 @@
 //! with an error the policy sees); TCP, UDP and name lookups are not
 //! allowed, so creating a socket fails at once, before any socket of the
 //! host's is made. componentize-py imports both in every component,
-//! componentize-js imports the file system: a sandbox without them could
+//! componentize-qjs the file system: a sandbox without them could
 //! not run a Python or JavaScript policy at all.
 
 use std::future::Future;

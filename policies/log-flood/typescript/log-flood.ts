@@ -1,8 +1,9 @@
 /** Floods every log channel it has: `lines` lines (params, default 10,000)
- * to stdout (`console.log`), as many to stderr (`console.error`) and as many
- * `log` calls at every level, each with a newline and a carriage return
- * meant to forge a host log line. The host keeps its own log bounded and
- * still returns the result, as for the Rust `log-flood`. */
+ * through `console.log`, as many through `console.error` (inside a
+ * component both write to the host's log) and as many `log` calls at every
+ * level, each with a newline and a carriage return meant to forge a host
+ * log line. The host keeps its own log bounded and still returns the
+ * result, as for the Rust `log-flood`. */
 
 import { type Policy, log } from "@policyhost/sdk";
 

@@ -11,7 +11,7 @@ pub(crate) enum Language {
     Rust,
     /// A module against `guest-sdk-python/`, built with componentize-py.
     Python,
-    /// A module against `guest-sdk-typescript/`, built with jco and componentize-js.
+    /// A module against `guest-sdk-typescript/`, built with componentize-qjs.
     Typescript,
 }
 
