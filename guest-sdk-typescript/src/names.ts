@@ -39,11 +39,10 @@ export function dns1123Label(name: string): string | undefined {
 export function dns1123Subdomain(name: string): string | undefined {
   if (name === "") return EMPTY;
   if (over(name, 253)) return OVER_253;
+  // One test decides a valid name, the common case; a second finds the reason.
+  if (/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(name)) return undefined;
   if (!/^[a-z0-9.-]*$/.test(name)) return "must consist of lower-case letters, digits, '-' and '.'";
-  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(name)) {
-    return "each dot-separated part must start and end with a letter or digit";
-  }
-  return undefined;
+  return "each dot-separated part must start and end with a letter or digit";
 }
 
 /** A DNS-1035 label: a Service's name. */
@@ -56,9 +55,9 @@ export function dns1035Label(name: string): string | undefined {
 function qualifiedPart(part: string, allowEmpty: boolean): string | undefined {
   if (part === "") return allowEmpty ? undefined : EMPTY;
   if (over(part, 63)) return OVER_63;
+  if (/^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/.test(part)) return undefined;
   if (!/^[A-Za-z0-9_.-]*$/.test(part)) return "must consist of letters, digits, '-', '_' and '.'";
-  if (!/^[A-Za-z0-9]/.test(part) || !/[A-Za-z0-9]$/.test(part)) return ENDS;
-  return undefined;
+  return ENDS;
 }
 
 /** A label or annotation key: an optional DNS-1123 subdomain prefix and `/`, then a qualified name. */
