@@ -362,15 +362,16 @@ pub(crate) enum Stopped {
 
 /// The wall-clock cap's default: the Rust fanout compiles in about 150 ms;
 /// a Python policy (CPython, 19 MB) in 6.6 s on two cores and 12.5 s on
-/// one, a TypeScript one (StarlingMonkey, 12 MB) in 7.7 s on two cores
-/// (release binary, `docs/BENCHMARKS.md`): the cap leaves a loaded
-/// one-core Pod more than twice that.
+/// one, a TypeScript one (QuickJS, 2 MB) in 1.3 s on two cores (release
+/// binary, `docs/BENCHMARKS.md`): the cap leaves a loaded one-core Pod more
+/// than twice the slowest.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The memory cap's default, in bytes of address space. The Rust fanout's
-/// compile process maps 163 MiB at its peak (50 MiB resident); a Python or
-/// TypeScript policy's needs more than 512 MiB and less than 768 MiB (370
-/// to 390 MiB resident, release binary): the cap leaves it a third more.
+/// compile process maps 163 MiB at its peak (50 MiB resident); a Python
+/// policy's needs more than 512 MiB and less than 768 MiB (370 to 390 MiB
+/// resident, release binary), a TypeScript one's less than 256 MiB: the cap
+/// leaves the largest a third more.
 /// The operator's Pod is limited to 1152 MiB and the operator itself stays
 /// under 64 MiB with 1,000 DataJobs (docs/BENCHMARKS.md, "operator at
 /// scale"), and one compile runs at a time, so the operator and a compile
