@@ -351,6 +351,15 @@ fn bench_reports_calls_latency_and_fuel_of_fanout() {
         "{figures}"
     );
     assert!(number("fuelPerCall") > 0.0, "{figures}");
+    // Instantiating is part of every call, never all of it.
+    assert!(
+        number("instantiateP50Us") > 0.0 && number("instantiateP50Us") < number("p50Us"),
+        "{figures}"
+    );
+    assert!(
+        number("instantiateUs") > 0.0 && number("instantiateUs") < number("p99Us"),
+        "{figures}"
+    );
     let rate = number("calls") / number("seconds");
     assert!((rate - number("callsPerSecond")).abs() < 1.0, "{figures}");
 }

@@ -95,6 +95,7 @@ struct Figures {
     p50_us: f64,
     p99_us: f64,
     fuel_per_call: u64,
+    instantiate_p50_us: f64,
     instantiate_us: f64,
     /// Process CPU time (user + system) per call: what a call costs when the
     /// machine is shared and wall-clock throughput understates it.
@@ -118,7 +119,6 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let policy = runtime.load(spec, &bytes).context("loading the policy")?;
     let probe = runtime.reconcile_blocking(&policy, &input);
     let fuel_per_call = probe.report.fuel_consumed;
-    let instantiate_nanos = AtomicU64::new(0);
     probe.result.context("the policy fails on this input")?;
     warm_up(&runtime, &policy, &input);
 
@@ -132,7 +132,8 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     );
     let cpu_before = cpu_seconds(Process::This);
     let started = Instant::now();
-    let mut latencies: Vec<u32> = std::thread::scope(|scope| {
+    // Each call's time and the part of it spent instantiating, in ns.
+    let samples: Vec<(u32, u32)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..args.concurrency.max(1))
             .map(|_| {
                 scope.spawn(|| {
@@ -145,13 +146,9 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                         // The result is dropped inside the measured time: a
                         // caller pays for it too.
                         drop(outcome);
-                        let ns = t.elapsed().as_nanos();
-                        mine.push(u32::try_from(ns).unwrap_or(u32::MAX));
+                        let nanos = |d: Duration| u32::try_from(d.as_nanos()).unwrap_or(u32::MAX);
+                        mine.push((nanos(t.elapsed()), nanos(instantiate)));
                         calls.fetch_add(1, Ordering::Relaxed);
-                        instantiate_nanos.fetch_add(
-                            u64::try_from(instantiate.as_nanos()).unwrap_or(0),
-                            Ordering::Relaxed,
-                        );
                         if failed {
                             errors.fetch_add(1, Ordering::Relaxed);
                         }
@@ -180,7 +177,10 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         .zip(cpu_before)
         .map(|(after, before)| after - before);
     bar.finish_and_clear();
+    let (mut latencies, mut instantiations): (Vec<u32>, Vec<u32>) = samples.into_iter().unzip();
+    let instantiating: u64 = instantiations.iter().map(|&ns| u64::from(ns)).sum();
     latencies.sort_unstable();
+    instantiations.sort_unstable();
     let total = latencies.len() as u64;
     let figures = Figures {
         calls: total,
@@ -190,9 +190,8 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         p50_us: micros(percentile(&latencies, 0.50)),
         p99_us: micros(percentile(&latencies, 0.99)),
         fuel_per_call,
-        instantiate_us: instantiate_nanos.load(Ordering::Relaxed) as f64
-            / total.max(1) as f64
-            / 1000.0,
+        instantiate_p50_us: micros(percentile(&instantiations, 0.50)),
+        instantiate_us: instantiating as f64 / total.max(1) as f64 / 1000.0,
         cpu_us_per_call: cpu.map(|cpu| cpu * 1e6 / total.max(1) as f64),
         concurrency: args.concurrency.max(1),
         children: args.children,
@@ -201,7 +200,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&figures)?);
     } else {
         println!(
-            "{} calls in {:.2} s on {} thread(s), {} children: {:.0} calls/s, p50 {:.1} µs, p99 {:.1} µs, {} fuel/call, instantiate {:.1} µs/call (mean), CPU {} µs/call, {} errors",
+            "{} calls in {:.2} s on {} thread(s), {} children: {:.0} calls/s, p50 {:.1} µs, p99 {:.1} µs, {} fuel/call, instantiate p50 {:.1} µs (mean {:.1}), CPU {} µs/call, {} errors",
             figures.calls,
             figures.seconds,
             figures.concurrency,
@@ -210,6 +209,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             figures.p50_us,
             figures.p99_us,
             figures.fuel_per_call,
+            figures.instantiate_p50_us,
             figures.instantiate_us,
             figures
                 .cpu_us_per_call
