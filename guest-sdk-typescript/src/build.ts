@@ -39,8 +39,9 @@ const invalid = (what: string, value: string, reason: string): BuildError =>
 /**
  * The texts each rule found valid: a policy checks the same label keys,
  * values and variable names for every child it builds, and inside a
- * component (a fresh instance per call) a lookup costs a tenth of a check.
- * At most 1,000 texts per rule.
+ * component (a fresh instance per call) a lookup costs far less than a
+ * check (a label key's: 1,700 fuel against 59,000). At most 1,000 texts per
+ * rule.
  */
 const known = new Map<names.Rule, Set<string>>();
 

@@ -14,13 +14,14 @@ out. The manifests are those of the Rust SDK's builders for the same calls
 
 from __future__ import annotations
 
-import copy
 import enum
+import itertools
+import json
 import re
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from . import kinds, names
-from .result import DesiredChild, PolicyError
+from .result import DesiredChild, PolicyError, manifest_text
 
 
 class BuildError(PolicyError):
@@ -53,10 +54,22 @@ def quoted(text: str) -> str:
     return "".join(out)
 
 
+_known: dict[names.Rule, set[str]] = {}
+"""The texts each rule found valid: a policy checks the same label keys,
+values and variable names for every child it builds, and inside a component
+(a fresh instance per call) a lookup costs far less than a check. At most
+1,000 texts per rule."""
+
+
 def _check(what: str, value: str, rule: names.Rule) -> None:
+    valid = _known.setdefault(rule, set())
+    if value in valid:
+        return
     reason = rule(value)
     if reason is not None:
         raise _invalid(what, value, reason)
+    if len(valid) < 1000:
+        valid.add(value)
 
 
 def _check_name(kind: kinds.Kind, name: str) -> None:
@@ -121,9 +134,12 @@ class _Metadata:
         for key in self._annotations:
             _check("annotation key", key, names.label_key)
 
-    def _metadata(self) -> dict[str, Any]:
-        metadata: dict[str, Any] = {"name": self._name}
-        if self._labels:
+    def _metadata(self, hole: Optional[str] = None) -> dict[str, Any]:
+        """The metadata; with ``hole``, the name and the labels are ``hole``."""
+        metadata: dict[str, Any] = {"name": self._name if hole is None else hole}
+        if hole is not None:
+            metadata["labels"] = hole
+        elif self._labels:
             metadata["labels"] = dict(self._labels)
         if self._annotations:
             metadata["annotations"] = dict(self._annotations)
@@ -194,14 +210,17 @@ class Container:
             if not 1 <= port <= 65535:
                 raise _invalid("container port", str(port), "must be between 1 and 65535")
 
-    def _manifest(self) -> dict[str, Any]:
+    def _manifest(self, hole: Optional[str] = None) -> dict[str, Any]:
+        """The manifest; with ``hole``, ``env`` is ``hole``."""
         container: dict[str, Any] = {"name": self._name, "image": self._image}
         if self._command:
             container["command"] = list(self._command)
         if self._args:
             container["args"] = list(self._args)
-        if self._env:
-            container["env"] = [{"name": k, "value": v} for k, v in self._env.items()]
+        if hole is not None:
+            container["env"] = hole
+        elif self._env:
+            container["env"] = _env_list(self._env)
         if self._requests or self._limits:
             resources: dict[str, Any] = {}
             if self._requests:
@@ -262,10 +281,11 @@ class _PodSpec(_Metadata):
             _check("service account name", self._service_account, names.dns1123_subdomain)
         _check_labels(self._node_selector)
 
-    def _spec(self) -> dict[str, Any]:
+    def _spec(self, hole: Optional[str] = None) -> dict[str, Any]:
+        """The spec; with ``hole``, every container's ``env`` is ``hole``."""
         spec: dict[str, Any] = {
             "restartPolicy": self._restart_policy.value,
-            "containers": [c._manifest() for c in self._containers],
+            "containers": [c._manifest(hole) for c in self._containers],
         }
         if self._service_account is not None:
             spec["serviceAccountName"] = self._service_account
@@ -293,31 +313,73 @@ class Pod(_PodSpec):
         labels and environment variables: see :class:`PodTemplate`."""
         self._check_metadata()
         self._check_spec(kinds.POD.kind)
-        return PodTemplate(self._manifest())
+        # The manifest's text, cut where each Pod writes its own name, labels
+        # and variables; the mark is any text the manifest holds nowhere else.
+        holes = 2 + len(self._containers)
+        for n in itertools.count():
+            mark = manifest_text(f"\0hole {n}")
+            text = manifest_text(self._manifest(json.loads(mark))).split(mark)
+            if len(text) == holes + 1:
+                variables = [dict(c._env) for c in self._containers]
+                return PodTemplate(text, dict(self._labels), variables)
+        raise AssertionError("unreachable")
 
-    def _manifest(self) -> dict[str, Any]:
-        spec = self._spec()
+    def _manifest(self, hole: Optional[str] = None) -> dict[str, Any]:
+        spec = self._spec(hole)
         if self._active_deadline_seconds is not None:
             spec["activeDeadlineSeconds"] = self._active_deadline_seconds
-        return {**_head(kinds.POD), "metadata": self._metadata(), "spec": spec}
+        return {**_head(kinds.POD), "metadata": self._metadata(hole), "spec": spec}
+
+
+def _env_list(variables: dict[str, str]) -> list[dict[str, str]]:
+    """``variables`` as a container's ``env``."""
+    return [{"name": k, "value": v} for k, v in variables.items()]
+
+
+def _member(key: str, mapping: dict[str, str], value: Callable[[dict[str, str]], Any]) -> str:
+    """``,"key":<value>`` for a mapping with entries, else nothing."""
+    return f',"{key}":{manifest_text(value(mapping))}' if mapping else ""
+
+
+def _cut(part: str, key: str) -> str:
+    """``part`` without the ``,"key":`` it ends with."""
+    return part[: -len(f',"{key}":')]
 
 
 class PodTemplate:
     """A checked Pod to stamp out: each :meth:`pod` gets a name, and labels
     and environment variables of its own (a label or variable the template
-    sets too takes the Pod's value)."""
+    sets too takes the Pod's value). The template keeps its manifest as
+    text, so a Pod costs the serialisation of only what it sets, as in the
+    Rust SDK."""
 
-    def __init__(self, manifest: dict[str, Any]) -> None:
-        self._manifest = manifest
+    def __init__(
+        self, text: list[str], labels: dict[str, str], variables: list[dict[str, str]]
+    ) -> None:
+        # The manifest around its holes (the name, the labels, each
+        # container's env), and each container's own variables.
+        self._text = text
+        self._labels = labels
+        self._variables = variables
 
     def pod(self, name: str) -> "TemplatePod":
-        return TemplatePod(self._manifest, name)
+        return TemplatePod(self, name)
+
+    def _manifest(self, name: str, labels: dict[str, str], env: dict[str, str]) -> str:
+        """The manifest of the Pod ``name`` with its own labels and variables."""
+        text = self._text
+        parts = [text[0], manifest_text(name), _cut(text[1], "labels")]
+        parts.append(_member("labels", {**self._labels, **labels}, dict))
+        for i, own in enumerate(self._variables):
+            parts += [_cut(text[i + 2], "env"), _member("env", {**own, **env}, _env_list)]
+        parts.append(text[-1])
+        return "".join(parts)
 
 
 class TemplatePod:
     """One Pod of a :class:`PodTemplate`."""
 
-    def __init__(self, template: dict[str, Any], name: str) -> None:
+    def __init__(self, template: PodTemplate, name: str) -> None:
         self._template = template
         self._name = name
         self._labels: dict[str, str] = {}
@@ -337,19 +399,8 @@ class TemplatePod:
         _check_labels(self._labels)
         for name in self._env:
             _check("environment variable name", name, names.env_var_name)
-        manifest = copy.deepcopy(self._template)
-        metadata = {"name": self._name, **manifest["metadata"]}
-        metadata["name"] = self._name
-        if self._labels:
-            metadata["labels"] = {**metadata.get("labels", {}), **self._labels}
-        manifest["metadata"] = metadata
-        for container in manifest["spec"]["containers"]:
-            if not self._env:
-                continue
-            env = {var["name"]: var["value"] for var in container.get("env", [])}
-            env.update(self._env)
-            container["env"] = [{"name": k, "value": v} for k, v in env.items()]
-        return DesiredChild.from_manifest(manifest)
+        manifest = self._template._manifest(self._name, self._labels, self._env)
+        return DesiredChild(kinds.POD.api_version, kinds.POD.kind, self._name, manifest)
 
 
 class BatchJob(_PodSpec):

@@ -45,6 +45,11 @@ class InvalidParams(PolicyError):
     kind = "invalidParams"
 
 
+def manifest_text(value: Any) -> str:
+    """``value`` as a manifest's JSON text: compact, not ASCII-escaped."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 @dataclass(frozen=True)
 class DesiredChild:
     """A child the policy wants to exist: its identity and manifest (JSON
@@ -63,7 +68,7 @@ class DesiredChild:
             api_version=str(manifest.get("apiVersion", "")),
             kind=str(manifest.get("kind", "")),
             name=str(metadata.get("name", "")),
-            manifest=json.dumps(manifest, separators=(",", ":"), ensure_ascii=False),
+            manifest=manifest_text(manifest),
         )
 
     def to_json(self) -> dict[str, Any]:
