@@ -831,9 +831,21 @@ mod operator {
             operator.wait();
             operator = start(run);
         }
+        // The API server says when every DataJob is gone (a timeout here
+        // is the operator's), then the watch must have seen each go (a
+        // timeout there is the watch's).
         eventually_within(
-            "every DataJob released",
+            "every DataJob gone from the API server",
             Duration::from_secs(600),
+            || async {
+                let left = env.jobs().list(&ListParams::default()).await.ok()?;
+                left.items.is_empty().then_some(())
+            },
+        )
+        .await;
+        eventually_within(
+            "the watch to see every DataJob go",
+            Duration::from_secs(60),
             || async { (history.releases() == JOBS).then_some(()) },
         )
         .await;
