@@ -843,6 +843,10 @@ mod operator {
             },
         )
         .await;
+        eprintln!(
+            "the API server lists no DataJob; the watch saw {} of {JOBS} go",
+            history.releases()
+        );
         eventually_within(
             "the watch to see every DataJob go",
             Duration::from_secs(60),

@@ -126,12 +126,17 @@ impl History {
         self.release_of(name).map(|(at, _)| at)
     }
 
-    /// How many DataJobs were seen to go.
+    /// How many DataJobs were seen to go (each once, however often a
+    /// watch that lists again reports it gone).
     pub fn releases(&self) -> usize {
         lock(&self.seen)
             .iter()
-            .filter(|(_, seen)| matches!(seen, Seen::Deleted(_)))
-            .count()
+            .filter_map(|(_, seen)| match seen {
+                Seen::Deleted(job) => Some(job.name_any()),
+                Seen::Applied(_) => None,
+            })
+            .collect::<HashSet<_>>()
+            .len()
     }
 
     fn release_of(&self, name: &str) -> Option<(Instant, DataJob)> {
