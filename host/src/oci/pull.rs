@@ -303,10 +303,15 @@ impl Puller {
     /// The component of a pinned reference, from the cache alone.
     fn cached(&self, reference: &Reference, limit: u64) -> Option<Pulled> {
         let manifest = *reference.digest()?;
-        let body = self.cache.get(&manifest)?;
-        let (_, layer) = Manifest::component(&body, artifact::MANIFEST_TYPE).ok()?;
-        let component = self.cache.get(&layer)?;
-        (component.len() as u64 <= limit).then_some(Pulled {
+        let body = self.cache.get(&manifest, artifact::MAX_MANIFEST_BYTES)?;
+        let (declared, layer) = Manifest::component(&body, artifact::MANIFEST_TYPE).ok()?;
+        let size = declared.component_size();
+        if size > limit {
+            // Refused by the pull, with its reason.
+            return None;
+        }
+        let component = self.cache.get(&layer, size)?;
+        (component.len() as u64 == size).then_some(Pulled {
             manifest,
             component,
             from_registry: false,
@@ -414,14 +419,19 @@ impl Puller {
 
     /// The payloads and signatures cached for the artifact `manifest`.
     fn cached_signatures(&self, manifest: &Digest) -> Option<Vec<(Vec<u8>, String)>> {
-        let body = self.cache.signature(manifest)?;
+        let body = self
+            .cache
+            .signature(manifest, artifact::MAX_MANIFEST_BYTES)?;
         let parsed: Manifest = serde_json::from_slice(&body).ok()?;
         parsed
             .layers
             .iter()
             .map(|layer| {
                 let digest = artifact::parse_digest(&layer.digest)?;
-                Some((self.cache.get(&digest)?, annotation(layer)))
+                Some((
+                    self.cache.get(&digest, MAX_PAYLOAD_BYTES)?,
+                    annotation(layer),
+                ))
             })
             .collect()
     }
@@ -526,7 +536,7 @@ impl Puller {
         size: u64,
         what: &'static str,
     ) -> Result<Vec<u8>, PullError> {
-        if let Some(bytes) = self.cache.get(digest) {
+        if let Some(bytes) = self.cache.get(digest, size) {
             return Ok(bytes);
         }
         let bytes = self

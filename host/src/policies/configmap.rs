@@ -171,6 +171,16 @@ pub enum Error {
     /// `policy.wasm.gz` does not decompress.
     #[error("`binaryData.{MODULE_GZ_KEY}` is not a valid gzip stream")]
     Gzip(#[source] std::io::Error),
+    /// `policy.wasm.gz` has bytes after its first gzip member (a second
+    /// member, or anything else): the ConfigMap would not say exactly what
+    /// was published.
+    #[error(
+        "`binaryData.{MODULE_GZ_KEY}` has {trailing} bytes after its gzip stream: it must be exactly one gzip member"
+    )]
+    GzipTrailing {
+        /// The bytes after the first member.
+        trailing: usize,
+    },
     /// The component is larger than the host accepts.
     #[error(
         "the component is {}{size} bytes, more than the {limit} bytes this host accepts",
@@ -271,7 +281,7 @@ impl Error {
         match self {
             Self::NoModule | Self::TwoModules | Self::ModuleAndArtifact => "NoModule",
             Self::Unpinned { .. } => "Unpinned",
-            Self::Gzip(_) => "Corrupt",
+            Self::Gzip(_) | Self::GzipTrailing { .. } => "Corrupt",
             Self::TooLarge { .. } | Self::DoesNotFit { .. } => "TooLarge",
             Self::Key(_) | Self::KindNotManaged { .. } | Self::NamespacesRequired => {
                 "InvalidConfig"
@@ -464,7 +474,8 @@ impl<'a> Module<'a> {
             }
             Self::Gzip(bytes) => {
                 let mut out = Vec::with_capacity(bytes.len().saturating_mul(3));
-                flate2::read::GzDecoder::new(bytes)
+                let mut decoder = flate2::bufread::GzDecoder::new(bytes);
+                (&mut decoder)
                     .take(limit.saturating_add(1))
                     .read_to_end(&mut out)
                     .map_err(Error::Gzip)?;
@@ -474,6 +485,11 @@ impl<'a> Module<'a> {
                         at_least: true,
                         limit,
                     });
+                }
+                // The decoder reads no further than its one member's end.
+                let trailing = decoder.into_inner().len();
+                if trailing > 0 {
+                    return Err(Error::GzipTrailing { trailing });
                 }
                 Ok(out)
             }
@@ -945,6 +961,26 @@ mod tests {
             Module::Gzip(b"not gzip at all").decode(1000),
             Err(Error::Gzip(_))
         ));
+        // Exactly one member, nothing after it.
+        let Module::Gzip(gzip) = module else {
+            unreachable!()
+        };
+        let mut two = gzip.to_vec();
+        two.extend_from_slice(gzip);
+        let mut trailing = gzip.to_vec();
+        trailing.extend_from_slice(b"\0\0\0\0");
+        for (bytes, extra) in [(two, gzip.len()), (trailing, 4)] {
+            let error = Module::Gzip(&bytes).decode(1 << 20).unwrap_err();
+            assert!(
+                matches!(error, Error::GzipTrailing { trailing } if trailing == extra),
+                "{error}"
+            );
+            assert_eq!(error.reason(), "Corrupt");
+        }
+        assert_eq!(
+            Error::GzipTrailing { trailing: 4 }.to_string(),
+            "`binaryData.policy.wasm.gz` has 4 bytes after its gzip stream: it must be exactly one gzip member"
+        );
         assert!(matches!(
             Module::Plain(&component).decode(10),
             Err(Error::TooLarge {
