@@ -370,7 +370,7 @@ mod tests {
         assert!(matches!(error, CredentialError::Unredactable { .. }));
         assert_eq!(
             error.to_string(),
-            "Secret `token` key `value` cannot be redacted from the policy's output: its value is too short to redact: it occurs in the marker `[redacted]`"
+            "Secret `token` key `value` cannot be redacted from the policy's output: its value, or a secret part of it, is too short to redact: it occurs in the marker `[redacted]`"
         );
     }
 }

@@ -12,11 +12,16 @@
 //!
 //! # What is found
 //!
-//! Each value in the forms a policy that copies what a server sent would
-//! carry: its bytes; its form inside a JSON string, as a JSON encoder writes
-//! it (`"` and `\` escaped); and, for a value that is not UTF-8, its lossy
-//! decoding. Where two values overlap, the leftmost, then the longest, is
-//! replaced, and the rest of the other is no longer whole.
+//! Each value, and each secret part of it ([`secret_parts`]): the
+//! credentials after an authentication scheme word (`tok3n-s3cret` of
+//! `Bearer tok3n-s3cret`), and for `Basic`, the decoded `user:password`,
+//! the user and the password, each part of at least [`MIN_PART_BYTES`]
+//! bytes (a shorter one would blot out ordinary words; the whole value is
+//! always found). Each in the forms a policy that copies what a server sent
+//! would carry: its bytes; its form inside a JSON string, as a JSON encoder
+//! writes it (`"` and `\` escaped); and, for a value that is not UTF-8, its
+//! lossy decoding. Where two values overlap, the leftmost, then the
+//! longest, is replaced, and the rest of the other is no longer whole.
 //!
 //! # Guarantees
 //!
@@ -29,7 +34,10 @@
 //! # Caveats
 //!
 //! A copy the policy encodes (base64, hex, reversed, split over two
-//! strings, one character per line) is not the value and is not found:
+//! strings, one character per line) is not the value and is not found, nor
+//! is a secret part shorter than [`MIN_PART_BYTES`] on its own, nor a
+//! parameter inside the credentials of a scheme other than `Basic` (the
+//! credentials after the scheme word are found whole):
 //! redaction keeps a reflected credential from leaking by accident, it does
 //! not stop a policy that means to leak it. Bind credentials only to origins
 //! that do not send them back.
@@ -41,6 +49,10 @@ use serde_json::Value;
 
 /// What a credential is replaced with.
 pub const MARKER: &str = "[redacted]";
+
+/// The shortest secret part of a value searched for on its own: shorter
+/// ones (a user name such as `admin`) would blot out ordinary words.
+pub const MIN_PART_BYTES: usize = 8;
 
 /// Finds a policy's credential values in text and replaces them with
 /// [`MARKER`]. Cheap to clone; the empty one costs nothing.
@@ -67,9 +79,11 @@ impl std::fmt::Debug for Redactor {
 /// Why a credential value cannot be redacted.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RedactError {
-    /// The value, or one of its forms, occurs in [`MARKER`]: every marker
-    /// would show it.
-    #[error("its value is too short to redact: it occurs in the marker `{MARKER}`")]
+    /// The value, one of its secret parts, or one of their forms, occurs
+    /// in [`MARKER`]: every marker would show it.
+    #[error(
+        "its value, or a secret part of it, is too short to redact: it occurs in the marker `{MARKER}`"
+    )]
     PartOfMarker,
     /// The values are too many or too long to search for.
     #[error("its values are too long to search for")]
@@ -86,8 +100,8 @@ impl Redactor {
         }
     }
 
-    /// The redactor of these values; an empty value has nothing to hide and
-    /// is skipped.
+    /// The redactor of these values and their secret parts; an empty value
+    /// has nothing to hide and is skipped.
     ///
     /// # Errors
     ///
@@ -97,7 +111,9 @@ impl Redactor {
     pub fn new<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Result<Self, RedactError> {
         let mut forms: Vec<Vec<u8>> = Vec::new();
         for value in values {
-            for form in forms_of(value) {
+            let parts = secret_parts(value);
+            let whole = std::iter::once(value.to_vec());
+            for form in whole.chain(parts).flat_map(|part| forms_of(&part)) {
                 if MARKER.as_bytes().windows(form.len()).any(|w| w == form) {
                     return Err(RedactError::PartOfMarker);
                 }
@@ -245,6 +261,50 @@ impl Redactor {
     }
 }
 
+/// The secret parts of a credential value, searched for beside the whole
+/// value: a policy that drops the scheme word from a reflected
+/// `Authorization` header holds the token alone.
+///
+/// - `SCHEME CREDENTIALS` (a first word of letters, digits and `-`, then
+///   whitespace): the credentials;
+/// - `Basic BASE64`: also the decoded `user:password`, the user and the
+///   password.
+///
+/// Parts shorter than [`MIN_PART_BYTES`] are left out.
+#[must_use]
+pub fn secret_parts(value: &[u8]) -> Vec<Vec<u8>> {
+    let mut parts = Vec::new();
+    let Some((scheme, credentials)) = scheme_and_credentials(value) else {
+        return parts;
+    };
+    parts.push(credentials.to_vec());
+    if scheme.eq_ignore_ascii_case(b"basic") {
+        use base64::Engine as _;
+        if let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(credentials) {
+            if let Some(colon) = decoded.iter().position(|&b| b == b':') {
+                parts.push(decoded[..colon].to_vec());
+                parts.push(decoded[colon + 1..].to_vec());
+            }
+            parts.push(decoded);
+        }
+    }
+    parts.retain(|part| part.len() >= MIN_PART_BYTES);
+    parts
+}
+
+/// `value` as an authentication scheme word and the credentials after it
+/// (trimmed), if it has that shape.
+fn scheme_and_credentials(value: &[u8]) -> Option<(&[u8], &[u8])> {
+    let value = value.trim_ascii();
+    let end = value.iter().position(u8::is_ascii_whitespace)?;
+    let (scheme, credentials) = value.split_at(end);
+    let is_word = scheme
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'-');
+    let credentials = credentials.trim_ascii();
+    (is_word && !credentials.is_empty()).then_some((scheme, credentials))
+}
+
 /// The forms of `value` that are searched for.
 fn forms_of(value: &[u8]) -> Vec<Vec<u8>> {
     if value.is_empty() {
@@ -295,6 +355,65 @@ mod tests {
         );
         assert_eq!(r.redact("Bearer s3cret-toke"), "Bearer s3cret-toke");
         assert!(matches!(r.redact("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn the_secret_part_after_a_scheme_word_is_found_alone() {
+        let r = redactor(&["Bearer s3cret-token"]);
+        assert_eq!(
+            r.redact("token=s3cret-token; whole=Bearer s3cret-token"),
+            "token=[redacted]; whole=[redacted]"
+        );
+        let mut outputs = r#"{"seen":"s3cret-token"}"#.to_owned();
+        r.redact_json_text(&mut outputs);
+        assert_eq!(outputs, r#"{"seen":"[redacted]"}"#);
+        // A value without a scheme word is found whole only.
+        let r = redactor(&["api-key-0123456789"]);
+        assert_eq!(r.redact("0123456789"), "0123456789");
+    }
+
+    #[test]
+    fn a_basic_value_gives_its_encoding_user_and_password() {
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode("deploy-bot:pa55word-x");
+        let r = redactor(&[&format!("Basic {encoded}")]);
+        assert_eq!(
+            r.redact(&format!(
+                "{encoded} deploy-bot pa55word-x deploy-bot:pa55word-x"
+            )),
+            "[redacted] [redacted] [redacted] [redacted]"
+        );
+        assert_eq!(
+            secret_parts(format!("basic  {encoded} ").as_bytes()).len(),
+            4,
+            "the scheme word in any case"
+        );
+    }
+
+    #[test]
+    fn parts_shorter_than_the_minimum_are_not_searched_alone() {
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode("admin:hunter2");
+        let value = format!("Basic {encoded}");
+        let parts = secret_parts(value.as_bytes());
+        assert_eq!(
+            parts,
+            vec![encoded.as_bytes().to_vec(), b"admin:hunter2".to_vec()]
+        );
+        let r = redactor(&[&value]);
+        assert_eq!(r.redact("the admin said hunter2"), "the admin said hunter2");
+        assert_eq!(r.redact("admin:hunter2"), "[redacted]");
+        assert!(secret_parts(b"Bearer short").is_empty());
+        assert!(secret_parts(b"no-scheme-here").is_empty());
+        assert!(secret_parts(b"Bearer ").is_empty());
+    }
+
+    #[test]
+    fn a_secret_part_the_marker_would_show_is_refused() {
+        assert!(matches!(
+            Redactor::check(b"Bearer redacted"),
+            Err(RedactError::PartOfMarker)
+        ));
     }
 
     #[test]
@@ -349,7 +468,7 @@ mod tests {
         assert!(Redactor::check(b"").is_ok());
         assert_eq!(
             RedactError::PartOfMarker.to_string(),
-            "its value is too short to redact: it occurs in the marker `[redacted]`"
+            "its value, or a secret part of it, is too short to redact: it occurs in the marker `[redacted]`"
         );
     }
 

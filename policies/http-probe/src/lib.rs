@@ -13,7 +13,10 @@
 //! sandbox: for the first answer, its body in the status message and its
 //! headers' values in a condition, an Event, a ConfigMap `<job>-echo`, a
 //! `log()` line, stdout and stderr; and the first `cleanup` attempt fails
-//! quoting them. The host must redact the credential from all of it.
+//! quoting them. Each header value is published whole and without its
+//! first word, as a policy that drops an `Authorization` value's scheme
+//! word would hold the token alone. The host must redact the credential,
+//! and its token, from all of it.
 //!
 //! Params: `{"requests": [{"method": "GET", "url": "...", "headers": {...},
 //! "body": "...", "timeoutsMs": {"connect", "firstByte", "betweenBytes"}}],
@@ -154,12 +157,20 @@ fn probe(params: &Params) -> (Vec<Seen>, Vec<Vec<(String, String)>>) {
     (seen, sent)
 }
 
-/// The first answer: its body, and its headers' values on one line.
+/// The first answer: its body, and its headers' values on one line, each
+/// then again without its first word (`Bearer TOKEN` gives `TOKEN`).
 fn first_answer(results: &[Seen]) -> Option<(&str, String)> {
     results.iter().find_map(|seen| match seen {
         Seen::Answer { body, headers, .. } => {
             let values: Vec<&str> = headers.iter().map(|(_, value)| value.as_str()).collect();
-            Some((body.as_str(), values.join(" ")))
+            let tokens: Vec<&str> = values
+                .iter()
+                .filter_map(|value| value.split_once(' ').map(|(_, token)| token))
+                .collect();
+            Some((
+                body.as_str(),
+                format!("{} | tokens: {}", values.join(" "), tokens.join(" ")),
+            ))
         }
         Seen::Error { .. } => None,
     })
