@@ -1238,5 +1238,15 @@ mod operator {
         assert!(sent > 0);
         assert_eq!(cloud.requests(), sent, "{summary:?}");
         assert_eq!(cloud.live(), 1, "one bucket, the serving version's");
+        // Each refused request ended as a serving call's refusal does, an
+        // error code the candidate answered with, never as a fault.
+        assert_eq!(summary.faults, 0, "{summary:?}");
+        assert!(
+            summary.jobs.iter().any(|job| job
+                .differences
+                .iter()
+                .any(|d| d.contains("HttpRequestDenied"))),
+            "{summary:?}"
+        );
     }
 }

@@ -141,6 +141,40 @@ async fn shadow_once_more(env: &Env, policy: &str, name: &str) {
     .await;
 }
 
+/// Settings of a candidate whose every call ends at a 200 ms deadline, for
+/// DataJobs of every namespace.
+fn short_timeout() -> Settings {
+    Settings::parse(&BTreeMap::from([
+        ("timeout".to_owned(), "200ms".to_owned()),
+        ("allowedNamespaces".to_owned(), "*".to_owned()),
+    ]))
+    .expect("settings")
+}
+
+/// Deletes DataJob `name` and waits until it is gone.
+async fn delete_and_wait_released(env: &Env, name: &str) {
+    env.jobs()
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete the DataJob");
+    let jobs = env.jobs();
+    eventually(&format!("{name} to be released"), || {
+        let jobs = jobs.clone();
+        async move { matches!(jobs.get_opt(name).await, Ok(None)).then_some(()) }
+    })
+    .await;
+}
+
+/// The digest of the version of `policy` the operator serves.
+fn serving_digest_of(env: &Env, policy: &str) -> Option<String> {
+    env.operator()
+        .shared
+        .registry
+        .get(policy)
+        .map(|p| p.digest().to_hex())
+        .ok()
+}
+
 /// `args` for the built binary, in this test's policy namespace and cluster.
 fn in_cluster<'a>(env: &'a Env, kubeconfig: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
     let mut all = args.to_vec();
@@ -333,11 +367,7 @@ async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_an
         .await
         .loaded_digest
         .expect("loads");
-    let settings = Settings::parse(&BTreeMap::from([
-        ("timeout".to_owned(), "200ms".to_owned()),
-        ("allowedNamespaces".to_owned(), "*".to_owned()),
-    ]))
-    .expect("settings");
+    let settings = short_timeout();
     push_candidate(&env, "fanout", &guest_bytes("infinite-loop"), &settings).await;
     for name in ["a", "b"] {
         env.create_job(name, "fanout", fanout(1)).await;
@@ -360,16 +390,7 @@ async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_an
 
     // Cleanup too: the candidate's cleanup loops, the serving version's
     // answers done, and the DataJob goes.
-    env.jobs()
-        .delete("a", &DeleteParams::default())
-        .await
-        .expect("delete a");
-    let jobs = env.jobs();
-    eventually("a to be released", || {
-        let jobs = jobs.clone();
-        async move { matches!(jobs.get_opt("a").await, Ok(None)).then_some(()) }
-    })
-    .await;
+    delete_and_wait_released(&env, "a").await;
     let cleaned = format!("{}/a", env.namespace);
     let summary = summary_when(&env, "fanout", "a cleanup fault", |s| {
         s.jobs
@@ -388,12 +409,7 @@ async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_an
         text(&refused)
     );
     assert_eq!(
-        env.operator()
-            .shared
-            .registry
-            .get("fanout")
-            .map(|p| p.digest().to_hex())
-            .ok(),
+        serving_digest_of(&env, "fanout"),
         Some(serving_digest),
         "nothing was promoted"
     );
@@ -573,4 +589,194 @@ async fn a_rejected_or_misnamed_candidate_changes_nothing() {
         compared(&env, "fanout") + shadow_calls(&env, "fanout")["skipped"],
         0
     );
+}
+
+/// Reconciles `name` once more with a fresh annotation.
+async fn poke(env: &Env, name: &str, value: &str) {
+    let patch = json!({"metadata": {"annotations": {"test.policyhost.dev/poke": value}}});
+    env.jobs()
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("annotate the DataJob");
+}
+
+/// What `policy promote` and `policy diff` rely on belongs to the pair
+/// they compare: faults shown for one candidate do not count for the
+/// next, and a candidate compared only with a serving version that was
+/// replaced since is not promoted over the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_relies_only_on_the_evidence_of_the_pair_it_compares() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let kubeconfig = env.kubeconfig_file();
+    let fanout_bytes = guest_bytes("fanout");
+    let first = push(&env, "fanout", &fanout_bytes)
+        .await
+        .loaded_digest
+        .expect("loads");
+    let settings = short_timeout();
+    let looping = guest_bytes("infinite-loop");
+    push_candidate(&env, "fanout", &looping, &settings).await;
+    env.create_job("a", "fanout", fanout(1)).await;
+    wait_succeeded(&env, "a").await;
+    // Many faults of the first candidate, every one shown.
+    for round in 0..3 {
+        poke(&env, "a", &format!("first-{round}")).await;
+        summary_when(&env, "fanout", "faults", |s| s.faults > round).await;
+    }
+    let diff = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "diff", "fanout"],
+    ));
+    assert!(text(&diff).contains("FAULT  "), "{}", text(&diff));
+
+    // A new candidate that faults once: its fault was never shown.
+    let next = push_candidate(&env, "fanout", &version(&looping, "next"), &settings)
+        .await
+        .loaded_digest
+        .expect("the next candidate loads");
+    poke(&env, "a", "next").await;
+    summary_when(&env, "fanout", "the next candidate's fault", |s| {
+        s.digest == next && s.faults >= 1
+    })
+    .await;
+    let refused = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "promote", "fanout"],
+    ));
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("0 of them shown by `policy diff`"),
+        "{}",
+        text(&refused)
+    );
+
+    // A candidate that answers as the serving version does, compared...
+    let same = push_candidate(&env, "fanout", &version(&fanout_bytes, "same"), &settings)
+        .await
+        .loaded_digest
+        .expect("the same candidate loads");
+    poke(&env, "a", "same").await;
+    summary_when(&env, "fanout", "the same candidate compared", |s| {
+        s.digest == same && s.serving == first && s.same >= 1
+    })
+    .await;
+    // ...then the DataJob goes, and a newer serving version is pushed:
+    // nothing compares the candidate with it.
+    delete_and_wait_released(&env, "a").await;
+    let newer = push(&env, "fanout", &version(&fanout_bytes, "newer"))
+        .await
+        .loaded_digest
+        .expect("the newer version loads");
+    let refused = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "promote", "fanout"],
+    ));
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains(&format!(
+            "was compared with sha256:{first}, which no longer serves (sha256:{newer} does)"
+        )),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(
+        serving_digest_of(&env, "fanout"),
+        Some(newer),
+        "the newer version still serves"
+    );
+    let diff = policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "diff", "fanout"],
+    ));
+    assert!(
+        text(&diff).contains("which no longer serves"),
+        "{}",
+        text(&diff)
+    );
+}
+
+/// A Secret child's values never leave through the shadow (its summary,
+/// the Event, `policy diff`), and a change in them still shows as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secrets_values_are_masked_in_the_shadow_and_a_change_still_shows() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let next = guest_bytes("fanout-next");
+    let serving = push(&env, "fanout", &next)
+        .await
+        .loaded_digest
+        .expect("loads");
+    let candidate = push_candidate(
+        &env,
+        "fanout",
+        &version(&next, "token"),
+        &for_every_namespace(),
+    )
+    .await
+    .loaded_digest
+    .expect("the candidate loads");
+    // Each version writes its digest, reversed, as the Secret's token.
+    let tokens: Vec<String> = [&serving, &candidate]
+        .iter()
+        .map(|digest| digest.chars().rev().collect())
+        .collect();
+    create_labelled(&env, "etl", &[("policyhost.dev/test-secret", "yes")]).await;
+    let summary = summary_when(&env, "fanout", "the Secret's difference", |s| {
+        s.differs >= 1
+    })
+    .await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    let applied = eventually("the serving version's Secret", || {
+        let secrets = secrets.clone();
+        async move { secrets.get_opt("etl-token").await.ok().flatten() }
+    })
+    .await;
+    assert!(
+        applied.data.is_some_and(|data| data.contains_key("token")),
+        "the serving version's Secret is applied"
+    );
+    let lines: Vec<&String> = summary
+        .jobs
+        .iter()
+        .flat_map(|job| &job.differences)
+        .collect();
+    assert_eq!(
+        lines,
+        [r#"/children/Secret:etl-token/data/token: expected "*** (before)", got "*** (after)""#],
+        "{summary:?}"
+    );
+    let kubeconfig = env.kubeconfig_file();
+    let diff = text(&policyhost(&in_cluster(
+        &env,
+        &kubeconfig,
+        &["policy", "diff", "fanout"],
+    )));
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let annotated = maps
+        .get(&configmap::candidate_name("fanout"))
+        .await
+        .expect("the candidate's ConfigMap");
+    let event = wait_event(
+        &env,
+        &configmap::candidate_name("fanout"),
+        "CandidateDiffers",
+        "Secret:etl-token",
+    )
+    .await;
+    let events = event.message.unwrap_or_default();
+    let published = [
+        ("policy diff", diff.clone()),
+        ("summary", format!("{:?}", annotated.annotations())),
+        ("event", events),
+    ];
+    for (what, published) in &published {
+        for token in &tokens {
+            assert!(!published.contains(token.as_str()), "{what}: {published}");
+        }
+    }
+    assert!(diff.contains("*** (after)"), "{diff}");
 }

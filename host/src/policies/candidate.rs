@@ -2,6 +2,12 @@
 //! (`policy diff`), mark its faults as examined, and promote it to the
 //! serving version (`policy promote`).
 //!
+//! What promote relies on belongs to the pair it compares: the summary
+//! counts only when it is of the candidate the ConfigMap now holds, the
+//! faults marked examined only for the same (candidate, serving) pair, and
+//! a candidate compared with a serving version no longer in service is
+//! refused.
+//!
 //! Everything here is a `get` or a `patch` of the policy's own two
 //! ConfigMaps, `policy-<name>` and `candidate-<name>`: the Role that lets a
 //! team publish a policy and shadow it lets it promote it, and no more.
@@ -14,7 +20,7 @@ use serde_json::json;
 use super::configmap::{self, POLICY_LABEL, ROLE_LABEL};
 use super::publish;
 use super::report::Annotations;
-use crate::shadow::summary::{EXAMINED_ANNOTATION, Summary};
+use crate::shadow::summary::{EXAMINED_ANNOTATION, Examined, Summary};
 
 /// Why a candidate cannot be read, marked or promoted.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +70,19 @@ pub enum Error {
         /// Faults `policy diff` has shown.
         examined: u64,
     },
+    /// The candidate's calls were compared with a serving version that no
+    /// longer serves: they say nothing of the one that does.
+    #[error(
+        "the candidate of policy `{policy}` was compared with sha256:{compared}, which no longer serves (sha256:{serving} does): wait for its calls beside the serving version (`policyhost policy diff {policy}`) or promote with --force"
+    )]
+    ComparedWithReplaced {
+        /// The policy.
+        policy: String,
+        /// The serving digest its calls were compared with.
+        compared: String,
+        /// The serving digest now.
+        serving: String,
+    },
     /// Applying the serving version failed.
     #[error(transparent)]
     Publish(#[from] publish::Error),
@@ -76,10 +95,11 @@ pub struct Candidate {
     pub map: ConfigMap,
     /// What the host reported on loading it.
     pub annotations: Annotations,
-    /// What its shadow calls came to, once the host has written it.
+    /// What its shadow calls came to, once the host has written it (of
+    /// this version or an earlier one: see [`Candidate::current_summary`]).
     pub summary: Option<Summary>,
-    /// Faults `policy diff` has shown.
-    pub examined: u64,
+    /// Faults `policy diff` has shown, and of which pair.
+    pub examined: Examined,
 }
 
 impl Candidate {
@@ -107,12 +127,45 @@ impl Candidate {
         })
     }
 
-    /// Faults not yet shown by `policy diff`.
+    /// The summary, if it is of the version the host serves from the
+    /// ConfigMap: one written for an earlier candidate says nothing of it.
     #[must_use]
-    pub fn unexamined_faults(&self) -> u64 {
+    pub fn current_summary(&self) -> Option<&Summary> {
+        let loaded = self.annotations.loaded_digest.as_deref()?;
         self.summary
             .as_ref()
-            .map_or(0, |summary| summary.faults.saturating_sub(self.examined))
+            .filter(|summary| summary.digest == loaded)
+    }
+
+    /// Faults of the current summary not yet shown by `policy diff` for
+    /// the same pair.
+    #[must_use]
+    pub fn unexamined_faults(&self) -> u64 {
+        self.current_summary().map_or(0, |summary| {
+            summary.faults.saturating_sub(self.examined.of(summary))
+        })
+    }
+
+    /// Whether the candidate's calls, if any, were compared with the
+    /// serving version `serving` (its digest, `None` when there is none).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ComparedWithReplaced`] when they were compared with another.
+    pub fn check_compared_with(&self, policy: &str, serving: Option<&str>) -> Result<(), Error> {
+        let Some(summary) = self.current_summary() else {
+            return Ok(());
+        };
+        match serving {
+            Some(serving) if !summary.serving.is_empty() && summary.serving != serving => {
+                Err(Error::ComparedWithReplaced {
+                    policy: policy.to_owned(),
+                    compared: summary.serving.clone(),
+                    serving: serving.to_owned(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -159,11 +212,7 @@ impl Policy {
             })?;
         let annotations = Annotations::read(map.annotations());
         let summary = Summary::read(Some(map.annotations()));
-        let examined = map
-            .annotations()
-            .get(EXAMINED_ANNOTATION)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
+        let examined = Examined::read(map.annotations());
         Ok(Candidate {
             map,
             annotations,
@@ -185,15 +234,15 @@ impl Policy {
             .map_err(|source| self.api_error("read", &name, source))
     }
 
-    /// Records that `faults` faults of the candidate have been shown.
+    /// Records that the faults of `summary` have been shown, for its pair.
     ///
     /// # Errors
     ///
     /// [`Error::Api`] when the patch is refused.
-    pub async fn mark_examined(&self, faults: u64) -> Result<(), Error> {
+    pub async fn mark_examined(&self, summary: &Summary) -> Result<(), Error> {
         let name = configmap::candidate_name(&self.name);
-        let patch =
-            json!({ "metadata": { "annotations": { EXAMINED_ANNOTATION: faults.to_string() } } });
+        let examined = serde_json::to_string(&summary.examined()).unwrap_or_default();
+        let patch = json!({ "metadata": { "annotations": { EXAMINED_ANNOTATION: examined } } });
         self.api
             .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await
@@ -204,24 +253,33 @@ impl Policy {
     /// Makes the candidate the serving version: its content is applied to
     /// `policy-<name>` (the host hot-swaps it in as any push), then the
     /// candidate's ConfigMap loses its labels and content, so the host
-    /// stops calling it. Refused while the candidate is not in service, or
-    /// has faults `policy diff` has not shown, unless `force`.
+    /// stops calling it. Refused while the candidate is not in service, has
+    /// faults `policy diff` has not shown, or was compared with a serving
+    /// version that no longer serves, unless `force`.
     /// Returns the serving ConfigMap as applied.
     ///
     /// # Errors
     ///
     /// [`Error::Missing`], [`Error::NotLoaded`], [`Error::UnexaminedFaults`],
-    /// or the API's refusal.
+    /// [`Error::ComparedWithReplaced`], or the API's refusal.
     pub async fn promote(&self, client: &Client, force: bool) -> Result<ConfigMap, Error> {
         let candidate = self.candidate().await?;
         candidate.check_loaded(&self.name)?;
-        let unexamined = candidate.unexamined_faults();
-        if unexamined > 0 && !force {
-            return Err(Error::UnexaminedFaults {
-                policy: self.name.clone(),
-                faults: candidate.summary.as_ref().map_or(0, |s| s.faults),
-                examined: candidate.examined,
-            });
+        if !force {
+            let serving = self
+                .serving()
+                .await?
+                .and_then(|map| Annotations::read(map.annotations()).loaded_digest);
+            candidate.check_compared_with(&self.name, serving.as_deref())?;
+            if let Some(summary) = candidate.current_summary()
+                && candidate.unexamined_faults() > 0
+            {
+                return Err(Error::UnexaminedFaults {
+                    policy: self.name.clone(),
+                    faults: summary.faults,
+                    examined: candidate.examined.of(summary),
+                });
+            }
         }
         let serving = configmap::promoted(&candidate.map, &self.name);
         let applied = publish::apply(client, &serving).await?;
@@ -276,14 +334,20 @@ mod tests {
                 } else {
                     "old".into()
                 },
+                loaded_digest: Some("d".into()),
                 error: error.map(str::to_owned),
                 ..Annotations::default()
             },
             summary: Some(Summary {
                 faults,
+                serving: "s".into(),
                 ..Summary::new("d".into())
             }),
-            examined,
+            examined: Examined {
+                candidate: "d".into(),
+                serving: "s".into(),
+                faults: examined,
+            },
         }
     }
 
@@ -311,6 +375,10 @@ mod tests {
         assert_eq!(candidate(true, None, 3, 0).unexamined_faults(), 3);
         assert_eq!(candidate(true, None, 3, 3).unexamined_faults(), 0);
         assert_eq!(candidate(true, None, 5, 3).unexamined_faults(), 2);
+        // Examined for another pair: none of these.
+        let mut other = candidate(true, None, 3, 3);
+        other.examined.serving = "s-before".into();
+        assert_eq!(other.unexamined_faults(), 3);
         let error = Error::UnexaminedFaults {
             policy: "etl".into(),
             faults: 5,
@@ -320,5 +388,38 @@ mod tests {
             error.to_string(),
             "the candidate of policy `etl` faulted 5 times, 3 of them shown by `policy diff`: examine the others (`policyhost policy diff etl`) or promote with --force"
         );
+    }
+
+    #[test]
+    fn a_summary_of_an_earlier_candidate_says_nothing_of_this_one() {
+        let mut newer = candidate(true, None, 0, 0);
+        newer.annotations.loaded_digest = Some("d-2".into());
+        assert!(newer.current_summary().is_none());
+        newer.summary = Some(Summary {
+            faults: 4,
+            ..Summary::new("d".into())
+        });
+        assert_eq!(newer.unexamined_faults(), 0, "not this version's faults");
+        assert!(
+            newer.check_compared_with("etl", Some("s-2")).is_ok(),
+            "nor its comparison"
+        );
+    }
+
+    #[test]
+    fn a_candidate_compared_with_a_replaced_version_is_refused() {
+        let compared = candidate(true, None, 0, 0);
+        assert!(compared.check_compared_with("etl", Some("s")).is_ok());
+        assert!(compared.check_compared_with("etl", None).is_ok());
+        let error = compared
+            .check_compared_with("etl", Some("s-2"))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the candidate of policy `etl` was compared with sha256:s, which no longer serves (sha256:s-2 does): wait for its calls beside the serving version (`policyhost policy diff etl`) or promote with --force"
+        );
+        let mut uncompared = candidate(true, None, 0, 0);
+        uncompared.summary = Some(Summary::new("d".into()));
+        assert!(uncompared.check_compared_with("etl", Some("s-2")).is_ok());
     }
 }

@@ -198,7 +198,13 @@ fn run<T, U>(
     let mut clock = VirtualClock::new(ctx.now_unix_ms, timeout);
     let http = match (&policy.outbound, network) {
         (None, _) => CallHttp::none(),
-        (Some(_), Network::Refused) => CallHttp::shadow(),
+        (Some(_), Network::Refused) => {
+            // Its requests are refused at once, but the refusal reaches the
+            // guest through a task of wasi:http's: a wait on it must be
+            // real (and short), else it would read as never ready.
+            clock = clock.with_real_waits(until);
+            CallHttp::shadow()
+        }
         (Some(outbound), Network::Granted) => {
             clock = clock.with_real_waits(until);
             let network = started + outbound.grant().network_budget(timeout);

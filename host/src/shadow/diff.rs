@@ -7,6 +7,11 @@
 //! a manifest is named by its path in it
 //! (`/children/Pod:w-1/spec/containers/0/image`), whatever the order the
 //! versions list their children in.
+//!
+//! A Secret's values are never shown ([`mask_secrets`]): its `data` and
+//! `stringData` read `***`, as `kubectl diff` shows them, and a value that
+//! changed reads `*** (before)` against `*** (after)`. The summary is read
+//! by the policy's publishers, not by whoever may read the Secrets.
 
 use serde_json::{Map, Value};
 
@@ -208,7 +213,8 @@ pub enum Verdict {
     },
 }
 
-/// Compares the candidate's answer with the serving version's.
+/// Compares the candidate's answer with the serving version's; a Secret's
+/// values in the differences are masked.
 #[must_use]
 pub fn compare(serving: &Answer, candidate: &Answer) -> Verdict {
     match candidate {
@@ -217,13 +223,73 @@ pub fn compare(serving: &Answer, candidate: &Answer) -> Verdict {
             message: message.clone(),
         },
         Answer::Result(_) => {
-            let found = differences(&serving.compared(), &candidate.compared());
+            let mut found = differences(&serving.compared(), &candidate.compared());
+            mask_secrets(&mut found);
             if found.is_empty() {
                 Verdict::Same
             } else {
                 Verdict::Differs(found)
             }
         }
+    }
+}
+
+/// What a Secret's value reads as.
+const MASK: &str = "***";
+/// The fields of a Secret that hold its values.
+const SECRET_FIELDS: [&str; 2] = ["data", "stringData"];
+
+/// Masks the values of Secret children in `found` (at
+/// `/children/Secret:NAME…`): a whole Secret or its `data` and `stringData`
+/// show each key with [`MASK`]; one value that changed shows
+/// `*** (before)` and `*** (after)`. Where the difference is, and which
+/// keys, stay shown.
+pub fn mask_secrets(found: &mut [Difference]) {
+    for difference in found {
+        let Some(inside) = difference
+            .pointer
+            .strip_prefix("/children/Secret:")
+            .map(|rest| rest.split_once('/').map_or("", |(_, inside)| inside))
+        else {
+            continue;
+        };
+        let mut path = inside.split('/').filter(|segment| !segment.is_empty());
+        let (field, key) = (path.next(), path.next());
+        let both = difference.expected.is_some() && difference.actual.is_some();
+        let sides = [
+            (&mut difference.expected, "before"),
+            (&mut difference.actual, "after"),
+        ];
+        for (side, when) in sides {
+            let Some(value) = side else { continue };
+            match (field, key) {
+                (None, _) => {
+                    for field in SECRET_FIELDS {
+                        mask_values(value.get_mut(field));
+                    }
+                }
+                (Some(field), None) if SECRET_FIELDS.contains(&field) => mask_values(Some(value)),
+                (Some(field), Some(_)) if SECRET_FIELDS.contains(&field) => {
+                    *value = Value::String(if both {
+                        format!("{MASK} ({when})")
+                    } else {
+                        MASK.to_owned()
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Replaces each value of an object with [`MASK`]; anything else whole.
+fn mask_values(value: Option<&mut Value>) {
+    match value {
+        Some(Value::Object(values)) => values
+            .values_mut()
+            .for_each(|value| *value = Value::String(MASK.to_owned())),
+        Some(value) => *value = Value::String(MASK.to_owned()),
+        None => {}
     }
 }
 
@@ -322,6 +388,65 @@ mod tests {
             panic!("a serving fault and a candidate answer differ");
         };
         assert_eq!(found[0].pointer, "/children");
+    }
+
+    fn secret(name: &str, data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Secret", "name": name, "manifest": {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            "type": "Opaque", "data": data, "stringData": {"plain": "p-l41n"}
+        }})
+    }
+
+    #[test]
+    fn a_secrets_values_are_masked_and_a_change_still_shows() {
+        let serving = Answer::Result(reconciled(json!([secret("s", json!({"token": "b2xk"}))])));
+        let changed = Answer::Result(reconciled(json!([secret("s", json!({"token": "bmV3"}))])));
+        let Verdict::Differs(found) = compare(&serving, &changed) else {
+            panic!("a changed value differs");
+        };
+        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [r#"/children/Secret:s/data/token: expected "*** (before)", got "*** (after)""#]
+        );
+        // A new key, a new data field, a Secret added or removed whole.
+        let more = Answer::Result(reconciled(json!([
+            secret("s", json!({"token": "b2xk", "extra": "ZXh0cmE="})),
+            secret("t", json!({"token": "dG9rZW4="}))
+        ])));
+        let Verdict::Differs(found) = compare(&serving, &more) else {
+            panic!("differs");
+        };
+        let text: String = found.iter().map(|d| format!("{d}\n")).collect();
+        for secret in ["ZXh0cmE=", "dG9rZW4=", "b2xk", "p-l41n"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(
+            text.contains(r#"/children/Secret:s/data/extra: not expected, got "***""#),
+            "{text}"
+        );
+        assert!(text.contains(r#""data":{"token":"***"}"#), "{text}");
+        assert!(text.contains(r#""stringData":{"plain":"***"}"#), "{text}");
+        let Verdict::Differs(removed) = compare(&more, &serving) else {
+            panic!("differs");
+        };
+        assert!(!format!("{removed:?}").contains("dG9rZW4="));
+        // Other kinds, and a Secret's other fields, are shown as they are.
+        let mut found = vec![
+            Difference {
+                pointer: "/children/ConfigMap:c/data/k".into(),
+                expected: Some(json!("v1")),
+                actual: Some(json!("v2")),
+            },
+            Difference {
+                pointer: "/children/Secret:s/type".into(),
+                expected: Some(json!("Opaque")),
+                actual: Some(json!("kubernetes.io/tls")),
+            },
+        ];
+        let before = found.clone();
+        mask_secrets(&mut found);
+        assert_eq!(found, before);
     }
 
     #[test]

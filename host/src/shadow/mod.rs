@@ -13,7 +13,9 @@
 //!    instance, under its own limits, no request leaving the host. Its
 //!    answer is compared with the serving one ([`diff`]).
 //! 3. The result is counted (`policyhost_shadow_calls_total{policy,result}`)
-//!    and kept, bounded, in the candidate's [`Summary`], which the leader
+//!    and kept, bounded, in the candidate's [`Summary`] of this pair
+//!    (candidate digest, serving digest: a new serving version starts it
+//!    again), which the leader
 //!    writes on the candidate's ConfigMap ([`report`]) with one Event when
 //!    it first differs.
 //!
@@ -201,16 +203,21 @@ impl Candidates {
         })
     }
 
-    /// Counts one shadow call of `policy`'s candidate and keeps it in the
-    /// summary.
+    /// Counts one shadow call of `policy`'s candidate beside a call of the
+    /// serving version `serving` (its digest) and keeps it in the summary
+    /// of that pair.
     fn tally(
         &self,
         policy: &str,
         candidate: &Candidate,
+        serving: &str,
         recorded: impl FnOnce(&mut Summary) -> Outcome,
     ) {
         let outcome = {
             let mut state = candidate.state();
+            if state.summary.against(serving) {
+                state.announced = false;
+            }
             let outcome = recorded(&mut state.summary);
             state.dirty = true;
             outcome
@@ -270,7 +277,7 @@ impl Beside {
             let spare = candidates.runtime.spare(&candidate.tenant);
             if spare.is_none() {
                 debug!(%policy, entry, "shadow call skipped: no call thread to spare");
-                candidates.tally(&policy, &candidate, |summary| {
+                candidates.tally(&policy, &candidate, &input.ctx.policy_digest, |summary| {
                     summary.skipped();
                     Outcome::Skipped
                 });
@@ -293,6 +300,7 @@ impl Beside {
                 return;
             };
             let job = format!("{}/{}", input.job.namespace, input.job.name);
+            let serving_digest = input.ctx.policy_digest.clone();
             let outcome = candidates
                 .runtime
                 .shadow(spare, candidate.policy(), input, offline)
@@ -304,7 +312,7 @@ impl Beside {
                     .refused(crate::outbound::Refusal::Shadow),
             );
             let verdict = compare(&serving, &Answer::of(&outcome.result));
-            candidates.tally(&policy, &candidate, |summary| {
+            candidates.tally(&policy, &candidate, &serving_digest, |summary| {
                 summary.outbound_refused += refused;
                 summary.record(&job, entry, &verdict)
             });

@@ -2,6 +2,14 @@
 //! the DataJobs whose latest call differed, each with its first
 //! differences. The host writes it on the candidate's ConfigMap
 //! ([`ANNOTATION`]); `policy diff` and `policy promote` read it there.
+//!
+//! A summary is the evidence of one pair: the candidate's digest and the
+//! serving version's it was compared with. A new candidate starts a new
+//! summary, and so does the first call of a new serving version
+//! ([`Summary::against`]): what one pair showed says nothing of another.
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 
 use serde::{Deserialize, Serialize};
 
@@ -9,8 +17,9 @@ use super::diff::Verdict;
 
 /// The annotation of the candidate's ConfigMap that holds its summary (JSON).
 pub const ANNOTATION: &str = "policyhost.dev/shadow";
-/// The annotation `policy diff` writes: the faults it showed, so that
-/// `policy promote` refuses only while newer ones are unseen.
+/// The annotation `policy diff` writes: the faults it showed, and of which
+/// pair ([`Examined`]), so that `policy promote` refuses only while newer
+/// ones of the same pair are unseen.
 pub const EXAMINED_ANNOTATION: &str = "policyhost.dev/faults-examined";
 
 /// Bytes kept of one line (a difference, a fault): a candidate chooses
@@ -28,6 +37,9 @@ fn cut(mut line: String) -> String {
 
 /// DataJobs kept per candidate.
 pub const MAX_JOBS: usize = 20;
+/// DataJobs left out that are told apart; past it, each new call left out
+/// counts as one more (an upper bound).
+const MAX_LEFT_OUT_TOLD_APART: usize = 10_000;
 /// Differences kept per DataJob.
 pub const MAX_DIFFERENCES: usize = 10;
 
@@ -81,12 +93,17 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// What one candidate version's shadow calls came to.
+/// What one candidate version's shadow calls came to, compared with one
+/// serving version.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     /// The candidate's digest.
     pub digest: String,
+    /// The digest of the serving version the calls were compared with;
+    /// empty before the first call.
+    #[serde(default)]
+    pub serving: String,
     /// Calls that answered as the serving version did.
     pub same: u64,
     /// Calls that answered otherwise.
@@ -106,7 +123,16 @@ pub struct Summary {
     /// DataJobs that differed but were left out past [`MAX_JOBS`].
     #[serde(default)]
     pub jobs_left_out: u64,
+    /// The DataJobs left out, to count each once; the host's alone, never
+    /// written.
+    #[serde(skip)]
+    pub left_out: LeftOut,
 }
+
+/// The DataJobs a summary left out, told apart by a hash of
+/// `namespace/name` (at most [`MAX_LEFT_OUT_TOLD_APART`] of them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeftOut(HashSet<u64>);
 
 impl Summary {
     /// An empty summary of the candidate `digest`.
@@ -116,6 +142,20 @@ impl Summary {
             digest,
             ..Self::default()
         }
+    }
+
+    /// Makes this the summary of calls compared with the serving version
+    /// `serving`: a summary of another serving version starts again from
+    /// nothing. Returns whether it did.
+    pub fn against(&mut self, serving: &str) -> bool {
+        if self.serving == serving {
+            return false;
+        }
+        *self = Self {
+            serving: serving.to_owned(),
+            ..Self::new(std::mem::take(&mut self.digest))
+        };
+        true
     }
 
     /// Counts a skipped call.
@@ -165,10 +205,24 @@ impl Summary {
                 self.jobs.remove(at);
             }
             (None, Some(entry)) if self.jobs.len() < MAX_JOBS => self.jobs.push(entry),
-            (None, Some(_)) => self.jobs_left_out += 1,
+            (None, Some(_)) => self.leave_out(job),
             (None, None) => {}
         }
         outcome
+    }
+
+    /// Counts `job` among the DataJobs left out, once.
+    fn leave_out(&mut self, job: &str) {
+        let mut hasher = DefaultHasher::new();
+        job.hash(&mut hasher);
+        let key = hasher.finish();
+        if self.left_out.0.contains(&key) {
+            return;
+        }
+        if self.left_out.0.len() < MAX_LEFT_OUT_TOLD_APART {
+            self.left_out.0.insert(key);
+        }
+        self.jobs_left_out += 1;
     }
 
     /// Whether any call differed or faulted.
@@ -181,6 +235,50 @@ impl Summary {
     #[must_use]
     pub fn read(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Option<Self> {
         serde_json::from_str(annotations?.get(ANNOTATION)?).ok()
+    }
+
+    /// What `policy diff` marks examined once it showed this summary.
+    #[must_use]
+    pub fn examined(&self) -> Examined {
+        Examined {
+            candidate: self.digest.clone(),
+            serving: self.serving.clone(),
+            faults: self.faults,
+        }
+    }
+}
+
+/// The faults `policy diff` showed, of one (candidate, serving) pair: the
+/// value of [`EXAMINED_ANNOTATION`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Examined {
+    /// The candidate's digest.
+    pub candidate: String,
+    /// The serving version's digest.
+    pub serving: String,
+    /// Faults shown.
+    pub faults: u64,
+}
+
+impl Examined {
+    /// Reads it from a ConfigMap's annotations; anything else (absent,
+    /// malformed, a bare count of an older host) counts as none examined.
+    #[must_use]
+    pub fn read(annotations: &std::collections::BTreeMap<String, String>) -> Self {
+        annotations
+            .get(EXAMINED_ANNOTATION)
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
+    }
+
+    /// The faults of `summary` shown, if it is of the same pair; else none.
+    #[must_use]
+    pub fn of(&self, summary: &Summary) -> u64 {
+        if self.candidate == summary.digest && self.serving == summary.serving {
+            self.faults
+        } else {
+            0
+        }
     }
 }
 
@@ -244,6 +342,56 @@ mod tests {
     }
 
     #[test]
+    fn a_new_serving_version_starts_the_summary_again() {
+        let mut summary = Summary::new("cand".into());
+        assert!(summary.against("serving-1"));
+        summary.record("a/j1", "reconcile", &differs(1));
+        assert!(!summary.against("serving-1"), "the same pair goes on");
+        assert_eq!(summary.differs, 1);
+        assert!(summary.against("serving-2"));
+        assert_eq!(
+            summary,
+            Summary {
+                serving: "serving-2".into(),
+                ..Summary::new("cand".into())
+            }
+        );
+    }
+
+    #[test]
+    fn examined_faults_count_only_for_their_own_pair() {
+        let mut summary = Summary::new("cand".into());
+        summary.against("serving-1");
+        summary.faults = 3;
+        let examined = summary.examined();
+        assert_eq!(examined.of(&summary), 3);
+        let text = serde_json::to_string(&examined).unwrap();
+        let annotations = [(EXAMINED_ANNOTATION.to_owned(), text)].into();
+        assert_eq!(Examined::read(&annotations), examined);
+        let mut next_candidate = Summary::new("cand-2".into());
+        next_candidate.against("serving-1");
+        next_candidate.faults = 3;
+        assert_eq!(examined.of(&next_candidate), 0);
+        summary.against("serving-2");
+        summary.faults = 3;
+        assert_eq!(examined.of(&summary), 0);
+        let bare = [(EXAMINED_ANNOTATION.to_owned(), "7".to_owned())].into();
+        assert_eq!(Examined::read(&bare).of(&summary), 0, "a bare count");
+    }
+
+    #[test]
+    fn a_datajob_left_out_is_counted_once_however_often_it_is_called() {
+        let mut summary = Summary::new("abc".into());
+        for round in 0..3 {
+            for i in 0..MAX_JOBS + 5 {
+                summary.record(&format!("a/j{i}"), "reconcile", &differs(round + 1));
+            }
+        }
+        assert_eq!(summary.jobs.len(), MAX_JOBS);
+        assert_eq!(summary.jobs_left_out, 5);
+    }
+
+    #[test]
     fn what_is_kept_is_bounded() {
         let mut summary = Summary::new("abc".into());
         for i in 0..MAX_JOBS + 5 {
@@ -285,7 +433,8 @@ mod tests {
                 .all(|j| j.differences.len() == MAX_DIFFERENCES && j.more == 3)
         );
         let text = serde_json::to_string(&summary).unwrap();
-        let annotations = [(ANNOTATION.to_owned(), text)].into();
-        assert_eq!(Summary::read(Some(&annotations)), Some(summary));
+        let annotations = [(ANNOTATION.to_owned(), text.clone())].into();
+        let read = Summary::read(Some(&annotations)).expect("a summary");
+        assert_eq!(serde_json::to_string(&read).unwrap(), text);
     }
 }

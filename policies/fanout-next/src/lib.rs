@@ -2,13 +2,20 @@
 //! answers, plus a ConfigMap `<job>-extra` for each DataJob labelled
 //! [`EXTRA_LABEL`]. The shadow tests run it beside `fanout` and expect
 //! exactly the labelled DataJobs to differ, at that child's JSON pointer.
+//!
+//! A DataJob labelled [`SECRET_LABEL`] also gets a Secret `<job>-token`
+//! whose `data.token` is the acting version's digest reversed: two versions
+//! of this policy differ in that value alone, which the shadow must never
+//! show.
 
 use fanout::{Fanout, Params};
 use policyhost_sdk::build::ConfigMap;
-use policyhost_sdk::{Child, Cleanup, Context, Job, Policy, PolicyError, Reconcile};
+use policyhost_sdk::{Child, Cleanup, Context, DesiredChild, Job, Policy, PolicyError, Reconcile};
 
 /// The label that asks for the extra child.
 pub const EXTRA_LABEL: &str = "policyhost.dev/test-extra";
+/// The label that asks for the Secret.
+pub const SECRET_LABEL: &str = "policyhost.dev/test-secret";
 
 /// `fanout`, and one more child where asked.
 pub struct FanoutNext;
@@ -31,6 +38,17 @@ impl Policy for FanoutNext {
                 .build()
                 .map_err(|error| PolicyError::Failed(error.to_string()))?;
             result.children.push(extra);
+        }
+        if job.label(SECRET_LABEL).is_some() {
+            // A digest's 64 hex digits are valid base64 as they are.
+            let name = format!("{}-token", job.name);
+            let token: String = ctx.policy_digest.chars().rev().collect();
+            let manifest = format!(
+                r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"{name}"}},"data":{{"token":"{token}"}}}}"#
+            );
+            result
+                .children
+                .push(DesiredChild::from_json("v1", "Secret", name, manifest));
         }
         Ok(result)
     }
