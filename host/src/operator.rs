@@ -71,6 +71,10 @@ pub struct Options {
     /// (`data.allowedNamespaces`), and only `policy-<name>` may provide the
     /// policy `<name>`, so that RBAC on ConfigMap names is RBAC on policies.
     pub policy_tenancy: policies::tenancy::Tenancy,
+    /// Which policies each team holds (`--team`): publication (loads,
+    /// pulls, compiles) is fair between teams, and each team has one
+    /// compile budget.
+    pub teams: crate::fair::Teams,
     /// How often the Secrets that outbound grants name are read again: a
     /// rotated credential loads its policy again within this time.
     pub grant_secret_refresh: Duration,
@@ -197,6 +201,7 @@ impl Default for Options {
             policy_namespace: None,
             max_policy_bytes: policies::load::Config::default().max_module_bytes,
             policy_tenancy: policies::tenancy::Tenancy::default(),
+            teams: crate::fair::Teams::default(),
             grant_secret_refresh: Duration::from_secs(60),
             child_kinds: AllowedKind::defaults(),
             api_qps: NonZeroU32::new(1000).unwrap_or(NonZeroU32::MIN),
@@ -374,8 +379,12 @@ impl Operator {
                         tenancy: options.policy_tenancy,
                         puller: options.registries.puller(),
                         signed_for: options.registries.signed_for(),
+                        teams: options.teams.clone(),
                     },
-                    workers: 2,
+                    // One load at a time, as there is one compile slot: a
+                    // second worker would only wait for the slot, and hold
+                    // the turn of the team it took next.
+                    workers: 1,
                     secret_refresh: options.grant_secret_refresh,
                     instance: options.instance.clone(),
                     leadership: leadership.clone(),
@@ -472,20 +481,21 @@ impl Operator {
             }))
         });
         tokio::pin!(shutdown);
-        // Policies from ConfigMaps first: reconciling before the first list
-        // is loaded would report every DataJob's policy as unavailable
-        // during a restart.
+        // The policy ConfigMaps listed first: the registry then expects
+        // each policy they offer, and a DataJob of one still loading (or
+        // pulling) waits for it quietly instead of reporting it
+        // unavailable, while the others reconcile at once.
         let mut stopping = false;
         let policies = match self.policies {
             Some(source) => {
-                let ready = source.ready();
+                let listed = source.listed();
                 let task = tokio::spawn(source.run(stopped()));
                 tokio::select! {
-                    () = ready => info!("policy ConfigMaps loaded"),
+                    () = listed => info!("policy ConfigMaps listed"),
                     () = &mut shutdown => stopping = true,
                     () = tokio::time::sleep(POLICY_SYNC_PATIENCE) => warn!(
                         patience = ?POLICY_SYNC_PATIENCE,
-                        "the policy ConfigMaps are not loaded yet (can the operator list them?): reconciling anyway"
+                        "the policy ConfigMaps are not listed yet (can the operator list them?): reconciling anyway"
                     ),
                 }
                 Some(task)

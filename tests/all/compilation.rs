@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use policyhost::fair::Teams;
 use policyhost::policies::configmap::{self, Compression};
 use policyhost::policies::publish;
 use policyhost::policies::refusal::{self, COMPILE_REFUSED_ANNOTATION};
@@ -467,23 +468,26 @@ fn small_version(label: &str) -> Vec<u8> {
     variants::version(&guest_bytes("panics"), label)
 }
 
-/// Loads `bytes` as policy `name` on a thread of its own; the load's result
-/// and how long it took.
+/// Loads `bytes` as `spec` on a thread of its own; the load's result and
+/// how long it took.
 fn load_on_thread(
     runtime: &Runtime,
-    name: &str,
+    spec: PolicySpec,
     bytes: Vec<u8>,
 ) -> std::thread::JoinHandle<(Result<(), Error>, Duration)> {
-    let (runtime, name) = (runtime.clone(), name.to_owned());
+    let runtime = runtime.clone();
     std::thread::spawn(move || {
         let started = Instant::now();
-        let result = runtime.load(PolicySpec::new(name), &bytes).map(drop);
+        let result = runtime.load(spec, &bytes).map(drop);
         (result, started.elapsed())
     })
 }
 
+/// Five policies of one team (`--team noisy=noisy-*`) publish components
+/// that compile to the time cap at once: another team's next compile waits
+/// for the one running when it came, not for one per policy of that team.
 #[test]
-fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_compile() {
+fn one_teams_compiles_to_the_time_cap_delay_another_teams_by_at_most_one_compile() {
     // Within the static limits once they are raised: each of these
     // compiles until the time cap kills it.
     let cap = Duration::from_secs(2);
@@ -521,20 +525,31 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
         .expect("it compiles");
     let quiet_alone = started.elapsed();
 
-    // Five such components of one policy at once, then one of another.
+    // Five such components of five policies of one team at once, then one
+    // of another team.
+    let teams = Teams::parse(["noisy=noisy-*"]).expect("the rule");
+    let noisy_spec = |i: usize| {
+        let name = format!("noisy-{i}");
+        PolicySpec::new(&name).team(teams.team_of(&name))
+    };
     let runtime = runtime_with(config());
     let noisy: Vec<_> = bombs[..5]
         .iter()
-        .map(|bomb| load_on_thread(&runtime, "noisy", bomb.clone()))
+        .enumerate()
+        .map(|(i, bomb)| load_on_thread(&runtime, noisy_spec(i), bomb.clone()))
         .collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while runtime.compile_stats().started == 0 {
         assert!(Instant::now() < deadline, "no compile started");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let (quiet, quiet_took) = load_on_thread(&runtime, "quiet", small_version("contended"))
-        .join()
-        .expect("the quiet load");
+    let (quiet, quiet_took) = load_on_thread(
+        &runtime,
+        PolicySpec::new("quiet"),
+        small_version("contended"),
+    )
+    .join()
+    .expect("the quiet load");
     quiet.expect("it compiles");
     let compiles_before_quiet = 1;
     let mut noisy_done = Vec::new();
@@ -545,7 +560,7 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
     }
     eprintln!(
         "one capped compile {one_bomb:?}, a small policy alone {quiet_alone:?}; \
-         behind five capped compiles of another policy {quiet_took:?}; \
+         behind five capped compiles of another team {quiet_took:?}; \
          the noisy loads took {noisy_done:?}"
     );
     // The quiet policy waits for the compile running when it came, not for
@@ -553,13 +568,13 @@ fn one_policys_compiles_to_the_time_cap_delay_another_policys_by_at_most_one_com
     let bound = one_bomb * (compiles_before_quiet + 1) + quiet_alone * 2;
     assert!(quiet_took < bound, "{quiet_took:?} ≥ {bound:?}");
 
-    // The noisy policy publishes one of them again: refused from memory,
+    // The noisy team publishes one of them again: refused from memory,
     // without a compile.
     let stats = runtime.compile_stats();
     assert_eq!((stats.started, stats.refused), (6, 5));
     let again = refusal_of(
         runtime
-            .load(PolicySpec::new("noisy"), &bombs[0])
+            .load(noisy_spec(0), &bombs[0])
             .expect_err("refused again"),
     );
     assert!(again.remembered);
@@ -585,14 +600,12 @@ fn a_policy_that_used_its_compile_time_is_refused_without_a_compile_and_the_othe
         .expect_err("over the budget");
     assert_eq!(error.reason(), "CompileBudgetExhausted");
     let Error::CompileBudgetExhausted {
-        policy,
-        retry_after,
-        ..
+        team, retry_after, ..
     } = &error
     else {
         panic!("{error:?}")
     };
-    assert_eq!(policy, "a");
+    assert_eq!(team, "policy `a`");
     assert!(*retry_after > Duration::ZERO, "{retry_after:?}");
     assert!(
         error.to_string().starts_with(

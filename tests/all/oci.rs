@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use k8s_openapi::ByteString;
@@ -24,7 +24,7 @@ use policyhost::runtime::Digest;
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
 
-use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
+use crate::common::cluster::{Env, OperatorSetup, eventually, eventually_within, phase};
 use crate::common::hostile_registry::{self, HostileRegistry, Lie};
 use crate::common::process::{policyhost, policyhost_with_env, text};
 use crate::common::publishing::{apply_grant, policy_map, push_map};
@@ -168,6 +168,48 @@ async fn a_pushed_component_is_pulled_by_digest_and_a_restart_pulls_it_from_the_
         .expect_err("the registry is down");
     assert_eq!(error.reason(), "PullFailed", "{error}");
     assert!(error.is_transient(), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_component_grown_past_its_recorded_size_is_pulled_again_unread() {
+    let registry = Registry::start().await;
+    let pinned = push_fanout(&registry).await;
+    let fanout = guest_bytes("fanout");
+    let login = credentials(&registry.host(), USER, registry.password());
+    let allowed = grant(&format!("{}/policies/", registry.host()), login);
+    let dir = cache_dir("grown");
+    let puller = || {
+        Puller::new(
+            client(registry.ca()),
+            BlobCache::new(dir.clone()),
+            Duration::from_secs(30),
+        )
+    };
+    puller()
+        .pull(&pinned, &allowed, 64 << 20)
+        .await
+        .expect("the first pull");
+    let cached = dir.join("sha256").join(Digest::of(&fanout).to_hex());
+    // Grown to 2 GiB (sparse): read whole, it would take 2 GiB of memory.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cached)
+        .expect("the cached component")
+        .set_len(2 << 30)
+        .expect("grow it");
+    let pulled = puller()
+        .pull(&pinned, &allowed, 64 << 20)
+        .await
+        .expect("pulled again");
+    assert!(pulled.from_registry, "the grown file is not served");
+    assert_eq!(pulled.component, fanout);
+    let length = std::fs::metadata(&cached).expect("cached again").len();
+    assert_eq!(
+        length,
+        fanout.len() as u64,
+        "the cache holds the component again"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -921,6 +963,102 @@ mod operator {
         // Back up: the same ConfigMap loads, untouched.
         hostile.lie(Lie::None);
         serving(&env, &next).await;
+    }
+
+    /// A team whose registry accepts connections and never answers holds up
+    /// no other team: with six of its artifacts stalled, another team's new
+    /// version in a ConfigMap serves within its own load, and after a
+    /// restart in the same state that team's DataJobs reconcile at once,
+    /// the stalled pulls still waiting.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_registry_that_never_answers_holds_up_no_other_teams_versions_or_datajobs() {
+        let next = guest_bytes("fanout-next");
+        let hostile = HostileRegistry::start(next.clone());
+        hostile.lie(Lie::Stall);
+        let setup = || OperatorSetup {
+            registries: Registries {
+                extra_roots: vec![hostile.ca()],
+                cache_dir: None,
+                // Longer than the test: no stalled pull ends by itself.
+                pull_timeout: Duration::from_secs(600),
+                trusted: Trusted::default(),
+                signed_namespaces: None,
+            },
+            teams: policyhost::fair::Teams::parse(["slow=slow-*"]).expect("the rule"),
+            ..OperatorSetup::configmaps()
+        };
+        let mut env = Env::start_with(setup()).await;
+        for i in 0..6 {
+            let name = format!("slow-{i}");
+            apply_grant(
+                &env,
+                &name,
+                BTreeMap::from([("registries".to_owned(), hostile.host())]),
+            )
+            .await;
+            let map = configmap::build_artifact(
+                &name,
+                &env.policy_namespace,
+                reference(&hostile.reference()),
+                &next,
+                &for_every_namespace(),
+            )
+            .expect("a policy ConfigMap");
+            policyhost::policies::publish::apply(&env.client, &map)
+                .await
+                .expect("publish it");
+        }
+        eventually("the stalled pulls", || {
+            let asked = hostile.requests();
+            async move { (asked >= 2).then_some(()) }
+        })
+        .await;
+        // Its own load is well under a second; the stalled pulls would hold
+        // a load for ten minutes each.
+        let patience = Duration::from_secs(30);
+        let fanout = guest_bytes("fanout");
+        let published = Instant::now();
+        let map =
+            crate::common::publishing::policy_map(&env, "fanout", &fanout, &for_every_namespace());
+        policyhost::policies::publish::apply(&env.client, &map)
+            .await
+            .expect("publish fanout");
+        let registry = Arc::clone(&env.operator().shared.registry);
+        eventually_within("fanout in service", patience, || {
+            let serving = registry.get("fanout").is_ok();
+            async move { serving.then_some(()) }
+        })
+        .await;
+        eprintln!(
+            "another team's version served after {:?}",
+            published.elapsed()
+        );
+        let params = json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"]});
+        env.create_job("before", "fanout", params.clone()).await;
+        env.wait_job("before", "Succeeded", |job| phase(job) == Some("Succeeded"))
+            .await;
+
+        env.stop_operator().await;
+        let restarted = Instant::now();
+        env.start_operator(setup()).await;
+        env.create_job("after", "fanout", params).await;
+        let jobs = env.jobs();
+        eventually_within("a DataJob after the restart Succeeded", patience, || {
+            let jobs = jobs.clone();
+            async move {
+                let job = jobs.get_opt("after").await.ok()??;
+                (phase(&job) == Some("Succeeded")).then_some(())
+            }
+        })
+        .await;
+        eprintln!(
+            "a DataJob after the restart succeeded {:?} after it",
+            restarted.elapsed()
+        );
+        assert!(
+            env.operator().shared.registry.get("slow-0").is_err(),
+            "the stalled team's policies are still pulling"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -170,6 +170,8 @@ pub struct OperatorSetup {
     pub record_calls: Option<policyhost::shadow::record::Config>,
     /// How policy artifacts are pulled (`--registry-ca`, `--artifact-cache`).
     pub registries: policyhost::operator::Registries,
+    /// Which policies each team holds (`--team`).
+    pub teams: policyhost::fair::Teams,
 }
 
 impl OperatorSetup {
@@ -195,6 +197,7 @@ impl OperatorSetup {
             call_threads: 2,
             record_calls: None,
             registries: policyhost::operator::Registries::default(),
+            teams: policyhost::fair::Teams::default(),
         }
     }
 
@@ -289,6 +292,7 @@ impl Env {
                 .policy_configmaps
                 .then(|| self.policy_namespace.clone()),
             policy_tenancy: setup.policy_tenancy,
+            teams: setup.teams.clone(),
             // A rotated Secret shows within a test's patience.
             grant_secret_refresh: Duration::from_millis(200),
             cache: setup.cache,

@@ -127,7 +127,7 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         Some(watcher) => watcher.publish_all().await?,
         None => Vec::new(),
     };
-    let mut options = args.operator.options(Some(args.listen));
+    let mut options = args.operator.options(Some(args.listen))?;
     options.leader = args
         .leader
         .config(false, args.operator.instance(), &config.default_namespace);

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use policyhost::asks::Asks;
 use policyhost::cache;
-use policyhost::fair::Share;
+use policyhost::fair::{Share, TeamError, Teams};
 use policyhost::finalizer::Budget;
 use policyhost::oci::signature::{Trusted, TrustedKey};
 use policyhost::operator::{Operator, Options, Registries, StreamingLists};
@@ -70,6 +70,13 @@ pub(crate) struct OperatorArgs {
     /// `grant-<name>` grants `<name>` outbound HTTP.
     #[arg(long, value_enum, default_value_t, value_name = "MODE")]
     policy_tenancy: PolicyTenancyArg,
+    /// A team and the policies it holds, as `NAME=PATTERN[,PATTERN…]`
+    /// (repeatable; a pattern is a policy name or a prefix ending in `*`,
+    /// the longest match decides). Loads, pulls, the compile slot and the
+    /// compile budget are shared fairly between teams; a policy no rule
+    /// names is a team of its own.
+    #[arg(long = "team", value_name = "NAME=PATTERN,…", value_parser = parse_team)]
+    teams: Vec<String>,
     /// A kind of child policies may create, as `APIVERSION/KIND` (repeatable);
     /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret, batch/v1/Job.
     #[arg(long = "child-kind", value_name = "APIVERSION/KIND", value_parser = parse_kind)]
@@ -222,8 +229,8 @@ pub(crate) struct CompileArgs {
     /// version rejected.
     #[arg(long, value_name = "SECONDS", default_value_t = compile::DEFAULT_TIMEOUT.as_secs())]
     compile_timeout: u64,
-    /// Seconds of compile time each policy may use per ten minutes; past
-    /// that its next version is refused (`CompileBudgetExhausted`) until
+    /// Seconds of compile time each team (`--team`) may use per ten
+    /// minutes; past that its next version is refused (`CompileBudgetExhausted`) until
     /// the time is regained. 0: no budget.
     #[arg(long, value_name = "SECONDS", default_value_t = compile::CompileBudget::DEFAULT.seconds.as_secs())]
     compile_budget: u64,
@@ -301,7 +308,12 @@ impl OperatorArgs {
     }
 
     /// The operator options these arguments stand for.
-    pub(crate) fn options(&self, listen: Option<SocketAddr>) -> Options {
+    ///
+    /// # Errors
+    ///
+    /// `--team` rules that together are unclear (each was checked alone).
+    pub(crate) fn options(&self, listen: Option<SocketAddr>) -> Result<Options, TeamError> {
+        let teams = Teams::parse(self.teams.iter().map(String::as_str))?;
         let defaults = Options::default();
         let mut runtime = defaults.runtime.clone();
         runtime.max_share = Share::new(self.max_share).unwrap_or_default();
@@ -310,7 +322,7 @@ impl OperatorArgs {
         if let Some(Roots(roots)) = &self.outbound_ca {
             runtime.outbound.extra_roots.clone_from(roots);
         }
-        Options {
+        Ok(Options {
             namespaces: self.namespaces.clone(),
             instance: self.instance.clone(),
             workers: self.workers,
@@ -321,6 +333,7 @@ impl OperatorArgs {
                 PolicyTenancyArg::Strict => Tenancy::Strict,
                 PolicyTenancyArg::SingleTeam => Tenancy::SingleTeam,
             },
+            teams,
             grant_secret_refresh: self.grant_secret_refresh,
             child_settle: self.child_settle,
             record_calls: self.record_calls.clone().map(|dir| record::Config {
@@ -370,8 +383,15 @@ impl OperatorArgs {
             },
             runtime,
             ..defaults
-        }
+        })
     }
+}
+
+/// One `--team` rule, checked alone.
+fn parse_team(text: &str) -> Result<String, String> {
+    Teams::parse([text])
+        .map(|_| text.to_owned())
+        .map_err(|error| error.to_string())
 }
 
 /// `v1/Pod` or `batch/v1/Job`: the kind after the last slash.
@@ -390,7 +410,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let config = client_config(args.kubeconfig.as_deref()).await?;
-        let mut options = args.operator.options(Some(args.listen));
+        let mut options = args.operator.options(Some(args.listen))?;
         options.leader =
             args.leader
                 .config(true, &args.operator.instance, &config.default_namespace);

@@ -18,6 +18,7 @@ use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
 use crate::cache::{Cached as _, ChildRecord, ObjectKey, owner_key_of};
 use crate::chain::display_chain;
 use crate::crd::{DataJob, PolicyRef};
+use crate::policies::Unavailable;
 use crate::projection;
 use crate::runtime::{self, Context, Input, Reconciled};
 
@@ -84,10 +85,16 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         shared.settling.settled(key);
         return Next::AwaitChange;
     };
+    let access = access::policy(shared, &job);
+    // A policy still loading after a start: nothing is done or written
+    // until it serves or is refused, either of which queues the DataJob.
+    if let Err(access::Denied::Policy(Unavailable::Loading)) = access {
+        return Next::AwaitChange;
+    }
     // A DataJob refused for its namespace gets nothing, not even the
     // finalizer: no call, no cleanup to wait for when it is deleted.
     if job.metadata.deletion_timestamp.is_none()
-        && let Err(denied) = access::policy(shared, &job)
+        && let Err(denied) = access
         && denied.refuses_the_job()
     {
         let started = Instant::now();

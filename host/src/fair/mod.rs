@@ -32,6 +32,10 @@
 //!   policies ahead of it in virtual time have been served once per share,
 //!   so a share of 1 beside a share of 1000 still moves.
 //!
+//! Publication (loads, pulls, the compile slot and budget) is divided the
+//! same way between teams rather than policies ([`Teams`]): a team of
+//! fifty policies publishes as fast as a team of one.
+//!
 //! # Caveats
 //! Calls already running are not preempted: a policy that arrives while
 //! another holds every thread waits for the first thread to free up (at
@@ -39,6 +43,7 @@
 
 mod gate;
 mod ledger;
+mod team;
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -46,6 +51,7 @@ use std::sync::Arc;
 
 pub use gate::{Gate, Slot};
 pub use ledger::Ledger;
+pub use team::{Team, TeamError, Teams};
 
 /// A policy's weight in every fair division; at least 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -2,8 +2,11 @@
 //! the artifact it names) → digest (and pin check) → compile (cached by
 //! digest and engine) → validate world and imports → trial instantiation.
 //!
-//! Every step runs off the async runtime; nothing here touches the registry:
-//! the caller swaps a loaded version in, or records the rejection.
+//! The pull ([`fetch`]) is apart from the rest ([`load`]): it waits on the
+//! network, the rest on the CPU, and the caller runs them in different
+//! places so that a slow registry never holds a load. Every step of the
+//! load runs off the async runtime; nothing here touches the registry: the
+//! caller swaps a loaded version in, or records the rejection.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use k8s_openapi::ByteString;
 use super::access::Access;
 use super::configmap::{self, Module, Settings};
 use super::tenancy::Tenancy;
+use crate::fair::Teams;
 use crate::oci;
 use crate::outbound::Outbound;
 use crate::runtime::{self, AllowedKind, Digest, Policy, PolicySpec, Refusal, Runtime};
@@ -108,6 +112,9 @@ pub struct Config {
     /// platform team's keys): a component in `binaryData` cannot be signed,
     /// and is refused where a signature is required.
     pub signed_for: SignedFor,
+    /// Which team each policy belongs to (`--team`): its compiles take
+    /// the team's turn and budget.
+    pub teams: Teams,
 }
 
 /// Which policy versions must be artifacts signed by one of the host's keys.
@@ -143,6 +150,7 @@ impl Default for Config {
             tenancy: Tenancy::default(),
             puller: None,
             signed_for: SignedFor::Nobody,
+            teams: Teams::default(),
         }
     }
 }
@@ -180,16 +188,44 @@ pub struct Given {
     pub pinned: Option<oci::Reference>,
 }
 
-/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`.
+/// The artifact a ConfigMap's content names, pulled, with the reference
+/// asked for: `None` when its component is in `binaryData`.
+pub type Fetched = Option<(oci::Reference, oci::Pulled)>;
+
+/// Whether the ConfigMap's `data` names an artifact: its load needs a
+/// [`fetch`] first. Settings that do not parse need none (the load refuses
+/// them).
+#[must_use]
+pub fn names_artifact(data: &BTreeMap<String, String>) -> Option<oci::Reference> {
+    Settings::parse(data).ok()?.artifact
+}
+
+/// Pulls the artifact the ConfigMap names, as `given` allows; `None` when
+/// it names none. Waits on the network, never on the CPU.
+///
+/// # Errors
+///
+/// The pull's refusal, or a ConfigMap that names an artifact and carries a
+/// component too, or that must be signed and names none.
+pub async fn fetch(
+    config: &Config,
+    data: &BTreeMap<String, String>,
+    binary_data: &BTreeMap<String, ByteString>,
+    given: &Given,
+) -> Result<Fetched> {
+    pull(config, data, binary_data, given).await
+}
+
+/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`,
+/// and the artifact it names once [`fetch`]ed.
 pub async fn load(
     runtime: &Runtime,
     config: &Config,
     name: &str,
-    data: BTreeMap<String, String>,
-    binary_data: BTreeMap<String, ByteString>,
+    (data, binary_data): (BTreeMap<String, String>, BTreeMap<String, ByteString>),
+    pulled: Fetched,
     given: Given,
 ) -> Result<Loaded> {
-    let pulled = pull(config, &data, &binary_data, &given).await?;
     let (runtime, config, name) = (runtime.clone(), config.clone(), name.to_owned());
     let (loaded, pulled) = tokio::task::spawn_blocking(move || {
         let component = match &pulled {
@@ -307,7 +343,8 @@ pub fn load_blocking(
                 .unwrap_or_else(|| config.child_kinds.clone()),
         )
         .remembered(given.remembered)
-        .outbound(given.outbound);
+        .outbound(given.outbound)
+        .team(config.teams.team_of(name));
     let policy = check(runtime, spec, &bytes)?;
     Ok(Loaded {
         policy,

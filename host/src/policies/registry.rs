@@ -14,6 +14,9 @@ use crate::runtime::Policy;
 pub enum Unavailable {
     /// No version of it was ever loaded.
     Unknown,
+    /// Its first version is being loaded (after a start, the first list
+    /// offered one): its DataJobs wait for it quietly.
+    Loading,
     /// Every version offered was rejected; the last rejection.
     Rejected(Rejection),
     /// It was taken out of service (its ConfigMap was deleted) at this time.
@@ -32,6 +35,7 @@ impl std::fmt::Display for Unavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Unknown => f.write_str("no policy of this name is loaded"),
+            Self::Loading => f.write_str("the policy's version is still loading"),
             Self::Rejected(rejection) => write!(
                 f,
                 "the policy was rejected ({}): {}",
@@ -72,6 +76,9 @@ pub struct Entry {
     pub rejected: Option<Rejection>,
     /// When it was taken out of service, if it was and nothing came since.
     pub removed_at: Option<SystemTime>,
+    /// Versions expected from the first list and not yet loaded or
+    /// refused ([`Registry::expect`]).
+    pub expected: u32,
 }
 
 /// The policies in service, hot-swappable without a restart.
@@ -149,6 +156,7 @@ impl Registry {
                 removed_at: Some(at),
                 ..
             }) => Unavailable::Removed(*at),
+            Some(entry) if entry.expected > 0 => Unavailable::Loading,
             _ => Unavailable::Unknown,
         }
     }
@@ -174,6 +182,31 @@ impl Registry {
         };
         self.announce(name);
         previous
+    }
+
+    /// Expects a version of `name` (the first list offers one): until it is
+    /// loaded, refused or [`settle`](Self::settle)d, a DataJob asking for
+    /// `name` with nothing in service is told [`Unavailable::Loading`].
+    pub fn expect(&self, name: &str) {
+        self.write().entry(name.to_owned()).or_default().expected += 1;
+    }
+
+    /// One expected version of `name` was processed, whatever came of it.
+    /// Announced when nothing serves and nothing more is expected, so that
+    /// its DataJobs say why (a version that was not even offered for it,
+    /// say another ConfigMap's claim).
+    pub fn settle(&self, name: &str) {
+        let announce = {
+            let mut entries = self.write();
+            let Some(entry) = entries.get_mut(name) else {
+                return;
+            };
+            entry.expected = entry.expected.saturating_sub(1);
+            entry.expected == 0 && entry.serving.is_none()
+        };
+        if announce {
+            self.announce(name.to_owned());
+        }
     }
 
     /// Records a rejected version of `name`; the version in service, if any, stays.
@@ -261,6 +294,32 @@ mod tests {
         assert_eq!(
             why.to_string(),
             "the policy was rejected (Corrupt): bad bytes"
+        );
+    }
+
+    #[test]
+    fn an_expected_policy_is_loading_until_it_serves_or_is_settled() {
+        let registry = Registry::new();
+        registry.expect("p");
+        registry.expect("p");
+        assert_eq!(registry.get("p").unwrap_err(), Unavailable::Loading);
+        let mut changes = registry.subscribe();
+        registry.settle("p");
+        assert!(changes.try_recv().is_err(), "one is still expected");
+        assert_eq!(registry.get("p").unwrap_err(), Unavailable::Loading);
+        registry.settle("p");
+        assert_eq!(changes.try_recv().ok().as_deref(), Some("p"));
+        assert_eq!(registry.get("p").unwrap_err(), Unavailable::Unknown);
+        // A refusal says why at once, expected or not.
+        registry.expect("q");
+        registry.reject("q", "PullFailed", "the registry is down".into());
+        assert!(matches!(
+            registry.get("q").unwrap_err(),
+            Unavailable::Rejected(_)
+        ));
+        assert_eq!(
+            Unavailable::Loading.to_string(),
+            "the policy's version is still loading"
         );
     }
 

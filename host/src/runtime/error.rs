@@ -40,19 +40,19 @@ pub enum Error {
     #[error("policy is too expensive to compile: {0}")]
     CompileLimitExceeded(Refusal),
 
-    /// The policy used the compile time the host gives each policy
+    /// The policy's team used the compile time the host gives each team
     /// ([`CompileBudget`]): this version was not compiled, and may be
     /// loaded again once the budget has regained what was overrun. The
     /// bytes were not judged: nothing is remembered against them.
     #[error(
-        "policy `{policy}` used its compile time ({} s per {} s); it may compile again in {} s",
+        "{team} used its compile time ({} s per {} s); it may compile again in {} s",
         budget.seconds.as_secs(),
         budget.window.as_secs(),
         retry_after.as_millis().div_ceil(1000)
     )]
     CompileBudgetExhausted {
-        /// The policy.
-        policy: String,
+        /// The team, as text (`policy `p`` for a policy of its own).
+        team: String,
         /// Its budget.
         budget: CompileBudget,
         /// How long until it may compile again.
@@ -377,7 +377,7 @@ mod tests {
             ),
             (
                 Error::CompileBudgetExhausted {
-                    policy: "noisy".into(),
+                    team: "policy `noisy`".into(),
                     budget: CompileBudget {
                         seconds: Duration::from_secs(60),
                         window: Duration::from_secs(600),

@@ -18,7 +18,7 @@ use super::logs::{Budget, Budgets};
 use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
-use crate::fair::{Share, Tenant};
+use crate::fair::{Share, Team, Tenant};
 use crate::outbound::{Outbound, Redactor};
 
 /// What the host is told about a policy besides its bytes (from its
@@ -39,6 +39,9 @@ pub struct PolicySpec {
     pub share: Option<Share>,
     /// Its outbound grant, credentials read (unset: no network).
     pub outbound: Option<Arc<Outbound>>,
+    /// The team whose compile slot turn and budget its compile takes
+    /// (unset: a team of its own, see [`crate::fair::Teams`]).
+    pub team: Option<Team>,
 }
 
 impl PolicySpec {
@@ -52,7 +55,15 @@ impl PolicySpec {
             remembered: None,
             share: None,
             outbound: None,
+            team: None,
         }
+    }
+
+    /// Compiles as one of `team`'s policies.
+    #[must_use]
+    pub fn team(mut self, team: Team) -> Self {
+        self.team = Some(team);
+        self
     }
 
     /// Grants outbound HTTP.
@@ -235,7 +246,13 @@ impl Loader<'_> {
         let engine = self.engine.wasmtime();
         let (component, source) = match self.cache.lookup(self.engine, digest) {
             Some(found) => found,
-            None => self.compile(&spec.name, digest, bytes)?,
+            None => {
+                let team = spec
+                    .team
+                    .clone()
+                    .unwrap_or_else(|| Team::of_policy(&spec.name));
+                self.compile(&team, digest, bytes)?
+            }
         };
         let load_time = started.elapsed();
         let pre = self.link(&component, spec.outbound.is_some())?;
@@ -283,18 +300,18 @@ impl Loader<'_> {
         })
     }
 
-    /// Compiles `bytes` for `policy`: static limits, then its turn at the
-    /// compile slot. While it waited, another load may have compiled the
-    /// same digest (then this is a memory hit) or had it refused (then it
-    /// is refused again, not compiled).
+    /// Compiles `bytes` for a policy of `team`: static limits, then the
+    /// team's turn at the compile slot. While it waited, another load may
+    /// have compiled the same digest (then this is a memory hit) or had it
+    /// refused (then it is refused again, not compiled).
     fn compile(
         &self,
-        policy: &str,
+        team: &Team,
         digest: Digest,
         bytes: &[u8],
     ) -> Result<(Arc<Component>, Source)> {
         self.compiler.check(digest, bytes)?;
-        let turn = self.compiler.turn(policy)?;
+        let turn = self.compiler.turn(team)?;
         if let Some(refusal) = self.compiler.recall(digest, None) {
             return Err(Error::CompileLimitExceeded(refusal));
         }

@@ -14,7 +14,9 @@
 //!    Updates that leave the content alone (e.g. the host's own annotations)
 //!    are not work.
 //! 3. A worker decides whether the ConfigMap may offer the version and
-//!    loads it ([`verdict`]); a good one is swapped into the [`Registry`]
+//!    loads it ([`verdict`]); a version named as an artifact is pulled
+//!    first, on a task of its own and apart from the loads ([`pulls`]),
+//!    then queued again to load. A good one is swapped into the [`Registry`]
 //!    (which re-queues every DataJob of the policy), or, labelled
 //!    `policyhost.dev/role: candidate`, into the [`Candidates`] (called
 //!    beside the serving version, never applied: [`crate::shadow`]); a bad
@@ -31,6 +33,12 @@
 //! # Guarantees
 //! - One bad ConfigMap never stops the others: every failure is a rejection
 //!   of that version, reported on its ConfigMap.
+//! - Publication is fair between teams ([`crate::fair::Teams`]): the load
+//!   queue serves the team holding the fewest loads first, one load at a
+//!   time (the compile slot is one), and no load waits on a registry. So
+//!   another team's version loads within its own load time plus at most
+//!   the one load (and compile) running when it came, whatever one team's
+//!   registry does.
 //! - A ConfigMap may provide a policy only as the host's tenancy allows
 //!   ([`super::tenancy`]): on a strict host, only `policy-<name>` provides
 //!   `<name>`, and only `candidate-<name>` its candidate (`NameMismatch`).
@@ -45,14 +53,18 @@
 //! - A ConfigMap that looks like a DataJob's child (an ownerReference, the
 //!   host's child labels: [`super::provenance`]) is never loaded and claims
 //!   nothing; the version in service keeps serving.
-//! - [`ConfigMapSource::ready`] completes once the first list is loaded, so
-//!   the controller can start without reporting every DataJob's policy as
-//!   unavailable during a restart.
+//! - [`ConfigMapSource::listed`] completes once the first list is in the
+//!   cache: every policy it offers is then [`Registry::expect`]ed, so a
+//!   DataJob of a policy still loading waits for it quietly rather than
+//!   reporting it unavailable, and the controller starts at once instead of
+//!   waiting for every team's pulls. [`ConfigMapSource::ready`] completes
+//!   once the first list is loaded.
 
+mod pulls;
 mod record;
 pub mod verdict;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -67,6 +79,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use self::pulls::Pulls;
 pub use self::record::{Claim, Record, Role};
 use self::record::{Content, split};
 use super::configmap::POLICY_LABEL;
@@ -76,6 +89,7 @@ use super::load;
 use super::registry::Registry;
 use super::report::Annotations;
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store, StoreBuilder};
+use crate::fair::Tenant;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::queue::{Backoff, WorkQueue};
@@ -148,9 +162,14 @@ struct Inner {
     queue: Arc<WorkQueue<ObjectKey>>,
     pending: Mutex<HashMap<ObjectKey, Pending>>,
     state: Mutex<State>,
-    /// Keys of the first list not yet processed; `None` before it completed.
-    first: Mutex<Option<HashSet<ObjectKey>>>,
+    /// Keys of the first list not yet processed, with the policy each
+    /// serving version was expected for; `None` before the list completed.
+    first: Mutex<Option<HashMap<ObjectKey, Option<String>>>>,
+    /// Set once the first list is in the cache.
+    listed: watch::Sender<bool>,
     ready: watch::Sender<bool>,
+    /// The artifacts being pulled, apart from the loads.
+    pulls: Arc<Pulls>,
 }
 
 impl ConfigMapSource {
@@ -169,10 +188,20 @@ impl ConfigMapSource {
         let store = store
             .scopes(vec![Scope::Namespace(config.namespace.as_str().into())])
             .build();
-        let queue = WorkQueue::new(Backoff {
-            base: Duration::from_millis(200),
-            max: Duration::from_secs(30),
-        });
+        // A ConfigMap's team, from the cache: a key that is gone (a
+        // deletion's work) is the host's.
+        let (records, teams) = (store.clone(), config.load.teams.clone());
+        let queue = WorkQueue::with_tenants(
+            Backoff {
+                base: Duration::from_millis(200),
+                max: Duration::from_secs(30),
+            },
+            move |key: &ObjectKey| {
+                records.get(key).map_or_else(Tenant::host, |record| {
+                    teams.team_of(&record.policy).tenant()
+                })
+            },
+        );
         let grants = Arc::new(Grants::new(client.clone(), config.namespace.clone()));
         Self {
             inner: Arc::new(Inner {
@@ -189,7 +218,9 @@ impl ConfigMapSource {
                 pending: Mutex::new(HashMap::new()),
                 state: Mutex::new(State::default()),
                 first: Mutex::new(None),
+                listed: watch::channel(false).0,
                 ready: watch::channel(false).0,
+                pulls: Arc::default(),
             }),
         }
     }
@@ -200,6 +231,15 @@ impl ConfigMapSource {
         let mut ready = self.inner.ready.subscribe();
         async move {
             let _ = ready.wait_for(|ready| *ready).await;
+        }
+    }
+
+    /// Completes once the first list is in the cache and the registry
+    /// expects each policy it offers ([`Registry::expect`]).
+    pub fn listed(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut listed = self.inner.listed.subscribe();
+        async move {
+            let _ = listed.wait_for(|listed| *listed).await;
         }
     }
 
@@ -254,6 +294,7 @@ impl ConfigMapSource {
         }
         shutdown.await;
         inner.queue.shut_down();
+        inner.pulls.cancel_all();
         tasks.shutdown().await;
     }
 }
@@ -331,21 +372,32 @@ async fn watch_configmaps(inner: Arc<Inner>) {
     }
 }
 
+/// What became of one piece of work for a ConfigMap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum After {
+    /// Done: loaded, rejected, or nothing to do.
+    Done,
+    /// To do again after a backoff (its registry was down or slow).
+    Retry,
+    /// Its artifact is being pulled; the pull queues it again.
+    Pulling,
+}
+
 /// Takes keys from the queue until it shuts down.
 async fn work(inner: Arc<Inner>) {
     while let Some(lease) = inner.queue.next().await {
         let key = lease.key().clone();
         let pending = inner.pending().remove(&key);
-        let retry = match pending {
-            None => false,
+        let after = match pending {
+            None => After::Done,
             Some(Pending::Present(record, content)) => inner.present(&record, *content).await,
             Some(Pending::Gone(record)) => {
                 inner.gone(&record);
-                false
+                After::Done
             }
-            Some(Pending::Refetch) => inner.refetch(&key).await.unwrap_or(true),
+            Some(Pending::Refetch) => inner.refetch(&key).await.unwrap_or(After::Retry),
         };
-        if retry {
+        if after == After::Retry {
             inner
                 .pending()
                 .entry(key.clone())
@@ -355,7 +407,7 @@ async fn work(inner: Arc<Inner>) {
             inner.queue.forget(&key);
         }
         drop(lease);
-        if !retry {
+        if after == After::Done {
             inner.processed(&key);
         }
     }
@@ -383,11 +435,14 @@ impl Inner {
                     None => Pending::Refetch,
                 };
                 self.pending().insert(key.clone(), pending);
+                // The older content's pull, if any, pulls nothing wanted.
+                self.pulls.cancel(&key);
                 self.queue.add(key);
             }
             Change::Deleted(old) => {
                 let key = old.key.clone();
                 self.pending().insert(key.clone(), Pending::Gone(old));
+                self.pulls.cancel(&key);
                 self.queue.add(key);
             }
         }
@@ -410,21 +465,36 @@ impl Inner {
     }
 
     /// Reads a ConfigMap again and loads it.
-    async fn refetch(&self, key: &ObjectKey) -> kube::Result<bool> {
+    async fn refetch(self: &Arc<Self>, key: &ObjectKey) -> kube::Result<After> {
         let api: Api<ConfigMap> =
             Api::namespaced(self.client.clone(), key.namespace().unwrap_or_default());
         let Some(map) = api.get_opt(key.name()).await? else {
-            return Ok(false);
+            return Ok(After::Done);
         };
         let mut contents = HashMap::new();
         let record = split(map, &mut contents);
         if record.policy.is_empty() {
-            return Ok(false);
+            return Ok(After::Done);
         }
         Ok(match contents.remove(key) {
-            Some(content) => self.present(&record, content).await,
-            None => false,
+            Some(content) => self.present(&Arc::new(record), content).await,
+            None => After::Done,
         })
+    }
+
+    /// The pull of `record`'s artifact ended: its content, with what was
+    /// pulled, goes back to the queue to load, unless newer work for the
+    /// ConfigMap came meanwhile (which wins).
+    fn fetched(&self, record: Arc<Record>, content: Content) {
+        let key = record.key.clone();
+        {
+            let mut pending = self.pending();
+            if pending.contains_key(&key) {
+                return;
+            }
+            pending.insert(key.clone(), Pending::Present(record, Box::new(content)));
+        }
+        self.queue.add(key);
     }
 
     /// Once the first list is complete, remembers which ConfigMaps it held.
@@ -434,7 +504,19 @@ impl Inner {
         }
         let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
         if first.is_none() {
-            let keys: HashSet<ObjectKey> = self.store.all().iter().map(|r| r.key()).collect();
+            let keys: HashMap<ObjectKey, Option<String>> = self
+                .store
+                .all()
+                .iter()
+                .map(|record| {
+                    let serving = record.role == Role::Serving;
+                    let expected = serving.then(|| record.policy.clone());
+                    if let Some(policy) = &expected {
+                        self.registry.expect(policy);
+                    }
+                    (record.key(), expected)
+                })
+                .collect();
             info!(
                 configmaps = keys.len(),
                 namespace = %self.config.namespace,
@@ -442,20 +524,26 @@ impl Inner {
             );
             let empty = keys.is_empty();
             *first = Some(keys);
+            self.listed.send_replace(true);
             if empty {
                 self.ready.send_replace(true);
             }
         }
     }
 
-    /// Counts a ConfigMap of the first list as done.
+    /// Counts a ConfigMap of the first list as done: the registry no
+    /// longer expects a version from it.
     fn processed(&self, key: &ObjectKey) {
         let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(keys) = first.as_mut()
-            && keys.remove(key)
-            && keys.is_empty()
+            && let Some(expected) = keys.remove(key)
         {
-            self.ready.send_replace(true);
+            if let Some(policy) = expected {
+                self.registry.settle(&policy);
+            }
+            if keys.is_empty() {
+                self.ready.send_replace(true);
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 
 use super::super::configmap::{self, POLICY_LABEL, ROLE_LABEL};
+use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
 use crate::cache::{Cached, ObjectKey};
@@ -171,6 +172,9 @@ pub struct Content {
     pub refused: Option<crate::runtime::Refusal>,
     /// The tag of its artifact as the host resolved it first.
     pub pinned: Option<crate::oci::Reference>,
+    /// The artifact it names, once pulled (or why not): set by the pull,
+    /// apart from the load ([`super::pulls`]).
+    pub fetched: Option<load::Result<load::Fetched>>,
 }
 
 /// Splits a ConfigMap into its record and its content (kept in `contents`
@@ -193,6 +197,7 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
             binary_data,
             refused,
             pinned,
+            fetched: None,
         },
     );
     record

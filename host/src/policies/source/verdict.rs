@@ -18,7 +18,7 @@ use super::super::refusal;
 use super::super::report::{self, Annotations};
 use super::super::tenancy::Tenancy;
 use super::record::{Claim, Content, Record, Role};
-use super::{Inner, Pending, Reported};
+use super::{After, Inner, Pending, Reported};
 use crate::cache::ObjectKey;
 use crate::chain::display_chain;
 
@@ -123,12 +123,18 @@ pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<(),
 
 impl Inner {
     /// Loads one version and puts it in service, or records its
-    /// rejection: whether to load it again after a backoff (its registry
-    /// was down or slow; the version in service keeps serving meanwhile).
-    pub(super) async fn present(&self, record: &Record, content: Content) -> bool {
+    /// rejection; a version named as an artifact is pulled first, apart
+    /// ([`Inner::pull`]). Says whether to load it again after a backoff
+    /// (its registry was down or slow; the version in service keeps
+    /// serving meanwhile).
+    pub(super) async fn present(
+        self: &Arc<Self>,
+        record: &Arc<Record>,
+        mut content: Content,
+    ) -> After {
         if let Some(foreign) = &record.foreign {
             self.ignored(record, foreign).await;
-            return false;
+            return After::Done;
         }
         let previous = self
             .state()
@@ -142,34 +148,59 @@ impl Inner {
         }
         if let Err(refused) = self.claim(record) {
             self.rejected(record, refused).await;
-            return false;
+            return After::Done;
         }
         let (outbound, pull) = match self.grants.resolve(&record.policy).await {
             Ok(resolved) => resolved,
             Err(refused) => {
                 self.rejected(record, Refused::Grant(refused)).await;
-                return false;
+                return After::Done;
             }
         };
         let given = load::Given {
-            remembered: content.refused,
+            remembered: content.refused.clone(),
             outbound,
             pull,
-            pinned: content.pinned,
+            pinned: content.pinned.clone(),
         };
-        let result = load::load(
-            &self.runtime,
-            &self.config.load,
-            &record.policy,
-            content.data,
-            content.binary_data,
-            given,
-        )
-        .await;
+        let fetched = match content.fetched.take() {
+            Some(fetched) => fetched,
+            None => match load::names_artifact(&content.data) {
+                Some(artifact) => {
+                    self.pull(record, content, &given, artifact.registry());
+                    return After::Pulling;
+                }
+                // Nothing to pull: the checks of a version without an
+                // artifact, at once.
+                None => {
+                    load::fetch(
+                        &self.config.load,
+                        &content.data,
+                        &content.binary_data,
+                        &given,
+                    )
+                    .await
+                }
+            },
+        };
+        let result = match fetched {
+            Ok(fetched) => {
+                load::load(
+                    &self.runtime,
+                    &self.config.load,
+                    &record.policy,
+                    (content.data, content.binary_data),
+                    fetched,
+                    given,
+                )
+                .await
+            }
+            Err(error) => Err(error),
+        };
         match result {
             Ok(loaded) => {
                 self.serve(record, loaded).await;
-                false
+                After::Done
             }
             Err(error) => {
                 if let Some(refusal) = refusal::to_record(&error) {
@@ -185,9 +216,47 @@ impl Inner {
                 }
                 let again = error.is_transient();
                 self.rejected(record, Refused::Load(error)).await;
-                again
+                if again { After::Retry } else { After::Done }
             }
         }
+    }
+
+    /// Pulls the artifact `content` names on a task of its own, within the
+    /// bounds of its team and registry ([`super::pulls`]); what it pulled
+    /// is queued to load.
+    fn pull(
+        self: &Arc<Self>,
+        record: &Arc<Record>,
+        content: Content,
+        given: &load::Given,
+        registry: &str,
+    ) {
+        let team = self.config.load.teams.team_of(&record.policy);
+        let given = load::Given {
+            remembered: None,
+            outbound: None,
+            pull: Arc::clone(&given.pull),
+            pinned: given.pinned.clone(),
+        };
+        let (inner, record) = (Arc::clone(self), Arc::clone(record));
+        debug!(policy = %record.policy, configmap = %record.key, %team, "pulling the artifact");
+        self.pulls
+            .start(record.key.clone(), &team, registry, async move {
+                let fetched = load::fetch(
+                    &inner.config.load,
+                    &content.data,
+                    &content.binary_data,
+                    &given,
+                )
+                .await;
+                inner.fetched(
+                    record,
+                    Content {
+                        fetched: Some(fetched),
+                        ..content
+                    },
+                );
+            });
     }
 
     /// Makes the ConfigMap the holder of its claim, if [`admit`] lets it.

@@ -1,4 +1,6 @@
-//! Each policy's share of compile time: a token bucket of compile seconds.
+//! Each team's share of compile time: a token bucket of compile seconds
+//! (a policy no `--team` rule names is a team of its own; the buckets are
+//! keyed by [`crate::fair::Team::key`]).
 //!
 //! The compile slot is handed round between the policies waiting for it
 //! (see [`super::Compiler::turn`]), so one policy's compiles delay another's

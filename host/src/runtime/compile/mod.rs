@@ -23,9 +23,10 @@
 //! - With a [`CompileProcess`], no compile holds more than its memory cap or
 //!   runs past its time cap, and at most one runs at a time, so the operator
 //!   needs its own memory plus one cap.
-//! - Compiles are fair between policies: the one compile slot goes round
-//!   between the policies waiting, so one policy's compiles delay another's
-//!   by at most one compile, and each policy's compile time is capped by a
+//! - Compiles are fair between teams ([`crate::fair::Teams`]; a policy no
+//!   rule names is a team of its own): the one compile slot goes round
+//!   between the teams waiting, so one team's compiles delay another's by
+//!   at most one compile, and each team's compile time is capped by a
 //!   [`CompileBudget`] ([`Compiler`]).
 //! - A refused digest is remembered ([`Refusal`]): in memory, and by the
 //!   policy loader on its ConfigMap, so a restart does not compile it again.
@@ -50,7 +51,7 @@ pub use process::{CompileProcess, SUBCOMMAND, serve};
 use super::cache::Digest;
 use super::engine::Engine;
 use super::error::{Error, Result};
-use crate::fair::{Gate, Share, Slot, Tenant};
+use crate::fair::{Gate, Slot, Team};
 use budget::Budgets;
 
 /// How the host compiles policy components.
@@ -139,13 +140,13 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// Compiles under a [`CompileConfig`], fairly between policies, and
+/// Compiles under a [`CompileConfig`], fairly between teams, and
 /// remembers what it refused.
 ///
 /// # Expected flow
 ///
 /// [`check`](Self::check) the static limits (no wait: a component over
-/// them never queues), take a [`Turn`] ([`turn`](Self::turn): the policy's
+/// them never queues), take a [`Turn`] ([`turn`](Self::turn): the team's
 /// budget, then the compile slot), look again for a refusal or a cached
 /// compile that another load made while this one waited, then
 /// [`compile`](Self::compile) under the turn.
@@ -153,29 +154,29 @@ impl fmt::Display for Refusal {
 /// # Guarantees
 ///
 /// - One compile at a time, with or without a compile process.
-/// - The slot goes round between the policies waiting for it
-///   ([`crate::fair::Gate`], every policy with the same weight: a policy's
-///   `share` buys guest-call threads, not compiles), so a policy with many
-///   compiles waiting delays another policy's next compile by at most the
+/// - The slot goes round between the teams waiting for it
+///   ([`crate::fair::Gate`], every team with the same weight: a policy's
+///   `share` buys guest-call threads, not compiles), so a team with many
+///   compiles waiting delays another team's next compile by at most the
 ///   one running.
-/// - A policy past its [`CompileBudget`] is refused before it waits.
+/// - A team past its [`CompileBudget`] is refused before it waits.
 pub(crate) struct Compiler {
     config: CompileConfig,
     /// [`Refusal::limits`] of this compiler.
     key: String,
     refused: Mutex<HashMap<Digest, Refusal>>,
     /// One compile at a time (so that the Pod needs room for one memory
-    /// cap, and one compile's cores), handed round between policies.
+    /// cap, and one compile's cores), handed round between teams.
     slot: Arc<Gate>,
     budgets: Budgets,
     stats: Counters,
 }
 
-/// The compile slot, held by one policy; dropping it charges the time it
-/// was held to the policy's budget.
+/// The compile slot, held by one team; dropping it charges the time it
+/// was held to the team's budget.
 pub(crate) struct Turn<'a> {
     compiler: &'a Compiler,
-    policy: Arc<str>,
+    team: Arc<str>,
     started: Instant,
     _slot: Slot,
 }
@@ -183,11 +184,9 @@ pub(crate) struct Turn<'a> {
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         let now = Instant::now();
-        self.compiler.budgets.charge(
-            &self.policy,
-            now.saturating_duration_since(self.started),
-            now,
-        );
+        self.compiler
+            .budgets
+            .charge(&self.team, now.saturating_duration_since(self.started), now);
     }
 }
 
@@ -200,7 +199,7 @@ pub struct CompileStats {
     pub refused: u64,
     /// Loads refused because the digest was refused before (not compiled).
     pub recalled: u64,
-    /// Loads refused because their policy used its [`CompileBudget`].
+    /// Loads refused because their team used its [`CompileBudget`].
     pub over_budget: u64,
 }
 
@@ -263,28 +262,28 @@ impl Compiler {
         }
     }
 
-    /// Waits for the compile slot for `policy`, behind at most one compile
-    /// of each policy that waited before it; refused at once if `policy`
-    /// used its budget.
+    /// Waits for the compile slot for `team`, behind at most one compile
+    /// of each team that waited before it; refused at once if `team` used
+    /// its budget.
     ///
     /// Blocking: call it off the async runtime (the loads do, on blocking
     /// threads).
-    pub(crate) fn turn(&self, policy: &str) -> Result<Turn<'_>> {
-        if let Err(exhausted) = self.budgets.admit(policy, Instant::now()) {
+    pub(crate) fn turn(&self, team: &Team) -> Result<Turn<'_>> {
+        if let Err(exhausted) = self.budgets.admit(team.key(), Instant::now()) {
             self.stats.over_budget.fetch_add(1, Ordering::Relaxed);
             return Err(Error::CompileBudgetExhausted {
-                policy: policy.to_owned(),
+                team: team.to_string(),
                 budget: exhausted.budget,
                 retry_after: exhausted.retry_after,
             });
         }
-        let tenant = Tenant::new(policy, Share::DEFAULT);
+        let tenant = team.tenant();
         // The gate's waiters are woken through a oneshot channel, which
         // any executor can wait on; this thread has nothing else to do.
         let slot = futures::executor::block_on(self.slot.acquire(&tenant));
         Ok(Turn {
             compiler: self,
-            policy: Arc::clone(tenant.key()),
+            team: Arc::clone(team.key()),
             started: Instant::now(),
             _slot: slot,
         })
