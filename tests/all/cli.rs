@@ -463,3 +463,68 @@ fn run_answers_a_components_requests_from_http_fixtures_and_needs_them() {
         "the request outside the fixtures is refused: {stderr}"
     );
 }
+
+/// Text a terminal would obey: a title change, a screen clear, a C1 CSI, a
+/// right-to-left override.
+const HOSTILE: &str = "x\x1b]0;owned\x07\x1b[2J\u{9b}31m\u{202e}gpj";
+
+/// [`HOSTILE`] as the CLI shows it.
+const HOSTILE_SHOWN: &str = r"x\x1b]0;owned\x07\x1b[2J\u{9b}31m\u{202e}gpj";
+
+/// Asserts `shown` holds none of [`HOSTILE`]'s raw controls, and each of its
+/// lines at most the CLI's cap of 1,000 characters.
+fn assert_shown_as_text(shown: &str) {
+    assert!(
+        !shown.contains(['\x1b', '\x07', '\u{9b}', '\u{202e}']),
+        "a raw control reached the terminal: {shown:?}"
+    );
+    for line in shown.lines() {
+        assert!(line.chars().count() <= 1_000, "a line of {}", line.len());
+    }
+}
+
+#[test]
+fn a_refused_policy_name_is_shown_escaped_not_obeyed() {
+    let dir = common::scratch().join("never-created");
+    let out = policyhost(&["policy", "new", HOSTILE, "--dir", path(&dir)]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: `{HOSTILE_SHOWN}` is not a valid policy name"
+        )),
+        "{stderr}"
+    );
+    assert_shown_as_text(&stderr);
+    assert!(!dir.exists());
+}
+
+#[test]
+fn the_replay_report_shows_a_recorded_datajobs_text_escaped_and_cut() {
+    let mut case: Value = serde_json::from_slice(
+        &std::fs::read(golden_dir().join("reconcile-01-first-call.json")).expect("read case"),
+    )
+    .expect("JSON");
+    let long = "y".repeat(3_000);
+    case["job"]["namespace"] = Value::from(HOSTILE);
+    case["job"]["name"] = Value::from(format!("{HOSTILE}\n{long}"));
+    let recorded = common::scratch().join("hostile-recorded");
+    std::fs::create_dir_all(&recorded).expect("create the directory");
+    std::fs::write(recorded.join("case.json"), case.to_string()).expect("write the case");
+    let out = policyhost(&[
+        "policy",
+        "test",
+        "--replay",
+        path(&recorded),
+        path(&guest("fanout")),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!(" reconcile {HOSTILE_SHOWN}/{HOSTILE_SHOWN}\\nyyy")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("y… ("), "the long line is cut: {stdout}");
+    assert_shown_as_text(&stdout);
+    assert_shown_as_text(&text(&out.stderr));
+}

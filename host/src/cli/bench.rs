@@ -15,6 +15,7 @@ use policyhost_measure::{Process, cpu_seconds, percentile};
 use serde::Serialize;
 
 use super::LimitArgs;
+use super::terminal::{self, println};
 
 /// Arguments of `policy bench`.
 #[derive(Debug, Args)]
@@ -197,7 +198,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         children: args.children,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&figures)?);
+        terminal::print_json(&figures)?;
     } else {
         println!(
             "{} calls in {:.2} s on {} thread(s), {} children: {:.0} calls/s, p50 {:.1} µs, p99 {:.1} µs, {} fuel/call, instantiate p50 {:.1} µs (mean {:.1}), CPU {} µs/call, {} errors",

@@ -14,6 +14,7 @@ use std::time::Instant;
 use clap::Args;
 
 use super::registry::{ComponentSource, RegistryArgs};
+use super::terminal::println;
 use policyhost::Policy;
 use policyhost::outbound::{Grant, Outbound};
 use policyhost::policies::grants::grant_name;
@@ -116,10 +117,5 @@ fn no_origin() -> Outbound {
 
 /// Prints why a component cannot serve, with its reason and causes.
 pub(crate) fn report(error: &load::Error) {
-    eprintln!("error[{}]: {error}", error.reason());
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        eprintln!("  caused by: {cause}");
-        source = cause.source();
-    }
+    super::print_error(error.reason(), error, None);
 }

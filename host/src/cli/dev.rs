@@ -29,6 +29,7 @@ use policyhost::runtime::ChildPhase;
 use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
 use super::reload;
+use super::terminal::println;
 use policyhost::oci::local::LocalRegistry;
 
 /// The field manager of objects `dev --apply` creates.

@@ -11,6 +11,7 @@ use policyhost::shadow::Summary;
 use policyhost::shadow::summary::JobDifference;
 
 use super::cluster::{ClusterArgs, block_on};
+use super::terminal::println;
 
 /// Arguments of `policy diff`.
 #[derive(Debug, Args)]
@@ -37,10 +38,10 @@ pub(crate) fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             })
             .unwrap_or_else(|| "-".into());
         let differs = print(&args.name, &candidate, &serving);
-        if let Some(summary) = &candidate.summary
-            && summary.faults > candidate.examined
+        if let Some(summary) = candidate.current_summary()
+            && summary.faults > candidate.examined.of(summary)
         {
-            policy.mark_examined(summary.faults).await?;
+            policy.mark_examined(summary).await?;
         }
         Ok(if differs {
             ExitCode::FAILURE
@@ -54,7 +55,7 @@ pub(crate) fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
 /// faulted.
 fn print(policy: &str, candidate: &Candidate, serving: &str) -> bool {
     let name = kube::ResourceExt::name_any(&candidate.map);
-    let Some(summary) = &candidate.summary else {
+    let Some(summary) = candidate.current_summary() else {
         println!(
             "candidate of policy {policy} (ConfigMap {name}): no shadow call reported yet; serving sha256:{serving}"
         );
@@ -64,6 +65,12 @@ fn print(policy: &str, candidate: &Candidate, serving: &str) -> bool {
         "candidate sha256:{} of policy {policy} (ConfigMap {name}); serving sha256:{serving}",
         summary.digest
     );
+    if !summary.serving.is_empty() && summary.serving != serving {
+        println!(
+            "compared with sha256:{}, which no longer serves: these calls say nothing of the serving version",
+            summary.serving
+        );
+    }
     print_summary(summary)
 }
 

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use super::LimitArgs;
 use super::registry::{ComponentSource, RegistryArgs};
+use super::terminal::{eprintln, println};
 
 /// At most this many differences are listed per failing case.
 const MAX_DIFFERENCES: usize = 20;

@@ -16,6 +16,7 @@ use policyhost::shadow::Summary;
 use serde::Serialize;
 
 use super::cluster::{ClusterArgs, block_on};
+use super::terminal::{self, println};
 
 /// Arguments of `policy list`.
 #[derive(Debug, Args)]
@@ -82,7 +83,7 @@ pub(crate) fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
     })?;
     let rows = side_by_side(&maps);
     match args.output {
-        ListFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        ListFormat::Json => terminal::print_json(&rows)?,
         ListFormat::Table => print_table(&rows),
     }
     Ok(ExitCode::SUCCESS)

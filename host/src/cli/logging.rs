@@ -2,17 +2,22 @@
 //! `POLICYHOST_LOG_FORMAT=json`, filtered by `POLICYHOST_LOG`.
 //!
 //! Log text carries what tenants wrote (guest `log()` lines and output,
-//! condition messages, names), so no record may span two lines: in the text
-//! format every control character of a record but its final newline is
-//! escaped ([`Escaping`]); tracing-subscriber already escapes ANSI escape
-//! sequences in field values, and JSON escapes every control character.
+//! condition messages, names), so no record may span two lines nor act on
+//! the terminal showing it: in the text format every character the CLI
+//! escapes ([`super::terminal::is_escaped`]: controls, bidirectional
+//! controls) of a record but its final newline is escaped, as the CLI
+//! escapes it ([`Escaping`]); tracing-subscriber already escapes ANSI escape
+//! sequences in field values, and JSON escapes every C0 control character.
 
+use std::borrow::Cow;
 use std::io::{self, IsTerminal as _, Write};
 
 use tracing::Subscriber;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::util::SubscriberInitExt as _;
+
+use super::terminal::{self, eprintln};
 
 /// Installs the process's subscriber.
 pub(crate) fn init(default_level: &str) {
@@ -64,14 +69,16 @@ impl<'w> MakeWriter<'w> for EscapedStderr {
 }
 
 /// Writes each record (tracing-subscriber's formatter hands over one whole
-/// record per `write`) with its control characters escaped as `\n`, `\r`,
-/// `\t` or `\xNN`, except the record's final newline and ESC, which only the
-/// formatter's own colours contain (user text has it escaped already). A
-/// record without such characters, the common case, is written as it is.
+/// record per `write`) with its escaped characters shown as the CLI shows
+/// them ([`terminal::escaped_but`]: `\n`, `\x07`, `\u{202e}`), except the
+/// record's final newline and ESC, which only the formatter's own colours
+/// contain (user text has it escaped already). A record without such
+/// characters, the common case, is written as it is.
 pub(crate) struct Escaping<W>(pub(crate) W);
 
-fn needs_escape(byte: u8) -> bool {
-    (byte < 0x20 && byte != 0x1b) || byte == 0x7f
+/// ESC, which starts the formatter's colours.
+fn is_colour(c: char) -> bool {
+    c == '\x1b'
 }
 
 impl<W: Write> Write for Escaping<W> {
@@ -80,22 +87,12 @@ impl<W: Write> Write for Escaping<W> {
             Some((b'\n', body)) => (body, b"\n"),
             _ => (record, b""),
         };
-        if !body.iter().copied().any(needs_escape) {
-            self.0.write_all(record)?;
-            return Ok(record.len());
+        // The formatter writes UTF-8; anything else would show as U+FFFD.
+        let text = String::from_utf8_lossy(body);
+        match (&text, terminal::escaped_but(&text, is_colour)) {
+            (Cow::Borrowed(_), Cow::Borrowed(_)) => self.0.write_all(record)?,
+            (_, shown) => self.0.write_all(&[shown.as_bytes(), end].concat())?,
         }
-        let mut escaped = Vec::with_capacity(record.len() + 16);
-        for &byte in body {
-            match byte {
-                b'\n' => escaped.extend_from_slice(b"\\n"),
-                b'\r' => escaped.extend_from_slice(b"\\r"),
-                b'\t' => escaped.extend_from_slice(b"\\t"),
-                byte if needs_escape(byte) => write!(escaped, "\\x{byte:02x}")?,
-                byte => escaped.push(byte),
-            }
-        }
-        escaped.extend_from_slice(end);
-        self.0.write_all(&escaped)?;
         Ok(record.len())
     }
 
@@ -159,6 +156,18 @@ mod tests {
         let mut out = Vec::new();
         Escaping(&mut out).write_all(b"plain record\n").unwrap();
         assert_eq!(out, b"plain record\n");
+    }
+
+    #[test]
+    fn c1_and_bidirectional_controls_are_escaped_as_the_cli_escapes_them() {
+        let mut out = Vec::new();
+        Escaping(&mut out)
+            .write_all("\x1b[33mWARN\x1b[0m job \u{9b}2J admin\u{202e}gpj.exe\n".as_bytes())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\x1b[33mWARN\x1b[0m job \\u{9b}2J admin\\u{202e}gpj.exe\n"
+        );
     }
 
     #[test]

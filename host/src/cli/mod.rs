@@ -1,4 +1,10 @@
 //! Command-line interface: argument parsing and dispatch to one module per command.
+//!
+//! Everything it prints goes through [`terminal`], which shows the text of
+//! policies, DataJobs, registries and clusters as text: std's print macros
+//! are denied here.
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
 mod check;
@@ -22,11 +28,13 @@ mod reload;
 mod replay;
 mod run;
 mod status;
+mod terminal;
 
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use policyhost::runtime::{self, Runtime, RuntimeConfig};
+use terminal::eprint;
 
 /// Kubernetes operator running DataJob policies as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -186,7 +194,8 @@ pub(crate) fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // An error keeps its line breaks (a guest's stderr, a backtrace).
+            eprint!("error: {error:#}\n");
             ExitCode::FAILURE
         }
     }
@@ -210,7 +219,7 @@ async fn shutdown_signal() {
 }
 
 fn print_crd() -> anyhow::Result<ExitCode> {
-    print!("{}", yaml(&policyhost::crd::definition())?);
+    terminal::print_document(&yaml(&policyhost::crd::definition())?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -241,13 +250,21 @@ fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 /// Prints a load-time or guest error with its reason and causes.
 fn report_error(error: &runtime::Error) {
-    eprintln!("error[{}]: {}", error.reason(), error);
-    if let runtime::Error::OutboundNotGranted { .. } = error {
-        eprintln!("  hint: `--http-fixtures FILE` answers its requests from canned exchanges");
+    let hint = matches!(error, runtime::Error::OutboundNotGranted { .. })
+        .then_some("`--http-fixtures FILE` answers its requests from canned exchanges");
+    print_error(error.reason(), error, hint);
+}
+
+/// Prints `error` with its reason, an optional hint and its causes, each
+/// keeping its line breaks (a guest's stderr, a backtrace).
+fn print_error(reason: &str, error: &dyn std::error::Error, hint: Option<&str>) {
+    eprint!("error[{reason}]: {error}\n");
+    if let Some(hint) = hint {
+        eprint!("  hint: {hint}\n");
     }
-    let mut source = std::error::Error::source(error);
+    let mut source = error.source();
     while let Some(cause) = source {
-        eprintln!("  caused by: {cause}");
+        eprint!("  caused by: {cause}\n");
         source = cause.source();
     }
 }

@@ -10,6 +10,7 @@ use policyhost::policies::candidate::Policy;
 use policyhost::policies::publish;
 
 use super::cluster::{ClusterArgs, block_on};
+use super::terminal::println;
 
 /// Arguments of `policy promote`.
 #[derive(Debug, Args)]

@@ -17,6 +17,7 @@ use policyhost::runtime::{AllowedKind, PolicySpec};
 
 use super::cluster::{ClusterArgs, block_on};
 use super::registry::RegistryArgs;
+use super::terminal::{eprintln, println};
 
 /// Arguments of `policy push`.
 #[derive(Debug, Args)]

@@ -11,6 +11,8 @@ use anyhow::Context as _;
 use clap::Args;
 use policyhost::oci::{BlobCache, Client, ClientConfig, Credentials, PullGrant, Puller, Reference};
 
+use super::terminal::eprintln;
+
 /// How the CLI reaches a registry.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct RegistryArgs {

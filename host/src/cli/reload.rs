@@ -31,6 +31,8 @@ use policyhost::runtime::Digest;
 
 use policyhost::oci::local::LocalRegistry;
 
+use super::terminal::{eprintln, println};
+
 /// How often the directory is read.
 const POLL: Duration = Duration::from_millis(250);
 

@@ -14,6 +14,7 @@ use policyhost_sdk::testing::{Golden, Kind};
 use super::LimitArgs;
 use super::golden::{case_files, input_of};
 use super::registry::ComponentSource;
+use super::terminal::println;
 
 pub(crate) fn run(
     bytes: &[u8],

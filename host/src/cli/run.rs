@@ -12,6 +12,7 @@ use policyhost::runtime::{CallReport, Error, PolicySpec};
 use serde::Serialize;
 
 use super::registry::{ComponentSource, RegistryArgs};
+use super::terminal::{self, eprintln};
 use super::{Format, GUEST_FAULT, LimitArgs};
 
 /// Arguments of `policy run`.
@@ -113,11 +114,10 @@ fn input_name(args: &RunArgs) -> String {
 }
 
 fn print(value: &impl Serialize, format: Format) -> anyhow::Result<()> {
-    let text = match format {
-        Format::Json => serde_json::to_string_pretty(value)? + "\n",
-        Format::Yaml => super::yaml(value)?,
-    };
-    print!("{text}");
+    match format {
+        Format::Json => terminal::print_json(value)?,
+        Format::Yaml => terminal::print_document(&super::yaml(value)?),
+    }
     Ok(())
 }
 

@@ -17,6 +17,8 @@ use kube::{Client, ResourceExt};
 use policyhost::crd::DataJob;
 use policyhost::finalizer::{FINALIZER, FORCE_RELEASE_ANNOTATION, Pending, TERMINATING};
 
+use super::terminal::{eprintln, print};
+
 /// Arguments of `status`.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {

@@ -26,6 +26,8 @@ use std::process::ExitCode;
 use clap::Args;
 use policyhost::policies::configmap;
 
+use super::terminal::println;
+
 pub(crate) use language::Language;
 
 /// Arguments of `policy new`.
