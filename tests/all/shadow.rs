@@ -17,6 +17,7 @@ use policyhost::policies::configmap::{self, POLICY_LABEL, Settings};
 use policyhost::policies::report::Annotations;
 use policyhost::shadow::Summary;
 use policyhost::shadow::record;
+use policyhost::shadow::summary::Examined;
 use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
@@ -422,12 +423,16 @@ async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_an
     assert!(text(&diff).contains("FAULT  "), "{}", text(&diff));
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     let marked = maps.get("candidate-fanout").await.expect("the candidate");
-    let examined: u64 = marked.annotations()["policyhost.dev/faults-examined"]
-        .parse()
-        .expect("a count");
+    let examined = Examined::read(marked.annotations());
+    assert_eq!(
+        (examined.candidate.as_str(), examined.serving.as_str()),
+        (summary.digest.as_str(), summary.serving.as_str()),
+        "marked for the pair shown"
+    );
     assert!(
-        examined >= summary.faults,
-        "{examined} of {}",
+        examined.faults >= summary.faults,
+        "{} of {}",
+        examined.faults,
         summary.faults
     );
 }
