@@ -141,7 +141,7 @@ pub const DEFAULT_MAX_SHARE: u32 = 10;
 
 /// Instances kept beyond one per call thread, for calls that do not pass
 /// the [`Gate`]: trial instantiations of versions being loaded (the policy
-/// ConfigMap source loads two at a time) and the CLI's blocking calls.
+/// ConfigMap source loads one at a time) and the CLI's blocking calls.
 pub const RESERVED_INSTANCES: u32 = 4;
 
 impl RuntimeConfig {
