@@ -176,6 +176,17 @@ fn serving_digest_of(env: &Env, policy: &str) -> Option<String> {
         .ok()
 }
 
+/// `policyhost policy COMMAND fanout`, in this test's cluster.
+fn fanout_command(env: &Env, kubeconfig: &Path, command: &str) -> std::process::Output {
+    policyhost(&in_cluster(env, kubeconfig, &["policy", command, "fanout"]))
+}
+
+/// Asserts that `output` is a refusal that says `says`.
+fn assert_refused(output: &std::process::Output, says: &str) {
+    assert!(!output.status.success(), "{}", text(output));
+    assert!(text(output).contains(says), "{}", text(output));
+}
+
 /// `args` for the built binary, in this test's policy namespace and cluster.
 fn in_cluster<'a>(env: &'a Env, kubeconfig: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
     let mut all = args.to_vec();
@@ -237,11 +248,7 @@ async fn an_identical_candidate_answers_the_same_on_every_call_and_promote_swaps
         candidate_digest.as_str()
     );
 
-    let diff = policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "diff", "fanout"],
-    ));
+    let diff = fanout_command(&env, &kubeconfig, "diff");
     assert!(
         diff.status.success(),
         "no difference, exit 0: {}",
@@ -337,11 +344,7 @@ async fn a_candidate_adding_a_child_to_one_datajob_in_ten_differs_for_exactly_th
     );
 
     let kubeconfig = env.kubeconfig_file();
-    let diff = policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "diff", "fanout"],
-    ));
+    let diff = fanout_command(&env, &kubeconfig, "diff");
     let shown = text(&diff);
     assert_eq!(diff.status.code(), Some(1), "a difference, exit 1: {shown}");
     assert!(
@@ -401,13 +404,9 @@ async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_an
     .await;
 
     let kubeconfig = env.kubeconfig_file();
-    let promote = in_cluster(&env, &kubeconfig, &["policy", "promote", "fanout"]);
-    let refused = policyhost(&promote);
-    assert!(!refused.status.success());
-    assert!(
-        text(&refused).contains("or promote with --force"),
-        "{}",
-        text(&refused)
+    assert_refused(
+        &fanout_command(&env, &kubeconfig, "promote"),
+        "or promote with --force",
     );
     assert_eq!(
         serving_digest_of(&env, "fanout"),
@@ -415,11 +414,7 @@ async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_an
         "nothing was promoted"
     );
 
-    let diff = policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "diff", "fanout"],
-    ));
+    let diff = fanout_command(&env, &kubeconfig, "diff");
     assert!(text(&diff).contains("FAULT  "), "{}", text(&diff));
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     let marked = maps.get("candidate-fanout").await.expect("the candidate");
@@ -628,11 +623,7 @@ async fn promote_relies_only_on_the_evidence_of_the_pair_it_compares() {
         poke(&env, "a", &format!("first-{round}")).await;
         summary_when(&env, "fanout", "faults", |s| s.faults > round).await;
     }
-    let diff = policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "diff", "fanout"],
-    ));
+    let diff = fanout_command(&env, &kubeconfig, "diff");
     assert!(text(&diff).contains("FAULT  "), "{}", text(&diff));
 
     // A new candidate that faults once: its fault was never shown.
@@ -645,16 +636,9 @@ async fn promote_relies_only_on_the_evidence_of_the_pair_it_compares() {
         s.digest == next && s.faults >= 1
     })
     .await;
-    let refused = policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "promote", "fanout"],
-    ));
-    assert!(!refused.status.success(), "{}", text(&refused));
-    assert!(
-        text(&refused).contains("0 of them shown by `policy diff`"),
-        "{}",
-        text(&refused)
+    assert_refused(
+        &fanout_command(&env, &kubeconfig, "promote"),
+        "0 of them shown by `policy diff`",
     );
 
     // A candidate that answers as the serving version does, compared...
@@ -674,29 +658,16 @@ async fn promote_relies_only_on_the_evidence_of_the_pair_it_compares() {
         .await
         .loaded_digest
         .expect("the newer version loads");
-    let refused = policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "promote", "fanout"],
-    ));
-    assert!(!refused.status.success(), "{}", text(&refused));
-    assert!(
-        text(&refused).contains(&format!(
-            "was compared with sha256:{first}, which no longer serves (sha256:{newer} does)"
-        )),
-        "{}",
-        text(&refused)
+    assert_refused(
+        &fanout_command(&env, &kubeconfig, "promote"),
+        &format!("was compared with sha256:{first}, which no longer serves (sha256:{newer} does)"),
     );
     assert_eq!(
         serving_digest_of(&env, "fanout"),
         Some(newer),
         "the newer version still serves"
     );
-    let diff = policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "diff", "fanout"],
-    ));
+    let diff = fanout_command(&env, &kubeconfig, "diff");
     assert!(
         text(&diff).contains("which no longer serves"),
         "{}",
@@ -755,11 +726,7 @@ async fn a_secrets_values_are_masked_in_the_shadow_and_a_change_still_shows() {
         "{summary:?}"
     );
     let kubeconfig = env.kubeconfig_file();
-    let diff = text(&policyhost(&in_cluster(
-        &env,
-        &kubeconfig,
-        &["policy", "diff", "fanout"],
-    )));
+    let diff = text(&fanout_command(&env, &kubeconfig, "diff"));
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
     let annotated = maps
         .get(&configmap::candidate_name("fanout"))
