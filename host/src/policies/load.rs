@@ -200,22 +200,6 @@ pub fn names_artifact(data: &BTreeMap<String, String>) -> Option<oci::Reference>
     Settings::parse(data).ok()?.artifact
 }
 
-/// Pulls the artifact the ConfigMap names, as `given` allows; `None` when
-/// it names none. Waits on the network, never on the CPU.
-///
-/// # Errors
-///
-/// The pull's refusal, or a ConfigMap that names an artifact and carries a
-/// component too, or that must be signed and names none.
-pub async fn fetch(
-    config: &Config,
-    data: &BTreeMap<String, String>,
-    binary_data: &BTreeMap<String, ByteString>,
-    given: &Given,
-) -> Result<Fetched> {
-    pull(config, data, binary_data, given).await
-}
-
 /// Loads the policy `name` from a ConfigMap's `data` and `binaryData`,
 /// and the artifact it names once [`fetch`]ed.
 pub async fn load(
@@ -249,13 +233,19 @@ pub async fn load(
     Ok(loaded)
 }
 
-/// The artifact the ConfigMap names, pulled, with its reference pinned.
-async fn pull(
+/// Pulls the artifact the ConfigMap names, as `given` allows; `None` when
+/// it names none. Waits on the network, never on the CPU.
+///
+/// # Errors
+///
+/// The pull's refusal, or a ConfigMap that names an artifact and carries a
+/// component too, or that must be signed and names none.
+pub async fn fetch(
     config: &Config,
     data: &BTreeMap<String, String>,
     binary_data: &BTreeMap<String, ByteString>,
     given: &Given,
-) -> Result<Option<(oci::Reference, oci::Pulled)>> {
+) -> Result<Fetched> {
     let settings = Settings::parse(data)?;
     let signed = config
         .signed_for

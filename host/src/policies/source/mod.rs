@@ -57,8 +57,7 @@
 //!   cache: every policy it offers is then [`Registry::expect`]ed, so a
 //!   DataJob of a policy still loading waits for it quietly rather than
 //!   reporting it unavailable, and the controller starts at once instead of
-//!   waiting for every team's pulls. [`ConfigMapSource::ready`] completes
-//!   once the first list is loaded.
+//!   waiting for every team's pulls.
 
 mod pulls;
 mod record;
@@ -162,12 +161,11 @@ struct Inner {
     queue: Arc<WorkQueue<ObjectKey>>,
     pending: Mutex<HashMap<ObjectKey, Pending>>,
     state: Mutex<State>,
-    /// Keys of the first list not yet processed, with the policy each
-    /// serving version was expected for; `None` before the list completed.
-    first: Mutex<Option<HashMap<ObjectKey, Option<String>>>>,
+    /// The serving versions of the first list not yet processed, with the
+    /// policy each is expected for; `None` before the list completed.
+    first: Mutex<Option<HashMap<ObjectKey, String>>>,
     /// Set once the first list is in the cache.
     listed: watch::Sender<bool>,
-    ready: watch::Sender<bool>,
     /// The artifacts being pulled, apart from the loads.
     pulls: Arc<Pulls>,
 }
@@ -219,18 +217,8 @@ impl ConfigMapSource {
                 state: Mutex::new(State::default()),
                 first: Mutex::new(None),
                 listed: watch::channel(false).0,
-                ready: watch::channel(false).0,
                 pulls: Arc::default(),
             }),
-        }
-    }
-
-    /// Completes once every ConfigMap of the first list has been loaded or
-    /// rejected.
-    pub fn ready(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut ready = self.inner.ready.subscribe();
-        async move {
-            let _ = ready.wait_for(|ready| *ready).await;
         }
     }
 
@@ -241,12 +229,6 @@ impl ConfigMapSource {
         async move {
             let _ = listed.wait_for(|listed| *listed).await;
         }
-    }
-
-    /// True once [`ready`](Self::ready) has completed.
-    #[must_use]
-    pub fn is_ready(&self) -> bool {
-        *self.inner.ready.borrow()
     }
 
     /// The cached policy ConfigMaps.
@@ -504,30 +486,22 @@ impl Inner {
         }
         let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
         if first.is_none() {
-            let keys: HashMap<ObjectKey, Option<String>> = self
-                .store
-                .all()
+            let records = self.store.all();
+            let expected: HashMap<ObjectKey, String> = records
                 .iter()
+                .filter(|record| record.role == Role::Serving)
                 .map(|record| {
-                    let serving = record.role == Role::Serving;
-                    let expected = serving.then(|| record.policy.clone());
-                    if let Some(policy) = &expected {
-                        self.registry.expect(policy);
-                    }
-                    (record.key(), expected)
+                    self.registry.expect(&record.policy);
+                    (record.key(), record.policy.clone())
                 })
                 .collect();
             info!(
-                configmaps = keys.len(),
+                configmaps = records.len(),
                 namespace = %self.config.namespace,
                 "policy ConfigMaps listed"
             );
-            let empty = keys.is_empty();
-            *first = Some(keys);
+            *first = Some(expected);
             self.listed.send_replace(true);
-            if empty {
-                self.ready.send_replace(true);
-            }
         }
     }
 
@@ -535,15 +509,8 @@ impl Inner {
     /// longer expects a version from it.
     fn processed(&self, key: &ObjectKey) {
         let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(keys) = first.as_mut()
-            && let Some(expected) = keys.remove(key)
-        {
-            if let Some(policy) = expected {
-                self.registry.settle(&policy);
-            }
-            if keys.is_empty() {
-                self.ready.send_replace(true);
-            }
+        if let Some(policy) = first.as_mut().and_then(|expected| expected.remove(key)) {
+            self.registry.settle(&policy);
         }
     }
 }
