@@ -19,12 +19,14 @@ pub mod operator;
 pub mod outbound;
 pub mod policies;
 pub mod projection;
+pub mod publisher;
 mod quantity;
 pub mod queue;
 pub mod runtime;
 pub mod server;
 pub mod shadow;
 pub mod throttle;
+pub mod vocabulary;
 pub mod watch;
 
 pub use runtime::{Policy, Runtime};

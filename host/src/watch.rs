@@ -25,6 +25,7 @@ use crate::cache::{
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
+use crate::vocabulary::MANAGED_BY_LABEL;
 #[cfg(feature = "bench-baseline")]
 use {
     crate::cache::{FullObject, NaiveCache, naive},
@@ -32,11 +33,6 @@ use {
     k8s_openapi::api::core::v1::Pod,
     kube::api::DynamicObject,
 };
-
-/// The label every child carries, naming the operator instance that manages it.
-pub const MANAGED_BY_LABEL: &str = "policyhost.dev/managed-by";
-/// The label every child carries, naming its DataJob.
-pub const DATAJOB_LABEL: &str = "policyhost.dev/datajob";
 
 /// How the operator watches the cluster.
 #[derive(Debug, Clone)]

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use policyhost::fair::Teams;
 use policyhost::policies::configmap::{self, Compression};
-use policyhost::policies::publish;
-use policyhost::policies::refusal::{self, COMPILE_REFUSED_ANNOTATION};
+use policyhost::policies::refusal;
+use policyhost::publisher::publish;
 use policyhost::runtime::{
     CompileBudget, CompileConfig, CompileLimit, CompileProcess, Error, Footprint, PolicySpec,
     Refusal, Runtime, RuntimeConfig, Source, compile::Measure,
@@ -16,6 +16,7 @@ use policyhost::runtime::{
 
 use crate::common::cluster::{Env, OperatorSetup, eventually};
 use crate::common::{self, for_every_namespace, guest_bytes, leb128, policyhost_bin, variants};
+use policyhost::vocabulary::COMPILE_REFUSED_ANNOTATION;
 
 fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
     out.push(id);

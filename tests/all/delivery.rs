@@ -18,9 +18,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::policies::configmap::{self, Compression, MODULE_GZ_KEY, MODULE_KEY, Settings};
-use policyhost::policies::publish;
 use policyhost::policies::report::Annotations;
 use policyhost::policies::tenancy::Tenancy;
+use policyhost::publisher::publish;
 use policyhost::runtime::Digest;
 use serde_json::{Value, json};
 
@@ -29,6 +29,7 @@ use crate::common::process::policyhost;
 use crate::common::publishing::{events_about, events_on, policy_map, push, push_map, wait_event};
 use crate::common::variants::{custom_section, version};
 use crate::common::{for_every_namespace, guest, guest_bytes, policyhost_bin};
+use policyhost::vocabulary::{GRANT_LABEL, LOADED_DIGEST_ANNOTATION, OBSERVED_ANNOTATION};
 
 fn digest(bytes: &[u8]) -> String {
     Digest::of(bytes).to_hex()
@@ -870,7 +871,7 @@ async fn policy_push_publishes_an_outbound_policy_and_wait_reports_outbound_not_
         metadata: kube::api::ObjectMeta {
             name: Some("grant-bucket".into()),
             labels: Some(BTreeMap::from([(
-                policyhost::outbound::grant::GRANT_LABEL.to_owned(),
+                GRANT_LABEL.to_owned(),
                 "bucket".to_owned(),
             )])),
             ..Default::default()
@@ -981,7 +982,7 @@ async fn dev_republishes_a_rebuilt_policy_and_the_operator_swaps_it_in() {
     let maps: Api<ConfigMap> = Api::namespaced(client, "default");
     eventually("the ConfigMap reporting the rebuilt fanout", || async {
         let map = maps.get("policy-fanout").await.ok()?;
-        (map.annotations().get(configmap::LOADED_DIGEST_ANNOTATION) == Some(&second)).then_some(())
+        (map.annotations().get(LOADED_DIGEST_ANNOTATION) == Some(&second)).then_some(())
     })
     .await;
     drop(dev);
@@ -1164,9 +1165,7 @@ async fn a_configmap_with_an_owner_reference_or_child_labels_is_ignored_and_the_
     for name in ["fanout-owned", "fanout-child"] {
         let map = maps.get(name).await.expect("get");
         assert!(
-            map.annotations()
-                .get(configmap::OBSERVED_ANNOTATION)
-                .is_none(),
+            map.annotations().get(OBSERVED_ANNOTATION).is_none(),
             "{name}: not the host's to annotate, and no Conflict claimed"
         );
     }

@@ -15,13 +15,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use policyhost::crd::{CleanupSpec, CleanupStatus, DataJob, DataJobSpec};
-use policyhost::finalizer::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 use serde_json::{Value, json};
 
 use crate::common;
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase, policy_dir};
 use crate::common::faults::{FaultProxy, Refuse};
 use crate::common::history::History;
+use policyhost::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
 const FLAKY: &str = "flaky-cleanup";
 

@@ -30,6 +30,7 @@ use crate::common::process::{policyhost, policyhost_with_env, text};
 use crate::common::publishing::{apply_grant, policy_map, push_map};
 use crate::common::registry::{Registry, USER};
 use crate::common::{for_every_namespace, guest_bytes, scratch};
+use policyhost::vocabulary::PINNED_ANNOTATION;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_test_registry_speaks_tls_and_lets_in_only_its_user() {
@@ -1004,7 +1005,7 @@ mod operator {
                 &for_every_namespace(),
             )
             .expect("a policy ConfigMap");
-            policyhost::policies::publish::apply(&env.client, &map)
+            policyhost::publisher::publish::apply(&env.client, &map)
                 .await
                 .expect("publish it");
         }
@@ -1020,7 +1021,7 @@ mod operator {
         let published = Instant::now();
         let map =
             crate::common::publishing::policy_map(&env, "fanout", &fanout, &for_every_namespace());
-        policyhost::policies::publish::apply(&env.client, &map)
+        policyhost::publisher::publish::apply(&env.client, &map)
             .await
             .expect("publish fanout");
         let registry = Arc::clone(&env.operator().shared.registry);
@@ -1122,7 +1123,7 @@ mod operator {
             .get("policy-fanout")
             .await
             .expect("policy-fanout")
-            .annotations()[configmap::PINNED_ANNOTATION]
+            .annotations()[PINNED_ANNOTATION]
             .clone();
         assert_eq!(
             pinned,

@@ -562,10 +562,10 @@ mod operator {
 
     use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
     use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
-    use policyhost::outbound::grant::GRANT_LABEL;
     use policyhost::policies::configmap::{self, Compression};
-    use policyhost::policies::publish;
     use policyhost::policies::tenancy::Tenancy;
+    use policyhost::publisher::publish;
+    use policyhost::vocabulary::{ERROR_ANNOTATION, GRANT_LABEL};
     use serde_json::json;
 
     use super::REFLECTED;
@@ -652,11 +652,7 @@ mod operator {
             let api = api.clone();
             async move {
                 let map = api.get("policy-bucket").await.ok()?;
-                let error = map
-                    .metadata
-                    .annotations?
-                    .get(configmap::ERROR_ANNOTATION)?
-                    .clone();
+                let error = map.metadata.annotations?.get(ERROR_ANNOTATION)?.clone();
                 error.starts_with(prefix).then_some(error)
             }
         })
@@ -1010,7 +1006,7 @@ mod operator {
             async move {
                 let map = maps.get("policy-bucket").await.ok()?;
                 let annotations = map.metadata.annotations.unwrap_or_default();
-                (!annotations.contains_key(configmap::ERROR_ANNOTATION)).then_some(())
+                (!annotations.contains_key(ERROR_ANNOTATION)).then_some(())
             }
         })
         .await;

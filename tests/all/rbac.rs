@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use policyhost::outbound::grant::GRANT_LABEL;
 use policyhost::policies::report::Annotations;
 use serde_json::{Value, json};
 
@@ -26,6 +25,7 @@ use crate::common::process::{kubectl, kustomize, policy_dir};
 use crate::common::rbac::{Attributes, Grant, Rule, allowing, grant_allows, grants};
 use crate::common::requests::Request;
 use crate::common::{guest_bytes, policyhost_bin, workspace};
+use policyhost::vocabulary::{GRANT_LABEL, POLICY_LABEL};
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Rule {
     let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect();
@@ -310,7 +310,7 @@ async fn the_operator_uses_exactly_the_permissions_deploy_grants_and_each_rule_i
         Api::<ConfigMap>::namespaced(env.client.clone(), NAMESPACE)
             .delete_collection(
                 &DeleteParams::default(),
-                &ListParams::default().labels(policyhost::policies::configmap::POLICY_LABEL),
+                &ListParams::default().labels(POLICY_LABEL),
             )
             .await
             .expect("delete the policies of an earlier run");

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::metrics::PolicyResult;
-use policyhost::policies::configmap::{self, POLICY_LABEL, Settings};
+use policyhost::policies::configmap::{self, Settings};
 use policyhost::policies::report::Annotations;
 use policyhost::shadow::Summary;
 use policyhost::shadow::record;
@@ -25,6 +25,7 @@ use crate::common::process::{policyhost, text};
 use crate::common::publishing::{policy_map, push, push_map, wait_event};
 use crate::common::variants::version;
 use crate::common::{for_every_namespace, guest, guest_bytes};
+use policyhost::vocabulary::POLICY_LABEL;
 
 /// The label `fanout-next` adds a child for.
 const EXTRA_LABEL: &str = "policyhost.dev/test-extra";

@@ -32,7 +32,7 @@ use common::cluster::{Env, OperatorSetup};
 use kube::api::ListParams;
 use policyhost::crd::DataJob;
 use policyhost::policies::configmap::{self, Compression};
-use policyhost::policies::publish;
+use policyhost::publisher::publish;
 use policyhost::runtime::Digest;
 use serde_json::json;
 

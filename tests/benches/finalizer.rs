@@ -35,7 +35,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use policyhost::crd::{DataJob, DataJobSpec};
-use policyhost::finalizer::FINALIZER;
+use policyhost::vocabulary::FINALIZER;
 use serde_json::json;
 
 fn main() {

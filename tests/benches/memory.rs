@@ -32,7 +32,7 @@ use kube::api::{Api, DeleteParams};
 use policyhost::crd::DataJob;
 use policyhost::policies::access::Access;
 use policyhost::policies::configmap::{self, Compression, Settings};
-use policyhost::policies::publish;
+use policyhost::publisher::publish;
 use policyhost::runtime::Digest;
 use policyhost_measure::{Process, load_average_text, memory};
 use serde_json::json;

@@ -9,10 +9,10 @@ use futures::StreamExt as _;
 use kube::ResourceExt as _;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use policyhost::crd::DataJob;
-use policyhost::finalizer::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 use tokio::task::JoinHandle;
 
 use super::cluster::Env;
+use policyhost::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
 /// One delivered version.
 #[derive(Debug, Clone)]

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
-use policyhost::outbound::grant::GRANT_LABEL;
 use policyhost::policies::configmap::{self, Compression, Settings};
-use policyhost::policies::publish;
 use policyhost::policies::report::Annotations;
+use policyhost::publisher::publish;
 
 use super::cluster::{Env, eventually};
 use super::for_every_namespace;
+use policyhost::vocabulary::GRANT_LABEL;
 
 /// The ConfigMap that ships `component` as policy `name` in the test's policy namespace.
 pub fn policy_map(env: &Env, name: &str, component: &[u8], settings: &Settings) -> ConfigMap {

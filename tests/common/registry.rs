@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use base64::Engine as _;
-use policyhost::oci::local::LocalRegistry;
+use policyhost::publisher::dev_registry::LocalRegistry;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The user the registry lets in.
-pub const USER: &str = policyhost::oci::local::USER;
+pub const USER: &str = policyhost::publisher::dev_registry::USER;
 
 /// A running registry.
 pub struct Registry {

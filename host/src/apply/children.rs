@@ -33,13 +33,12 @@ use tracing::debug;
 
 use super::fields;
 use super::ownership::{self, Conflict, Holder, Verdict};
-use crate::cache::{APPLIED_HASH_ANNOTATION, ChildCaches, ChildRecord, ObjectKey};
+use crate::cache::{ChildCaches, ChildRecord, ObjectKey};
 use crate::crd::DataJob;
 use crate::runtime::ValidChild;
-use crate::watch::{DATAJOB_LABEL, MANAGED_BY_LABEL};
-
-/// The field manager of every write the operator makes.
-pub const FIELD_MANAGER: &str = "policyhost";
+use crate::vocabulary::{
+    APPLIED_HASH_ANNOTATION, DATAJOB_LABEL, FIELD_MANAGER, MANAGED_BY_LABEL, created_by_operator,
+};
 
 /// The result type of applying children.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -382,7 +381,7 @@ async fn create(api: &Api<DynamicObject>, planned: &Planned<'_>, job_uid: &str) 
             Ok(match ownership::judge(owners, job_uid) {
                 Verdict::Ours => Created::Ours(Target {
                     uid: found.metadata.uid.clone().unwrap_or_default(),
-                    fields_from_create: fields::created_by_operator(
+                    fields_from_create: created_by_operator(
                         found.metadata.managed_fields.as_deref().unwrap_or_default(),
                     ),
                 }),

@@ -1,4 +1,5 @@
-//! Kubernetes Events on DataJobs (`events.k8s.io/v1`), from the policy and the host.
+//! Kubernetes Events (`events.k8s.io/v1`): on DataJobs, from the policy and
+//! the host, and on policy ConfigMaps ([`record_on_policy`]).
 //!
 //! Every Event is an API write, so how many one DataJob gets is bounded, as
 //! the Kubernetes event recorder bounds them (its spam filter is a token
@@ -15,6 +16,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 use tracing::{debug, warn};
@@ -248,6 +254,49 @@ impl Buckets {
             let refill = now.saturating_duration_since(bucket.at).as_secs_f64() * capacity / 60.0;
             bucket.tokens + refill < capacity
         });
+    }
+}
+
+/// Records one Event on the policy ConfigMap `regarding` (action `Load`),
+/// alone, outside any bucket.
+///
+/// Each load result is its own Event: the series a recorder would make of
+/// Events with the same reason would keep the first note, and the note is
+/// what tells one version from the next. A failure to record is logged,
+/// never fatal: the ConfigMap's annotations are the record.
+pub async fn record_on_policy(
+    client: &Client,
+    instance: &str,
+    regarding: ObjectReference,
+    warning: bool,
+    reason: &str,
+    note: &str,
+) {
+    let now = Timestamp::now();
+    let namespace = regarding.namespace.clone().unwrap_or_default();
+    let event = events::v1::Event {
+        metadata: ObjectMeta {
+            name: Some(format!(
+                "{}.{:x}",
+                regarding.name.as_deref().unwrap_or("policy"),
+                now.as_nanosecond()
+            )),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        action: Some("Load".into()),
+        reason: Some(cut(reason, MAX_REASON)),
+        note: Some(cut(note, MAX_NOTE)),
+        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding),
+        reporting_controller: Some("policyhost".into()),
+        reporting_instance: Some(instance.to_owned()),
+        ..events::v1::Event::default()
+    };
+    let api: Api<events::v1::Event> = Api::namespaced(client.clone(), &namespace);
+    if let Err(error) = api.create(&PostParams::default(), &event).await {
+        warn!(%error, reason, "cannot record event");
     }
 }
 

@@ -10,30 +10,22 @@
 //! `csaupgrade` does for kubectl: one GET and one JSON patch, once in the
 //! child's life, and only if its manifest ever changes.
 
+use crate::vocabulary::{FIELD_MANAGER, is_operators};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation, TestOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use super::children::FIELD_MANAGER;
-
-/// Whether `entries` hold fields of the operator's create (an `Update`
-/// entry of its field manager on the main resource).
-#[must_use]
-pub fn created_by_operator(entries: &[ManagedFieldsEntry]) -> bool {
-    entries.iter().any(|e| is_ours(e, "Update"))
-}
-
 /// `entries` with the operator's `Update` entry merged into its `Apply`
 /// entry (made from it if there is none); `None` if there is nothing to
 /// hand over.
 #[must_use]
 pub fn handed_over(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFieldsEntry>> {
-    let at = entries.iter().position(|e| is_ours(e, "Update"))?;
+    let at = entries.iter().position(|e| is_operators(e, "Update"))?;
     let mut entries = entries.to_vec();
     let created = entries.remove(at);
-    match entries.iter_mut().find(|e| is_ours(e, "Apply")) {
+    match entries.iter_mut().find(|e| is_operators(e, "Apply")) {
         Some(applied) => {
             let mut fields = applied
                 .fields_v1
@@ -93,12 +85,6 @@ pub async fn hand_over(api: &Api<DynamicObject>, name: &str, uid: &str) -> kube:
     Ok(())
 }
 
-fn is_ours(entry: &ManagedFieldsEntry, operation: &str) -> bool {
-    entry.manager.as_deref() == Some(FIELD_MANAGER)
-        && entry.operation.as_deref() == Some(operation)
-        && entry.subresource.as_deref().unwrap_or_default().is_empty()
-}
-
 /// Adds every path of the field set `more` to `fields` (FieldsV1 trees are
 /// nested maps; a leaf is an empty map).
 fn union(fields: &mut Value, more: &Value) {
@@ -120,6 +106,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::vocabulary::created_by_operator;
 
     fn entry(manager: &str, operation: &str, fields: Value) -> ManagedFieldsEntry {
         ManagedFieldsEntry {

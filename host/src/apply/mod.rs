@@ -8,5 +8,4 @@ pub mod fields;
 pub mod ownership;
 pub mod status;
 
-pub use children::FIELD_MANAGER;
 pub use events::Events;

@@ -4,17 +4,16 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::cache::{Cached as _, ChildRecord, ObjectKey};
+use crate::crd::{ChildCounts, DataJob, DataJobStatus, PolicyRef};
+use crate::runtime::ChildPhase;
+use crate::runtime::output::ReportedCondition;
+use crate::vocabulary::FIELD_MANAGER;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-
-use super::children::FIELD_MANAGER;
-use crate::cache::{Cached as _, ChildRecord, ObjectKey};
-use crate::crd::{ChildCounts, DataJob, DataJobStatus, PolicyRef};
-use crate::runtime::ChildPhase;
-use crate::runtime::output::ReportedCondition;
 
 /// The condition the host owns: did the last reconcile go through?
 pub const READY: &str = "Ready";

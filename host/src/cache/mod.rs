@@ -23,7 +23,5 @@ pub use foreign::Foreign;
 pub use key::{ObjectKey, OwnerKey};
 #[cfg(feature = "bench-baseline")]
 pub use naive::{FullObject, NaiveCache};
-pub use records::{
-    APPLIED_HASH_ANNOTATION, ChildRecord, Owner, controlling_datajob, owner_key_of, slim_data_job,
-};
+pub use records::{ChildRecord, Owner, controlling_datajob, owner_key_of, slim_data_job};
 pub use store::{Cached, Change, Event, Index, IndexValue, Scope, Store, StoreBuilder};

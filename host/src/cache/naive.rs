@@ -28,8 +28,8 @@ use serde::Deserialize;
 use super::key::{ObjectKey, OwnerKey};
 use super::records::{ChildRecord, controlling_datajob};
 use super::store::{Cached, Scope, Store};
-use crate::apply::fields::created_by_operator;
 use crate::projection::{ChildObject, ChildStatus};
+use crate::vocabulary::created_by_operator;
 
 /// An object as the naive cache keeps it: whole, as decoded.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,14 +6,10 @@ use kube::{Resource, ResourceExt};
 
 use super::key::{ObjectKey, OwnerKey};
 use super::store::Cached;
-use crate::apply::fields::created_by_operator;
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::runtime::Child;
-
-/// The annotation holding a hash of the manifest the host last applied to a
-/// child: an unchanged desired child is not applied again.
-pub const APPLIED_HASH_ANNOTATION: &str = "policyhost.dev/applied-hash";
+use crate::vocabulary::{APPLIED_HASH_ANNOTATION, created_by_operator};
 
 /// The DataJob that controls a child (its controller ownerReference).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
 use super::reload;
 use super::terminal::println;
-use policyhost::oci::local::LocalRegistry;
+use policyhost::publisher::dev_registry::LocalRegistry;
 
 /// The field manager of objects `dev --apply` creates.
 const DEV_MANAGER: &str = "policyhost-dev";
@@ -115,7 +115,7 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
                 dir.join("config.json").display(),
                 dir.join("ca.pem").display(),
                 host = registry.host(),
-                user = policyhost::oci::local::USER,
+                user = policyhost::publisher::dev_registry::USER,
             );
             Some(Arc::new(registry))
         }

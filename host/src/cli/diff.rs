@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use policyhost::policies::candidate::{Candidate, Policy};
+use policyhost::publisher::candidate::{Candidate, Policy};
 use policyhost::shadow::Summary;
 use policyhost::shadow::summary::JobDifference;
 

@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use policyhost::policies::configmap::{self, Module, POLICY_LABEL, ROLE_LABEL, Settings};
+use policyhost::policies::configmap::{self, Module, Settings};
 use policyhost::policies::report::Annotations;
 use policyhost::runtime::Digest;
 use policyhost::shadow::Summary;
@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::cluster::{ClusterArgs, block_on};
 use super::terminal::{self, println};
+use policyhost::vocabulary::{POLICY_LABEL, ROLE_LABEL};
 
 /// Arguments of `policy list`.
 #[derive(Debug, Args)]
@@ -211,13 +212,14 @@ mod tests {
     use std::collections::BTreeMap;
 
     use kube::api::ObjectMeta;
+    use policyhost::vocabulary::CANDIDATE_ROLE;
 
     use super::*;
 
     fn map(name: &str, policy: &str, candidate: bool) -> ConfigMap {
         let mut labels = BTreeMap::from([(POLICY_LABEL.to_owned(), policy.to_owned())]);
         if candidate {
-            labels.insert(ROLE_LABEL.to_owned(), configmap::CANDIDATE_ROLE.to_owned());
+            labels.insert(ROLE_LABEL.to_owned(), CANDIDATE_ROLE.to_owned());
         }
         ConfigMap {
             metadata: ObjectMeta {

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use policyhost::policies::candidate::Policy;
-use policyhost::policies::publish;
+use policyhost::publisher::candidate::Policy;
+use policyhost::publisher::publish;
 
 use super::cluster::{ClusterArgs, block_on};
 use super::terminal::println;

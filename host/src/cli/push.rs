@@ -12,7 +12,7 @@ use policyhost::oci::signature::SigningKey;
 use policyhost::oci::{self, Reference};
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
 use policyhost::policies::grants::grant_name;
-use policyhost::policies::publish;
+use policyhost::publisher::publish;
 use policyhost::runtime::{AllowedKind, PolicySpec};
 
 use super::cluster::{ClusterArgs, block_on};

@@ -26,12 +26,13 @@ use kube::Client;
 use policyhost::policies::access::Access;
 use policyhost::policies::configmap::{self, Compression, Settings};
 use policyhost::policies::dir::policy_name;
-use policyhost::policies::publish;
+use policyhost::publisher::publish;
 use policyhost::runtime::Digest;
 
-use policyhost::oci::local::LocalRegistry;
+use policyhost::publisher::dev_registry::LocalRegistry;
 
 use super::terminal::{eprintln, println};
+use policyhost::vocabulary::POLICY_LABEL;
 
 /// How often the directory is read.
 const POLL: Duration = Duration::from_millis(250);
@@ -187,7 +188,7 @@ pub(crate) async fn print_verdict(client: &Client, map: &ConfigMap) {
         .metadata
         .labels
         .as_ref()
-        .and_then(|labels| labels.get(configmap::POLICY_LABEL))
+        .and_then(|labels| labels.get(POLICY_LABEL))
         .cloned()
         .unwrap_or_default();
     match publish::wait_observed(client, map, Duration::from_secs(60)).await {

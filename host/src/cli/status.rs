@@ -15,9 +15,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use policyhost::crd::DataJob;
-use policyhost::finalizer::{FINALIZER, FORCE_RELEASE_ANNOTATION, Pending, TERMINATING};
+use policyhost::finalizer::{Pending, TERMINATING};
 
 use super::terminal::{eprintln, print};
+use policyhost::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
 /// Arguments of `status`.
 #[derive(Debug, Args)]

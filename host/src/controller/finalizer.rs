@@ -26,11 +26,10 @@ use crate::finalizer::machine::{
     self, Action, After, Availability, Budget, Observed, Outcome, Pacing, Recall,
 };
 use crate::finalizer::status::{self, Record};
-use crate::finalizer::{
-    CLEANUP_BLOCKED, CLEANUP_FAILED, FORCE_RELEASE_ANNOTATION, POLICY_UNAVAILABLE, Pending, patch,
-};
+use crate::finalizer::{CLEANUP_BLOCKED, CLEANUP_FAILED, POLICY_UNAVAILABLE, Pending, patch};
 use crate::projection;
 use crate::runtime::{self, Cleaned, Context, Input, Policy};
+use crate::vocabulary::FORCE_RELEASE_ANNOTATION;
 
 /// The log target of force releases: one line per release, for audit.
 pub const AUDIT_TARGET: &str = "policyhost::audit";

@@ -34,11 +34,10 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::{
-    CLEANUP_BLOCKED, CLEANUP_FAILED, FINALIZER, FORCE_RELEASE_ANNOTATION, POLICY_UNAVAILABLE,
-};
+use super::{CLEANUP_BLOCKED, CLEANUP_FAILED, POLICY_UNAVAILABLE};
 use crate::crd::{CleanupSpec, DataJob};
 use crate::queue::Backoff;
+use crate::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
 /// How hard the host tries before it reports a DataJob's cleanup blocked.
 /// The host's defaults (flags) apply where `spec.cleanup` says nothing.

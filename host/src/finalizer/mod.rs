@@ -10,7 +10,7 @@
 //!
 //! # Expected flow
 //!
-//! 1. A DataJob without the finalizer [`FINALIZER`] gets it first, with a
+//! 1. A DataJob without the finalizer [`FINALIZER`](crate::vocabulary::FINALIZER) gets it first, with a
 //!    JSON patch that tests the list it extends ([`patch::add`]); nothing else
 //!    happens in that reconcile. Only then are children applied.
 //! 2. Once deletion is requested, the host calls the policy's `cleanup` with
@@ -27,7 +27,7 @@
 //! 5. Budget exhausted (`spec.cleanup`, host defaults): condition
 //!    [`CLEANUP_BLOCKED`] and a warning Event; retries go on at the longest
 //!    backoff, and the finalizer stays.
-//! 6. The annotation [`FORCE_RELEASE_ANNOTATION`]`: "true"` releases the
+//! 6. The annotation [`FORCE_RELEASE_ANNOTATION`](crate::vocabulary::FORCE_RELEASE_ANNOTATION)`: "true"` releases the
 //!    DataJob without cleanup (warning Event, audit log line).
 //! 7. The policy missing or rejected: condition [`POLICY_UNAVAILABLE`]; the
 //!    registry's change feed re-queues the DataJob when it returns.
@@ -60,10 +60,6 @@ pub use machine::{
     Recall, State,
 };
 
-/// The finalizer the host puts on every DataJob it manages.
-pub const FINALIZER: &str = "policyhost.dev/cleanup";
-/// The annotation by which a person releases a Terminating DataJob without cleanup.
-pub const FORCE_RELEASE_ANNOTATION: &str = "policyhost.dev/force-release";
 /// The phase a DataJob shows from its first recorded cleanup call on.
 pub const TERMINATING: &str = "Terminating";
 /// Condition: the last `cleanup` call failed.

@@ -37,10 +37,11 @@ use serde_json::{Value, json};
 use super::machine::{
     self, Action, After, Availability, Budget, Observed, Outcome, Pacing, Recall,
 };
+use super::patch;
 use super::status::{self, Record};
-use super::{FINALIZER, FORCE_RELEASE_ANNOTATION, patch};
 use crate::crd::{DataJob, DataJobSpec};
 use crate::queue::Backoff;
+use crate::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
 /// What the server does with one write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,13 +10,12 @@
 //! is another object, whose finalizer no earlier decision may touch. A failed
 //! test is a 422 from the API server, and the caller retries from fresh state.
 
+use crate::crd::DataJob;
+use crate::vocabulary::FINALIZER;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOperation};
 use kube::ResourceExt;
 use serde_json::Value;
-
-use super::FINALIZER;
-use crate::crd::DataJob;
 
 /// The patch that adds [`FINALIZER`] to `job` as the cache shows it.
 #[must_use]

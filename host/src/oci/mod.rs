@@ -14,8 +14,6 @@ pub mod artifact;
 pub mod cache;
 pub mod client;
 pub mod credentials;
-#[cfg(feature = "dev")]
-pub mod local;
 pub mod pull;
 pub mod push;
 pub mod reference;

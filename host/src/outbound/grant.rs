@@ -39,9 +39,6 @@ use super::origin::{Origin, OriginPattern, PatternError};
 use crate::data_keys::{self, KeyError};
 use crate::quantity::{parse_bytes, parse_integer};
 
-/// The label that marks a grant ConfigMap; its value is the policy's name.
-pub const GRANT_LABEL: &str = "policyhost.dev/grant";
-
 /// `data` keys of a grant ConfigMap.
 pub mod keys {
     /// Origin patterns, comma or newline separated (required).

@@ -31,7 +31,7 @@
 //!
 //! Limits and the share are clamped to the host's maxima (`--max-share`
 //! for the share; the host says so in the `PolicyLoaded` Event and the
-//! [`CLAMPED_ANNOTATION`]); an unknown key or a bad value rejects the
+//! [`CLAMPED_ANNOTATION`](crate::vocabulary::CLAMPED_ANNOTATION)); an unknown key or a bad value rejects the
 //! version with an error naming the key, so a typo never goes unnoticed.
 //!
 //! The host reports what it did with annotations on the ConfigMap (read by
@@ -52,43 +52,12 @@ use crate::fair::Share;
 use crate::oci::Reference;
 use crate::quantity::{format_bytes, format_millis, parse_bytes, parse_duration, parse_integer};
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
+use crate::vocabulary::{CANDIDATE_ROLE, POLICY_LABEL, ROLE_LABEL};
 
-/// The label that marks a policy ConfigMap; its value is the policy's name.
-pub const POLICY_LABEL: &str = "policyhost.dev/policy";
-/// The label that makes a policy ConfigMap its policy's candidate
-/// ([`CANDIDATE_ROLE`]) instead of its serving version (no label).
-pub const ROLE_LABEL: &str = "policyhost.dev/role";
-/// The [`ROLE_LABEL`] value of a candidate version.
-pub const CANDIDATE_ROLE: &str = "candidate";
 /// `binaryData` key of the component.
 pub const MODULE_KEY: &str = "policy.wasm";
 /// `binaryData` key of the gzip'd component.
 pub const MODULE_GZ_KEY: &str = "policy.wasm.gz";
-
-/// Host-written: the content fingerprint (see [`fingerprint`]) of the
-/// version the host last processed, loaded or not.
-pub const OBSERVED_ANNOTATION: &str = "policyhost.dev/observed";
-/// Host-written: the digest of the component this ConfigMap has in service.
-pub const LOADED_DIGEST_ANNOTATION: &str = "policyhost.dev/loaded-digest";
-/// Host-written: when that component was put in service (RFC 3339).
-pub const LOADED_AT_ANNOTATION: &str = "policyhost.dev/loaded-at";
-/// Host-written: why the last processed version was rejected
-/// (`<Reason>: <message>`); absent when it loaded.
-pub const ERROR_ANNOTATION: &str = "policyhost.dev/error";
-/// Host-written: the limits lowered to the host's maxima; absent when none.
-pub const CLAMPED_ANNOTATION: &str = "policyhost.dev/clamped";
-/// Host-written: the policy this ConfigMap provides (holds the name of,
-/// whether its last version loaded or not); absent when it provides none.
-/// When two ConfigMaps name one policy, the one recorded as providing it
-/// keeps it across a restart, whatever the order the API server lists them
-/// in ([`super::tenancy`] says what that holds against).
-pub const PROVIDES_ANNOTATION: &str = "policyhost.dev/provides";
-
-/// Host-written: on a host that pulls tags (`single-team`), the tag of
-/// `data.artifact` as first resolved, `REGISTRY/REPOSITORY:TAG@sha256:…`:
-/// later loads of the same tag (a restart, a grant change) pull that digest,
-/// not wherever the tag has moved since.
-pub const PINNED_ANNOTATION: &str = "policyhost.dev/pinned";
 
 /// The largest ConfigMap payload (keys and values of `data` and
 /// `binaryData`) the Kubernetes API server accepts.
@@ -499,7 +468,7 @@ impl<'a> Module<'a> {
 
 /// A fingerprint of a ConfigMap's content (`data` and `binaryData`, not its
 /// metadata): equal fingerprints are the same policy version. The host
-/// writes the fingerprint it processed in [`OBSERVED_ANNOTATION`], so a
+/// writes the fingerprint it processed in [`OBSERVED_ANNOTATION`](crate::vocabulary::OBSERVED_ANNOTATION), so a
 /// client can tell whether the host has seen what it pushed.
 #[must_use]
 pub fn fingerprint(

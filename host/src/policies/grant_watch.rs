@@ -16,10 +16,10 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::grants::Grants;
-use super::report;
+use crate::apply::events;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::outbound::grant::GRANT_LABEL;
+use crate::vocabulary::GRANT_LABEL;
 
 /// What the grant watch reports with, and to whom.
 pub struct GrantWatch {
@@ -137,7 +137,15 @@ impl GrantWatch {
                     ..ObjectReference::default()
                 };
                 let note = misnamed.to_string();
-                report::event(&self.client, &self.instance, regarding, true, reason, &note).await;
+                events::record_on_policy(
+                    &self.client,
+                    &self.instance,
+                    regarding,
+                    true,
+                    reason,
+                    &note,
+                )
+                .await;
             }
         }
         applied.changed

@@ -24,8 +24,8 @@ use kube::api::Api;
 use super::pull_grant::{self, PullTerms, PullTermsError};
 use crate::oci::credentials::CredentialsError;
 use crate::oci::{Credentials, PullGrant};
-use crate::outbound::grant::GRANT_LABEL;
 use crate::outbound::{CredentialError, Grant, GrantError, Outbound};
+use crate::vocabulary::GRANT_LABEL;
 
 /// The name of the one ConfigMap that may grant `policy`.
 #[must_use]

@@ -168,7 +168,7 @@ pub struct Loaded {
     /// and whether the registry was reached (not the cache).
     pub pulled: Option<(oci::Reference, bool)>,
     /// The tag it names with the digest it was resolved to
-    /// ([`configmap::PINNED_ANNOTATION`]), if it names a tag.
+    /// ([`PINNED_ANNOTATION`](crate::vocabulary::PINNED_ANNOTATION)), if it names a tag.
     pub pinned: Option<String>,
     /// Time from the start of the load to a version ready to serve.
     pub took: Duration,
@@ -184,7 +184,7 @@ pub struct Given {
     /// What its policy may pull ([`super::grants`]): nothing by default.
     pub pull: Arc<oci::PullGrant>,
     /// The tag of its artifact as first resolved
-    /// ([`configmap::PINNED_ANNOTATION`]).
+    /// ([`PINNED_ANNOTATION`](crate::vocabulary::PINNED_ANNOTATION)).
     pub pinned: Option<oci::Reference>,
 }
 

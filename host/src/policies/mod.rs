@@ -3,14 +3,12 @@
 //! for development, a local directory ([`dir`]).
 
 pub mod access;
-pub mod candidate;
 pub mod configmap;
 pub mod dir;
 pub mod grant_watch;
 pub mod grants;
 pub mod load;
 pub mod provenance;
-pub mod publish;
 pub mod pull_grant;
 pub mod refusal;
 mod registry;

@@ -12,9 +12,8 @@
 //! cannot carry `policyhost.dev/*` labels) keep such a ConfigMap from being
 //! made; this one keeps it from ever serving if it is.
 
+use crate::vocabulary::{DATAJOB_LABEL, MANAGED_BY_LABEL};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-use crate::watch::{DATAJOB_LABEL, MANAGED_BY_LABEL};
 
 /// Why a ConfigMap is not a policy source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -14,10 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::runtime::{self, Refusal};
-
-/// Host-written: the last component of this ConfigMap refused for what
-/// compiling it costs, with the limits it was refused under (JSON).
-pub const COMPILE_REFUSED_ANNOTATION: &str = "policyhost.dev/compile-refused";
+use crate::vocabulary::COMPILE_REFUSED_ANNOTATION;
 
 /// The refusal recorded in `annotations`. A value that does not parse is
 /// ignored: the component is compiled again, under the caps.

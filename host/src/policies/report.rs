@@ -4,19 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::Timestamp;
-use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use serde_json::{Map, Value};
-
-use super::configmap::{
+use crate::runtime::{Clamped, Limits, Policy, Source};
+use crate::vocabulary::{
     CLAMPED_ANNOTATION, ERROR_ANNOTATION, LOADED_AT_ANNOTATION, LOADED_DIGEST_ANNOTATION,
     OBSERVED_ANNOTATION, PINNED_ANNOTATION, PROVIDES_ANNOTATION,
 };
-use crate::runtime::{Clamped, Limits, Policy, Source};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Map, Value};
 
 /// The annotations the host keeps on one policy ConfigMap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,60 +78,6 @@ impl Annotations {
             pinned: get(PINNED_ANNOTATION),
         }
     }
-}
-
-/// The longest note the Events API accepts.
-const MAX_NOTE: usize = 1024;
-
-/// Records an Event on a policy ConfigMap.
-///
-/// Each load result is its own Event: the series a recorder would make of
-/// Events with the same reason would keep the first note, and the note is
-/// what tells one version from the next. A failure to record is logged,
-/// never fatal: the annotations are the record.
-pub(crate) async fn event(
-    client: &Client,
-    instance: &str,
-    regarding: ObjectReference,
-    warning: bool,
-    reason: &str,
-    note: &str,
-) {
-    let now = Timestamp::now();
-    let namespace = regarding.namespace.clone().unwrap_or_default();
-    let event = Event {
-        metadata: ObjectMeta {
-            name: Some(format!(
-                "{}.{:x}",
-                regarding.name.as_deref().unwrap_or("policy"),
-                now.as_nanosecond()
-            )),
-            namespace: Some(namespace.clone()),
-            ..ObjectMeta::default()
-        },
-        action: Some("Load".into()),
-        reason: Some(reason.to_owned()),
-        note: Some(truncate(note, MAX_NOTE)),
-        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-        event_time: Some(MicroTime(now)),
-        regarding: Some(regarding),
-        reporting_controller: Some("policyhost".into()),
-        reporting_instance: Some(instance.to_owned()),
-        ..Event::default()
-    };
-    let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-    if let Err(error) = api.create(&PostParams::default(), &event).await {
-        tracing::warn!(%error, reason, "cannot record event");
-    }
-}
-
-/// At most `max` bytes of `text`, cut at a character boundary.
-fn truncate(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }
 
 /// `memory 64Mi, fuel 500000000, timeout 1000ms, children 1000, output 4Mi`.
@@ -238,12 +179,6 @@ mod tests {
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
             .collect();
         assert_eq!(Annotations::read(&map), written);
-    }
-
-    #[test]
-    fn long_notes_are_cut_at_a_character_boundary() {
-        assert_eq!(truncate("abc", 5), "abc");
-        assert_eq!(truncate("aé", 2), "a");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //!   grant is ignored, with a warning and a `GrantIgnored` Event;
 //! - of two ConfigMaps naming one policy, the one that provides it keeps it
 //!   (the other is refused, `Conflict`), and after a restart the one the
-//!   host recorded as providing it ([`super::configmap::PROVIDES_ANNOTATION`])
+//!   host recorded as providing it ([`PROVIDES_ANNOTATION`](crate::vocabulary::PROVIDES_ANNOTATION))
 //!   keeps it, whatever the order the API server lists them in.
 //!
 //! [`Tenancy::Strict`] (the default) adds: only `policy-<name>` provides

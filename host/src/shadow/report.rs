@@ -10,10 +10,11 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use tracing::warn;
 
-use super::summary::{ANNOTATION, Summary};
+use super::summary::Summary;
 use super::{Candidate, Candidates};
+use crate::apply::events;
 use crate::leader::Leadership;
-use crate::policies::report;
+use crate::vocabulary::SHADOW_ANNOTATION;
 
 /// The shortest time between two writes of one candidate's summary: the
 /// summary costs the API server at most one write per candidate per this
@@ -73,7 +74,7 @@ impl Reporter {
         let name = reference.name.clone().unwrap_or_default();
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
         let patch = serde_json::json!({
-            "metadata": { "annotations": { ANNOTATION: text(&summary) } }
+            "metadata": { "annotations": { SHADOW_ANNOTATION: text(&summary) } }
         });
         if let Err(error) = api
             .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
@@ -85,7 +86,7 @@ impl Reporter {
         }
         if announce {
             let note = first_difference(policy, &summary);
-            report::event(
+            events::record_on_policy(
                 &self.client,
                 &self.instance,
                 reference,

@@ -1,7 +1,7 @@
 //! What a candidate's shadow calls came to, bounded: counts by result, and
 //! the DataJobs whose latest call differed, each with its first
 //! differences. The host writes it on the candidate's ConfigMap
-//! ([`ANNOTATION`]); `policy diff` and `policy promote` read it there.
+//! ([`SHADOW_ANNOTATION`]); `policy diff` and `policy promote` read it there.
 //!
 //! A summary is the evidence of one pair: the candidate's digest and the
 //! serving version's it was compared with. A new candidate starts a new
@@ -14,13 +14,7 @@ use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use serde::{Deserialize, Serialize};
 
 use super::diff::Verdict;
-
-/// The annotation of the candidate's ConfigMap that holds its summary (JSON).
-pub const ANNOTATION: &str = "policyhost.dev/shadow";
-/// The annotation `policy diff` writes: the faults it showed, and of which
-/// pair ([`Examined`]), so that `policy promote` refuses only while newer
-/// ones of the same pair are unseen.
-pub const EXAMINED_ANNOTATION: &str = "policyhost.dev/faults-examined";
+use crate::vocabulary::{EXAMINED_ANNOTATION, SHADOW_ANNOTATION};
 
 /// Bytes kept of one line (a difference, a fault): a candidate chooses
 /// the keys of its manifests, so a pointer may be as long as its output.
@@ -234,7 +228,7 @@ impl Summary {
     /// Reads the summary from a ConfigMap's annotations, if it has one.
     #[must_use]
     pub fn read(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Option<Self> {
-        serde_json::from_str(annotations?.get(ANNOTATION)?).ok()
+        serde_json::from_str(annotations?.get(SHADOW_ANNOTATION)?).ok()
     }
 
     /// What `policy diff` marks examined once it showed this summary.
@@ -433,7 +427,7 @@ mod tests {
                 .all(|j| j.differences.len() == MAX_DIFFERENCES && j.more == 3)
         );
         let text = serde_json::to_string(&summary).unwrap();
-        let annotations = [(ANNOTATION.to_owned(), text.clone())].into();
+        let annotations = [(SHADOW_ANNOTATION.to_owned(), text.clone())].into();
         let read = Summary::read(Some(&annotations)).expect("a summary");
         assert_eq!(serde_json::to_string(&read).unwrap(), text);
     }

@@ -46,7 +46,7 @@
 //! - Two ConfigMaps naming the same policy (or both its candidate): the one that provides it keeps
 //!   it, the other is rejected (`Conflict`) until the first is deleted, then
 //!   takes over. The provider is recorded on its ConfigMap
-//!   ([`configmap::PROVIDES_ANNOTATION`]), and on a start the recorded one
+//!   ([`PROVIDES_ANNOTATION`](crate::vocabulary::PROVIDES_ANNOTATION)), and on a start the recorded one
 //!   keeps the name whatever the order the API server lists them in.
 //! - Only `grant-<name>` grants `<name>`; a ConfigMap of another name
 //!   labelled as a grant grants nothing and gets a `GrantIgnored` Event.
@@ -81,7 +81,6 @@ use tracing::{info, warn};
 use self::pulls::Pulls;
 pub use self::record::{Claim, Record, Role};
 use self::record::{Content, split};
-use super::configmap::POLICY_LABEL;
 use super::grant_watch::GrantWatch;
 use super::grants::Grants;
 use super::load;
@@ -95,6 +94,7 @@ use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
 use crate::shadow::Candidates;
 use crate::shadow::report::Reporter;
+use crate::vocabulary::POLICY_LABEL;
 
 /// How the ConfigMap source runs.
 #[derive(Debug, Clone)]

@@ -7,11 +7,14 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 
-use super::super::configmap::{self, POLICY_LABEL, ROLE_LABEL};
+use super::super::configmap;
 use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
 use crate::cache::{Cached, ObjectKey};
+use crate::vocabulary::{
+    CANDIDATE_ROLE, PINNED_ANNOTATION, POLICY_LABEL, PROVIDES_ANNOTATION, ROLE_LABEL,
+};
 
 /// Which version of its policy a ConfigMap offers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -35,7 +38,7 @@ impl Role {
             .map(String::as_str)
         {
             None => Self::Serving,
-            Some(configmap::CANDIDATE_ROLE) => Self::Candidate,
+            Some(CANDIDATE_ROLE) => Self::Candidate,
             Some(other) => Self::Unknown(other.to_owned()),
         }
     }
@@ -79,7 +82,7 @@ pub struct Record {
     /// Why it may not be a policy at all (a DataJob's child), if so.
     pub foreign: Option<Foreign>,
     /// The policy the host last recorded it as providing
-    /// ([`configmap::PROVIDES_ANNOTATION`]).
+    /// ([`PROVIDES_ANNOTATION`]).
     pub provides: Option<String>,
 }
 
@@ -105,7 +108,7 @@ impl Record {
             provides: meta
                 .annotations
                 .as_ref()
-                .and_then(|annotations| annotations.get(configmap::PROVIDES_ANNOTATION))
+                .and_then(|annotations| annotations.get(PROVIDES_ANNOTATION))
                 .cloned(),
         }
     }
@@ -188,7 +191,7 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
         .metadata
         .annotations
         .as_ref()
-        .and_then(|annotations| annotations.get(configmap::PINNED_ANNOTATION))
+        .and_then(|annotations| annotations.get(PINNED_ANNOTATION))
         .and_then(|text| text.parse().ok());
     contents.insert(
         record.key.clone(),
@@ -217,7 +220,7 @@ mod tests {
                 namespace: Some("policyhost-system".into()),
                 labels: Some([(POLICY_LABEL.to_owned(), policy.to_owned())].into()),
                 annotations: provides
-                    .map(|p| [(configmap::PROVIDES_ANNOTATION.to_owned(), p.to_owned())].into()),
+                    .map(|p| [(PROVIDES_ANNOTATION.to_owned(), p.to_owned())].into()),
                 ..ObjectMeta::default()
             },
             ..ConfigMap::default()

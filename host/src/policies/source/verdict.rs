@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use tracing::{debug, info, warn};
 
-use super::super::configmap::{self, POLICY_LABEL};
+use super::super::configmap;
 use super::super::grants;
 use super::super::load;
 use super::super::provenance::Foreign;
@@ -19,8 +19,10 @@ use super::super::report::{self, Annotations};
 use super::super::tenancy::Tenancy;
 use super::record::{Claim, Content, Record, Role};
 use super::{After, Inner, Pending, Reported};
+use crate::apply::events;
 use crate::cache::ObjectKey;
 use crate::chain::display_chain;
+use crate::vocabulary::{CANDIDATE_ROLE, POLICY_LABEL, ROLE_LABEL};
 
 /// Why a version was not put in service.
 #[derive(Debug, thiserror::Error)]
@@ -31,8 +33,8 @@ pub enum Refused {
     /// The `policyhost.dev/role` label names no role the host knows.
     #[error(
         "the `{label}` label is `{0}`; the only role is `{candidate}` (no label: the serving version)",
-        label = configmap::ROLE_LABEL,
-        candidate = configmap::CANDIDATE_ROLE
+        label = ROLE_LABEL,
+        candidate = CANDIDATE_ROLE
     )]
     UnknownRole(String),
     /// The host's tenancy does not let this ConfigMap offer the version.
@@ -411,7 +413,7 @@ impl Inner {
             return;
         }
         let note = format!("not loaded as policy `{}`: {foreign}", record.policy);
-        report::event(
+        events::record_on_policy(
             &self.client,
             &self.config.instance,
             record.reference(),
@@ -462,7 +464,7 @@ impl Inner {
             debug!(configmap = %record.key, reason, "not leading: the leader reports the load");
             return;
         }
-        report::event(
+        events::record_on_policy(
             &self.client,
             &self.config.instance,
             record.reference(),

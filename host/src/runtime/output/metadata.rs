@@ -14,13 +14,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::vocabulary::RESERVED_PREFIX;
 use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
-
-/// The prefix of every label and annotation key the host sets
-/// (`policyhost.dev/managed-by`, `policyhost.dev/datajob`,
-/// `policyhost.dev/applied-hash`, ...): a child may carry none of its own.
-pub const RESERVED_PREFIX: &str = "policyhost.dev/";
 
 /// A `metadata` field of a child that the host or the API server owns.
 ///

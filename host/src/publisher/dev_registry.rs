@@ -18,11 +18,12 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
-use super::client::{Call, Session};
-use super::{Basic, Reference};
-use crate::outbound::grant::{GRANT_LABEL, keys};
+use crate::oci::client::{Call, Session};
+use crate::oci::{self, Basic, Reference};
+use crate::outbound::grant::keys;
 use crate::policies::grants::grant_name;
 use crate::policies::pull_grant;
+use crate::vocabulary::GRANT_LABEL;
 
 /// The user the registry lets in.
 pub const USER: &str = "policyhost";
@@ -56,13 +57,13 @@ pub enum LocalError {
     NotReady(PathBuf),
     /// A push to it failed.
     #[error(transparent)]
-    Push(#[from] super::push::PushError),
+    Push(#[from] oci::push::PushError),
     /// A reference or URL of it does not parse.
     #[error(transparent)]
-    Reference(#[from] super::reference::ParseError),
+    Reference(#[from] oci::reference::ParseError),
     /// The URL of its API does not parse.
     #[error(transparent)]
-    Client(#[from] super::client::ClientError),
+    Client(#[from] oci::client::ClientError),
     /// Writing the grant or the pull secret failed.
     #[error("cannot apply {what}")]
     Apply {
@@ -87,7 +88,7 @@ pub struct LocalRegistry {
     ca: CertificateDer<'static>,
     ca_pem: String,
     login: Basic,
-    client: super::Client,
+    client: oci::Client,
     dir: PathBuf,
 }
 
@@ -142,9 +143,9 @@ impl LocalRegistry {
             .map_err(file_error(binary))?;
         let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes())
             .map_err(|_| LocalError::Trust(rustls::Error::General("the CA's PEM".into())))?;
-        let client = super::Client::new(&super::ClientConfig {
+        let client = oci::Client::new(&oci::ClientConfig {
             extra_roots: vec![ca.clone()],
-            ..super::ClientConfig::default()
+            ..oci::ClientConfig::default()
         })?;
         let registry = Self {
             child,
@@ -205,7 +206,7 @@ impl LocalRegistry {
             let mut session = Session::with(&self.host, Some(&self.login));
             let call = Call {
                 method: Method::GET,
-                uri: super::client::url(&self.host, "/v2/")?,
+                uri: oci::client::url(&self.host, "/v2/")?,
                 accept: &[],
                 content_type: None,
                 body: bytes::Bytes::new(),
@@ -230,7 +231,7 @@ impl LocalRegistry {
     /// [`LocalError::Push`].
     pub async fn push(&self, name: &str, component: &[u8]) -> Result<Reference, LocalError> {
         let tagged: Reference = format!("{}/policies/{name}:dev", self.host).parse()?;
-        let digest = super::push::push(&self.client, &tagged, Some(&self.login), component).await?;
+        let digest = oci::push::push(&self.client, &tagged, Some(&self.login), component).await?;
         Ok(tagged.with_digest(digest))
     }
 

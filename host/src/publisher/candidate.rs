@@ -17,10 +17,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::configmap::{self, POLICY_LABEL, ROLE_LABEL};
 use super::publish;
-use super::report::Annotations;
-use crate::shadow::summary::{EXAMINED_ANNOTATION, Examined, Summary};
+use crate::policies::configmap;
+use crate::policies::report::Annotations;
+use crate::shadow::summary::{Examined, Summary};
+use crate::vocabulary::{CANDIDATE_ROLE, EXAMINED_ANNOTATION, POLICY_LABEL, ROLE_LABEL};
 
 /// Why a candidate cannot be read, marked or promoted.
 #[derive(Debug, thiserror::Error)]
@@ -202,8 +203,7 @@ impl Policy {
             .map_err(|source| self.api_error("read", &name, source))?
             .filter(|map| {
                 map.labels().get(POLICY_LABEL) == Some(&self.name)
-                    && map.labels().get(ROLE_LABEL).map(String::as_str)
-                        == Some(configmap::CANDIDATE_ROLE)
+                    && map.labels().get(ROLE_LABEL).map(String::as_str) == Some(CANDIDATE_ROLE)
             })
             .ok_or_else(|| Error::Missing {
                 policy: self.name.clone(),

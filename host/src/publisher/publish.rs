@@ -7,12 +7,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
-use super::configmap;
-use super::report::Annotations;
-
-/// The field manager of `policy push` and `policyhost dev`: it owns the
-/// label, `data` and `binaryData`; the host's annotations are the host's.
-pub const FIELD_MANAGER: &str = "policyhost-push";
+use crate::policies::configmap;
+use crate::policies::report::Annotations;
+use crate::vocabulary::PUBLISH_FIELD_MANAGER;
 
 /// Why publishing or waiting failed.
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +73,7 @@ pub async fn apply(client: &Client, map: &ConfigMap) -> Result<ConfigMap, Error>
     body.metadata.resource_version = None;
     api.patch(
         &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(PUBLISH_FIELD_MANAGER).force(),
         &Patch::Apply(&body),
     )
     .await
