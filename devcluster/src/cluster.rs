@@ -12,11 +12,12 @@ use tokio::task::JoinHandle;
 use crate::counters::Counters;
 use crate::faults::{FaultControls, Faults};
 use crate::http::{self, App};
+use crate::object::GroupResource;
 use crate::object::ObjectKey;
 use crate::ops::{Target, Writer};
 use crate::pods::{self, PodSimulation};
 use crate::rand::Rng;
-use crate::resource::{GroupResource, Registry};
+use crate::resource::Registry;
 use crate::store::Store;
 use crate::{gc, kubeconfig};
 

@@ -145,7 +145,7 @@ impl FaultControls {
             if self.rng.next_f64() >= rule.rate {
                 continue;
             }
-            let gr = crate::resource::GroupResource::new(group, resource);
+            let gr = crate::object::GroupResource::new(group, resource);
             return Some(match rule.code {
                 429 => ApiError::too_many_requests(rule.retry_after_seconds.unwrap_or(1)),
                 409 => ApiError::conflict(&gr, "", "injected conflict; please retry"),

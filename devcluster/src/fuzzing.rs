@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::patch::{self, Context, PatchType, schema};
+use crate::patch::{self, Context, PatchType};
+use crate::schema;
 
 /// The kinds whose merge rules a patch is read with: an untyped object and built-in
 /// kinds with keyed lists, sets and maps.

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use crate::object::GroupResource;
 use crate::object::ObjectKey;
 use crate::ops::{self, DeleteOptions, FOREGROUND, ORPHAN, Propagation, Target, Writer};
-use crate::resource::{GroupResource, Registry};
+use crate::resource::Registry;
 use crate::store::{GcWork, Store, Txn};
 use crate::strategy::NAMESPACE_FINALIZER;
 

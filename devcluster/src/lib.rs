@@ -40,13 +40,12 @@ pub mod pods;
 mod proto;
 mod rand;
 mod resource;
-mod schema;
+pub mod schema;
 mod selector;
 mod status;
 mod store;
 mod strategy;
 mod table;
-mod watch;
 
 pub use cluster::{Config, DevCluster, Error, Result};
 pub use counters::Counters;

@@ -7,6 +7,34 @@ use std::collections::HashSet;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
+/// A group and a plural resource name, the identity of a storage table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct GroupResource {
+    /// API group, "" for core.
+    pub(crate) group: String,
+    /// Plural resource name.
+    pub(crate) resource: String,
+}
+
+impl GroupResource {
+    /// A group-resource.
+    pub(crate) fn new(group: &str, resource: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+        }
+    }
+
+    /// `pods` or `deployments.apps`, as error messages print it.
+    pub(crate) fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+}
+
 /// Where an object lives inside one resource: namespace ("" when cluster-scoped) and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct ObjectKey {

@@ -12,10 +12,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::clock;
+use crate::object::GroupResource;
 use crate::object::ObjectKey;
 use crate::ops::{Part, Target, Writer};
 use crate::rand::Rng;
-use crate::resource::{GroupResource, Registry};
+use crate::resource::Registry;
 use crate::store::{EventKind, ListQuery, Store};
 
 /// The annotation that sets a Pod's run time in seconds.

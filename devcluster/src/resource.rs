@@ -6,38 +6,11 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use crate::gotypes::GoType;
-use crate::patch::schema::Schema as MergeSchema;
+use crate::object::GroupResource;
+use crate::schema::Schema as MergeSchema;
 use crate::strategy::{
     BinaryData, CustomResourceDefinitions, Generic, Namespaces, Pods, Secrets, Services, Strategy,
 };
-
-/// A group and a plural resource name, the identity of a storage table.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct GroupResource {
-    /// API group, "" for core.
-    pub(crate) group: String,
-    /// Plural resource name.
-    pub(crate) resource: String,
-}
-
-impl GroupResource {
-    /// A group-resource.
-    pub(crate) fn new(group: &str, resource: &str) -> Self {
-        Self {
-            group: group.to_owned(),
-            resource: resource.to_owned(),
-        }
-    }
-
-    /// `pods` or `deployments.apps`, as error messages print it.
-    pub(crate) fn qualified(&self) -> String {
-        if self.group.is_empty() {
-            self.resource.clone()
-        } else {
-            format!("{}.{}", self.resource, self.group)
-        }
-    }
-}
 
 /// A CRD `additionalPrinterColumns` entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +44,7 @@ pub(crate) struct Version {
     /// The structural schema (`openAPIV3Schema`) of a CRD version.
     pub(crate) schema: Option<Value>,
     /// How strategic merge patch and server-side apply merge objects of a CRD
-    /// version (built-in kinds use [`crate::patch::schema::builtin`]).
+    /// version (built-in kinds use [`crate::schema::builtin`]).
     pub(crate) merge: Option<Arc<MergeSchema>>,
 }
 
@@ -131,7 +104,7 @@ impl ResourceType {
     /// schema, or (built-in kinds outside the table, CRDs without a schema)
     /// objects merged key by key and lists replaced.
     pub(crate) fn merge_schema(&self, v: &str) -> Arc<MergeSchema> {
-        if let Some(schema) = crate::patch::schema::builtin_shared(&self.gr.group, v, &self.kind) {
+        if let Some(schema) = crate::schema::builtin_shared(&self.gr.group, v, &self.kind) {
             return Arc::clone(schema);
         }
         if let Some(schema) = self.version(v).and_then(|x| x.merge.as_ref()) {

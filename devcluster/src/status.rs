@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::resource::GroupResource;
+use crate::object::GroupResource;
 
 /// One cause inside a `Status.details.causes` list.
 #[derive(Debug, Clone, PartialEq, Eq)]

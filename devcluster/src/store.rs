@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::{Notify, broadcast};
 
+use crate::object::GroupResource;
 use crate::object::{self, ObjectKey, Stored};
-use crate::resource::GroupResource;
 
 /// Store errors.
 #[derive(Debug, thiserror::Error)]

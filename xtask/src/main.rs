@@ -35,6 +35,7 @@ mod certs;
 mod cluster;
 mod hygiene;
 mod kube;
+mod layers;
 mod peers;
 mod polyglot;
 mod tools;
@@ -64,6 +65,7 @@ fn main() -> ExitCode {
         "demo" => run_demo(rest),
         "bench" => run_bench(rest),
         "cluster" => cluster::command(rest),
+        "layers" => check_layers(),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "peers" => peers::build().map(|bin| println!("xtask: peers {}", bin.display())),
         "polyglot" => polyglot::build().map(|_| ()),
@@ -113,6 +115,8 @@ fn print_help() {
          \x20             build guests, release binaries, the control plane and the peers, then\n\
          \x20             run policyhost and the controller-runtime peers in turn on the real\n\
          \x20             control plane (ARGS go to tests/benches/peers.rs)\n\
+         layers        check every import of host/src and devcluster/src against the floors\n\
+         \x20             docs/architecture.md states (upward imports, cycles between folders)\n\
          cluster up|stop|down|env [--dir DIR]\n\
          \x20             build the real control plane from tools/kube/ if needed and start it\n\
          \x20             on loopback (the last line of `up` is KUBECONFIG=<file>; on the state\n\
@@ -133,6 +137,27 @@ fn print_help() {
         REGISTRY = tools::REGISTRY.version,
         COSIGN = tools::COSIGN.version
     );
+}
+
+/// `layers`: the crates' imports against the floors docs/architecture.md
+/// states ([`layers`]).
+fn check_layers() -> Result<(), String> {
+    let findings = layers::check_workspace(&workspace_root())?;
+    if findings.is_empty() {
+        println!(
+            "xtask: every import keeps the floors of {}",
+            layers::DOCUMENT
+        );
+        return Ok(());
+    }
+    for finding in &findings {
+        eprintln!("xtask: {finding}");
+    }
+    Err(format!(
+        "{} imports or cycles depart from the floors of {}",
+        findings.len(),
+        layers::DOCUMENT
+    ))
 }
 
 /// `bench scale`: the operator-at-scale benchmark, then the lookup benchmark;
@@ -288,6 +313,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
 /// whole test suite on devcluster, then the end-to-end tests again on the
 /// real control plane. With ARGS, both runs take them instead.
 fn run_tests(extra: &[String]) -> Result<(), String> {
+    check_layers()?;
     prepare_guests()?;
     polyglot::build()?;
     // The binaries the tests start, built with the tests: one feature

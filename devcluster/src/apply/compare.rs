@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::fieldset::{FieldSet, PathElement};
 use super::typed::{Shape, index_items, is_empty, shape};
-use crate::patch::schema::{ListNode, Node};
+use crate::schema::{ListNode, Node};
 
 /// The difference between two versions of an object, as field sets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -222,7 +222,7 @@ mod tests {
 
     use super::*;
     use crate::apply::fieldset::Path;
-    use crate::patch::schema::{self, Schema};
+    use crate::schema::{self, Schema};
 
     fn pod() -> &'static Schema {
         schema::builtin("", "v1", "Pod").expect("built in")

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::fieldset::{FieldSet, PathElement};
 use super::typed::{Shape, index_items, is_empty, shape};
-use crate::patch::schema::{ListNode, Node};
+use crate::schema::{ListNode, Node};
 
 /// Lays `config` over `live`: maps merge key by key, sets and associative
 /// lists item by item, everything else takes the configuration's value. A
@@ -170,7 +170,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::patch::schema::{self, Schema};
+    use crate::schema::{self, Schema};
 
     fn pod() -> &'static Schema {
         schema::builtin("", "v1", "Pod").expect("built in")

@@ -23,7 +23,7 @@
 //!
 //! ```
 //! use devcluster::apply::{self, Request};
-//! use devcluster::patch::schema;
+//! use devcluster::schema;
 //! use serde_json::json;
 //!
 //! let schema = schema::builtin("", "v1", "ConfigMap").expect("built in");
@@ -47,7 +47,7 @@
 //! - The oldest `Update` managers are never folded into an
 //!   `ancient-changes` entry, as kube-apiserver does past ten of them.
 //! - Built-in kinds are described only where their lists or maps depart
-//!   from the defaults (see [`crate::patch::schema`]); elsewhere a field is a struct
+//!   from the defaults (see [`crate::schema`]); elsewhere a field is a struct
 //!   field, which matches kube-apiserver except for maps of objects.
 
 mod compare;
@@ -66,7 +66,7 @@ pub use fieldset::{Error as FieldsV1Error, FieldSet, Path, PathElement};
 pub use managed::{Entry, Error as ManagedFieldsError, Identity, ManagedFields, Operation};
 pub use typed::{FieldError, FieldErrors};
 
-use crate::patch::schema::Schema;
+use crate::schema::Schema;
 
 /// The manager that owns the fields of an object that had no managed fields
 /// when it was first applied to.

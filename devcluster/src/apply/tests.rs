@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::patch::schema::{self, Schema};
+use crate::schema::{self, Schema};
 
 const T0: &str = "2024-05-01T10:00:00Z";
 const T1: &str = "2024-05-01T11:00:00Z";

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::fieldset::{FieldSet, PathElement};
 use crate::gotypes::{self, Atom, GoType, Numbers};
-use crate::patch::schema::{ListKind, ListNode, Node};
+use crate::schema::{ListKind, ListNode, Node};
 
 /// What a value is at a schema position, for merging.
 pub(crate) enum Shape<'a> {
@@ -327,7 +327,7 @@ mod tests {
 
     use super::*;
     use crate::apply::fieldset::Path;
-    use crate::patch::schema::{self, Schema};
+    use crate::schema::{self, Schema};
 
     fn pod() -> &'static Schema {
         schema::builtin("", "v1", "Pod").expect("built in")

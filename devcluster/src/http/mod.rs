@@ -5,6 +5,7 @@ mod admin;
 pub(crate) mod render;
 pub(crate) mod request;
 mod resources;
+mod watch;
 
 use std::sync::Arc;
 

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::render::{Include, View};
 use super::request::{self, Output, Query, RvMatch, Target};
+use super::watch;
 use super::{App, header, json_response};
 use crate::apply;
 use crate::counters;
@@ -22,7 +23,6 @@ use crate::resource::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector, Selectors};
 use crate::status::{self, ApiError, Result};
 use crate::store::{self, ListQuery};
-use crate::watch;
 
 /// The body media types served (protobuf only for Namespaces, ConfigMaps and Secrets).
 const BODY_TYPES: &str = "application/json, application/vnd.kubernetes.protobuf";

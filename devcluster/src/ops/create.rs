@@ -7,8 +7,9 @@ use serde_json::{Map, Value, json};
 
 use super::{Target, Writer, check_namespace, check_type, check_url_name, field_invalid, md};
 use crate::clock;
+use crate::object::GroupResource;
 use crate::object::Stored;
-use crate::resource::{GroupResource, ResourceType};
+use crate::resource::ResourceType;
 use crate::status::{ApiError, Result};
 use crate::store::Txn;
 

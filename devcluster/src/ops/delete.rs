@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 
 use super::{Target, Writer, finalizers, internal, md, write_finalizers};
 use crate::clock;
+use crate::object::GroupResource;
 use crate::object::{ObjectKey, Stored};
-use crate::resource::{GroupResource, ResourceType};
+use crate::resource::ResourceType;
 use crate::status::{ApiError, Result};
 use crate::store::{GcWork, Txn};
 

@@ -259,7 +259,7 @@ impl Writer<'_> {
         let Some(schema) = rt.version(version).and_then(|v| v.schema.as_ref()) else {
             return Ok(());
         };
-        let dropped = crate::schema::apply(body, schema);
+        let dropped = crate::schema::structural::apply(body, schema);
         if !self.strict || dropped.is_empty() {
             return Ok(());
         }

@@ -7,7 +7,6 @@
 
 pub(crate) mod json;
 pub(crate) mod merge;
-pub mod schema;
 pub mod strategic;
 
 use std::sync::Arc;
@@ -16,6 +15,7 @@ use serde_json::Value;
 
 use crate::apply;
 use crate::gotypes::{self, Numbers};
+use crate::schema;
 use crate::status::{ApiError, Cause, Result};
 
 /// The patch media types a kind takes, for 415 messages: built-in kinds take all four,

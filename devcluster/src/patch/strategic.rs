@@ -20,7 +20,7 @@
 //!
 //! ```
 //! use devcluster::patch::strategic;
-//! use devcluster::patch::schema;
+//! use devcluster::schema;
 //! use serde_json::json;
 //!
 //! let pods = schema::builtin("", "v1", "Pod").expect("built in");
@@ -35,7 +35,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::patch::schema::{Node, Schema, Strategy};
+use crate::schema::{Node, Schema, Strategy};
 
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::patch::schema::{self, Schema};
+use crate::schema::{self, Schema};
 
 fn kind(group: &str, kind: &str) -> &'static Schema {
     schema::builtin(group, "v1", kind).expect("built in")

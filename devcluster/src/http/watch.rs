@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::{Instant, sleep_until};
 
+use super::render::{View, error_event};
 use crate::faults::FaultControls;
-use crate::http::render::{View, error_event};
 use crate::object::Stored;
 use crate::selector::Selectors;
 use crate::status::ApiError;

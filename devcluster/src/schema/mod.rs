@@ -1,4 +1,9 @@
-//! Merge metadata per kind, shared by strategic merge patch and server-side apply.
+//! What devcluster knows of each kind's shape: the merge metadata shared by
+//! strategic merge patch and server-side apply (here), and the structural
+//! schema of a custom resource, which prunes and defaults its writes
+//! ([`structural`]).
+//!
+//! ## Merge metadata
 //!
 //! Both patch semantics need to know, for each list of an object, whether it is
 //! replaced whole or merged item by item (and by which key), and for each map
@@ -11,7 +16,7 @@
 //! tree, so that both patch implementations read the same table.
 //!
 //! ```
-//! use devcluster::patch::schema;
+//! use devcluster::schema;
 //!
 //! let pods = schema::builtin("", "v1", "Pod").expect("pods are built in");
 //! assert!(pods.supports_strategic_merge());
@@ -20,6 +25,7 @@
 
 mod builtin;
 mod crd;
+pub(crate) mod structural;
 
 use std::collections::BTreeMap;
 
