@@ -284,125 +284,28 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Prepares the operator against the cluster of `config`.
+    /// Prepares the operator against the cluster of `config`: its link to
+    /// the API server, the policy versions it serves, the controller that
+    /// acts on them, and its endpoints.
     pub async fn new(config: kube::Config, options: Options) -> Result<Self, Error> {
         let metrics = Arc::new(Metrics::default());
-        let leadership = match &options.leader {
-            Some(election) => {
-                election.validate().map_err(Error::Leader)?;
-                Leadership::elected()
-            }
-            None => Leadership::unelected(),
-        };
-        // The Lease has its own client: renewals must go out although the
-        // fence is closed, and must not queue behind throttled writes.
-        let elector = match &options.leader {
-            Some(election) => {
-                let lease_client = plain_client(config.clone(), &options)?;
-                Some(
-                    Elector::new(lease_client, election.clone(), leadership.clone())
-                        .map_err(Error::Leader)?,
-                )
-            }
-            None => None,
-        };
-        let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
-        let client = client(config, &options, &fence)?;
-        let child_kinds = discover(&client, &options.child_kinds).await?;
-        #[cfg(feature = "bench-baseline")]
-        if options.cache == cache::Mode::Naive {
-            warn!(
-                "cache mode naive: every object of each child kind is watched, cached in full \
-                 and scanned; a baseline for measurements, not for production"
-            );
-        }
-        let runtime = Runtime::new(options.runtime.clone()).map_err(Error::Runtime)?;
-        let registry = Registry::new();
-        if let Some(dir) = &options.policy_dir {
-            let loaded = policies::dir::load(&runtime, &registry, dir).await?;
-            info!(installed = ?loaded.installed, rejected = ?loaded.rejected, dir = %dir.display(), "policies loaded");
-        }
-        let scopes = if options.namespaces.is_empty() {
-            vec![Scope::Cluster]
-        } else {
-            options
-                .namespaces
-                .iter()
-                .map(|ns| Scope::Namespace(ns.as_str().into()))
-                .collect()
-        };
-        let streaming_lists = match options.streaming_lists {
-            StreamingLists::Always => true,
-            StreamingLists::Never => false,
-            StreamingLists::Auto => watch::streaming_lists_supported(&client, &scopes[0]).await,
-        };
-        info!(
-            streaming_lists,
-            "watch streams start with {}",
-            if streaming_lists {
-                "a streaming list"
-            } else {
-                "a paginated list"
-            }
-        );
-        let listener = match options.listen {
-            Some(addr) => Some(
-                server::bind(addr)
-                    .await
-                    .map_err(|source| Error::Listen { addr, source })?,
-            ),
-            None => None,
-        };
-        for (name, entry) in registry.entries() {
-            if let Some(policy) = entry.serving {
-                metrics.policy_swapped(&name, None, Some(&policy.digest().to_hex()));
-            }
-        }
-        let candidates = Candidates::new(
-            runtime.clone(),
-            Arc::clone(&metrics),
-            options.record_calls.clone(),
-        );
-        let policies = options.policy_namespace.as_ref().map(|namespace| {
-            ConfigMapSource::new(
-                client.clone(),
-                runtime.clone(),
-                Arc::clone(&registry),
-                Arc::clone(&candidates),
-                Arc::clone(&metrics),
-                policies::source::Config {
-                    namespace: namespace.clone(),
-                    streaming_lists,
-                    load: policies::load::Config {
-                        max_module_bytes: options.max_policy_bytes,
-                        child_kinds: options.child_kinds.clone(),
-                        tenancy: options.policy_tenancy,
-                        puller: options.registries.puller(),
-                        signed_for: options.registries.signed_for(),
-                        teams: options.teams.clone(),
-                    },
-                    // One load at a time, as there is one compile slot: a
-                    // second worker would only wait for the slot, and hold
-                    // the turn of the team it took next.
-                    workers: 1,
-                    secret_refresh: options.grant_secret_refresh,
-                    instance: options.instance.clone(),
-                    leadership: leadership.clone(),
-                },
-            )
-        });
+        let link = Link::connect(config, &options, &metrics).await?;
+        let versions = Versions::load(&link, &options, &metrics).await?;
+        let listener = listen(options.listen).await?;
+        let Link {
+            client,
+            leadership,
+            elector,
+            watch,
+            child_kinds,
+        } = link;
         let controller = Controller::new(
             client,
-            runtime,
-            (registry, candidates),
+            versions.runtime,
+            (versions.registry, versions.candidates),
             Arc::clone(&metrics),
             controller::Config {
-                watch: watch::Config {
-                    scopes,
-                    instance: options.instance.clone(),
-                    streaming_lists,
-                    child_settle: options.child_settle,
-                },
+                watch,
                 workers: options.workers,
                 backoff: options.backoff,
                 child_kinds,
@@ -415,7 +318,7 @@ impl Operator {
         );
         Ok(Self {
             controller,
-            policies,
+            policies: versions.source,
             metrics,
             listener,
             elector,
@@ -531,6 +434,161 @@ impl Operator {
         }
         Ok(())
     }
+}
+
+/// The operator's link to the API server: who may write (the leadership
+/// and its fence), the clients, the child kinds as served and how the
+/// watches start.
+struct Link {
+    client: Client,
+    leadership: Leadership,
+    elector: Option<Elector>,
+    watch: watch::Config,
+    child_kinds: Vec<ApiResource>,
+}
+
+impl Link {
+    async fn connect(
+        config: kube::Config,
+        options: &Options,
+        metrics: &Metrics,
+    ) -> Result<Self, Error> {
+        let (leadership, elector) = match &options.leader {
+            Some(election) => {
+                election.validate().map_err(Error::Leader)?;
+                let leadership = Leadership::elected();
+                // The Lease has its own client: renewals must go out
+                // although the fence is closed, and must not queue behind
+                // throttled writes.
+                let lease_client = plain_client(config.clone(), options)?;
+                let elector = Elector::new(lease_client, election.clone(), leadership.clone())
+                    .map_err(Error::Leader)?;
+                (leadership, Some(elector))
+            }
+            None => (Leadership::unelected(), None),
+        };
+        let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
+        let client = client(config, options, &fence)?;
+        let child_kinds = discover(&client, &options.child_kinds).await?;
+        let scopes: Vec<Scope> = if options.namespaces.is_empty() {
+            vec![Scope::Cluster]
+        } else {
+            options
+                .namespaces
+                .iter()
+                .map(|ns| Scope::Namespace(ns.as_str().into()))
+                .collect()
+        };
+        let streaming_lists = match options.streaming_lists {
+            StreamingLists::Always => true,
+            StreamingLists::Never => false,
+            StreamingLists::Auto => watch::streaming_lists_supported(&client, &scopes[0]).await,
+        };
+        info!(
+            streaming_lists,
+            "watch streams start with {}",
+            if streaming_lists {
+                "a streaming list"
+            } else {
+                "a paginated list"
+            }
+        );
+        #[cfg(feature = "bench-baseline")]
+        if options.cache == cache::Mode::Naive {
+            warn!(
+                "cache mode naive: every object of each child kind is watched, cached in full \
+                 and scanned; a baseline for measurements, not for production"
+            );
+        }
+        Ok(Self {
+            client,
+            leadership,
+            elector,
+            watch: watch::Config {
+                scopes,
+                instance: options.instance.clone(),
+                streaming_lists,
+                child_settle: options.child_settle,
+            },
+            child_kinds,
+        })
+    }
+}
+
+/// The policy versions the operator serves: the runtime that runs them,
+/// the registry of serving versions, the candidates, and the source that
+/// loads both from ConfigMaps (none with `--policy-dir` alone).
+struct Versions {
+    runtime: Runtime,
+    registry: Arc<Registry>,
+    candidates: Arc<Candidates>,
+    source: Option<ConfigMapSource>,
+}
+
+impl Versions {
+    async fn load(link: &Link, options: &Options, metrics: &Arc<Metrics>) -> Result<Self, Error> {
+        let runtime = Runtime::new(options.runtime.clone()).map_err(Error::Runtime)?;
+        let registry = Registry::new();
+        if let Some(dir) = &options.policy_dir {
+            let loaded = policies::dir::load(&runtime, &registry, dir).await?;
+            info!(installed = ?loaded.installed, rejected = ?loaded.rejected, dir = %dir.display(), "policies loaded");
+            for (name, entry) in registry.entries() {
+                if let Some(policy) = entry.serving {
+                    metrics.policy_swapped(&name, None, Some(&policy.digest().to_hex()));
+                }
+            }
+        }
+        let candidates = Candidates::new(
+            runtime.clone(),
+            Arc::clone(metrics),
+            options.record_calls.clone(),
+        );
+        let source = options.policy_namespace.as_ref().map(|namespace| {
+            ConfigMapSource::new(
+                link.client.clone(),
+                runtime.clone(),
+                Arc::clone(&registry),
+                Arc::clone(&candidates),
+                Arc::clone(metrics),
+                policies::source::Config {
+                    namespace: namespace.clone(),
+                    streaming_lists: link.watch.streaming_lists,
+                    load: policies::load::Config {
+                        max_module_bytes: options.max_policy_bytes,
+                        child_kinds: options.child_kinds.clone(),
+                        tenancy: options.policy_tenancy,
+                        puller: options.registries.puller(),
+                        signed_for: options.registries.signed_for(),
+                        teams: options.teams.clone(),
+                    },
+                    // One load at a time, as there is one compile slot: a
+                    // second worker would only wait for the slot, and hold
+                    // the turn of the team it took next.
+                    workers: 1,
+                    secret_refresh: options.grant_secret_refresh,
+                    instance: options.instance.clone(),
+                    leadership: link.leadership.clone(),
+                },
+            )
+        });
+        Ok(Self {
+            runtime,
+            registry,
+            candidates,
+            source,
+        })
+    }
+}
+
+/// The HTTP endpoints' socket, bound now so that a busy port fails the start.
+async fn listen(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Error> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    server::bind(addr)
+        .await
+        .map(Some)
+        .map_err(|source| Error::Listen { addr, source })
 }
 
 /// The kube client with the write throttle under it. Requests carry the
