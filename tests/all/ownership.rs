@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodSpec};
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Resource, ResourceExt};
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::operator::{Operator, Options};
 use policyhost::policies::load;
@@ -95,17 +95,29 @@ async fn a_teams_own_configmap_is_never_adopted_changed_or_deleted() {
 
     left_alone(&maps, &mine).await;
 
-    // Deleting the DataJob garbage-collects nothing of the team's.
+    // Deleting the DataJob garbage-collects nothing of the team's. A
+    // dependent of the DataJob's own shows when the collector has acted.
+    let thief = env.jobs().get("thief").await.expect("the DataJob");
+    let mut dependent = config_map("thief-dependent", &[], &[]);
+    dependent.metadata.owner_references = Some(vec![thief.owner_ref(&()).expect("an owner")]);
+    maps.create(&PostParams::default(), &dependent)
+        .await
+        .expect("the DataJob's dependent");
     env.jobs()
         .delete("thief", &DeleteParams::default())
         .await
         .expect("delete the DataJob");
-    eventually("the DataJob gone", || {
-        let jobs = env.jobs();
-        async move { jobs.get_opt("thief").await.ok()?.is_none().then_some(()) }
+    eventually("the DataJob's dependent collected", || {
+        let maps = maps.clone();
+        async move {
+            maps.get_opt("thief-dependent")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let survived = maps.get("settings").await.expect("survives the DataJob");
     assert_eq!(survived.uid(), mine.uid());
     assert_eq!(survived.data, mine.data);

@@ -161,11 +161,43 @@ async fn kubectl_watches_and_waits_for_deletion() {
         .unwrap();
     k.ok(&["delete", "configmap", "watched", "--wait=false"])
         .await;
-    let mut waiter = k.command(&["wait", "--for=delete", "configmap/watched", "--timeout=30s"]);
-    let waiting = tokio::task::spawn_blocking(move || waiter.output().unwrap());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // At -v=6 kubectl logs each request once its answer's headers arrive:
+    // the watch's line means it found the object still there and waits.
+    let mut waiter = k
+        .command(&[
+            "wait",
+            "--for=delete",
+            "configmap/watched",
+            "--timeout=30s",
+            "-v=6",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = waiter.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let watching = tokio::task::spawn_blocking(move || {
+        loop {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(line) if line.contains("watch=true") => return Ok(rx),
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .unwrap()
+    .expect("kubectl wait watches the object while its finalizer holds it");
     assert!(
-        !waiting.is_finished(),
+        waiter.try_wait().unwrap().is_none(),
         "wait returns only after the deletion"
     );
     c.cms("default")
@@ -176,12 +208,11 @@ async fn kubectl_watches_and_waits_for_deletion() {
         )
         .await
         .unwrap();
-    let out = waiting.await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let status = tokio::task::spawn_blocking(move || waiter.wait().unwrap())
+        .await
+        .unwrap();
+    let said: Vec<String> = watching.try_iter().collect();
+    assert!(status.success(), "{}", said.join("\n"));
     k.ok(&["delete", "namespace", "default", "--wait=false"])
         .await;
 }
