@@ -1,6 +1,6 @@
 //! A ConfigMap's `data`, read key by key: the one reader of the policy
 //! settings ([`crate::policies::configmap`]) and of the grants
-//! ([`crate::outbound::grant`]). Each value is trimmed and handed to its
+//! ([`crate::grants`]). Each value is trimmed and handed to its
 //! parser; the first bad value or unknown key is an error naming it.
 
 use std::collections::BTreeMap;

@@ -12,6 +12,7 @@ pub mod fair;
 pub mod finalizer;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod grants;
 pub mod leader;
 pub mod metrics;
 pub mod oci;
@@ -20,7 +21,7 @@ pub mod outbound;
 pub mod policies;
 pub mod projection;
 pub mod publisher;
-mod quantity;
+pub mod quantity;
 pub mod queue;
 pub mod runtime;
 pub mod server;

@@ -33,18 +33,27 @@ pub(crate) fn parse_bytes(text: &str) -> Option<u64> {
     parse_integer(number)?.checked_mul(factor)
 }
 
-/// `500ms`, `2s`, `1m`: an integer and a unit.
-pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
+/// `500ms`, `2s`, `1m`, `1h`: an integer and a unit, the one grammar of
+/// every time the host reads (flags and ConfigMap keys).
+#[must_use]
+pub fn parse_duration(text: &str) -> Option<Duration> {
     if let Some(ms) = text.strip_suffix("ms") {
         return parse_integer(ms).map(Duration::from_millis);
     }
-    if let Some(s) = text.strip_suffix('s') {
-        return parse_integer(s).map(Duration::from_secs);
-    }
-    if let Some(m) = text.strip_suffix('m') {
-        return parse_integer(m)?.checked_mul(60).map(Duration::from_secs);
-    }
-    None
+    let (number, seconds) = [("s", 1), ("m", 60), ("h", 3600)]
+        .into_iter()
+        .find_map(|(unit, seconds)| Some((text.strip_suffix(unit)?, seconds)))?;
+    parse_integer(number)?
+        .checked_mul(seconds)
+        .map(Duration::from_secs)
+}
+
+/// `d` in that grammar: whole seconds as `2s`, anything else in
+/// milliseconds, rounded up.
+#[must_use]
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    format_millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
 /// `64Mi` for 67108864: the largest binary suffix that divides it.
@@ -84,7 +93,10 @@ mod tests {
         assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
         assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
         assert_eq!(parse_duration("2"), None, "a unit is required");
-        assert_eq!(parse_duration("2h"), None);
+        assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("2d"), None);
+        assert_eq!(format_duration(Duration::from_secs(120)), "120s");
+        assert_eq!(format_duration(Duration::from_micros(1500)), "2ms");
         assert_eq!(parse_integer("1_000"), Some(1000));
         assert_eq!(parse_integer("_1"), None);
         assert_eq!(parse_integer(""), None);

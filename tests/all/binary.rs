@@ -109,7 +109,7 @@ fn dev_sample(kubeconfig: &std::path::Path) -> Command {
         .arg(kubeconfig)
         .arg("--apply")
         .arg(workspace().join("docs/examples/dev.yaml"))
-        .args(["--until-settled", "--settle-timeout", "60"]);
+        .args(["--until-settled", "--settle-timeout", "60s"]);
     command
 }
 

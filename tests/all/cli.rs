@@ -166,7 +166,7 @@ fn run_on_a_faulting_guest_exits_non_zero_with_the_typed_error() {
         "--job",
         path(&example("datajob.yaml")),
         "--timeout",
-        "100",
+        "100ms",
         "--fuel",
         "100000000000",
     ]);
@@ -178,6 +178,46 @@ fn run_on_a_faulting_guest_exits_non_zero_with_the_typed_error() {
     );
     assert!(
         stderr.contains("error[OutOfFuel]") || stderr.contains("error[DeadlineExceeded]"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_time_flag_reads_the_one_grammar_and_its_former_spelling_with_a_warning() {
+    let run = |timeout: &str| {
+        policyhost(&[
+            "policy",
+            "run",
+            path(&guest("fanout")),
+            "--job",
+            path(&example("datajob.yaml")),
+            "--timeout",
+            timeout,
+        ])
+    };
+    let out = run("2s");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The former spelling of this flag: a bare number of milliseconds.
+    let out = run("2000");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: the duration `2000` is spelled the old way")
+            && stderr.contains("write 2s"),
+        "{stderr}"
+    );
+
+    let out = run("2 days");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`2 days` is not a duration") && stderr.contains("500ms, 2s, 1m or 1h"),
         "{stderr}"
     );
 }
@@ -328,7 +368,7 @@ fn bench_reports_calls_latency_and_fuel_of_fanout() {
         "--children",
         "3",
         "--duration",
-        "0.5",
+        "500ms",
         "--concurrency",
         "2",
         "--json",
@@ -376,7 +416,7 @@ fn bench_refuses_a_policy_that_fails_on_the_input() {
         "--job",
         path(&job),
         "--duration",
-        "0.5",
+        "500ms",
     ]);
     let stderr = text(&out.stderr);
     assert!(!out.status.success(), "{stderr}");

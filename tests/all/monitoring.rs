@@ -337,7 +337,7 @@ async fn every_alert_and_dashboard_expression_names_metrics_the_binary_exports()
             "--lease-namespace",
             &env.namespace,
             "--cleanup-timeout",
-            "3600",
+            "1h",
         ],
     );
     eventually("the operator to be ready", || async {

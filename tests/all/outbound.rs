@@ -31,7 +31,7 @@ fn grant(pairs: &[(&str, &str)]) -> Grant {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    Grant::parse(&data).expect("grant")
+    policyhost::grants::network::parse(&data).expect("grant")
 }
 
 /// `http-probe` granted `origin`, whose requests there carry `header` with

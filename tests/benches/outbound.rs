@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use policyhost::outbound::{ClientConfig, Grant, Outbound};
+use policyhost::outbound::{ClientConfig, Outbound};
 use policyhost::runtime::{Input, Policy, PolicySpec, Runtime, RuntimeConfig, reference};
 use policyhost_measure::percentile;
 use serde_json::json;
@@ -40,7 +40,7 @@ fn granted(runtime: &Runtime, origin: &str) -> Arc<Policy> {
     ]
     .into_iter()
     .collect();
-    let grant = Grant::parse(&data).expect("grant");
+    let grant = policyhost::grants::network::parse(&data).expect("grant");
     let outbound = Outbound::new(grant, &Default::default()).expect("no credentials");
     runtime
         .load(

@@ -15,6 +15,7 @@ use policyhost_measure::{Process, cpu_seconds, percentile};
 use serde::Serialize;
 
 use super::LimitArgs;
+use super::duration::{self, DurationArg};
 use super::terminal::{self, println};
 
 /// Arguments of `policy bench`.
@@ -28,9 +29,9 @@ pub(crate) struct BenchArgs {
     /// Synthetic running worker Pods handed to every call.
     #[arg(long, value_name = "N", default_value_t = 10)]
     children: usize,
-    /// How long to measure, in seconds (after a short warm-up).
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
-    duration: f64,
+    /// How long to measure (after a short warm-up).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::seconds_before)]
+    duration: DurationArg,
     /// Threads calling concurrently.
     #[arg(long, value_name = "C", default_value_t = 1)]
     concurrency: usize,
@@ -123,7 +124,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     probe.result.context("the policy fails on this input")?;
     warm_up(&runtime, &policy, &input);
 
-    let duration = Duration::from_secs_f64(args.duration.max(0.1));
+    let duration = args.duration.0.max(Duration::from_millis(100));
     let stop = AtomicBool::new(false);
     let calls = AtomicU64::new(0);
     let errors = AtomicU64::new(0);

@@ -16,8 +16,8 @@ use clap::Args;
 use super::registry::{ComponentSource, RegistryArgs};
 use super::terminal::println;
 use policyhost::Policy;
+use policyhost::grants::grant_name;
 use policyhost::outbound::{Grant, Outbound};
-use policyhost::policies::grants::grant_name;
 use policyhost::policies::load;
 use policyhost::runtime::{self, PolicySpec, Runtime};
 

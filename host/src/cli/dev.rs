@@ -26,6 +26,7 @@ use policyhost::operator::Operator;
 use policyhost::projection;
 use policyhost::runtime::ChildPhase;
 
+use super::duration::{self, DurationArg};
 use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
 use super::reload;
@@ -67,9 +68,9 @@ pub(crate) struct DevArgs {
     /// Failed); the exit code is non-zero unless all succeeded.
     #[arg(long)]
     until_settled: bool,
-    /// How long `--until-settled` waits, in seconds.
-    #[arg(long, default_value_t = 120, value_name = "S")]
-    settle_timeout: u64,
+    /// How long `--until-settled` waits.
+    #[arg(long, default_value = "120s", value_name = "DURATION", value_parser = duration::seconds_before)]
+    settle_timeout: DurationArg,
     /// Run this CNCF distribution registry binary (`cargo xtask registry`
     /// builds it) on loopback, and ship the policy directory's policies
     /// through it as OCI artifacts: pushed, named by digest in
@@ -166,7 +167,7 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         jobs.extend(apply_file(&client, file).await?);
     }
     let code = if args.until_settled {
-        let settled = settle(&shared, &jobs, Duration::from_secs(args.settle_timeout)).await;
+        let settled = settle(&shared, &jobs, args.settle_timeout.0).await;
         print_summary(&shared, &jobs);
         if settled? {
             ExitCode::SUCCESS

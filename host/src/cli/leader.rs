@@ -1,9 +1,9 @@
 //! Leader election flags, shared by `run` (on by default) and `dev` (off).
 
-use std::time::Duration;
-
 use clap::Args;
 use policyhost::leader;
+
+use super::duration::{self, DurationArg};
 
 /// Leader election settings.
 #[derive(Debug, Clone, Args)]
@@ -26,14 +26,14 @@ pub(crate) struct LeaderArgs {
     leader_identity: Option<String>,
     /// How long followers wait after the leader's last renewal before taking
     /// over (whole seconds).
-    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
-    lease_duration: Duration,
+    #[arg(long, default_value = "15s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    lease_duration: DurationArg,
     /// How long the leader keeps writing without a successful renewal.
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
-    renew_deadline: Duration,
+    #[arg(long, default_value = "10s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    renew_deadline: DurationArg,
     /// How often the leader renews and followers try to take over.
-    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
-    retry_period: Duration,
+    #[arg(long, default_value = "2s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    retry_period: DurationArg,
 }
 
 impl LeaderArgs {
@@ -63,9 +63,9 @@ impl LeaderArgs {
             .clone()
             .unwrap_or_else(|| format!("{instance}-leader"));
         Some(leader::Config {
-            lease_duration: self.lease_duration,
-            renew_deadline: self.renew_deadline,
-            retry_period: self.retry_period,
+            lease_duration: self.lease_duration.0,
+            renew_deadline: self.renew_deadline.0,
+            retry_period: self.retry_period.0,
             ..leader::Config::new(lease_name, namespace, identity)
         })
     }
@@ -84,44 +84,4 @@ fn hostname() -> String {
                 .filter(|h| !h.is_empty())
         })
         .unwrap_or_else(|| "policyhost".to_owned())
-}
-
-/// `15s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
-pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration such as 15s, 500ms or 2m"))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => {
-            return Err(format!(
-                "`{text}`: unknown unit `{unit}` (use ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{text}`: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_in_go_style_units() {
-        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("3d").is_err());
-        assert!(parse_duration("s").is_err());
-    }
 }

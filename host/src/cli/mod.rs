@@ -12,6 +12,7 @@ mod cluster;
 #[cfg(feature = "dev")]
 mod dev;
 mod diff;
+mod duration;
 mod fixtures;
 mod golden;
 mod input;
@@ -134,9 +135,9 @@ struct LimitArgs {
     /// Linear memory cap, in bytes.
     #[arg(long, value_name = "BYTES")]
     memory: Option<u64>,
-    /// Wall-clock deadline per call, in milliseconds.
-    #[arg(long, value_name = "MS")]
-    timeout: Option<u64>,
+    /// Wall-clock deadline per call, such as `500ms` or `2s`.
+    #[arg(long, value_name = "DURATION", value_parser = duration::millis_before)]
+    timeout: Option<duration::DurationArg>,
 }
 
 impl LimitArgs {
@@ -144,7 +145,9 @@ impl LimitArgs {
         runtime::PolicyLimits {
             memory_bytes: self.memory,
             fuel: self.fuel,
-            timeout_ms: self.timeout,
+            timeout_ms: self
+                .timeout
+                .map(|t| u64::try_from(t.0.as_millis()).unwrap_or(u64::MAX)),
             ..runtime::PolicyLimits::default()
         }
     }

@@ -20,7 +20,8 @@ use policyhost::runtime::{self, AllowedKind, compile};
 use policyhost::shadow::record;
 use tracing::info;
 
-use super::leader::{LeaderArgs, parse_duration};
+use super::duration::{self, DurationArg};
+use super::leader::LeaderArgs;
 
 /// Arguments of `run`.
 #[derive(Debug, Args)]
@@ -96,8 +97,8 @@ pub(crate) struct OperatorArgs {
     /// the changes within it (children created, scheduled, started one by
     /// one) cost one pass and at most one status write. 0 reconciles on
     /// every change.
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
-    child_settle: Duration,
+    #[arg(long, default_value = "1s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    child_settle: DurationArg,
     /// Record each policy's recent serving calls (inputs and answer) as
     /// golden cases under this directory, one subdirectory per policy, for
     /// `policy test --replay`. The cases hold the DataJobs' data: files are
@@ -114,19 +115,20 @@ pub(crate) struct OperatorArgs {
     /// Seconds after deletion before a DataJob whose cleanup has not succeeded
     /// is reported `CleanupBlocked`, unless its `spec.cleanup.timeoutSeconds`
     /// says otherwise.
-    #[arg(long, value_name = "SECONDS", default_value_t = Budget::default().timeout.as_secs())]
-    cleanup_timeout: u64,
+    #[arg(long, value_name = "DURATION", default_value_t = Budget::default().timeout.into(),
+          value_parser = duration::seconds_before)]
+    cleanup_timeout: DurationArg,
     /// How children are cached.
     #[arg(long, value_enum, default_value_t)]
     cache: CacheArg,
     /// The shortest `requeue-after` a reconcile result gets: a policy asking
     /// for less (0 included) waits this long.
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
-    min_requeue: Duration,
+    #[arg(long, default_value = "1s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    min_requeue: DurationArg,
     /// The shortest wait between two `cleanup` calls of one DataJob: the
     /// floor on `retry-after` and on a failed cleanup's backoff.
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
-    min_cleanup_retry: Duration,
+    #[arg(long, default_value = "1s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    min_cleanup_retry: DurationArg,
     /// Events recorded of one reconcile result; the rest are dropped and
     /// reported in one `EventsDropped` Event.
     #[arg(long, value_name = "N", default_value_t = Asks::default().events.per_result)]
@@ -142,9 +144,9 @@ pub(crate) struct OperatorArgs {
     max_share: u32,
     /// The longest deadline a policy may get per call, in milliseconds
     /// (its ConfigMap's `timeout` and the default are clamped to it).
-    #[arg(long, value_name = "MS", default_value_t = max_timeout_ms(),
-          value_parser = clap::value_parser!(u64).range(1..))]
-    max_timeout: u64,
+    #[arg(long, value_name = "DURATION", default_value_t = runtime::HostMaxima::default().0.timeout.into(),
+          value_parser = duration::millis_before)]
+    max_timeout: DurationArg,
     /// Certificate authorities (a PEM file) the host's client for policies'
     /// outbound requests trusts besides the web's roots, e.g. a company CA.
     #[arg(long, value_name = "CA.pem", value_parser = read_roots)]
@@ -175,12 +177,12 @@ pub(crate) struct OperatorArgs {
     signed_namespaces: Option<Vec<String>>,
     /// The longest one pull of a policy artifact may take; a registry down
     /// or slow is tried again with backoff, the version in service serving.
-    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
-    pull_timeout: Duration,
+    #[arg(long, default_value = "60s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    pull_timeout: DurationArg,
     /// How often the Secrets that outbound grants name are read again: a
     /// rotated credential loads its policy again within this time.
-    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
-    grant_secret_refresh: Duration,
+    #[arg(long, default_value = "60s", value_parser = duration::seconds_before, value_name = "DURATION")]
+    grant_secret_refresh: DurationArg,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -227,13 +229,15 @@ pub(crate) struct CompileArgs {
     compile_memory: u64,
     /// Seconds a policy's compile may take before it is killed and the
     /// version rejected.
-    #[arg(long, value_name = "SECONDS", default_value_t = compile::DEFAULT_TIMEOUT.as_secs())]
-    compile_timeout: u64,
+    #[arg(long, value_name = "DURATION", default_value_t = compile::DEFAULT_TIMEOUT.into(),
+          value_parser = duration::seconds_before)]
+    compile_timeout: DurationArg,
     /// Seconds of compile time each team (`--team`) may use per ten
     /// minutes; past that its next version is refused (`CompileBudgetExhausted`) until
     /// the time is regained. 0: no budget.
-    #[arg(long, value_name = "SECONDS", default_value_t = compile::CompileBudget::DEFAULT.seconds.as_secs())]
-    compile_budget: u64,
+    #[arg(long, value_name = "DURATION", default_value_t = compile::CompileBudget::DEFAULT.seconds.into(),
+          value_parser = duration::seconds_before)]
+    compile_budget: DurationArg,
     /// Compile in the operator's own process: static limits only, no
     /// memory or time cap (for platforms where a child process cannot run).
     #[arg(long)]
@@ -247,21 +251,16 @@ impl CompileArgs {
             process: (!self.compile_in_process).then(|| {
                 compile::CompileProcess::policyhost(
                     self.compile_memory,
-                    Duration::from_secs(self.compile_timeout.max(1)),
+                    self.compile_timeout.0.max(Duration::from_secs(1)),
                 )
             }),
-            budget: (self.compile_budget > 0).then(|| compile::CompileBudget {
-                seconds: Duration::from_secs(self.compile_budget),
+            budget: (!self.compile_budget.0.is_zero()).then_some(compile::CompileBudget {
+                seconds: self.compile_budget.0,
                 ..compile::CompileBudget::DEFAULT
             }),
             ..compile::CompileConfig::default()
         }
     }
-}
-
-/// The default of `--max-timeout`: the host maxima's deadline.
-fn max_timeout_ms() -> u64 {
-    u64::try_from(runtime::HostMaxima::default().0.timeout.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `--cache` values.
@@ -317,7 +316,7 @@ impl OperatorArgs {
         let defaults = Options::default();
         let mut runtime = defaults.runtime.clone();
         runtime.max_share = Share::new(self.max_share).unwrap_or_default();
-        runtime.engine.maxima.0.timeout = Duration::from_millis(self.max_timeout);
+        runtime.engine.maxima.0.timeout = self.max_timeout.0.max(Duration::from_millis(1));
         runtime.compile = self.compile.config();
         if let Some(Roots(roots)) = &self.outbound_ca {
             runtime.outbound.extra_roots.clone_from(roots);
@@ -334,8 +333,8 @@ impl OperatorArgs {
                 PolicyTenancyArg::SingleTeam => Tenancy::SingleTeam,
             },
             teams,
-            grant_secret_refresh: self.grant_secret_refresh,
-            child_settle: self.child_settle,
+            grant_secret_refresh: self.grant_secret_refresh.0,
+            child_settle: self.child_settle.0,
             record_calls: self.record_calls.clone().map(|dir| record::Config {
                 dir,
                 per_policy: self.record_calls_max,
@@ -355,7 +354,7 @@ impl OperatorArgs {
             },
             cleanup: Budget {
                 max_attempts: self.cleanup_max_attempts,
-                timeout: Duration::from_secs(self.cleanup_timeout),
+                timeout: self.cleanup_timeout.0,
             },
             registries: Registries {
                 extra_roots: self
@@ -364,7 +363,7 @@ impl OperatorArgs {
                     .map(|Roots(roots)| roots)
                     .unwrap_or_default(),
                 cache_dir: self.artifact_cache.clone(),
-                pull_timeout: self.pull_timeout,
+                pull_timeout: self.pull_timeout.0,
                 trusted: Trusted::new(self.signature_key.clone()),
                 signed_namespaces: self.signed_namespaces.clone(),
             },
@@ -374,8 +373,8 @@ impl OperatorArgs {
                 CacheArg::Naive => cache::Mode::Naive,
             },
             asks: Asks {
-                min_requeue: self.min_requeue,
-                min_cleanup_retry: self.min_cleanup_retry,
+                min_requeue: self.min_requeue.0,
+                min_cleanup_retry: self.min_cleanup_retry.0,
                 events: policyhost::apply::events::Limits {
                     per_result: self.max_events_per_result,
                     per_minute: self.events_per_minute,

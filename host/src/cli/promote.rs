@@ -3,13 +3,13 @@
 //! shown it.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
 use policyhost::publisher::candidate::Policy;
 use policyhost::publisher::publish;
 
 use super::cluster::{ClusterArgs, block_on};
+use super::duration::{self, DurationArg};
 use super::terminal::println;
 
 /// Arguments of `policy promote`.
@@ -24,9 +24,9 @@ pub(crate) struct PromoteArgs {
     /// Wait for the host to serve the promoted version.
     #[arg(long)]
     wait: bool,
-    /// How long `--wait` waits, in seconds.
-    #[arg(long, default_value_t = 60, value_name = "S")]
-    wait_timeout: u64,
+    /// How long `--wait` waits.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = duration::seconds_before)]
+    wait_timeout: DurationArg,
     #[command(flatten)]
     cluster: ClusterArgs,
 }
@@ -44,9 +44,7 @@ pub(crate) fn run(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
         if !args.wait {
             return Ok(ExitCode::SUCCESS);
         }
-        let verdict =
-            publish::wait_observed(&client, &serving, Duration::from_secs(args.wait_timeout))
-                .await?;
+        let verdict = publish::wait_observed(&client, &serving, args.wait_timeout.0).await?;
         if let Some(error) = verdict.error {
             println!("rejected: {error}");
             return Ok(ExitCode::from(super::push::REJECTED));

@@ -4,18 +4,18 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+use policyhost::grants::grant_name;
 use policyhost::oci::signature::SigningKey;
 use policyhost::oci::{self, Reference};
 use policyhost::policies::configmap::{self, Compression, Settings, keys};
-use policyhost::policies::grants::grant_name;
 use policyhost::publisher::publish;
 use policyhost::runtime::{AllowedKind, PolicySpec};
 
 use super::cluster::{ClusterArgs, block_on};
+use super::duration::{self, DurationArg};
 use super::registry::RegistryArgs;
 use super::terminal::{eprintln, println};
 
@@ -35,9 +35,9 @@ pub(crate) struct PushArgs {
     /// Fuel per call.
     #[arg(long, value_name = "N")]
     fuel: Option<String>,
-    /// Deadline per call, e.g. `2s` or `500ms` (a bare number is milliseconds).
-    #[arg(long, value_name = "DURATION")]
-    timeout: Option<String>,
+    /// Deadline per call, such as `2s` or `500ms`.
+    #[arg(long, value_name = "DURATION", value_parser = duration::millis_before)]
+    timeout: Option<DurationArg>,
     /// Most desired children per result.
     #[arg(long, value_name = "N")]
     max_children: Option<String>,
@@ -74,9 +74,9 @@ pub(crate) struct PushArgs {
     /// Wait for the host's verdict; exit 3 if it rejects the version.
     #[arg(long)]
     wait: bool,
-    /// How long `--wait` waits, in seconds.
-    #[arg(long, default_value_t = 60, value_name = "S")]
-    wait_timeout: u64,
+    /// How long `--wait` waits.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = duration::seconds_before)]
+    wait_timeout: DurationArg,
 }
 
 /// Where `policy push --oci` puts the component, and how it gets in.
@@ -151,13 +151,7 @@ pub(crate) const REJECTED: u8 = 3;
 impl PushArgs {
     /// The ConfigMap `data` these flags ask for, in the ConfigMap's syntax.
     fn data(&self) -> BTreeMap<String, String> {
-        let timeout = self.timeout.as_ref().map(|t| {
-            if t.bytes().all(|b| b.is_ascii_digit()) {
-                format!("{t}ms")
-            } else {
-                t.clone()
-            }
-        });
+        let timeout = self.timeout.map(|t| t.to_string());
         [
             (keys::MEMORY, self.memory.clone()),
             (keys::FUEL, self.fuel.clone()),
@@ -247,8 +241,7 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
         if !args.wait {
             return Ok(ExitCode::SUCCESS);
         }
-        let verdict =
-            publish::wait_observed(&client, &map, Duration::from_secs(args.wait_timeout)).await?;
+        let verdict = publish::wait_observed(&client, &map, args.wait_timeout.0).await?;
         match verdict.error {
             Some(error) => {
                 println!("rejected: {error}");

@@ -1,226 +1,65 @@
-//! The outbound grant of a policy: which origins it may reach over HTTP,
-//! how much, and which credentials the host adds for it.
-//!
-//! The grant is the platform team's, not the policy's team's: it lives in
-//! its own ConfigMap, `grant-<policy>`, beside the policy ConfigMap, so the
-//! Role that lets a team push `policy-<policy>` lets it change nothing here.
-//!
-//! ```yaml
-//! apiVersion: v1
-//! kind: ConfigMap
-//! metadata:
-//!   name: grant-bucket                 # grant-<policy>
-//!   namespace: policyhost-system       # the host's --policy-namespace
-//!   labels:
-//!     policyhost.dev/grant: bucket     # the policy it grants
-//! data:
-//!   origins: https://storage.example.com, https://*.storage.example.com:8443
-//!   requestsPerCall: "8"               # requests one call may make (default 8)
-//!   requestBodyBytes: 64Ki             # bytes of one request body (default 64Ki)
-//!   responseBodyBytes: 1Mi             # bytes of one response body (default 1Mi)
-//!   networkShare: 50%                  # of the call's deadline, waiting on the network (default 50%)
-//!   concurrency: "4"                   # requests in flight across the policy's calls (default 4)
-//!   credentials: |                     # ORIGIN HEADER SECRET/KEY, one per line
-//!     https://storage.example.com authorization storage-token/token
-//! ```
-//!
-//! A credential's Secret is in the host's own namespace, and its value is
-//! the whole header value (`Bearer …`): the host adds the header to every
-//! request to that origin, over whatever the policy set; the policy's
-//! request never shows it the value, and what a server sends back of it is
-//! redacted from all the policy publishes ([`super::redact`]).
+//! The network half of a grant ConfigMap: its keys read into the
+//! [`Grant`] that [`crate::outbound`] enforces.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use http::HeaderName;
 
-use super::origin::{Origin, OriginPattern, PatternError};
+use super::keys;
 use crate::data_keys::{self, KeyError};
+use crate::outbound::origin::{HostPattern, Origin, OriginPattern, PatternError};
+use crate::outbound::{self, Credential, Grant};
 use crate::quantity::{parse_bytes, parse_integer};
 
-/// `data` keys of a grant ConfigMap.
-pub mod keys {
-    /// Origin patterns, comma or newline separated (required).
-    pub const ORIGINS: &str = "origins";
-    /// Requests one call may make: a positive integer.
-    pub const REQUESTS_PER_CALL: &str = "requestsPerCall";
-    /// Bytes of one request body: a byte quantity.
-    pub const REQUEST_BODY_BYTES: &str = "requestBodyBytes";
-    /// Bytes of one response body: a byte quantity.
-    pub const RESPONSE_BODY_BYTES: &str = "responseBodyBytes";
-    /// The share of a call's deadline it may spend waiting on the network:
-    /// a percentage, 1 to 100.
-    pub const NETWORK_SHARE: &str = "networkShare";
-    /// Requests in flight at once across all of the policy's calls.
-    pub const CONCURRENCY: &str = "concurrency";
-    /// `ORIGIN HEADER SECRET/KEY` lines.
-    pub const CREDENTIALS: &str = "credentials";
-    /// Free text for people.
-    pub const DESCRIPTION: &str = "description";
-    /// Repository prefixes the policy's artifacts may be pulled from
-    /// ([`crate::policies::pull_grant`]).
-    pub const REGISTRIES: &str = "registries";
-    /// The `kubernetes.io/dockerconfigjson` Secret to pull them with.
-    pub const PULL_SECRET: &str = "pullSecret";
-
-    /// Every key the host reads.
-    pub const ALL: &[&str] = &[
-        ORIGINS,
-        REQUESTS_PER_CALL,
-        REQUEST_BODY_BYTES,
-        RESPONSE_BODY_BYTES,
-        NETWORK_SHARE,
-        CONCURRENCY,
-        CREDENTIALS,
-        DESCRIPTION,
-        REGISTRIES,
-        PULL_SECRET,
-    ];
-
-    /// The keys of the network half of a grant: present, the grant must
-    /// name its origins.
-    pub const NETWORK: &[&str] = &[
-        ORIGINS,
-        REQUESTS_PER_CALL,
-        REQUEST_BODY_BYTES,
-        RESPONSE_BODY_BYTES,
-        NETWORK_SHARE,
-        CONCURRENCY,
-        CREDENTIALS,
-    ];
+/// Whether a grant ConfigMap's `data` grants the network: it has a key
+/// of that half, or nothing of the registries' half.
+#[must_use]
+pub fn grants_network(data: &BTreeMap<String, String>) -> bool {
+    keys::NETWORK.iter().any(|key| data.contains_key(*key))
+        || ![keys::REGISTRIES, keys::PULL_SECRET]
+            .iter()
+            .any(|key| data.contains_key(*key))
 }
 
-/// A header the host adds to the requests to one origin, its value read
-/// from a Secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credential {
-    /// The one origin it is sent to.
-    pub origin: OriginPattern,
-    /// The header (lowercase).
-    pub header: HeaderName,
-    /// The Secret, in the host's namespace.
-    pub secret: String,
-    /// The key in the Secret's `data` whose value is the header's value.
-    pub key: String,
-}
-
-/// What a policy may do over HTTP.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    /// The origins it may reach.
-    pub origins: Vec<OriginPattern>,
-    /// Requests one call may make.
-    pub requests_per_call: u32,
-    /// Bytes of one request body.
-    pub request_body_bytes: u64,
-    /// Bytes of one response body.
-    pub response_body_bytes: u64,
-    /// Percent of the call's deadline it may spend waiting on the network.
-    pub network_percent: u8,
-    /// Requests in flight at once across its calls.
-    pub concurrency: u32,
-    /// Headers the host adds.
-    pub credentials: Vec<Credential>,
-}
-
-impl Grant {
-    /// Requests per call without `requestsPerCall`.
-    pub const REQUESTS_PER_CALL: u32 = 8;
-    /// Request body bytes without `requestBodyBytes`.
-    pub const REQUEST_BODY_BYTES: u64 = 64 << 10;
-    /// Response body bytes without `responseBodyBytes`.
-    pub const RESPONSE_BODY_BYTES: u64 = 1 << 20;
-    /// Percent of the deadline without `networkShare`.
-    pub const NETWORK_PERCENT: u8 = 50;
-    /// Requests in flight without `concurrency`.
-    pub const CONCURRENCY: u32 = 4;
-
-    /// A grant of these origins with every other setting at its default.
-    #[must_use]
-    pub fn to(origins: Vec<OriginPattern>) -> Self {
-        Self {
-            origins,
-            requests_per_call: Self::REQUESTS_PER_CALL,
-            request_body_bytes: Self::REQUEST_BODY_BYTES,
-            response_body_bytes: Self::RESPONSE_BODY_BYTES,
-            network_percent: Self::NETWORK_PERCENT,
-            concurrency: Self::CONCURRENCY,
-            credentials: Vec::new(),
-        }
+/// Reads a grant ConfigMap's `data`, naming the key of the first bad value.
+pub fn parse(data: &BTreeMap<String, String>) -> Result<Grant, GrantError> {
+    let text = data.get(keys::ORIGINS).ok_or(GrantError::NoOrigins)?;
+    let origins = list(text)
+        .map(OriginPattern::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| GrantError::Origin {
+            key: keys::ORIGINS,
+            source,
+        })?;
+    if origins.is_empty() {
+        return Err(GrantError::NoOrigins);
     }
-
-    /// Whether a grant ConfigMap's `data` grants the network: it has a key
-    /// of that half, or nothing of the registries' half.
-    #[must_use]
-    pub fn grants_network(data: &BTreeMap<String, String>) -> bool {
-        keys::NETWORK.iter().any(|key| data.contains_key(*key))
-            || ![keys::REGISTRIES, keys::PULL_SECRET]
-                .iter()
-                .any(|key| data.contains_key(*key))
-    }
-
-    /// Reads a grant ConfigMap's `data`, naming the key of the first bad value.
-    pub fn parse(data: &BTreeMap<String, String>) -> Result<Self, GrantError> {
-        let text = data.get(keys::ORIGINS).ok_or(GrantError::NoOrigins)?;
-        let origins = list(text)
-            .map(OriginPattern::parse)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| GrantError::Origin {
-                key: keys::ORIGINS,
-                source,
-            })?;
-        if origins.is_empty() {
-            return Err(GrantError::NoOrigins);
-        }
-        let mut grant = Self::to(origins);
-        for entry in data_keys::entries(data) {
-            let positive = |expected| {
-                entry.parse(expected, |t| {
-                    parse_integer(t)
-                        .filter(|n| *n > 0)
-                        .and_then(|n| u32::try_from(n).ok())
-                })
-            };
-            let bytes = |expected| entry.parse(expected, |t| parse_bytes(t).filter(|n| *n > 0));
-            match entry.key {
-                keys::ORIGINS | keys::DESCRIPTION | keys::REGISTRIES | keys::PULL_SECRET => {}
-                keys::REQUESTS_PER_CALL => grant.requests_per_call = positive(COUNT_EXPECTED)?,
-                keys::CONCURRENCY => grant.concurrency = positive(COUNT_EXPECTED)?,
-                keys::REQUEST_BODY_BYTES => grant.request_body_bytes = bytes(BYTES_EXPECTED)?,
-                keys::RESPONSE_BODY_BYTES => grant.response_body_bytes = bytes(BYTES_EXPECTED)?,
-                keys::NETWORK_SHARE => {
-                    grant.network_percent = entry.parse(SHARE_EXPECTED, parse_percent)?;
-                }
-                keys::CREDENTIALS => {
-                    grant.credentials = parse_credentials(entry.text(), &grant.origins)?;
-                }
-                _ => return Err(entry.unknown(" in the grant", keys::ALL).into()),
+    let mut grant = Grant::to(origins);
+    for entry in data_keys::entries(data) {
+        let positive = |expected| {
+            entry.parse(expected, |t| {
+                parse_integer(t)
+                    .filter(|n| *n > 0)
+                    .and_then(|n| u32::try_from(n).ok())
+            })
+        };
+        let bytes = |expected| entry.parse(expected, |t| parse_bytes(t).filter(|n| *n > 0));
+        match entry.key {
+            keys::ORIGINS | keys::DESCRIPTION | keys::REGISTRIES | keys::PULL_SECRET => {}
+            keys::REQUESTS_PER_CALL => grant.requests_per_call = positive(COUNT_EXPECTED)?,
+            keys::CONCURRENCY => grant.concurrency = positive(COUNT_EXPECTED)?,
+            keys::REQUEST_BODY_BYTES => grant.request_body_bytes = bytes(BYTES_EXPECTED)?,
+            keys::RESPONSE_BODY_BYTES => grant.response_body_bytes = bytes(BYTES_EXPECTED)?,
+            keys::NETWORK_SHARE => {
+                grant.network_percent = entry.parse(SHARE_EXPECTED, parse_percent)?;
             }
+            keys::CREDENTIALS => {
+                grant.credentials = parse_credentials(entry.text(), &grant.origins)?;
+            }
+            _ => return Err(entry.unknown(" in the grant", keys::ALL).into()),
         }
-        Ok(grant)
     }
-
-    /// The first of the grant's patterns that admits `origin`.
-    #[must_use]
-    pub fn admitting(&self, origin: &Origin) -> Option<&OriginPattern> {
-        self.origins.iter().find(|pattern| pattern.admits(origin))
-    }
-
-    /// How long a call of `timeout` may wait on the network.
-    #[must_use]
-    pub fn network_budget(&self, timeout: Duration) -> Duration {
-        timeout * u32::from(self.network_percent) / 100
-    }
-
-    /// The Secrets the grant reads, each once.
-    #[must_use]
-    pub fn secrets(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.credentials.iter().map(|c| c.secret.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        names
-    }
+    Ok(grant)
 }
 
 const COUNT_EXPECTED: &str = "a positive integer, such as 4";
@@ -270,7 +109,7 @@ fn parse_credentials(text: &str, origins: &[OriginPattern]) -> Result<Vec<Creden
         }
         let header = HeaderName::from_bytes(header.as_bytes())
             .map_err(|_| bad("the header is not a valid HTTP header name"))?;
-        if super::is_forbidden_header(&header) {
+        if outbound::is_forbidden_header(&header) {
             return Err(bad("the host sets this header itself"));
         }
         let (secret, key) = reference
@@ -298,7 +137,7 @@ fn parse_credentials(text: &str, origins: &[OriginPattern]) -> Result<Vec<Creden
 
 /// Whether `pattern` admits the one origin `single` stands for.
 fn covers(pattern: &OriginPattern, single: &OriginPattern) -> bool {
-    let super::origin::HostPattern::Exact(host) = &single.host else {
+    let HostPattern::Exact(host) = &single.host else {
         return false;
     };
     single.port.is_some_and(|port| {
@@ -344,6 +183,8 @@ pub enum GrantError {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -354,12 +195,12 @@ mod tests {
     }
 
     fn error_of(pairs: &[(&str, &str)]) -> String {
-        Grant::parse(&data(pairs)).unwrap_err().to_string()
+        parse(&data(pairs)).unwrap_err().to_string()
     }
 
     #[test]
     fn every_key_parses_and_the_rest_keep_their_defaults() {
-        let grant = Grant::parse(&data(&[
+        let grant = parse(&data(&[
             (
                 "origins",
                 "https://api.example.com,\n https://*.example.com:8443",
@@ -389,7 +230,7 @@ mod tests {
             grant.network_budget(Duration::from_secs(2)),
             Duration::from_millis(500)
         );
-        let defaults = Grant::parse(&data(&[("origins", "https://api.example.com")])).unwrap();
+        let defaults = parse(&data(&[("origins", "https://api.example.com")])).unwrap();
         assert_eq!(defaults, Grant::to(defaults.origins.clone()));
     }
 
@@ -431,7 +272,7 @@ mod tests {
             credential("https://api.example.com authorization S_ecret/k").contains("Secret's name")
         );
         assert!(credential("https://api.example.com authorization s/k\nhttps://api.example.com Authorization t/k").contains("a second credential"));
-        let below = Grant::parse(&data(&[
+        let below = parse(&data(&[
             origins,
             ("credentials", "https://eu.example.com x-token s/k"),
         ]))

@@ -14,10 +14,10 @@
 
 use std::collections::BTreeMap;
 
+use super::keys;
 use crate::data_keys::{self, KeyError};
 use crate::oci::Prefix;
 use crate::oci::reference::ParseError;
-use crate::outbound::grant::keys;
 
 /// The Secret type a pull secret must have, as Pods' `imagePullSecrets`.
 pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";

@@ -3,7 +3,7 @@
 //! its next version.
 //!
 //! A grant ConfigMap (`grant-<policy>`, label `policyhost.dev/grant:
-//! <policy>`, in the policy namespace; format in [`crate::outbound::grant`])
+//! <policy>`, in the policy namespace; format in [`crate::grants`])
 //! is the platform team's: the Role that lets a team push `policy-<policy>`
 //! does not name it. Whatever the `--policy-tenancy`, only `grant-<policy>`
 //! grants `<policy>`, so RBAC on ConfigMap names is RBAC on grants: a
@@ -21,17 +21,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::Api;
 
-use super::pull_grant::{self, PullTerms, PullTermsError};
+use super::grant_name;
+use super::network::{self, GrantError};
+use super::pull::{self, PullTerms, PullTermsError};
 use crate::oci::credentials::CredentialsError;
 use crate::oci::{Credentials, PullGrant};
-use crate::outbound::{CredentialError, Grant, GrantError, Outbound};
+use crate::outbound::{CredentialError, Grant, Outbound};
 use crate::vocabulary::GRANT_LABEL;
-
-/// The name of the one ConfigMap that may grant `policy`.
-#[must_use]
-pub fn grant_name(policy: &str) -> String {
-    format!("grant-{policy}")
-}
 
 /// One grant ConfigMap as the host keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +127,7 @@ pub enum PullSecretProblem {
     #[error("its type is {0}, not kubernetes.io/dockerconfigjson")]
     Type(String),
     /// No credentials in it.
-    #[error("it has no `{}`", pull_grant::SECRET_KEY)]
+    #[error("it has no `{}`", pull::SECRET_KEY)]
     NoKey,
     /// Its credentials do not parse.
     #[error(transparent)]
@@ -279,11 +275,11 @@ impl Grants {
             return Ok((None, Arc::default()));
         };
         let pull = self.pull_grant(&configmap, &data).await?;
-        if !Grant::grants_network(&data) {
+        if !network::grants_network(&data) {
             self.credentials().remove(policy);
             return Ok((None, Arc::new(pull)));
         }
-        let grant = Grant::parse(&data).map_err(|source| Refused::Invalid {
+        let grant = network::parse(&data).map_err(|source| Refused::Invalid {
             configmap: configmap.clone(),
             source,
         })?;
@@ -337,13 +333,13 @@ impl Grants {
         };
         let secret = secret.ok_or_else(|| problem(PullSecretProblem::Missing))?;
         let type_ = secret.type_.as_deref().unwrap_or("Opaque");
-        if type_ != pull_grant::SECRET_TYPE {
+        if type_ != pull::SECRET_TYPE {
             return Err(problem(PullSecretProblem::Type(type_.to_owned())));
         }
         let value = secret
             .data
             .as_ref()
-            .and_then(|data| data.get(pull_grant::SECRET_KEY))
+            .and_then(|data| data.get(pull::SECRET_KEY))
             .ok_or_else(|| problem(PullSecretProblem::NoKey))?;
         Credentials::parse(&value.0).map_err(|error| problem(PullSecretProblem::Credentials(error)))
     }
@@ -361,10 +357,10 @@ impl Grants {
             let Some((configmap, data)) = self.granting(&policy) else {
                 continue;
             };
-            if !Grant::grants_network(&data) {
+            if !network::grants_network(&data) {
                 continue;
             }
-            let Ok(grant) = Grant::parse(&data) else {
+            let Ok(grant) = network::parse(&data) else {
                 continue;
             };
             let now = self.read_secrets(&configmap, &grant).await;

@@ -15,7 +15,7 @@ use kube::runtime::watcher;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::grants::Grants;
+use super::Grants;
 use crate::apply::events;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;

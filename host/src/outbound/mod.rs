@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use http::{HeaderName, HeaderValue};
 
 pub use client::{Client, ClientConfig};
-pub use grant::{Credential, Grant, GrantError};
+pub use grant::{Credential, Grant};
 pub(crate) use hooks::CallHttp;
 pub use origin::{Origin, OriginPattern};
 pub use redact::{RedactError, Redactor};
@@ -334,14 +334,15 @@ mod tests {
     use super::*;
 
     fn grant_with_credential() -> Grant {
-        let data = BTreeMap::from([
-            ("origins".to_owned(), "https://api.example.com".to_owned()),
-            (
-                "credentials".to_owned(),
-                "https://api.example.com authorization token/value".to_owned(),
-            ),
-        ]);
-        Grant::parse(&data).expect("grant")
+        let origin = OriginPattern::parse("https://api.example.com").expect("an origin");
+        let mut grant = Grant::to(vec![origin.clone()]);
+        grant.credentials.push(Credential {
+            origin,
+            header: http::header::AUTHORIZATION,
+            secret: "token".into(),
+            key: "value".into(),
+        });
+        grant
     }
 
     fn secrets(value: &str) -> BTreeMap<(String, String), Vec<u8>> {

@@ -14,8 +14,9 @@ use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::body::Bounded;
 use super::client::Sent;
-use super::grant::{Grant, GrantError};
+use super::grant::Grant;
 use super::origin::OriginPattern;
+use super::origin::PatternError;
 
 /// The exchanges the next calls are answered from. Cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -87,13 +88,10 @@ impl Fixtures {
 /// # Errors
 ///
 /// A URL whose origin is not a valid origin.
-pub fn grant_for(exchanges: &[Exchange]) -> Result<Grant, GrantError> {
+pub fn grant_for(exchanges: &[Exchange]) -> Result<Grant, PatternError> {
     let mut origins: Vec<OriginPattern> = Vec::new();
     for exchange in exchanges {
-        let pattern = origin_of(&exchange.request.url).map_err(|source| GrantError::Origin {
-            key: "http",
-            source,
-        })?;
+        let pattern = origin_of(&exchange.request.url)?;
         if !origins.contains(&pattern) {
             origins.push(pattern);
         }
@@ -106,7 +104,7 @@ pub fn grant_for(exchanges: &[Exchange]) -> Result<Grant, GrantError> {
 }
 
 /// The origin pattern of a URL: its scheme, host and port.
-fn origin_of(url: &str) -> Result<OriginPattern, super::origin::PatternError> {
+fn origin_of(url: &str) -> Result<OriginPattern, PatternError> {
     let cut = url
         .find("://")
         .map(|at| at + 3)

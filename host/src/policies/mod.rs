@@ -5,11 +5,8 @@
 pub mod access;
 pub mod configmap;
 pub mod dir;
-pub mod grant_watch;
-pub mod grants;
 pub mod load;
 pub mod provenance;
-pub mod pull_grant;
 pub mod refusal;
 mod registry;
 pub mod report;

@@ -18,11 +18,11 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
+use crate::grants::grant_name;
+use crate::grants::keys;
+use crate::grants::pull;
 use crate::oci::client::{Call, Session};
 use crate::oci::{self, Basic, Reference};
-use crate::outbound::grant::keys;
-use crate::policies::grants::grant_name;
-use crate::policies::pull_grant;
 use crate::vocabulary::GRANT_LABEL;
 
 /// The user the registry lets in.
@@ -256,8 +256,8 @@ impl LocalRegistry {
                 name: Some(PULL_SECRET.to_owned()),
                 ..ObjectMeta::default()
             },
-            type_: Some(pull_grant::SECRET_TYPE.to_owned()),
-            data: Some([(pull_grant::SECRET_KEY.to_owned(), ByteString(config))].into()),
+            type_: Some(pull::SECRET_TYPE.to_owned()),
+            data: Some([(pull::SECRET_KEY.to_owned(), ByteString(config))].into()),
             ..Secret::default()
         };
         Api::<Secret>::namespaced(client.clone(), namespace)

@@ -11,7 +11,6 @@ use kube::api::Api;
 use tracing::{debug, info, warn};
 
 use super::super::configmap;
-use super::super::grants;
 use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
@@ -22,6 +21,7 @@ use super::{After, Inner, Pending, Reported};
 use crate::apply::events;
 use crate::cache::ObjectKey;
 use crate::chain::display_chain;
+use crate::grants;
 use crate::vocabulary::{CANDIDATE_ROLE, POLICY_LABEL, ROLE_LABEL};
 
 /// Why a version was not put in service.
