@@ -18,9 +18,8 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use crate::common::cluster::{Env, eventually, eventually_within, phase, real_kubeconfig};
-use crate::common::peers::{MANAGED_BY, Peers};
+use crate::common::peers::{FINALIZER, MANAGED_BY, Peers};
 use crate::common::scratch;
-use policyhost::vocabulary::FINALIZER;
 
 /// DataJobs per mode.
 const JOBS: usize = 10;
