@@ -27,6 +27,7 @@ pub mod runtime;
 pub mod server;
 pub mod shadow;
 pub mod throttle;
+pub mod tls;
 pub mod vocabulary;
 pub mod watch;
 

@@ -7,7 +7,6 @@
 //! A registry is hostile input like any other: a general-purpose client
 //! would follow redirects anywhere and read a manifest of any size.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -204,19 +203,8 @@ impl Client {
     ///
     /// A root rustls does not take.
     pub fn new(config: &ClientConfig) -> Result<Self, rustls::Error> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        for root in &config.extra_roots {
-            roots.add(root.clone())?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         Ok(Self {
-            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+            tls: crate::tls::connector(&config.extra_roots)?,
             connect_timeout: config.connect_timeout,
         })
     }

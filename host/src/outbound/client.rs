@@ -57,20 +57,8 @@ pub struct RootError(#[source] rustls::Error);
 impl Client {
     /// A client trusting the web's roots and `config.extra_roots`.
     pub fn new(config: &ClientConfig) -> Result<Self, RootError> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        for root in &config.extra_roots {
-            roots.add(root.clone()).map_err(RootError)?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(RootError)?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         Ok(Self {
-            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+            tls: crate::tls::connector(&config.extra_roots).map_err(RootError)?,
         })
     }
 }
