@@ -80,6 +80,15 @@ pub fn entries(data: &BTreeMap<String, String>) -> impl Iterator<Item = Entry<'_
     data.iter().map(|(key, value)| Entry { key, value })
 }
 
+/// A ConfigMap's `data` of these keys and values, for the readers' tests.
+#[cfg(test)]
+pub(crate) fn data_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

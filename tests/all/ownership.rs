@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::operator::{Operator, Options};
+use policyhost::policies::configmap::Settings;
 use policyhost::policies::load;
 use policyhost::runtime::AllowedKind;
 use serde_json::json;
@@ -686,7 +687,7 @@ fn a_policy_whose_allowed_kinds_name_a_cluster_scoped_kind_is_refused_at_load() 
         &runtime,
         &load::Config::default(),
         "cluster-scoped",
-        &data,
+        Settings::parse(&data).expect("the settings read"),
         load::Component::In(&binary),
         load::Given::default(),
     )

@@ -1,7 +1,8 @@
 //! The same scenarios driven by the real `kubectl` binary.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use serde_json::json;
@@ -107,6 +108,37 @@ async fn kubectl_patches_labels_and_annotates() {
     assert_eq!(selected.trim(), "configmap/cfg");
 }
 
+/// The lines `stream` gives, as they come, read on a thread of their own.
+fn lines_of(stream: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The first of `lines` that contains `needle` (each within 20 s), and the
+/// lines after it.
+async fn first_line_with(
+    lines: Receiver<String>,
+    needle: &'static str,
+) -> Result<(String, Receiver<String>), RecvTimeoutError> {
+    tokio::task::spawn_blocking(move || {
+        loop {
+            let line = lines.recv_timeout(Duration::from_secs(20))?;
+            if line.contains(needle) {
+                return Ok((line, lines));
+            }
+        }
+    })
+    .await
+    .expect("the reader thread")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_watches_and_waits_for_deletion() {
     let c = start().await;
@@ -123,28 +155,11 @@ async fn kubectl_watches_and_waits_for_deletion() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = watch.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = lines_of(watch.stdout.take().unwrap());
     c.cm("default", "watched", json!({})).await;
-    let line = tokio::task::spawn_blocking(move || {
-        loop {
-            let l = rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("kubectl -w prints the new object");
-            if l.contains("watched") {
-                return l;
-            }
-        }
-    })
-    .await
-    .unwrap();
+    let (line, _) = first_line_with(lines, "watched")
+        .await
+        .expect("kubectl -w prints the new object");
     assert!(line.starts_with("ADDED"), "{line}");
     let _ = watch.kill();
     let _ = watch.wait();
@@ -175,27 +190,9 @@ async fn kubectl_watches_and_waits_for_deletion() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = waiter.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let watching = tokio::task::spawn_blocking(move || {
-        loop {
-            match rx.recv_timeout(Duration::from_secs(20)) {
-                Ok(line) if line.contains("watch=true") => return Ok(rx),
-                Ok(_) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    })
-    .await
-    .unwrap()
-    .expect("kubectl wait watches the object while its finalizer holds it");
+    let (_, watching) = first_line_with(lines_of(waiter.stderr.take().unwrap()), "watch=true")
+        .await
+        .expect("kubectl wait watches the object while its finalizer holds it");
     assert!(
         waiter.try_wait().unwrap().is_none(),
         "wait returns only after the deletion"

@@ -186,13 +186,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::data_keys::data_of as data;
 
     fn error_of(pairs: &[(&str, &str)]) -> String {
         parse(&data(pairs)).unwrap_err().to_string()

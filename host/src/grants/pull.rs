@@ -91,13 +91,7 @@ const SECRET_EXPECTED: &str = "the name of a Secret of type kubernetes.io/docker
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::data_keys::data_of as data;
 
     #[test]
     fn registries_and_a_pull_secret_are_read_and_mistakes_named() {

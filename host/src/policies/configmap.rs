@@ -285,7 +285,7 @@ pub struct Settings {
 
 impl Settings {
     /// Reads `data`, naming the key of the first bad value.
-    pub fn parse(data: &BTreeMap<String, String>) -> Result<Self> {
+    pub fn parse(data: &BTreeMap<String, String>) -> std::result::Result<Self, KeyError> {
         let mut settings = Self::default();
         for entry in data_keys::entries(data) {
             match entry.key {
@@ -337,7 +337,7 @@ impl Settings {
                     })?;
                     settings.share = Some(share);
                 }
-                _ => return Err(entry.unknown("", keys::ALL).into()),
+                _ => return Err(entry.unknown("", keys::ALL)),
             }
         }
         Ok(settings)
@@ -676,13 +676,7 @@ fn kind_text(kind: &AllowedKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::data_keys::data_of as data;
 
     fn error_of(pairs: &[(&str, &str)]) -> String {
         Settings::parse(&data(pairs))
@@ -794,7 +788,7 @@ mod tests {
             "`data.share` is `99999999999`; expected a positive integer, such as 2"
         );
         let error = Settings::parse(&data(&[("fuel", "x")])).unwrap_err();
-        assert_eq!(error.reason(), "InvalidConfig");
+        assert_eq!(Error::from(error).reason(), "InvalidConfig");
     }
 
     #[test]
@@ -821,7 +815,7 @@ mod tests {
                     "`data.allowedNamespaces` is `{bad}`; expected `*`, or a list of namespace names such as team-a,team-a-ci"
                 )
             );
-            assert_eq!(error.reason(), "InvalidConfig");
+            assert_eq!(Error::from(error).reason(), "InvalidConfig");
         }
     }
 

@@ -192,21 +192,13 @@ pub struct Given {
 /// asked for: `None` when its component is in `binaryData`.
 pub type Fetched = Option<(oci::Reference, oci::Pulled)>;
 
-/// Whether the ConfigMap's `data` names an artifact: its load needs a
-/// [`fetch`] first. Settings that do not parse need none (the load refuses
-/// them).
-#[must_use]
-pub fn names_artifact(data: &BTreeMap<String, String>) -> Option<oci::Reference> {
-    Settings::parse(data).ok()?.artifact
-}
-
-/// Loads the policy `name` from a ConfigMap's `data` and `binaryData`,
-/// and the artifact it names once [`fetch`]ed.
+/// Loads the policy `name` from a ConfigMap's settings (its `data`, read)
+/// and `binaryData`, and the artifact it names once [`fetch`]ed.
 pub async fn load(
     runtime: &Runtime,
     config: &Config,
     name: &str,
-    (data, binary_data): (BTreeMap<String, String>, BTreeMap<String, ByteString>),
+    (settings, binary_data): (Settings, BTreeMap<String, ByteString>),
     pulled: Fetched,
     given: Given,
 ) -> Result<Loaded> {
@@ -216,7 +208,7 @@ pub async fn load(
             Some((_, pulled)) => Component::Pulled(&pulled.component),
             None => Component::In(&binary_data),
         };
-        let loaded = load_blocking(&runtime, &config, &name, &data, component, given);
+        let loaded = load_blocking(&runtime, &config, &name, settings, component, given);
         (loaded, pulled)
     })
     .await
@@ -242,15 +234,14 @@ pub async fn load(
 /// component too, or that must be signed and names none.
 pub async fn fetch(
     config: &Config,
-    data: &BTreeMap<String, String>,
+    settings: &Settings,
     binary_data: &BTreeMap<String, ByteString>,
     given: &Given,
 ) -> Result<Fetched> {
-    let settings = Settings::parse(data)?;
     let signed = config
         .signed_for
         .requires(&settings.namespaces.clone().unwrap_or_default());
-    let Some(reference) = settings.artifact else {
+    let Some(reference) = settings.artifact.clone() else {
         if signed {
             return Err(Error::NotAnArtifact);
         }
@@ -294,17 +285,16 @@ pub enum Component<'a> {
     Pulled(&'a [u8]),
 }
 
-/// [`load`] on the current thread.
+/// [`load`] on the current thread, of settings already read.
 pub fn load_blocking(
     runtime: &Runtime,
     config: &Config,
     name: &str,
-    data: &BTreeMap<String, String>,
+    settings: Settings,
     component: Component<'_>,
     given: Given,
 ) -> Result<Loaded> {
     let started = Instant::now();
-    let settings = Settings::parse(data)?;
     settings.check_kinds(&config.child_kinds)?;
     if config.tenancy.requires_allowed_namespaces() && settings.namespaces.is_none() {
         return Err(configmap::Error::NamespacesRequired.into());

@@ -191,6 +191,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_registry_serves_a_bounded_number_of_pulls_whatever_the_teams() {
+        let pulls = Arc::new(Pulls::default());
+        let (sender, mut started) = mpsc::unbounded_channel();
+        for team in ["a", "b", "c"] {
+            for i in 0..PER_TEAM {
+                let name = format!("{team}-{i}");
+                let team = Team::of_policy(team);
+                pulls.start(key(&name), &team, "stalls.example", stalled(&sender, &name));
+            }
+        }
+        let first = started_within(&mut started, Duration::from_millis(200)).await;
+        assert_eq!(first.len(), PER_REGISTRY, "{first:?}");
+        // One of them ends: a waiting pull of that registry takes its place.
+        pulls.cancel(&key(&first[0]));
+        let next = started_within(&mut started, Duration::from_millis(200)).await;
+        assert_eq!(next.len(), 1, "{next:?}");
+        assert!(!first.contains(&next[0]), "{next:?} started twice");
+        pulls.cancel_all();
+    }
+
+    #[tokio::test]
     async fn a_newer_pull_of_a_configmap_ends_the_older_one() {
         let pulls = Arc::new(Pulls::default());
         let (sender, mut started) = mpsc::unbounded_channel();

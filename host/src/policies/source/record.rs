@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 
-use super::super::configmap;
+use super::super::configmap::{self, Settings};
 use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
 use crate::cache::{Cached, ObjectKey};
+use crate::data_keys::KeyError;
 use crate::vocabulary::{
     CANDIDATE_ROLE, PINNED_ANNOTATION, POLICY_LABEL, PROVIDES_ANNOTATION, ROLE_LABEL,
 };
@@ -167,8 +168,9 @@ impl Cached for Record {
 
 /// A ConfigMap's content, from its watch event until its load.
 pub struct Content {
-    /// `data`.
-    pub data: BTreeMap<String, String>,
+    /// Its `data` read once, or why it does not read: every step of the
+    /// load (whether to pull, the pull, the load) takes this.
+    pub settings: Result<Settings, KeyError>,
     /// `binaryData`.
     pub binary_data: BTreeMap<String, ByteString>,
     /// The compile refusal the host recorded on it.
@@ -186,6 +188,7 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
     let data = map.data.clone().unwrap_or_default();
     let binary_data = map.binary_data.clone().unwrap_or_default();
     let record = Record::of(&map, configmap::fingerprint(&data, &binary_data));
+    let settings = Settings::parse(&data);
     let refused = refusal::read(map.metadata.annotations.as_ref());
     let pinned = map
         .metadata
@@ -196,7 +199,7 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
     contents.insert(
         record.key.clone(),
         Content {
-            data,
+            settings,
             binary_data,
             refused,
             pinned,

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use tracing::{debug, info, warn};
 
-use super::super::configmap;
+use super::super::configmap::{self, Settings};
 use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
@@ -165,25 +165,26 @@ impl Inner {
             pull,
             pinned: content.pinned.clone(),
         };
+        let settings = match content.settings.clone() {
+            Ok(settings) => settings,
+            Err(error) => {
+                return self
+                    .failed(record, configmap::Error::from(error).into())
+                    .await;
+            }
+        };
         let fetched = match content.fetched.take() {
             Some(fetched) => fetched,
-            None => match load::names_artifact(&content.data) {
-                Some(artifact) => {
-                    self.pull(record, content, &given, artifact.registry());
+            None => {
+                if let Some(artifact) = &settings.artifact {
+                    let registry = artifact.registry().to_owned();
+                    self.pull(record, content, settings, &given, &registry);
                     return After::Pulling;
                 }
                 // Nothing to pull: the checks of a version without an
                 // artifact, at once.
-                None => {
-                    load::fetch(
-                        &self.config.load,
-                        &content.data,
-                        &content.binary_data,
-                        &given,
-                    )
-                    .await
-                }
-            },
+                load::fetch(&self.config.load, &settings, &content.binary_data, &given).await
+            }
         };
         let result = match fetched {
             Ok(fetched) => {
@@ -191,7 +192,7 @@ impl Inner {
                     &self.runtime,
                     &self.config.load,
                     &record.policy,
-                    (content.data, content.binary_data),
+                    (settings, content.binary_data),
                     fetched,
                     given,
                 )
@@ -204,23 +205,27 @@ impl Inner {
                 self.serve(record, loaded).await;
                 After::Done
             }
-            Err(error) => {
-                if let Some(refusal) = refusal::to_record(&error) {
-                    self.record_refusal(record, refusal).await;
-                }
-                if let Some(after) = error.retry_after() {
-                    // Not compiled for want of compile time: loaded again
-                    // once the policy has it, unless newer content comes.
-                    self.pending()
-                        .entry(record.key.clone())
-                        .or_insert(Pending::Refetch);
-                    self.queue.add_after(record.key.clone(), after);
-                }
-                let again = error.is_transient();
-                self.rejected(record, Refused::Load(error)).await;
-                if again { After::Retry } else { After::Done }
-            }
+            Err(error) => self.failed(record, error).await,
         }
+    }
+
+    /// Reports a version that did not load; one refused for want of
+    /// compile time is loaded again once its team has it.
+    async fn failed(&self, record: &Record, error: load::Error) -> After {
+        if let Some(refusal) = refusal::to_record(&error) {
+            self.record_refusal(record, refusal).await;
+        }
+        if let Some(after) = error.retry_after() {
+            // Not compiled for want of compile time: loaded again once the
+            // policy has it, unless newer content comes.
+            self.pending()
+                .entry(record.key.clone())
+                .or_insert(Pending::Refetch);
+            self.queue.add_after(record.key.clone(), after);
+        }
+        let again = error.is_transient();
+        self.rejected(record, Refused::Load(error)).await;
+        if again { After::Retry } else { After::Done }
     }
 
     /// Pulls the artifact `content` names on a task of its own, within the
@@ -230,6 +235,7 @@ impl Inner {
         self: &Arc<Self>,
         record: &Arc<Record>,
         content: Content,
+        settings: Settings,
         given: &load::Given,
         registry: &str,
     ) {
@@ -244,13 +250,8 @@ impl Inner {
         debug!(policy = %record.policy, configmap = %record.key, %team, "pulling the artifact");
         self.pulls
             .start(record.key.clone(), &team, registry, async move {
-                let fetched = load::fetch(
-                    &inner.config.load,
-                    &content.data,
-                    &content.binary_data,
-                    &given,
-                )
-                .await;
+                let fetched =
+                    load::fetch(&inner.config.load, &settings, &content.binary_data, &given).await;
                 inner.fetched(
                     record,
                     Content {
