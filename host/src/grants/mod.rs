@@ -74,7 +74,7 @@ pub mod keys {
     /// The `kubernetes.io/dockerconfigjson` Secret to pull them with.
     pub const PULL_SECRET: &str = "pullSecret";
 
-    /// Every key the host reads.
+    /// Every key the host reads, the network half's first.
     pub const ALL: &[&str] = &[
         ORIGINS,
         REQUESTS_PER_CALL,
@@ -88,15 +88,26 @@ pub mod keys {
         PULL_SECRET,
     ];
 
-    /// The keys of the network half of a grant: present, the grant must
-    /// name its origins.
-    pub const NETWORK: &[&str] = &[
-        ORIGINS,
-        REQUESTS_PER_CALL,
-        REQUEST_BODY_BYTES,
-        RESPONSE_BODY_BYTES,
-        NETWORK_SHARE,
-        CONCURRENCY,
-        CREDENTIALS,
-    ];
+    /// The keys of the network half of a grant (the first seven of
+    /// [`ALL`]): present, the grant must name its origins.
+    pub const NETWORK: &[&str] = ALL.split_at(7).0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keys;
+
+    #[test]
+    fn the_network_half_is_every_key_but_the_registries_and_the_description() {
+        let others: Vec<&str> = keys::ALL
+            .iter()
+            .copied()
+            .filter(|key| !keys::NETWORK.contains(key))
+            .collect();
+        assert_eq!(
+            others,
+            [keys::DESCRIPTION, keys::REGISTRIES, keys::PULL_SECRET]
+        );
+        assert!(keys::NETWORK.contains(&keys::CREDENTIALS));
+    }
 }

@@ -213,16 +213,6 @@ impl Cache {
 mod tests {
     use super::*;
 
-    use super::super::engine::EngineConfig;
-
-    fn engine() -> Engine {
-        Engine::new(&EngineConfig {
-            max_instances: 2,
-            ..EngineConfig::default()
-        })
-        .unwrap()
-    }
-
     /// Looks `bytes` up, compiling them on a miss; counts the compiles.
     fn load(cache: &Cache, engine: &Engine, bytes: &[u8]) -> (Arc<Component>, Source) {
         let digest = Digest::of(bytes);
@@ -234,7 +224,7 @@ mod tests {
 
     #[test]
     fn a_second_load_of_the_same_bytes_does_not_compile_again() {
-        let engine = engine();
+        let engine = Engine::for_tests();
         let cache = Cache::new(None);
         let bytes = wat::parse_str("(component)").unwrap();
         let (held, first) = load(&cache, &engine, &bytes);
@@ -254,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_component_nobody_holds_leaves_memory() {
-        let engine = engine();
+        let engine = Engine::for_tests();
         let cache = Cache::new(None);
         let versions: Vec<Vec<u8>> = (0..50)
             .map(|i| {
@@ -280,7 +270,7 @@ mod tests {
 
     #[test]
     fn the_disk_tier_survives_a_new_cache() {
-        let engine = engine();
+        let engine = Engine::for_tests();
         // A unit test has no CARGO_TARGET_TMPDIR; cargo's directory for test
         // data is `<target>/tmp`, and this binary is `<target>/<profile>/deps/<name>`.
         let exe = std::env::current_exe().unwrap();

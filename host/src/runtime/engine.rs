@@ -194,6 +194,18 @@ impl Drop for Deadline {
     }
 }
 
+/// An engine of two instances, as the runtime's own tests use it.
+#[cfg(test)]
+impl Engine {
+    pub(crate) fn for_tests() -> Self {
+        Self::new(&EngineConfig {
+            max_instances: 2,
+            ..EngineConfig::default()
+        })
+        .expect("an engine")
+    }
+}
+
 impl Engine {
     /// Builds the engine and starts its epoch ticker.
     pub(crate) fn new(config: &EngineConfig) -> Result<Self> {

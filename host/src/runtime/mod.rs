@@ -348,28 +348,30 @@ impl Runtime {
     /// [`RuntimeConfig::thread_grace`]; past that the answer is
     /// `DeadlineExceeded` and the pool replaces the thread.
     pub async fn reconcile(&self, policy: Arc<Policy>, input: Input) -> Outcome<Reconciled> {
-        let _slot = self.inner.calls.acquire(policy.tenant()).await;
-        let this = self.clone();
-        let timeout = policy.limits.timeout;
-        self.inner
-            .pool
-            .run(Some(self.bound(timeout)), move || {
-                this.reconcile_blocking(&policy, &input)
-            })
-            .await
-            .unwrap_or_else(|error| failed_outcome(error, timeout))
+        self.on_pool(policy, input, Self::reconcile_blocking).await
     }
 
     /// Calls `cleanup` on the call pool, bounded and admitted like
     /// [`Runtime::reconcile`].
     pub async fn cleanup(&self, policy: Arc<Policy>, input: Input) -> Outcome<Cleaned> {
+        self.on_pool(policy, input, Self::cleanup_blocking).await
+    }
+
+    /// Runs `call` on the call pool once the policy's tenant has a slot,
+    /// bounded by the policy's timeout.
+    async fn on_pool<T: Send + 'static>(
+        &self,
+        policy: Arc<Policy>,
+        input: Input,
+        call: fn(&Self, &Policy, &Input) -> Outcome<T>,
+    ) -> Outcome<T> {
         let _slot = self.inner.calls.acquire(policy.tenant()).await;
         let this = self.clone();
         let timeout = policy.limits.timeout;
         self.inner
             .pool
             .run(Some(self.bound(timeout)), move || {
-                this.cleanup_blocking(&policy, &input)
+                call(&this, &policy, &input)
             })
             .await
             .unwrap_or_else(|error| failed_outcome(error, timeout))

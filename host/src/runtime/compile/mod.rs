@@ -380,19 +380,10 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::engine::EngineConfig;
-
-    fn engine() -> Engine {
-        Engine::new(&EngineConfig {
-            max_instances: 2,
-            ..EngineConfig::default()
-        })
-        .unwrap()
-    }
 
     #[test]
     fn a_remembered_refusal_is_recalled_only_for_its_digest_and_limits() {
-        let engine = engine();
+        let engine = Engine::for_tests();
         let compiler = Compiler::new(CompileConfig::default(), &engine);
         let digest = Digest::of(b"component");
         let recorded = Refusal {
@@ -416,7 +407,7 @@ mod tests {
 
     #[test]
     fn other_limits_or_caps_make_another_key() {
-        let engine = engine();
+        let engine = Engine::for_tests();
         let default = Compiler::new(CompileConfig::default(), &engine).key;
         let lower = Compiler::new(
             CompileConfig {
@@ -448,7 +439,7 @@ mod tests {
 
     #[test]
     fn a_component_over_a_static_limit_is_refused_and_remembered() {
-        let engine = engine();
+        let engine = Engine::for_tests();
         let compiler = Compiler::new(
             CompileConfig {
                 limits: Footprint {
