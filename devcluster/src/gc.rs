@@ -80,7 +80,7 @@ fn object(
             let Some(dep) = txn.get(&dgr, &dkey) else {
                 continue;
             };
-            let mut v = dep.value().map_err(ops::internal)?;
+            let mut v = dep.value().map_err(crate::status::internal)?;
             if let Some(refs) = v["metadata"]["ownerReferences"].as_array_mut() {
                 refs.retain(|r| r["uid"].as_str() != Some(uid.as_str()));
                 if refs.is_empty()
@@ -140,7 +140,7 @@ fn object(
             }
         } else {
             let gone: Vec<String> = dangling.iter().map(|o| o.uid.clone()).collect();
-            let mut v = obj.value().map_err(ops::internal)?;
+            let mut v = obj.value().map_err(crate::status::internal)?;
             if let Some(refs) = v["metadata"]["ownerReferences"].as_array_mut() {
                 refs.retain(|r| {
                     !r["uid"]
@@ -178,18 +178,20 @@ fn namespace(w: &Writer<'_>, txn: &mut Txn<'_>, key: &ObjectKey) -> crate::statu
     if !txn.in_namespace(&key.name).is_empty() {
         return Ok(());
     }
-    let mut v = ns.value().map_err(ops::internal)?;
+    let mut v = ns.value().map_err(crate::status::internal)?;
     if let Some(f) = v["spec"]["finalizers"].as_array_mut() {
         f.retain(|x| x.as_str() != Some(NAMESPACE_FINALIZER));
     }
     let spec_empty = v["spec"]["finalizers"].as_array().is_none_or(Vec::is_empty);
     if spec_empty && ns.meta.finalizers.is_empty() {
-        let gone = txn.remove(&ns_gr, key, v).map_err(ops::internal)?;
+        let gone = txn
+            .remove(&ns_gr, key, v)
+            .map_err(crate::status::internal)?;
         if let Some(rt) = w.registry.get(&ns_gr) {
             w.after_remove(txn, &rt, &gone);
         }
     } else {
-        txn.put(&ns_gr, v).map_err(ops::internal)?;
+        txn.put(&ns_gr, v).map_err(crate::status::internal)?;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::collections::HashSet;
 
 use bytes::{Bytes, BytesMut};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 /// A group and a plural resource name, the identity of a storage table.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -422,9 +422,60 @@ impl Stored {
     }
 }
 
+/// Sets `path` in `v`, turning whatever is in the way into objects (client data may hold
+/// a string where an object belongs; indexing would panic on it).
+pub(crate) fn set_at(v: &mut Value, path: &[&str], value: Value) {
+    let Some((last, init)) = path.split_last() else {
+        *v = value;
+        return;
+    };
+    let mut cur = v;
+    for key in init {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        cur = match cur {
+            Value::Object(m) => m.entry(*key).or_insert_with(|| json!({})),
+            _ => unreachable!("made an object above"),
+        };
+    }
+    if !cur.is_object() {
+        *cur = json!({});
+    }
+    if let Value::Object(m) = cur {
+        m.insert((*last).to_owned(), value);
+    }
+}
+
+/// The metadata map of an object, created when missing (callers have checked `v` is an object).
+pub(crate) fn md(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
+    }
+    let obj = match v {
+        Value::Object(o) => o,
+        _ => unreachable!("made an object above"),
+    };
+    let entry = obj.entry("metadata").or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    match entry {
+        Value::Object(m) => m,
+        _ => unreachable!("made an object above"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_at_replaces_non_objects_on_the_way() {
+        let mut v = json!({"status": "odd"});
+        set_at(&mut v, &["status", "phase"], json!("Terminating"));
+        assert_eq!(v, json!({"status": {"phase": "Terminating"}}));
+    }
     use serde_json::json;
 
     #[test]

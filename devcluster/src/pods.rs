@@ -228,13 +228,13 @@ fn containers(v: &Value) -> Vec<(String, String)> {
 async fn lifecycle(sim: Arc<Sim>, key: ObjectKey, uid: String) {
     tokio::time::sleep(sim.cfg.schedule_delay).await;
     let Some(_) = sim.change(&key, &uid, Part::Main, |v| {
-        crate::ops::set_at(v, &["spec", "nodeName"], json!(NODE_NAME));
+        crate::object::set_at(v, &["spec", "nodeName"], json!(NODE_NAME));
     }) else {
         return;
     };
     let now = clock::now_rfc3339();
     let Some(pod) = sim.change(&key, &uid, Part::Status, |v| {
-        crate::ops::set_at(
+        crate::object::set_at(
             v,
             &["status", "conditions"],
             json!([condition("PodScheduled", true, &now, None)]),
@@ -307,7 +307,7 @@ async fn lifecycle(sim: Arc<Sim>, key: ObjectKey, uid: String) {
         ("Failed", "Error")
     };
     sim.change(&key, &uid, Part::Status, |v| {
-        crate::ops::set_at(v, &["status", "phase"], json!(phase));
+        crate::object::set_at(v, &["status", "phase"], json!(phase));
         let st = &mut v["status"];
         if let Some(conds) = st["conditions"].as_array_mut() {
             for c in conds.iter_mut().filter(|c| c.is_object()) {

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::gotypes::GoType;
 use crate::object::GroupResource;
 use crate::schema::Schema as MergeSchema;
+use crate::status::{ApiError, Cause};
 use crate::strategy::{
     BinaryData, CustomResourceDefinitions, Generic, Namespaces, Pods, Secrets, Services, Strategy,
 };
@@ -81,6 +82,26 @@ pub(crate) struct ResourceType {
 }
 
 impl ResourceType {
+    /// A 422 naming one field of an object of this type.
+    pub(crate) fn field_invalid(
+        &self,
+        name: &str,
+        field: &str,
+        reason: &'static str,
+        message: String,
+    ) -> ApiError {
+        ApiError::invalid(
+            &self.kind,
+            &self.gr.group,
+            name,
+            vec![Cause {
+                reason,
+                message,
+                field: field.to_owned(),
+            }],
+        )
+    }
+
     /// The served version named `v`.
     pub(crate) fn version(&self, v: &str) -> Option<&Version> {
         self.versions.iter().find(|x| x.name == v)

@@ -368,6 +368,11 @@ pub(crate) fn success(gr: &GroupResource, name: &str, uid: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": d})
 }
 
+/// Wraps an internal failure as a 500.
+pub(crate) fn internal(e: impl std::error::Error) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

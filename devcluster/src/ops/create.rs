@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::{Target, Writer, check_namespace, check_type, check_url_name, field_invalid, md};
+use super::{Target, Writer, check_namespace, check_type, check_url_name};
 use crate::clock;
 use crate::object::GroupResource;
 use crate::object::Stored;
+use crate::object::md;
 use crate::resource::ResourceType;
 use crate::status::{ApiError, Result};
 use crate::store::Txn;
@@ -93,8 +94,7 @@ impl Writer<'_> {
             m.insert("name".into(), Value::String(name.clone()));
         }
         if name.is_empty() {
-            return Err(field_invalid(
-                rt,
+            return Err(rt.field_invalid(
                 "",
                 "metadata.name",
                 "FieldValueRequired",
@@ -105,9 +105,8 @@ impl Writer<'_> {
             check_url_name(&name, target.name)?;
         }
         if !valid_name(&name) {
-            return Err(field_invalid(
-                rt,
-                &name,
+            return Err(rt.field_invalid(
+                                &name,
                 "metadata.name",
                 "FieldValueInvalid",
                 format!(
@@ -149,9 +148,9 @@ impl Writer<'_> {
             return Err(ApiError::already_exists(gr, name));
         }
         if target.dry_run {
-            return Stored::from_value(&body).map_err(super::internal);
+            return Stored::from_value(&body).map_err(crate::status::internal);
         }
-        let stored = txn.put(gr, body).map_err(super::internal)?;
+        let stored = txn.put(gr, body).map_err(crate::status::internal)?;
         self.after_write(txn, rt, &stored)?;
         Ok(stored)
     }

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Target, Writer, finalizers, internal, md, write_finalizers};
+use super::{Target, Writer, finalizers, write_finalizers};
 use crate::clock;
 use crate::object::GroupResource;
+use crate::object::md;
 use crate::object::{ObjectKey, Stored};
 use crate::resource::ResourceType;
+use crate::status::internal;
 use crate::status::{ApiError, Result};
 use crate::store::{GcWork, Txn};
 

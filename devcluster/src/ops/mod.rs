@@ -8,13 +8,13 @@ mod update;
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::apply;
-use crate::object::{ObjectKey, Stored};
+use crate::object::{ObjectKey, Stored, md};
 use crate::rand::Rng;
 use crate::resource::{Registry, ResourceType};
-use crate::status::{ApiError, Cause, Result};
+use crate::status::{ApiError, Result};
 use crate::store::{GcWork, Txn};
 
 pub(crate) use delete::{DeleteOptions, Deleted, FOREGROUND, ORPHAN, Propagation};
@@ -100,81 +100,12 @@ pub(crate) struct Writer<'a> {
     pub(crate) manager: Option<&'a str>,
 }
 
-/// Sets `path` in `v`, turning whatever is in the way into objects (client data may hold
-/// a string where an object belongs; indexing would panic on it).
-pub(crate) fn set_at(v: &mut Value, path: &[&str], value: Value) {
-    let Some((last, init)) = path.split_last() else {
-        *v = value;
-        return;
-    };
-    let mut cur = v;
-    for key in init {
-        if !cur.is_object() {
-            *cur = json!({});
-        }
-        cur = match cur {
-            Value::Object(m) => m.entry(*key).or_insert_with(|| json!({})),
-            _ => unreachable!("made an object above"),
-        };
-    }
-    if !cur.is_object() {
-        *cur = json!({});
-    }
-    if let Value::Object(m) = cur {
-        m.insert((*last).to_owned(), value);
-    }
-}
-
-/// The metadata map of an object, created when missing (callers have checked `v` is an object).
-pub(crate) fn md(v: &mut Value) -> &mut Map<String, Value> {
-    if !v.is_object() {
-        *v = json!({});
-    }
-    let obj = match v {
-        Value::Object(o) => o,
-        _ => unreachable!("made an object above"),
-    };
-    let entry = obj.entry("metadata").or_insert_with(|| json!({}));
-    if !entry.is_object() {
-        *entry = json!({});
-    }
-    match entry {
-        Value::Object(m) => m,
-        _ => unreachable!("made an object above"),
-    }
-}
-
 fn str_at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
     let mut cur = v;
     for p in path {
         cur = cur.get(*p)?;
     }
     cur.as_str()
-}
-
-/// A 422 naming one field of an object of type `rt`.
-pub(crate) fn field_invalid(
-    rt: &ResourceType,
-    name: &str,
-    field: &str,
-    reason: &'static str,
-    message: String,
-) -> ApiError {
-    ApiError::invalid(
-        &rt.kind,
-        &rt.gr.group,
-        name,
-        vec![Cause {
-            reason,
-            message,
-            field: field.to_owned(),
-        }],
-    )
-}
-
-/// Wraps an internal failure as a 500.
-pub(crate) fn internal(e: impl std::error::Error) -> ApiError {
-    ApiError::internal(e.to_string())
 }
 
 /// Checks a body's `apiVersion` and `kind` against its type, sets them, and stores it in
@@ -313,13 +244,6 @@ impl Writer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn set_at_replaces_non_objects_on_the_way() {
-        let mut v = json!({"status": "odd"});
-        set_at(&mut v, &["status", "phase"], json!("Terminating"));
-        assert_eq!(v, json!({"status": {"phase": "Terminating"}}));
-    }
 
     #[test]
     fn binary_data_is_stored_without_the_line_breaks_it_was_wrapped_in() {

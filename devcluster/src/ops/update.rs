@@ -6,13 +6,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{
-    Part, Target, Writer, check_namespace, check_type, check_url_name, finalizers, internal, md,
-    str_at, write_finalizers,
+    Part, Target, Writer, check_namespace, check_type, check_url_name, finalizers, str_at,
+    write_finalizers,
 };
 use crate::clock;
-use crate::object::{ObjectKey, Stored};
+use crate::object::{ObjectKey, Stored, md};
 use crate::resource::ResourceType;
-use crate::status::{ApiError, Result};
+use crate::status::{ApiError, Result, internal};
 use crate::store::{GcWork, Store, Txn};
 
 /// The metadata an update of the main resource cannot change.
@@ -68,8 +68,7 @@ pub(crate) fn patched_body(
     if let Some(uid) = str_at(&patched, &["metadata", "uid"]).filter(|u| !u.is_empty())
         && uid != old.meta.uid
     {
-        return Err(super::field_invalid(
-            rt,
+        return Err(rt.field_invalid(
             target.name,
             "metadata.uid",
             "FieldValueInvalid",
@@ -193,9 +192,8 @@ fn check_no_new_finalizers(
     if added.is_empty() {
         return Ok(());
     }
-    Err(super::field_invalid(
-        rt,
-        &old.meta.name,
+    Err(rt.field_invalid(
+                &old.meta.name,
         "metadata.finalizers",
         "FieldValueForbidden",
         format!(

@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 use super::Strategy;
 use crate::clock;
 use crate::object::{ObjectKey, Stored};
-use crate::ops::{field_invalid, internal};
 use crate::rand::Rng;
 use crate::resource::{self, Registry, ResourceType};
 use crate::status::Result;
+use crate::status::internal;
 use crate::store::{ListQuery, Txn};
 
 /// The CustomResourceDefinition strategy.
@@ -22,7 +22,7 @@ pub(crate) struct CustomResourceDefinitions;
 fn defined_type(rt: &ResourceType, crd: &Value) -> Result<ResourceType> {
     resource::from_crd(crd).map_err(|e| {
         let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-        field_invalid(rt, name, "", "FieldValueInvalid", e.to_string())
+        rt.field_invalid(name, "", "FieldValueInvalid", e.to_string())
     })
 }
 

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::Strategy;
-use crate::ops::{md, set_at};
+use crate::object::{md, set_at};
 use crate::rand::Rng;
 use crate::resource::ResourceType;
 use crate::status::Result;

@@ -4,7 +4,6 @@
 use serde_json::{Value, json};
 
 use super::Strategy;
-use crate::ops::field_invalid;
 use crate::rand::Rng;
 use crate::resource::ResourceType;
 use crate::status::Result;
@@ -36,8 +35,7 @@ impl Strategy for Pods {
     fn validate_update(&self, rt: &ResourceType, old: &Value, new: &Value) -> Result<()> {
         if crate::pod_update::changes_immutable_spec(old, new) {
             let name = old["metadata"]["name"].as_str().unwrap_or_default();
-            return Err(field_invalid(
-                rt,
+            return Err(rt.field_invalid(
                 name,
                 "spec",
                 "FieldValueForbidden",
