@@ -11,10 +11,16 @@ use policyhost::quantity::{format_duration, parse_duration};
 
 use super::terminal::eprintln;
 
-/// A time flag's value that is in neither the grammar nor a former spelling.
+/// A time flag's value that does not read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a duration: write an integer and a unit, such as 500ms, 2s, 1m or 1h")]
-pub(crate) struct DurationError(String);
+pub(crate) enum DurationError {
+    /// In neither the grammar nor a former spelling.
+    #[error("`{0}` is not a duration: write an integer and a unit, such as 500ms, 2s, 1m or 1h")]
+    Malformed(String),
+    /// Zero, for a flag that needs some time.
+    #[error("`{0}`: this flag needs a duration above zero")]
+    Zero(String),
+}
 
 /// A time flag's value; shown (in `--help`'s defaults) in the grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,12 +55,22 @@ pub(crate) fn millis_before(text: &str) -> Result<DurationArg, DurationError> {
     read(text, Former::Millis)
 }
 
+/// [`millis_before`], refusing zero.
+pub(crate) fn positive_millis_before(text: &str) -> Result<DurationArg, DurationError> {
+    let value = millis_before(text)?;
+    if value.0.is_zero() {
+        return Err(DurationError::Zero(text.trim().to_owned()));
+    }
+    Ok(value)
+}
+
 fn read(text: &str, former: Former) -> Result<DurationArg, DurationError> {
     let text = text.trim();
     if let Some(duration) = parse_duration(text) {
         return Ok(DurationArg(duration));
     }
-    let duration = formerly(text, former).ok_or_else(|| DurationError(text.to_owned()))?;
+    let duration =
+        formerly(text, former).ok_or_else(|| DurationError::Malformed(text.to_owned()))?;
     eprintln!(
         "warning: the duration `{text}` is spelled the old way, which the next release refuses: write {}",
         format_duration(duration)
@@ -113,6 +129,20 @@ mod tests {
         assert_eq!(
             millis_before("0.5m"),
             Ok(DurationArg(Duration::from_secs(30)))
+        );
+    }
+
+    #[test]
+    fn a_flag_that_needs_time_refuses_zero_in_any_spelling() {
+        for text in ["0s", "0ms", "0"] {
+            assert_eq!(
+                positive_millis_before(text),
+                Err(DurationError::Zero(text.to_owned()))
+            );
+        }
+        assert_eq!(
+            positive_millis_before("1ms"),
+            Ok(DurationArg(Duration::from_millis(1)))
         );
     }
 

@@ -145,7 +145,7 @@ pub(crate) struct OperatorArgs {
     /// The longest deadline a policy may get per call, in milliseconds
     /// (its ConfigMap's `timeout` and the default are clamped to it).
     #[arg(long, value_name = "DURATION", default_value_t = runtime::HostMaxima::default().0.timeout.into(),
-          value_parser = duration::millis_before)]
+          value_parser = duration::positive_millis_before)]
     max_timeout: DurationArg,
     /// Certificate authorities (a PEM file) the host's client for policies'
     /// outbound requests trusts besides the web's roots, e.g. a company CA.
@@ -316,7 +316,7 @@ impl OperatorArgs {
         let defaults = Options::default();
         let mut runtime = defaults.runtime.clone();
         runtime.max_share = Share::new(self.max_share).unwrap_or_default();
-        runtime.engine.maxima.0.timeout = self.max_timeout.0.max(Duration::from_millis(1));
+        runtime.engine.maxima.0.timeout = self.max_timeout.0;
         runtime.compile = self.compile.config();
         if let Some(Roots(roots)) = &self.outbound_ca {
             runtime.outbound.extra_roots.clone_from(roots);
