@@ -24,11 +24,11 @@ use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
 use crate::leader::{self, Elector, FenceLayer, Leadership};
 use crate::metrics::Metrics;
-use crate::policies::{self, ConfigMapSource, Registry};
+use crate::policies::{self, ConfigMapSource, Registry, Role};
 use crate::queue::Backoff;
 use crate::runtime::{self, AllowedKind, Runtime, RuntimeConfig};
 use crate::server::{self, Readiness};
-use crate::shadow::{self, Candidates};
+use crate::shadow;
 use crate::throttle::WriteThrottleLayer;
 use crate::watch;
 
@@ -302,7 +302,7 @@ impl Operator {
         let controller = Controller::new(
             client,
             versions.runtime,
-            (versions.registry, versions.candidates),
+            versions.registry,
             Arc::clone(&metrics),
             controller::Config {
                 watch,
@@ -314,6 +314,7 @@ impl Operator {
                 leadership: leadership.clone(),
                 cache: options.cache,
                 policy_namespace: options.policy_namespace.clone(),
+                record_calls: options.record_calls.clone(),
             },
         );
         Ok(Self {
@@ -515,13 +516,12 @@ impl Link {
     }
 }
 
-/// The policy versions the operator serves: the runtime that runs them,
-/// the registry of serving versions, the candidates, and the source that
-/// loads both from ConfigMaps (none with `--policy-dir` alone).
+/// The policy versions the operator keeps: the runtime that runs them,
+/// the registry of versions by role, and the source that loads them from
+/// ConfigMaps (none with `--policy-dir` alone).
 struct Versions {
     runtime: Runtime,
     registry: Arc<Registry>,
-    candidates: Arc<Candidates>,
     source: Option<ConfigMapSource>,
 }
 
@@ -532,23 +532,15 @@ impl Versions {
         if let Some(dir) = &options.policy_dir {
             let loaded = policies::dir::load(&runtime, &registry, dir).await?;
             info!(installed = ?loaded.installed, rejected = ?loaded.rejected, dir = %dir.display(), "policies loaded");
-            for (name, entry) in registry.entries() {
-                if let Some(policy) = entry.serving {
-                    metrics.policy_swapped(&name, None, Some(&policy.digest().to_hex()));
-                }
+            for (name, version) in registry.versions(Role::Serving) {
+                metrics.policy_swapped(&name, None, Some(&version.digest()));
             }
         }
-        let candidates = Candidates::new(
-            runtime.clone(),
-            Arc::clone(metrics),
-            options.record_calls.clone(),
-        );
         let source = options.policy_namespace.as_ref().map(|namespace| {
             ConfigMapSource::new(
                 link.client.clone(),
                 runtime.clone(),
                 Arc::clone(&registry),
-                Arc::clone(&candidates),
                 Arc::clone(metrics),
                 policies::source::Config {
                     namespace: namespace.clone(),
@@ -574,7 +566,6 @@ impl Versions {
         Ok(Self {
             runtime,
             registry,
-            candidates,
             source,
         })
     }

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use policyhost::crd::{CleanupSpec, CleanupStatus, DataJob, DataJobSpec};
+use policyhost::policies::{Role, Version};
 use serde_json::{Value, json};
 
 use crate::common;
@@ -460,7 +461,9 @@ async fn a_missing_policy_holds_the_finalizer_and_cleanup_resumes_when_it_return
     env.wait_job("orphan", "reconciled", |j| phase(j) == Some("Running"))
         .await;
     let registry = &env.operator().shared.registry;
-    let policy = registry.remove(FLAKY).expect("the policy was in service");
+    let version = registry
+        .remove(Role::Serving, FLAKY)
+        .expect("the policy was in service");
 
     delete(&env, "orphan").await;
     let waiting = env
@@ -485,7 +488,7 @@ async fn a_missing_policy_holds_the_finalizer_and_cleanup_resumes_when_it_return
             .is_some_and(|j| holds(&j))
     );
 
-    registry.install(policy);
+    registry.install(Role::Serving, Version::clone(&version));
     wait_gone(&env, "orphan").await;
     history.assert_held_while_terminating("orphan");
     assert_eq!(

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use policyhost::policies::Registry;
+use policyhost::policies::{Registry, Role, Version};
 use policyhost::runtime::{Error, PolicyError, PolicyLimits, PolicySpec, Source};
 
 use crate::common::{self, guest_bytes, variants};
@@ -195,7 +195,7 @@ fn the_compile_cache_holds_only_the_versions_in_use() {
             .reconcile_blocking(&policy, &input)
             .result
             .expect("reconcile");
-        registry.install(policy);
+        registry.install(Role::Serving, Version::of(policy));
         assert_eq!(
             runtime.cache_stats().resident,
             1,
@@ -207,7 +207,7 @@ fn the_compile_cache_holds_only_the_versions_in_use() {
     // A call in flight keeps its version after the policy is deleted...
     let in_flight = registry.get("fanout").expect("in service");
     let serving = in_flight.digest();
-    registry.remove("fanout");
+    registry.remove(Role::Serving, "fanout");
     assert_eq!(runtime.cache_stats().resident, 1);
     let again = runtime
         .load(

@@ -562,6 +562,7 @@ mod operator {
 
     use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
     use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+    use policyhost::policies::Role;
     use policyhost::policies::configmap::{self, Compression};
     use policyhost::policies::tenancy::Tenancy;
     use policyhost::publisher::publish;
@@ -1201,8 +1202,8 @@ mod operator {
         eventually("the candidate in service with the policy's grant", || {
             let shared = Arc::clone(&shared);
             async move {
-                let candidate = shared.candidates.get("bucket")?;
-                candidate.policy().outbound().is_some().then_some(())
+                let candidate = shared.registry.version("bucket", Role::Candidate)?;
+                candidate.policy.outbound().is_some().then_some(())
             }
         })
         .await;
@@ -1216,7 +1217,7 @@ mod operator {
         let summary = eventually("the candidate's refused requests", || {
             let shared = Arc::clone(&shared);
             async move {
-                let summary = shared.candidates.get("bucket")?.summary();
+                let summary = shared.shadow.summary("bucket")?;
                 (summary.outbound_refused > 0).then_some(summary)
             }
         })

@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::metrics::PolicyResult;
+use policyhost::policies::Role;
 use policyhost::policies::configmap::{self, Settings};
 use policyhost::policies::report::Annotations;
 use policyhost::shadow::Summary;
@@ -266,7 +267,10 @@ async fn an_identical_candidate_answers_the_same_on_every_call_and_promote_swaps
     let shared = Arc::clone(&env.operator().shared);
     eventually("the candidate to be retired", || {
         let shared = Arc::clone(&shared);
-        async move { shared.candidates.get("fanout").is_none().then_some(()) }
+        async move {
+            let candidate = shared.registry.version("fanout", Role::Candidate);
+            candidate.is_none().then_some(())
+        }
     })
     .await;
     let registry = &env.operator().shared.registry;
@@ -581,7 +585,8 @@ async fn a_rejected_or_misnamed_candidate_changes_nothing() {
         "{verdict:?}"
     );
 
-    assert!(env.operator().shared.candidates.get("fanout").is_none());
+    let registry = &env.operator().shared.registry;
+    assert!(registry.version("fanout", Role::Candidate).is_none());
     create_labelled(&env, "a", &[(EXTRA_LABEL, "yes")]).await;
     let job = wait_succeeded(&env, "a").await;
     let acting = job.status.and_then(|s| s.policy).expect("a policy");

@@ -50,10 +50,10 @@ use crate::fair::{self, Tenant};
 use crate::finalizer::{Budget, machine::Pacing};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::policies::Registry;
+use crate::policies::{Registry, Role};
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
-use crate::shadow::Candidates;
+use crate::shadow::{self, Shadow};
 use crate::watch;
 
 pub use reconcile::Next;
@@ -81,6 +81,8 @@ pub struct Config {
     /// The namespace policy ConfigMaps are loaded from: its DataJobs are
     /// refused (`PolicyNamespace`), since their children could be policies.
     pub policy_namespace: Option<String>,
+    /// Where serving calls are recorded (`--record-calls`), if they are.
+    pub record_calls: Option<shadow::record::Config>,
 }
 
 /// What the workers share.
@@ -89,10 +91,10 @@ pub struct Shared {
     pub client: Client,
     /// The policy runtime.
     pub runtime: Runtime,
-    /// The policies in service.
+    /// The policy versions, by role.
     pub registry: Arc<Registry>,
-    /// Their candidate versions, called beside them.
-    pub candidates: Arc<Candidates>,
+    /// Calls each candidate beside its serving version.
+    pub shadow: Arc<Shadow>,
     /// DataJobs, slim.
     pub jobs: Store<DataJob>,
     /// DataJobs by `spec.policy`.
@@ -132,12 +134,13 @@ pub struct Controller {
 
 impl Controller {
     /// Registers the caches and indexes; nothing runs until [`run`](Self::run).
-    /// The policies are those in service and their candidates.
+    /// DataJobs are reconciled with the serving versions of `registry`,
+    /// and its candidates called beside them.
     #[must_use]
     pub fn new(
         client: Client,
         runtime: Runtime,
-        (registry, candidates): (Arc<Registry>, Arc<Candidates>),
+        registry: Arc<Registry>,
         metrics: Arc<Metrics>,
         config: Config,
     ) -> Self {
@@ -154,6 +157,12 @@ impl Controller {
             let (jobs, registry) = (jobs.clone(), Arc::clone(&registry));
             move |key: &ObjectKey| tenant_of(&jobs, &registry, key)
         });
+        let shadow = Shadow::new(
+            Arc::clone(&registry),
+            runtime.clone(),
+            Arc::clone(&metrics),
+            config.record_calls.clone(),
+        );
         let shared = Arc::new(Shared {
             events: Events::new(
                 client.clone(),
@@ -164,7 +173,7 @@ impl Controller {
             client,
             runtime,
             registry,
-            candidates,
+            shadow,
             jobs,
             jobs_by_policy,
             children,
@@ -226,6 +235,12 @@ impl Controller {
             ));
         }
         background.spawn(requeue_on_policy_change(Arc::clone(&shared)));
+        let reporter = shadow::report::Reporter {
+            client: shared.client.clone(),
+            instance: shared.instance.clone(),
+            leadership: shared.leadership.clone(),
+        };
+        background.spawn(reporter.run(Arc::clone(&shared.shadow)));
         background.spawn(report_queue(Arc::clone(&shared)));
         background.spawn(finalizer::report_pending(Arc::clone(&shared)));
         background.spawn(resync_on_leadership(Arc::clone(&shared)));
@@ -309,13 +324,17 @@ fn tenant_of(jobs: &Store<DataJob>, registry: &Registry, key: &ObjectKey) -> Ten
         .map_or_else(Tenant::host, |policy| policy.tenant().clone())
 }
 
-/// Queues every DataJob of a policy when the policy changes.
+/// Queues every DataJob of a policy when its serving version changes.
 async fn requeue_on_policy_change(shared: Arc<Shared>) {
     let mut changes = shared.registry.subscribe();
     loop {
         match changes.recv().await {
-            Ok(policy) => {
-                for key in shared.jobs.lookup_keys(shared.jobs_by_policy, &policy) {
+            Ok(change) if change.role != Role::Serving => {}
+            Ok(change) => {
+                for key in shared
+                    .jobs
+                    .lookup_keys(shared.jobs_by_policy, &change.policy)
+                {
                     shared.queue.add(key);
                 }
             }

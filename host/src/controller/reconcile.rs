@@ -176,7 +176,7 @@ async fn run_policy(
             policy_digest: acting.digest.clone(),
         },
     };
-    let shadow = shared.candidates.beside(&acting.name, &input);
+    let shadow = shared.shadow.beside(&acting.name, &input);
     let outcome = shared.runtime.reconcile(policy, input).await;
     if let Some(shadow) = shadow {
         shadow.reconcile(&outcome.result);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
-use super::registry::Registry;
+use super::registry::{Registry, Role, Version};
 use crate::chain::display_chain;
 use crate::runtime::{PolicySpec, Runtime};
 
@@ -61,7 +61,7 @@ pub async fn load(runtime: &Runtime, registry: &Registry, dir: &Path) -> Result<
             Ok(bytes) => bytes,
             Err(error) => {
                 warn!(policy = %name, path = %path.display(), %error, "cannot read policy file");
-                registry.reject(&name, "Unreadable", error.to_string());
+                registry.reject(Role::Serving, &name, "Unreadable", error.to_string());
                 loaded.rejected.push((name, "Unreadable"));
                 continue;
             }
@@ -69,12 +69,12 @@ pub async fn load(runtime: &Runtime, registry: &Registry, dir: &Path) -> Result<
         match runtime.load_async(PolicySpec::new(&name), bytes).await {
             Ok(policy) => {
                 info!(policy = %name, digest = %policy.digest(), path = %path.display(), "policy loaded");
-                registry.install(policy);
+                registry.install(Role::Serving, Version::of(policy));
                 loaded.installed.push(name);
             }
             Err(error) => {
                 warn!(policy = %name, reason = error.reason(), error = %display_chain(&error), "policy rejected");
-                registry.reject(&name, error.reason(), display_chain(&error));
+                registry.reject(Role::Serving, &name, error.reason(), display_chain(&error));
                 loaded.rejected.push((name, error.reason()));
             }
         }

@@ -13,5 +13,5 @@ pub mod report;
 pub mod source;
 pub mod tenancy;
 
-pub use registry::{Entry, Registry, Rejection, Unavailable};
+pub use registry::{Change, Entry, Registry, Rejection, Role, Slot, Unavailable, Version};
 pub use source::ConfigMapSource;

@@ -1,9 +1,10 @@
-//! The policies in service, by name.
+//! Every policy version the host keeps loaded, by policy name and role.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::SystemTime;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::sync::broadcast;
 
 use super::access::Access;
@@ -63,36 +64,133 @@ pub struct Rejection {
     pub at: SystemTime,
 }
 
+/// The part a loaded version plays for its policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The version DataJobs are reconciled with.
+    Serving,
+    /// A version called beside the serving one on the same inputs, whose
+    /// answers are compared and never applied (see [`crate::shadow`]).
+    Candidate,
+}
+
+impl Role {
+    /// Every role, serving first.
+    pub const ALL: [Self; 2] = [Self::Serving, Self::Candidate];
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Serving => "serving version",
+            Self::Candidate => "candidate",
+        })
+    }
+}
+
+/// One loaded version of a policy, in a role.
+#[derive(Debug, Clone)]
+pub struct Version {
+    /// The compiled version.
+    pub policy: Arc<Policy>,
+    /// Whose DataJobs may call it.
+    pub access: Access,
+    /// The ConfigMap that offered it (none from a directory).
+    pub source: Option<ObjectReference>,
+    /// When it was installed.
+    pub loaded_at: SystemTime,
+}
+
+impl Version {
+    /// `policy` for DataJobs of every namespace, from no ConfigMap.
+    #[must_use]
+    pub fn of(policy: Arc<Policy>) -> Self {
+        Self::offered(policy, Access::Everyone, None)
+    }
+
+    /// `policy` for the DataJobs `access` allows, offered by `source`.
+    #[must_use]
+    pub fn offered(policy: Arc<Policy>, access: Access, source: Option<ObjectReference>) -> Self {
+        Self {
+            policy,
+            access,
+            source,
+            loaded_at: SystemTime::now(),
+        }
+    }
+
+    /// Its digest, in hex.
+    #[must_use]
+    pub fn digest(&self) -> String {
+        self.policy.digest().to_hex()
+    }
+}
+
+/// What the registry knows of one role of one policy.
+#[derive(Debug, Clone, Default)]
+pub struct Slot {
+    /// The version in this role, if any.
+    pub version: Option<Arc<Version>>,
+    /// The last version refused for this role, if it came after the one in it.
+    pub rejected: Option<Rejection>,
+}
+
 /// What the registry knows of one policy name.
 #[derive(Debug, Clone, Default)]
 pub struct Entry {
-    /// The version in service, if any.
-    pub serving: Option<Arc<Policy>>,
-    /// Whose DataJobs may call the version in service.
-    pub access: Access,
-    /// When the version in service was installed.
-    pub loaded_at: Option<SystemTime>,
-    /// The last rejected version, if it came after the one in service.
-    pub rejected: Option<Rejection>,
-    /// When it was taken out of service, if it was and nothing came since.
+    /// The version DataJobs are reconciled with.
+    pub serving: Slot,
+    /// The version called beside it.
+    pub candidate: Slot,
+    /// When the serving version was taken out of service, if it was and
+    /// nothing came since.
     pub removed_at: Option<SystemTime>,
-    /// Versions expected from the first list and not yet loaded or
+    /// Serving versions expected from the first list and not yet loaded or
     /// refused ([`Registry::expect`]).
     pub expected: u32,
 }
 
-/// The policies in service, hot-swappable without a restart.
+impl Entry {
+    /// The slot of `role`.
+    #[must_use]
+    pub fn slot(&self, role: Role) -> &Slot {
+        match role {
+            Role::Serving => &self.serving,
+            Role::Candidate => &self.candidate,
+        }
+    }
+
+    fn slot_mut(&mut self, role: Role) -> &mut Slot {
+        match role {
+            Role::Serving => &mut self.serving,
+            Role::Candidate => &mut self.candidate,
+        }
+    }
+}
+
+/// A change of one role of one policy, as [`Registry::subscribe`] announces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The policy's name.
+    pub policy: String,
+    /// Which of its roles changed.
+    pub role: Role,
+}
+
+/// Every version the host keeps loaded, by policy name and role,
+/// hot-swappable without a restart.
 ///
 /// # Guarantees
 /// - A swap is atomic: a caller gets the old version or the new one, and a
 ///   call in flight keeps the `Arc` of the version it started with.
-/// - A rejected version never replaces a good one.
-/// - Every change is announced on [`subscribe`](Self::subscribe), so the
-///   controller can re-queue the DataJobs that use the policy.
+/// - A rejected version never replaces a good one, in any role.
+/// - Every change is announced with its role on
+///   [`subscribe`](Self::subscribe), so the controller can re-queue the
+///   DataJobs that use the policy and the shadow can report a new candidate.
 #[derive(Debug)]
 pub struct Registry {
     entries: RwLock<HashMap<String, Entry>>,
-    changed: broadcast::Sender<String>,
+    changed: broadcast::Sender<Change>,
 }
 
 impl Default for Registry {
@@ -111,33 +209,40 @@ impl Registry {
         Arc::new(Self::default())
     }
 
-    /// The version of `name` in service.
+    /// The serving version of `name`.
     pub fn get(&self, name: &str) -> Result<Arc<Policy>, Unavailable> {
         match self.read().get(name) {
             Some(Entry {
-                serving: Some(policy),
+                serving:
+                    Slot {
+                        version: Some(version),
+                        ..
+                    },
                 ..
-            }) => Ok(Arc::clone(policy)),
+            }) => Ok(Arc::clone(&version.policy)),
             entry => Err(Self::unavailable(entry)),
         }
     }
 
-    /// The version of `name` in service, if DataJobs of `namespace` may
-    /// call it. The version and its access are read under one lock, so a
-    /// swap that changes both is never seen half done.
+    /// The serving version of `name`, if DataJobs of `namespace` may call
+    /// it. The version and its access are read under one lock, so a swap
+    /// that changes both is never seen half done.
     pub fn get_for(&self, name: &str, namespace: &str) -> Result<Arc<Policy>, Unavailable> {
         match self.read().get(name) {
             Some(Entry {
-                serving: Some(policy),
-                access,
+                serving:
+                    Slot {
+                        version: Some(version),
+                        ..
+                    },
                 ..
             }) => {
-                if access.allows(namespace) {
-                    Ok(Arc::clone(policy))
+                if version.access.allows(namespace) {
+                    Ok(Arc::clone(&version.policy))
                 } else {
                     Err(Unavailable::NotAllowed {
                         namespace: namespace.to_owned(),
-                        allowed: access.clone(),
+                        allowed: version.access.clone(),
                     })
                 }
             }
@@ -145,11 +250,35 @@ impl Registry {
         }
     }
 
-    /// Why an entry with no version in service has none.
+    /// The version of `name` in `role`, if there is one.
+    #[must_use]
+    pub fn version(&self, name: &str, role: Role) -> Option<Arc<Version>> {
+        self.read()
+            .get(name)
+            .and_then(|entry| entry.slot(role).version.clone())
+    }
+
+    /// Every version in `role`, by policy name.
+    #[must_use]
+    pub fn versions(&self, role: Role) -> Vec<(String, Arc<Version>)> {
+        self.read()
+            .iter()
+            .filter_map(|(name, entry)| {
+                let version = entry.slot(role).version.clone()?;
+                Some((name.clone(), version))
+            })
+            .collect()
+    }
+
+    /// Why an entry with no serving version has none.
     fn unavailable(entry: Option<&Entry>) -> Unavailable {
         match entry {
             Some(Entry {
-                rejected: Some(rejection),
+                serving:
+                    Slot {
+                        rejected: Some(rejection),
+                        ..
+                    },
                 ..
             }) => Unavailable::Rejected(rejection.clone()),
             Some(Entry {
@@ -161,32 +290,28 @@ impl Registry {
         }
     }
 
-    /// Puts `policy` in service under its name for DataJobs of every
-    /// namespace, replacing any previous version. Returns the version it replaced.
-    pub fn install(&self, policy: Arc<Policy>) -> Option<Arc<Policy>> {
-        self.install_for(policy, Access::Everyone)
-    }
-
-    /// Puts `policy` in service for the DataJobs `access` allows, replacing
-    /// any previous version (and its access). Returns the version it replaced.
-    pub fn install_for(&self, policy: Arc<Policy>, access: Access) -> Option<Arc<Policy>> {
-        let name = policy.name().to_owned();
+    /// Puts `version` in `role` for its policy, replacing any previous
+    /// version in that role (and its access). Returns the version it replaced.
+    pub fn install(&self, role: Role, version: Version) -> Option<Arc<Version>> {
+        let name = version.policy.name().to_owned();
         let previous = {
             let mut entries = self.write();
             let entry = entries.entry(name.clone()).or_default();
-            entry.access = access;
-            entry.rejected = None;
-            entry.removed_at = None;
-            entry.loaded_at = Some(SystemTime::now());
-            entry.serving.replace(policy)
+            if role == Role::Serving {
+                entry.removed_at = None;
+            }
+            let slot = entry.slot_mut(role);
+            slot.rejected = None;
+            slot.version.replace(Arc::new(version))
         };
-        self.announce(name);
+        self.announce(name, role);
         previous
     }
 
-    /// Expects a version of `name` (the first list offers one): until it is
-    /// loaded, refused or [`settle`](Self::settle)d, a DataJob asking for
-    /// `name` with nothing in service is told [`Unavailable::Loading`].
+    /// Expects a serving version of `name` (the first list offers one):
+    /// until it is loaded, refused or [`settle`](Self::settle)d, a DataJob
+    /// asking for `name` with nothing in service is told
+    /// [`Unavailable::Loading`].
     pub fn expect(&self, name: &str) {
         self.write().entry(name.to_owned()).or_default().expected += 1;
     }
@@ -202,49 +327,49 @@ impl Registry {
                 return;
             };
             entry.expected = entry.expected.saturating_sub(1);
-            entry.expected == 0 && entry.serving.is_none()
+            entry.expected == 0 && entry.serving.version.is_none()
         };
         if announce {
-            self.announce(name.to_owned());
+            self.announce(name.to_owned(), Role::Serving);
         }
     }
 
-    /// Records a rejected version of `name`; the version in service, if any, stays.
+    /// Records a version of `name` refused for `role`; the version in that
+    /// role, if any, stays.
     ///
-    /// The change is announced only when no version serves: then the
-    /// DataJobs of the policy should say why; otherwise nothing changed for them.
-    pub fn reject(&self, name: &str, reason: &'static str, message: String) {
-        let serving = {
+    /// The change is announced only when no version is in the role: then,
+    /// for the serving role, the DataJobs of the policy should say why;
+    /// otherwise nothing changed for them.
+    pub fn reject(&self, role: Role, name: &str, reason: &'static str, message: String) {
+        let kept = {
             let mut entries = self.write();
-            let entry = entries.entry(name.to_owned()).or_default();
-            entry.rejected = Some(Rejection {
+            let slot = entries.entry(name.to_owned()).or_default().slot_mut(role);
+            slot.rejected = Some(Rejection {
                 reason,
                 message,
                 at: SystemTime::now(),
             });
-            entry.serving.is_some()
+            slot.version.is_some()
         };
-        if !serving {
-            self.announce(name.to_owned());
+        if !kept {
+            self.announce(name.to_owned(), role);
         }
     }
 
-    /// Takes `name` out of service; [`get`](Self::get) then answers
-    /// [`Unavailable::Removed`] until another version comes.
-    pub fn remove(&self, name: &str) -> Option<Arc<Policy>> {
+    /// Takes the version of `name` in `role` out of it. Without a serving
+    /// version, [`get`](Self::get) answers [`Unavailable::Removed`] until
+    /// another version comes; the other role keeps its version.
+    pub fn remove(&self, role: Role, name: &str) -> Option<Arc<Version>> {
         let removed = {
             let mut entries = self.write();
             let entry = entries.entry(name.to_owned()).or_default();
-            std::mem::replace(
-                entry,
-                Entry {
-                    removed_at: Some(SystemTime::now()),
-                    ..Entry::default()
-                },
-            )
-            .serving
+            if role == Role::Serving {
+                entry.removed_at = Some(SystemTime::now());
+                entry.expected = 0;
+            }
+            std::mem::take(entry.slot_mut(role)).version
         };
-        self.announce(name.to_owned());
+        self.announce(name.to_owned(), role);
         removed
     }
 
@@ -257,18 +382,18 @@ impl Registry {
             .collect()
     }
 
-    /// Names of policies as they change (installed, rejected, removed).
+    /// Each change of a role of a policy (installed, rejected, removed).
     ///
     /// A slow receiver that falls more than 1,024 changes behind gets
     /// `Lagged` and should treat every policy as changed.
     #[must_use]
-    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changed.subscribe()
     }
 
-    fn announce(&self, name: String) {
+    fn announce(&self, policy: String, role: Role) {
         // No receiver is fine: nobody is waiting for changes yet.
-        let _ = self.changed.send(name);
+        let _ = self.changed.send(Change { policy, role });
     }
 
     fn read(&self) -> RwLockReadGuard<'_, HashMap<String, Entry>> {
@@ -288,8 +413,11 @@ mod tests {
     fn a_rejection_with_nothing_in_service_is_announced_and_reported() {
         let registry = Registry::new();
         let mut changes = registry.subscribe();
-        registry.reject("p", "Corrupt", "bad bytes".into());
-        assert_eq!(changes.try_recv().ok().as_deref(), Some("p"));
+        registry.reject(Role::Serving, "p", "Corrupt", "bad bytes".into());
+        assert_eq!(
+            changes.try_recv().ok().map(|c| c.policy).as_deref(),
+            Some("p")
+        );
         let why = registry.get("p").unwrap_err();
         assert_eq!(
             why.to_string(),
@@ -308,11 +436,19 @@ mod tests {
         assert!(changes.try_recv().is_err(), "one is still expected");
         assert_eq!(registry.get("p").unwrap_err(), Unavailable::Loading);
         registry.settle("p");
-        assert_eq!(changes.try_recv().ok().as_deref(), Some("p"));
+        assert_eq!(
+            changes.try_recv().ok().map(|c| c.policy).as_deref(),
+            Some("p")
+        );
         assert_eq!(registry.get("p").unwrap_err(), Unavailable::Unknown);
         // A refusal says why at once, expected or not.
         registry.expect("q");
-        registry.reject("q", "PullFailed", "the registry is down".into());
+        registry.reject(
+            Role::Serving,
+            "q",
+            "PullFailed",
+            "the registry is down".into(),
+        );
         assert!(matches!(
             registry.get("q").unwrap_err(),
             Unavailable::Rejected(_)
@@ -340,15 +476,18 @@ mod tests {
         let registry = Registry::new();
         assert_eq!(registry.get("p").unwrap_err(), Unavailable::Unknown);
         let mut changes = registry.subscribe();
-        assert!(registry.remove("p").is_none());
-        assert_eq!(changes.try_recv().ok().as_deref(), Some("p"));
+        assert!(registry.remove(Role::Serving, "p").is_none());
+        assert_eq!(
+            changes.try_recv().ok().map(|c| c.policy).as_deref(),
+            Some("p")
+        );
         let why = registry.get("p").unwrap_err();
         assert!(matches!(why, Unavailable::Removed(_)), "{why:?}");
         assert_eq!(
             why.to_string(),
             "the policy was taken out of service: its source was removed"
         );
-        registry.reject("p", "Corrupt", "x".into());
+        registry.reject(Role::Serving, "p", "Corrupt", "x".into());
         assert!(matches!(
             registry.get("p").unwrap_err(),
             Unavailable::Rejected(_)
@@ -359,6 +498,38 @@ mod tests {
                 Unavailable::Rejected(_)
             ),
             "no version in service: why, whatever the namespace"
+        );
+    }
+
+    #[test]
+    fn a_candidates_refusal_and_removal_leave_the_serving_role_alone() {
+        let registry = Registry::new();
+        registry.reject(Role::Serving, "p", "Corrupt", "serving bytes".into());
+        let mut changes = registry.subscribe();
+        registry.reject(Role::Candidate, "p", "Corrupt", "candidate bytes".into());
+        assert_eq!(
+            changes.try_recv().ok(),
+            Some(Change {
+                policy: "p".into(),
+                role: Role::Candidate
+            })
+        );
+        let why = registry.get("p").unwrap_err();
+        assert_eq!(
+            why.to_string(),
+            "the policy was rejected (Corrupt): serving bytes"
+        );
+        assert!(registry.remove(Role::Candidate, "p").is_none());
+        assert!(
+            matches!(registry.get("p").unwrap_err(), Unavailable::Rejected(_)),
+            "the serving role's refusal stays"
+        );
+        assert!(registry.version("p", Role::Candidate).is_none());
+        assert!(registry.versions(Role::Candidate).is_empty());
+        let entry = registry.entries().remove("p").expect("known");
+        assert!(
+            entry.candidate.rejected.is_none(),
+            "removal clears the slot"
         );
     }
 }

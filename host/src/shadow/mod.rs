@@ -5,9 +5,10 @@
 //!
 //! 1. A ConfigMap labelled `policyhost.dev/role: candidate`
 //!    (`candidate-<policy>` on a strict host) is loaded like any version,
-//!    with the policy's own grant, and put in [`Candidates`].
+//!    with the policy's own grant, and put in the [`Registry`] in the
+//!    [`Role::Candidate`].
 //! 2. Each reconcile and cleanup of a DataJob of the policy clones its
-//!    inputs before the serving call ([`Candidates::beside`]). Once the
+//!    inputs before the serving call ([`Shadow::beside`]). Once the
 //!    serving call has answered, the candidate is called on a spare call
 //!    thread ([`crate::runtime::Runtime::spare`]): in its own fresh
 //!    instance, under its own limits, no request leaving the host. Its
@@ -46,9 +47,8 @@ pub mod report;
 pub mod summary;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::sync::Notify;
 use tracing::debug;
 
@@ -57,27 +57,30 @@ use self::record::Recorder;
 pub use self::summary::{Outcome, Summary};
 use crate::fair::{Share, Tenant};
 use crate::metrics::Metrics;
+use crate::policies::{Registry, Role, Version};
 use crate::runtime::{self, Input, Policy, Runtime};
 
-/// The candidate versions in service, by policy name, and the recorder of
-/// serving calls (`--record-calls`): what happens beside a serving call.
-pub struct Candidates {
-    entries: RwLock<HashMap<String, Arc<Candidate>>>,
+/// The shadow caller: calls each policy's candidate (from the
+/// [`Registry`]) beside its serving version, keeps what the calls came to,
+/// and records serving calls (`--record-calls`).
+pub struct Shadow {
+    registry: Arc<Registry>,
     runtime: Runtime,
     metrics: Arc<Metrics>,
     recorder: Option<Recorder>,
+    /// What each policy's candidate's shadow calls came to, by policy name.
+    tracks: Mutex<HashMap<String, Arc<Track>>>,
     /// Woken when a summary changed.
     changed: Notify,
 }
 
-/// One candidate version and what its shadow calls came to.
-pub struct Candidate {
-    policy: Arc<Policy>,
+/// What one candidate version's shadow calls came to.
+pub struct Track {
+    /// The candidate's digest.
+    digest: String,
     /// Its shadow calls' tenant in the call scheduler, apart from the
     /// serving version's so that they never count against it.
     tenant: Tenant,
-    /// Its ConfigMap.
-    configmap: ObjectReference,
     state: Mutex<Tracked>,
 }
 
@@ -90,11 +93,17 @@ struct Tracked {
     announced: bool,
 }
 
-impl Candidate {
-    /// The candidate version.
-    #[must_use]
-    pub fn policy(&self) -> Arc<Policy> {
-        Arc::clone(&self.policy)
+impl Track {
+    fn new(policy: &str, digest: String) -> Self {
+        Self {
+            tenant: Tenant::new(format!("{policy} (candidate)"), Share::DEFAULT),
+            state: Mutex::new(Tracked {
+                summary: Summary::new(digest.clone()),
+                dirty: true,
+                announced: false,
+            }),
+            digest,
+        }
     }
 
     /// What its shadow calls came to so far.
@@ -108,80 +117,63 @@ impl Candidate {
     }
 }
 
-impl Candidates {
-    /// No candidate yet; serving calls are recorded when `record` says where.
+impl Shadow {
+    /// Calls the candidates `registry` holds; serving calls are recorded
+    /// when `record` says where.
     #[must_use]
     pub fn new(
+        registry: Arc<Registry>,
         runtime: Runtime,
         metrics: Arc<Metrics>,
         record: Option<record::Config>,
     ) -> Arc<Self> {
         Arc::new(Self {
-            entries: RwLock::default(),
+            registry,
             runtime,
             metrics,
             recorder: record.map(Recorder::new),
+            tracks: Mutex::default(),
             changed: Notify::new(),
         })
     }
 
-    /// Puts `policy` in service as the candidate of its policy, offered by
-    /// `configmap`; returns the candidate it replaced. The same version
-    /// loaded again (its grant changed) keeps its summary.
-    pub fn install(
-        &self,
-        name: &str,
-        policy: Arc<Policy>,
-        configmap: ObjectReference,
-    ) -> Option<Arc<Policy>> {
-        let digest = policy.digest().to_hex();
-        let mut entries = self.write();
-        let previous = entries.get(name).cloned();
-        let tracked = match &previous {
-            Some(old) if old.policy.digest() == policy.digest() => {
-                let old = old.state();
-                Tracked {
-                    summary: old.summary.clone(),
-                    dirty: true,
-                    announced: old.announced,
-                }
+    /// What the shadow calls of `policy`'s candidate came to, if it has one.
+    #[must_use]
+    pub fn summary(&self, policy: &str) -> Option<Summary> {
+        let candidate = self.registry.version(policy, Role::Candidate)?;
+        Some(self.track(policy, &candidate).summary())
+    }
+
+    /// The track of `candidate`, the candidate of `policy`: a new version
+    /// starts one afresh; the same version loaded again (its grant
+    /// changed) keeps its summary.
+    fn track(&self, policy: &str, candidate: &Version) -> Arc<Track> {
+        let digest = candidate.digest();
+        let mut tracks = self.tracks();
+        match tracks.get(policy) {
+            Some(track) if track.digest == digest => Arc::clone(track),
+            _ => {
+                let track = Arc::new(Track::new(policy, digest));
+                tracks.insert(policy.to_owned(), Arc::clone(&track));
+                drop(tracks);
+                self.changed.notify_one();
+                track
             }
-            _ => Tracked {
-                summary: Summary::new(digest),
-                dirty: true,
-                announced: false,
-            },
-        };
-        let tenant = Tenant::new(format!("{name} (candidate)"), Share::DEFAULT);
-        let candidate = Candidate {
-            policy,
-            tenant,
-            configmap,
-            state: Mutex::new(tracked),
-        };
-        entries.insert(name.to_owned(), Arc::new(candidate));
-        drop(entries);
-        self.changed.notify_one();
-        previous.map(|old| old.policy())
+        }
     }
 
-    /// Takes the candidate of `name` out of service.
-    pub fn remove(&self, name: &str) -> Option<Arc<Policy>> {
-        self.write().remove(name).map(|old| old.policy())
-    }
-
-    /// The candidate of `name`, if one is in service.
-    #[must_use]
-    pub fn get(&self, name: &str) -> Option<Arc<Candidate>> {
-        self.read().get(name).cloned()
-    }
-
-    /// Every candidate in service, by policy name.
-    #[must_use]
-    pub fn all(&self) -> Vec<(String, Arc<Candidate>)> {
-        self.read()
-            .iter()
-            .map(|(name, candidate)| (name.clone(), Arc::clone(candidate)))
+    /// Every candidate in the registry with its track; the tracks of
+    /// candidates no longer there are dropped.
+    fn candidates(&self) -> Vec<(String, Arc<Version>, Arc<Track>)> {
+        let candidates = self.registry.versions(Role::Candidate);
+        self.tracks()
+            .retain(|policy, _| candidates.iter().any(|(name, _)| name == policy));
+        candidates
+            .into_iter()
+            .map(|(policy, version)| {
+                let track = self.track(&policy, &version);
+                (policy, version, track)
+            })
             .collect()
     }
 
@@ -191,12 +183,18 @@ impl Candidates {
     /// [`Beside::cleanup`]).
     #[must_use]
     pub fn beside(self: &Arc<Self>, policy: &str, input: &Input) -> Option<Beside> {
-        let candidate = self.get(policy);
+        let candidate = self
+            .registry
+            .version(policy, Role::Candidate)
+            .map(|version| {
+                let track = self.track(policy, &version);
+                (Arc::clone(&version.policy), track)
+            });
         if candidate.is_none() && self.recorder.is_none() {
             return None;
         }
         Some(Beside {
-            candidates: Arc::clone(self),
+            shadow: Arc::clone(self),
             policy: policy.to_owned(),
             candidate,
             input: input.clone(),
@@ -209,12 +207,12 @@ impl Candidates {
     fn tally(
         &self,
         policy: &str,
-        candidate: &Candidate,
+        track: &Track,
         serving: &str,
         recorded: impl FnOnce(&mut Summary) -> Outcome,
     ) {
         let outcome = {
-            let mut state = candidate.state();
+            let mut state = track.state();
             if state.summary.against(serving) {
                 state.announced = false;
             }
@@ -226,21 +224,18 @@ impl Candidates {
         self.changed.notify_one();
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Candidate>>> {
-        self.entries.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Candidate>>> {
-        self.entries.write().unwrap_or_else(PoisonError::into_inner)
+    fn tracks(&self) -> MutexGuard<'_, HashMap<String, Arc<Track>>> {
+        self.tracks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 /// What happens beside one serving call: its record, and the candidate's
 /// shadow call.
 pub struct Beside {
-    candidates: Arc<Candidates>,
+    shadow: Arc<Shadow>,
     policy: String,
-    candidate: Option<Arc<Candidate>>,
+    /// The candidate version and its track.
+    candidate: Option<(Arc<Policy>, Arc<Track>)>,
     input: Input,
 }
 
@@ -268,23 +263,23 @@ impl Beside {
         offline: fn(&Runtime, &Policy, &Input) -> runtime::Outcome<T>,
     ) {
         let Self {
-            candidates,
+            shadow,
             policy,
             candidate,
             input,
         } = self;
-        let shadow = candidate.and_then(|candidate| {
-            let spare = candidates.runtime.spare(&candidate.tenant);
+        let call = candidate.and_then(|(candidate, track)| {
+            let spare = shadow.runtime.spare(&track.tenant);
             if spare.is_none() {
                 debug!(%policy, entry, "shadow call skipped: no call thread to spare");
-                candidates.tally(&policy, &candidate, &input.ctx.policy_digest, |summary| {
+                shadow.tally(&policy, &track, &input.ctx.policy_digest, |summary| {
                     summary.skipped();
                     Outcome::Skipped
                 });
             }
-            Some((candidate, spare?))
+            Some((candidate, track, spare?))
         });
-        if shadow.is_none() && candidates.recorder.is_none() {
+        if call.is_none() && shadow.recorder.is_none() {
             return;
         }
         let serving: Result<T, Answer> = match serving {
@@ -293,17 +288,17 @@ impl Beside {
         };
         tokio::spawn(async move {
             let serving = serving.map_or_else(|answer| answer, |value| Answer::of_value(&value));
-            if let (Some(recorder), Answer::Result(expected)) = (&candidates.recorder, &serving) {
+            if let (Some(recorder), Answer::Result(expected)) = (&shadow.recorder, &serving) {
                 recorder.record(&policy, entry, &input, expected.clone());
             }
-            let Some((candidate, spare)) = shadow else {
+            let Some((candidate, track, spare)) = call else {
                 return;
             };
             let job = format!("{}/{}", input.job.namespace, input.job.name);
             let serving_digest = input.ctx.policy_digest.clone();
-            let outcome = candidates
+            let outcome = shadow
                 .runtime
-                .shadow(spare, candidate.policy(), input, offline)
+                .shadow(spare, candidate, input, offline)
                 .await;
             let refused = u64::from(
                 outcome
@@ -312,7 +307,7 @@ impl Beside {
                     .refused(crate::outbound::Refusal::Shadow),
             );
             let verdict = compare(&serving, &Answer::of(&outcome.result));
-            candidates.tally(&policy, &candidate, &serving_digest, |summary| {
+            shadow.tally(&policy, &track, &serving_digest, |summary| {
                 summary.outbound_refused += refused;
                 summary.record(&job, entry, &verdict)
             });

@@ -5,15 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use tokio::sync::broadcast::error::RecvError;
 use tracing::warn;
 
 use super::summary::Summary;
-use super::{Candidate, Candidates};
+use super::{Shadow, Track};
 use crate::apply::events;
 use crate::leader::Leadership;
+use crate::policies::Role;
 use crate::vocabulary::SHADOW_ANNOTATION;
 
 /// The shortest time between two writes of one candidate's summary: the
@@ -32,14 +34,21 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// Writes the summaries that changed, each time a summary changed or
-    /// this replica became leader, at most once per [`EVERY`] (a follower
-    /// keeps its summaries for when it leads); never returns.
-    pub async fn run(self, candidates: Arc<Candidates>) {
+    /// Writes the summaries that changed, each time a summary or a
+    /// candidate changed or this replica became leader, at most once per
+    /// [`EVERY`] (a follower keeps its summaries for when it leads); never
+    /// returns.
+    pub async fn run(self, shadow: Arc<Shadow>) {
         let mut leading = self.leadership.subscribe();
+        let mut versions = shadow.registry.subscribe();
         loop {
             tokio::select! {
-                () = candidates.changed.notified() => {}
+                () = shadow.changed.notified() => {}
+                change = versions.recv() => match change {
+                    Ok(change) if change.role != Role::Candidate => continue,
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                },
                 changed = leading.changed() => {
                     if changed.is_err() {
                         return;
@@ -50,17 +59,19 @@ impl Reporter {
             if !self.leadership.permits_writes() {
                 continue;
             }
-            for (policy, candidate) in candidates.all() {
-                self.write(&policy, &candidate).await;
+            for (policy, candidate, track) in shadow.candidates() {
+                if let Some(source) = &candidate.source {
+                    self.write(&policy, source, &track).await;
+                }
             }
         }
     }
 
     /// Writes one candidate's summary if it changed, and announces its
     /// first difference.
-    async fn write(&self, policy: &str, candidate: &Candidate) {
+    async fn write(&self, policy: &str, configmap: &ObjectReference, track: &Track) {
         let (summary, announce) = {
-            let mut state = candidate.state();
+            let mut state = track.state();
             if !state.dirty {
                 return;
             }
@@ -69,7 +80,7 @@ impl Reporter {
             state.announced |= announce;
             (state.summary.clone(), announce)
         };
-        let reference = candidate.configmap.clone();
+        let reference = configmap.clone();
         let namespace = reference.namespace.clone().unwrap_or_default();
         let name = reference.name.clone().unwrap_or_default();
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
@@ -81,7 +92,7 @@ impl Reporter {
             .await
         {
             warn!(%policy, configmap = %name, %error, "cannot write the candidate's summary");
-            candidate.state().dirty = true;
+            track.state().dirty = true;
             return;
         }
         if announce {

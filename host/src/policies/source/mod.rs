@@ -17,11 +17,11 @@
 //!    loads it ([`verdict`]); a version named as an artifact is pulled
 //!    first, on a task of its own and apart from the loads ([`pulls`]),
 //!    then queued again to load. A good one is swapped into the [`Registry`]
-//!    (which re-queues every DataJob of the policy), or, labelled
-//!    `policyhost.dev/role: candidate`, into the [`Candidates`] (called
-//!    beside the serving version, never applied: [`crate::shadow`]); a bad
-//!    one is recorded as rejected and the version in service keeps
-//!    serving. Either way the ConfigMap gets an Event and annotations, and
+//!    in the role its ConfigMap asks for: serving (which re-queues every
+//!    DataJob of the policy), or, labelled `policyhost.dev/role:
+//!    candidate`, the candidate (called beside the serving version, never
+//!    applied: [`crate::shadow`]); a bad one is recorded as rejected for
+//!    that role and the version in it keeps serving. Either way the ConfigMap gets an Event and annotations, and
 //!    the metrics say so.
 //! 4. Deleting the ConfigMap takes the version out of service.
 //! 5. Beside them, a second watch follows the grant ConfigMaps
@@ -79,10 +79,10 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use self::pulls::Pulls;
-pub use self::record::{Claim, Record, Role};
+pub use self::record::{Asked, Claim, Record};
 use self::record::{Content, split};
 use super::load;
-use super::registry::Registry;
+use super::registry::{Registry, Role};
 use super::report::Annotations;
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store, StoreBuilder};
 use crate::fair::Tenant;
@@ -92,8 +92,6 @@ use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
-use crate::shadow::Candidates;
-use crate::shadow::report::Reporter;
 use crate::vocabulary::POLICY_LABEL;
 
 /// How the ConfigMap source runs.
@@ -152,8 +150,6 @@ struct Inner {
     runtime: Runtime,
     grants: Arc<Grants>,
     registry: Arc<Registry>,
-    /// The candidate versions, called beside the serving ones.
-    candidates: Arc<Candidates>,
     metrics: Arc<Metrics>,
     config: Config,
     store: Store<Record, Claim>,
@@ -177,7 +173,6 @@ impl ConfigMapSource {
         client: Client,
         runtime: Runtime,
         registry: Arc<Registry>,
-        candidates: Arc<Candidates>,
         metrics: Arc<Metrics>,
         config: Config,
     ) -> Self {
@@ -207,7 +202,6 @@ impl ConfigMapSource {
                 runtime,
                 grants,
                 registry,
-                candidates,
                 metrics,
                 config,
                 store,
@@ -259,12 +253,6 @@ impl ConfigMapSource {
             }
         });
         tasks.spawn(report_on_leadership(Arc::clone(&inner)));
-        let reporter = Reporter {
-            client: inner.client.clone(),
-            instance: inner.config.instance.clone(),
-            leadership: inner.config.leadership.clone(),
-        };
-        tasks.spawn(reporter.run(Arc::clone(&inner.candidates)));
         let (every, reloads) = (inner.config.secret_refresh, Arc::clone(&inner));
         tasks.spawn(async move {
             grants
@@ -433,10 +421,10 @@ impl Inner {
     /// Loads the current versions of `policy` again (the serving one and
     /// the candidate): its grant changed.
     fn reload(&self, policy: &str) {
-        for role in [Role::Serving, Role::Candidate] {
+        for role in Role::ALL {
             let claim = Claim {
                 policy: policy.to_owned(),
-                role,
+                role: role.into(),
             };
             for key in self.store.lookup_keys(self.by_claim, &claim) {
                 info!(%policy, configmap = %key, "the policy's grant changed: loading it again");
@@ -489,7 +477,7 @@ impl Inner {
             let records = self.store.all();
             let expected: HashMap<ObjectKey, String> = records
                 .iter()
-                .filter(|record| record.role == Role::Serving)
+                .filter(|record| record.role == Role::Serving.into())
                 .map(|record| {
                     self.registry.expect(&record.policy);
                     (record.key(), record.policy.clone())

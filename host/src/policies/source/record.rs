@@ -11,45 +11,57 @@ use super::super::configmap::{self, Settings};
 use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
+use super::super::registry::Role;
 use crate::cache::{Cached, ObjectKey};
 use crate::data_keys::KeyError;
 use crate::vocabulary::{
     CANDIDATE_ROLE, PINNED_ANNOTATION, POLICY_LABEL, PROVIDES_ANNOTATION, ROLE_LABEL,
 };
 
-/// Which version of its policy a ConfigMap offers.
+/// The role a ConfigMap's `policyhost.dev/role` label asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// The version DataJobs are reconciled with (no `policyhost.dev/role`).
-    Serving,
-    /// A version called beside the serving one on the same inputs, whose
-    /// results are compared and never applied (`policyhost.dev/role:
-    /// candidate`).
-    Candidate,
+pub enum Asked {
+    /// A role the host knows: no label asks for [`Role::Serving`],
+    /// `candidate` for [`Role::Candidate`].
+    Role(Role),
     /// A role the host does not know: the ConfigMap is refused.
     Unknown(String),
 }
 
-impl Role {
-    /// The role a ConfigMap's labels give it.
+impl Asked {
+    /// The role a ConfigMap's labels ask for.
     #[must_use]
     pub fn of(labels: Option<&BTreeMap<String, String>>) -> Self {
         match labels
             .and_then(|labels| labels.get(ROLE_LABEL))
             .map(String::as_str)
         {
-            None => Self::Serving,
-            Some(CANDIDATE_ROLE) => Self::Candidate,
+            None => Self::Role(Role::Serving),
+            Some(CANDIDATE_ROLE) => Self::Role(Role::Candidate),
             Some(other) => Self::Unknown(other.to_owned()),
+        }
+    }
+
+    /// The role, if the host knows it.
+    #[must_use]
+    pub fn known(&self) -> Option<Role> {
+        match self {
+            Self::Role(role) => Some(*role),
+            Self::Unknown(_) => None,
         }
     }
 }
 
-impl std::fmt::Display for Role {
+impl From<Role> for Asked {
+    fn from(role: Role) -> Self {
+        Self::Role(role)
+    }
+}
+
+impl std::fmt::Display for Asked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Serving => f.write_str("serving version"),
-            Self::Candidate => f.write_str("candidate"),
+            Self::Role(role) => role.fmt(f),
             Self::Unknown(role) => write!(f, "role `{role}`"),
         }
     }
@@ -61,7 +73,7 @@ pub struct Claim {
     /// The policy's name.
     pub policy: String,
     /// Which of its versions.
-    pub role: Role,
+    pub role: Asked,
 }
 
 /// A policy ConfigMap as the cache keeps it: identity, policy name and a
@@ -77,7 +89,7 @@ pub struct Record {
     /// The policy's name: the value of the `policyhost.dev/policy` label.
     pub policy: String,
     /// Which of the policy's versions it offers.
-    pub role: Role,
+    pub role: Asked,
     /// [`configmap::fingerprint`] of its `data` and `binaryData`.
     pub fingerprint: String,
     /// Why it may not be a policy at all (a DataJob's child), if so.
@@ -103,7 +115,7 @@ impl Record {
                 .and_then(|labels| labels.get(POLICY_LABEL))
                 .cloned()
                 .unwrap_or_default(),
-            role: Role::of(meta.labels.as_ref()),
+            role: Asked::of(meta.labels.as_ref()),
             fingerprint,
             foreign: Foreign::of(meta),
             provides: meta
@@ -262,16 +274,17 @@ mod tests {
             }
             Record::of(&map, String::new()).role
         };
-        assert_eq!(role(None), Role::Serving);
-        assert_eq!(role(Some("candidate")), Role::Candidate);
-        assert_eq!(role(Some("Candidate")), Role::Unknown("Candidate".into()));
+        assert_eq!(role(None), Asked::Role(Role::Serving));
+        assert_eq!(role(Some("candidate")), Asked::Role(Role::Candidate));
+        assert_eq!(role(Some("Candidate")), Asked::Unknown("Candidate".into()));
+        assert_eq!(role(Some("Candidate")).known(), None);
     }
 
     #[test]
     fn a_new_role_is_new_content() {
         let serving = Record::of(&map("etl", None), "f".into());
         let mut candidate = serving.clone();
-        candidate.role = Role::Candidate;
+        candidate.role = Role::Candidate.into();
         assert!(serving.same_content(&serving.clone()));
         assert!(!candidate.same_content(&serving));
     }

@@ -14,9 +14,10 @@ use super::super::configmap::{self, Settings};
 use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
+use super::super::registry::{Role, Version};
 use super::super::report::{self, Annotations};
 use super::super::tenancy::Tenancy;
-use super::record::{Claim, Content, Record, Role};
+use super::record::{Asked, Claim, Content, Record};
 use super::{After, Inner, Pending, Reported};
 use crate::apply::events;
 use crate::cache::ObjectKey;
@@ -89,7 +90,7 @@ pub struct Holders {
     pub recorded: Option<ObjectKey>,
 }
 
-/// Whether `record` may hold its claim under `tenancy`, given the
+/// The role `record` may hold its claim in under `tenancy`, given the
 /// [`Holders`] of the claim. A ConfigMap the host recorded as the holder
 /// takes it back from another one recorded too only if none holds it now.
 ///
@@ -97,15 +98,18 @@ pub struct Holders {
 ///
 /// The [`Refused`] reason, first of: an empty policy name, an unknown role,
 /// a name the tenancy does not allow, another holder.
-pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<(), Refused> {
+pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<Role, Refused> {
     let (name, policy) = (record.key.name(), record.policy.as_str());
     if policy.is_empty() {
         return Err(Refused::Unnamed);
     }
-    match &record.role {
+    let role = match &record.role {
+        Asked::Role(role) => *role,
+        Asked::Unknown(role) => return Err(Refused::UnknownRole(role.clone())),
+    };
+    match role {
         Role::Serving => tenancy.check_provider(name, policy),
         Role::Candidate => tenancy.check_candidate(name, policy),
-        Role::Unknown(role) => return Err(Refused::UnknownRole(role.clone())),
     }
     .map_err(Refused::Tenancy)?;
     let conflict = |holder: &ObjectKey| Refused::Conflict {
@@ -120,7 +124,7 @@ pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<(),
     {
         return Err(conflict(holder));
     }
-    Ok(())
+    Ok(role)
 }
 
 impl Inner {
@@ -148,10 +152,13 @@ impl Inner {
             // holds what it held.
             self.release(&record.key, &previous);
         }
-        if let Err(refused) = self.claim(record) {
-            self.rejected(record, refused).await;
-            return After::Done;
-        }
+        let role = match self.claim(record) {
+            Ok(role) => role,
+            Err(refused) => {
+                self.rejected(record, refused).await;
+                return After::Done;
+            }
+        };
         let (outbound, pull) = match self.grants.resolve(&record.policy).await {
             Ok(resolved) => resolved,
             Err(refused) => {
@@ -202,7 +209,7 @@ impl Inner {
         };
         match result {
             Ok(loaded) => {
-                self.serve(record, loaded).await;
+                self.serve(record, role, loaded).await;
                 After::Done
             }
             Err(error) => self.failed(record, error).await,
@@ -262,8 +269,9 @@ impl Inner {
             });
     }
 
-    /// Makes the ConfigMap the holder of its claim, if [`admit`] lets it.
-    fn claim(&self, record: &Record) -> Result<(), Refused> {
+    /// Makes the ConfigMap the holder of its claim, if [`admit`] lets it;
+    /// the role it holds.
+    fn claim(&self, record: &Record) -> Result<Role, Refused> {
         let claim = record.claim();
         let mut state = self.state();
         let current = state
@@ -277,33 +285,32 @@ impl Inner {
             .into_iter()
             .find(|other| other.key != record.key && other.is_recorded_provider())
             .map(|other| other.key.clone());
-        admit(
+        let role = admit(
             record,
             self.config.load.tenancy,
             &Holders { current, recorded },
         )?;
         state.owners.insert(claim, record.key.clone());
-        Ok(())
+        Ok(role)
     }
 
-    /// Puts a loaded version in service (a candidate beside the serving
-    /// version) and reports it.
-    async fn serve(&self, record: &Record, loaded: load::Loaded) {
+    /// Puts a loaded version in `role` and reports it.
+    async fn serve(&self, record: &Record, role: Role, loaded: load::Loaded) {
         let policy = Arc::clone(&loaded.policy);
         let digest = policy.digest().to_hex();
-        let replaced_digest = if record.role == Role::Candidate {
-            self.candidates
-                .install(&record.policy, Arc::clone(&policy), record.reference())
-                .map(|p| p.digest().to_hex())
-        } else {
-            let replaced = self
-                .registry
-                .install_for(Arc::clone(&policy), loaded.access.clone());
-            let replaced_digest = replaced.map(|p| p.digest().to_hex());
+        let version = Version::offered(
+            Arc::clone(&policy),
+            loaded.access.clone(),
+            Some(record.reference()),
+        );
+        let replaced_digest = self
+            .registry
+            .install(role, version)
+            .map(|replaced| replaced.digest());
+        if role == Role::Serving {
             self.metrics
                 .policy_swapped(&record.policy, replaced_digest.as_deref(), Some(&digest));
-            replaced_digest
-        };
+        }
         self.metrics
             .policy_load_duration
             .get_or_create(&crate::metrics::PolicyLabel {
@@ -339,33 +346,31 @@ impl Inner {
             };
             note = format!("{note}; {how}: {artifact}");
         }
-        let reason = if record.role == Role::Candidate {
-            note = format!("candidate of policy `{}`: {note}", record.policy);
-            "CandidateLoaded"
-        } else {
-            "PolicyLoaded"
+        let reason = match role {
+            Role::Serving => "PolicyLoaded",
+            Role::Candidate => {
+                note = format!("candidate of policy `{}`: {note}", record.policy);
+                "CandidateLoaded"
+            }
         };
         self.report(record, annotations, false, reason, &note).await;
     }
 
-    /// Records a refused version (in the registry when this ConfigMap
-    /// provides the policy) and reports it.
+    /// Records a refused version (in the registry, for its role, when this
+    /// ConfigMap holds the role) and reports it.
     async fn rejected(&self, record: &Record, refused: Refused) {
         let holder = refused.of_the_holder();
         let reason = refused.reason();
         let message = display_chain(&refused);
-        let serving_role = record.role == Role::Serving;
-        if holder && serving_role {
+        let role = record.role.known().filter(|_| holder);
+        if let Some(role) = role {
             self.registry
-                .reject(&record.policy, reason, message.clone());
+                .reject(role, &record.policy, reason, message.clone());
         }
         self.metrics.policy_rejected(&record.policy, reason);
-        let serving = match (holder, serving_role) {
-            (false, _) => None,
-            (true, true) => self.registry.get(&record.policy).ok(),
-            (true, false) => self.candidates.get(&record.policy).map(|c| c.policy()),
-        }
-        .map(|p| p.digest().to_hex());
+        let serving = role
+            .and_then(|role| self.registry.version(&record.policy, role))
+            .map(|version| version.digest());
         warn!(
             policy = %record.policy,
             role = %record.role,
@@ -496,17 +501,14 @@ impl Inner {
             state.owners.remove(claim);
         }
         let policy = claim.policy.as_str();
-        if claim.role == Role::Candidate {
-            self.candidates.remove(policy);
-            info!(%policy, configmap = %key, "candidate out of service: its ConfigMap is gone");
-        } else {
-            let removed = self.registry.remove(policy);
-            self.metrics.policy_swapped(
-                policy,
-                removed.as_ref().map(|p| p.digest().to_hex()).as_deref(),
-                None,
-            );
-            info!(%policy, configmap = %key, "policy out of service: its ConfigMap is gone");
+        if let Some(role) = claim.role.known() {
+            let removed = self.registry.remove(role, policy);
+            if role == Role::Serving {
+                let removed = removed.map(|version| version.digest());
+                self.metrics
+                    .policy_swapped(policy, removed.as_deref(), None);
+            }
+            info!(%policy, %role, configmap = %key, "version out of service: its ConfigMap is gone");
         }
         for other in self.store.lookup_keys(self.by_claim, claim) {
             if &other != key {
@@ -528,13 +530,13 @@ impl Inner {
 mod tests {
     use super::*;
 
-    fn record(name: &str, policy: &str, role: Role) -> Record {
+    fn record(name: &str, policy: &str, role: impl Into<Asked>) -> Record {
         Record {
             key: ObjectKey::namespaced("policyhost-system", name),
             uid: format!("uid-{name}"),
             resource_version: "1".into(),
             policy: policy.into(),
-            role,
+            role: role.into(),
             fingerprint: "f".into(),
             foreign: None,
             provides: None,
@@ -545,7 +547,7 @@ mod tests {
         ObjectKey::namespaced("policyhost-system", name)
     }
 
-    fn reason(result: Result<(), Refused>) -> Option<(&'static str, String)> {
+    fn reason<T>(result: Result<T, Refused>) -> Option<(&'static str, String)> {
         result
             .err()
             .map(|refused| (refused.reason(), refused.to_string()))
@@ -593,7 +595,7 @@ mod tests {
                 verdict: Some("InvalidName"),
             },
             Row {
-                record: record("policy-etl", "etl", Role::Unknown("shadow".into())),
+                record: record("policy-etl", "etl", Asked::Unknown("shadow".into())),
                 tenancy: Tenancy::SingleTeam,
                 holders: free.clone(),
                 verdict: Some("InvalidConfig"),
@@ -642,7 +644,15 @@ mod tests {
             },
         ];
         for (i, row) in rows.iter().enumerate() {
-            let got = reason(admit(&row.record, row.tenancy, &row.holders)).map(|(r, _)| r);
+            let admitted = admit(&row.record, row.tenancy, &row.holders);
+            if let Ok(role) = &admitted {
+                assert_eq!(
+                    Some(*role),
+                    row.record.role.known(),
+                    "row {i}: the role asked"
+                );
+            }
+            let got = reason(admitted).map(|(r, _)| r);
             assert_eq!(got, row.verdict, "row {i}: {:?}", row.record);
         }
     }
@@ -671,7 +681,7 @@ mod tests {
             "the `policyhost.dev/policy` label is empty: it names the policy"
         );
         let unknown = admit(
-            &record("policy-etl", "etl", Role::Unknown("shadow".into())),
+            &record("policy-etl", "etl", Asked::Unknown("shadow".into())),
             Tenancy::Strict,
             &Holders::default(),
         );
