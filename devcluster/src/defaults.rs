@@ -98,6 +98,14 @@ pub(crate) fn service(body: &mut Value, rng: &Rng) {
     body["status"] = json!({"loadBalancer": {}});
 }
 
+/// A PersistentVolumeClaim's defaults: a file system unless it asks for a
+/// block device.
+pub(crate) fn persistent_volume_claim(body: &mut Value) {
+    if let Some(spec) = body.get_mut("spec").and_then(Value::as_object_mut) {
+        set_default(spec, "volumeMode", json!("Filesystem"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
-//! The garbage collector and namespace controller: ownerReference cascades (background,
-//! foreground, orphan) and emptying terminating namespaces, run asynchronously after writes.
+//! The garbage collector, namespace and claim protection controllers: ownerReference
+//! cascades (background, foreground, orphan), emptying terminating namespaces, and
+//! releasing deleting claims no Pod uses, run asynchronously after writes.
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use crate::object::ObjectKey;
 use crate::ops::{self, DeleteOptions, FOREGROUND, ORPHAN, Propagation, Target, Writer};
 use crate::resource::Registry;
 use crate::store::{GcWork, Store, Txn};
-use crate::strategy::NAMESPACE_FINALIZER;
+use crate::strategy::{CLAIM_PROTECTION, NAMESPACE_FINALIZER, in_use};
 
 /// How many work items one lock hold may process before letting requests in.
 const BATCH: usize = 256;
@@ -71,6 +72,16 @@ fn object(
     let uid = obj.meta.uid.clone();
     if gr.group.is_empty() && gr.resource == "namespaces" {
         return namespace(w, txn, key);
+    }
+    // The claim protection controller: a deleting claim goes once no Pod uses it.
+    if gr.group.is_empty()
+        && gr.resource == "persistentvolumeclaims"
+        && obj.meta.deleting
+        && obj.meta.finalizers.iter().any(|f| f == CLAIM_PROTECTION)
+        && !in_use(txn, &key.namespace, &key.name)
+    {
+        w.set_finalizers(txn, &rt, key, |f| f.retain(|x| x != CLAIM_PROTECTION))?;
+        return Ok(());
     }
     if obj.meta.deleting && obj.meta.finalizers.iter().any(|f| f == ORPHAN) {
         for (dgr, dkey) in txn.dependents(&uid) {

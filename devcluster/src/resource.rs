@@ -10,7 +10,8 @@ use crate::object::GroupResource;
 use crate::schema::Schema as MergeSchema;
 use crate::status::{ApiError, Cause};
 use crate::strategy::{
-    BinaryData, CustomResourceDefinitions, Generic, Namespaces, Pods, Secrets, Services, Strategy,
+    BinaryData, CustomResourceDefinitions, Generic, Namespaces, PersistentVolumeClaims, Pods,
+    Secrets, Services, Strategy,
 };
 
 /// A CRD `additionalPrinterColumns` entry.
@@ -181,6 +182,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin("v1", "configmaps", "ConfigMap", &["cm"], NAMESPACED, &CONFIGMAP_BYTES),
     Builtin("v1", "secrets", "Secret", &[], NAMESPACED, &Secrets),
     Builtin("v1", "services", "Service", &["svc"], NAMESPACED | STATUS | RETURN_DELETED | ALL, &Services),
+    Builtin("v1", "persistentvolumeclaims", "PersistentVolumeClaim", &["pvc"], NAMESPACED | STATUS, &PersistentVolumeClaims),
     Builtin("v1", "events", "Event", &["ev"], NAMESPACED, &Generic),
     Builtin("v1", "serviceaccounts", "ServiceAccount", &["sa"], NAMESPACED | RETURN_DELETED, &Generic),
     Builtin("v1", "nodes", "Node", &["no"], STATUS, &Generic),

@@ -104,6 +104,51 @@ pub(crate) fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
                 ".spec.nodeName",
             ));
         }
+        ("", "persistentvolumeclaims") => {
+            cols.push(col(
+                "Status",
+                "string",
+                "",
+                "phase represents the current phase of PersistentVolumeClaim.",
+                0,
+                "@claimstatus",
+            ));
+            cols.push(col(
+                "Volume",
+                "string",
+                "",
+                "volumeName is the binding reference to the PersistentVolume backing this claim.",
+                0,
+                ".spec.volumeName",
+            ));
+            cols.push(col(
+                "Capacity",
+                "string",
+                "",
+                "capacity represents the actual resources of the underlying volume.",
+                0,
+                "@claimcapacity",
+            ));
+            cols.push(col("Access Modes", "string", "", "accessModes contains the actual access modes the volume backing the PVC has. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1", 0, "@claimaccess"));
+            cols.push(col(
+                "StorageClass",
+                "string",
+                "",
+                "StorageClass of the pvc",
+                0,
+                "@claimclass",
+            ));
+            cols.push(col(
+                "VolumeAttributesClass",
+                "string",
+                "",
+                "VolumeAttributesClass of the pvc",
+                0,
+                "@claimattributes",
+            ));
+            cols.push(age);
+            cols.push(col("VolumeMode", "string", "", "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.", 1, "@claimmode"));
+        }
         ("", "namespaces") => {
             cols.push(col(
                 "Status",
@@ -236,7 +281,47 @@ fn pod_status(v: &Value) -> String {
     }
 }
 
+/// A claim's cells as kubectl prints them: capacity and access modes only
+/// once a volume is bound, `<unset>` for what the claim does not say.
+fn claim_cell(v: &Value, path: &str) -> Option<String> {
+    let spec = &v["spec"];
+    let bound = spec["volumeName"].as_str().is_some_and(|n| !n.is_empty());
+    let text = |value: &Value, unset: &str| value.as_str().unwrap_or(unset).to_owned();
+    Some(match path {
+        "@claimstatus" if !v["metadata"]["deletionTimestamp"].is_null() => "Terminating".into(),
+        "@claimstatus" => text(&v["status"]["phase"], ""),
+        "@claimcapacity" if bound => text(&v["status"]["capacity"]["storage"], ""),
+        // In this order whatever the claim's, as `GetAccessModesAsString`.
+        "@claimaccess" if bound => [
+            ("ReadWriteOnce", "RWO"),
+            ("ReadOnlyMany", "ROX"),
+            ("ReadWriteMany", "RWX"),
+            ("ReadWriteOncePod", "RWOP"),
+        ]
+        .iter()
+        .filter(|(mode, _)| {
+            v["status"]["accessModes"]
+                .as_array()
+                .is_some_and(|modes| modes.iter().any(|m| m == mode))
+        })
+        .map(|(_, short)| *short)
+        .collect::<Vec<_>>()
+        .join(","),
+        "@claimcapacity" | "@claimaccess" => String::new(),
+        "@claimclass" => text(&spec["storageClassName"], ""),
+        "@claimattributes" => match spec["volumeAttributesClassName"].as_str() {
+            Some(name) if !name.is_empty() => name.to_owned(),
+            _ => "<unset>".into(),
+        },
+        "@claimmode" => text(&spec["volumeMode"], "<unset>"),
+        _ => return None,
+    })
+}
+
 fn cell(v: &Value, c: &PrinterColumn) -> Value {
+    if let Some(text) = claim_cell(v, &c.json_path) {
+        return json!(text);
+    }
     let computed = match c.json_path.as_str() {
         "@ready" => {
             let total = v["spec"]["containers"].as_array().map_or(0, Vec::len);
@@ -361,5 +446,46 @@ mod tests {
         assert_eq!(r["cells"][0], "p");
         assert_eq!(r["cells"][1], "1/1");
         assert_eq!(r["cells"][2], "Running");
+    }
+
+    #[test]
+    fn claim_rows_show_capacity_and_access_only_once_bound() {
+        let rt = crate::resource::Registry::new()
+            .lookup("", "v1", "persistentvolumeclaims")
+            .unwrap();
+        let cols = columns(&rt, "v1");
+        let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Name",
+                "Status",
+                "Volume",
+                "Capacity",
+                "Access Modes",
+                "StorageClass",
+                "VolumeAttributesClass",
+                "Age",
+                "VolumeMode"
+            ]
+        );
+        let mut claim = json!({
+            "metadata": {"name": "scratch", "creationTimestamp": "2020-01-01T00:00:00Z"},
+            "spec": {"accessModes": ["ReadWriteMany"], "volumeMode": "Filesystem",
+                     "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Pending"}
+        });
+        let cells = |claim: &Value| row(&cols, claim, Value::Null)["cells"].clone();
+        let pending = cells(&claim);
+        assert_eq!(pending[1], "Pending");
+        assert_eq!((&pending[3], &pending[4]), (&json!(""), &json!("")));
+        assert_eq!((&pending[5], &pending[6]), (&json!(""), &json!("<unset>")));
+        assert_eq!(pending[8], "Filesystem");
+        claim["spec"]["volumeName"] = json!("pv-1");
+        claim["status"] = json!({"phase": "Bound", "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+                                 "capacity": {"storage": "2Gi"}});
+        let bound = cells(&claim);
+        assert_eq!((&bound[1], &bound[2]), (&json!("Bound"), &json!("pv-1")));
+        assert_eq!((&bound[3], &bound[4]), (&json!("2Gi"), &json!("RWO,RWX")));
     }
 }

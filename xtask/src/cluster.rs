@@ -1,8 +1,8 @@
 //! `cargo xtask cluster up|down|env`: the real Kubernetes control plane on
 //! loopback, built from `tools/kube/` — etcd, kube-apiserver (client
-//! certificates, RBAC), kube-controller-manager (garbage collector, namespace
-//! and service-account controllers), kube-scheduler and kwok with one fake
-//! Node.
+//! certificates, RBAC), kube-controller-manager (garbage collector,
+//! namespace, service-account, volume binder and claim protection controllers),
+//! kube-scheduler and kwok with one fake Node.
 //!
 //! Everything lives in one state directory: certificates, etcd's data, each
 //! process's log and pid, and the admin kubeconfig. `down` stops exactly the
@@ -250,7 +250,7 @@ fn start_components(dir: &Path, detach: Detach, resumed: bool) -> Result<PathBuf
         "kube-controller-manager",
         &[
             kubeconfig_arg.clone(),
-            "--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,node-lifecycle-controller"
+            "--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,node-lifecycle-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller"
                 .to_owned(),
             "--leader-elect=false".to_owned(),
             "--bind-address=127.0.0.1".to_owned(),

@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Event, Namespace, Node, Pod, Secret, Service, ServiceAccount,
+    ConfigMap, Event, Namespace, Node, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::api::events::v1::Event as EventsEvent;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -109,13 +109,14 @@ fn kind<T: Resource + JsonSchema>() -> Kind {
 
 /// Every built-in kind devcluster serves (`crate::resource`'s table, whose
 /// test holds the two together).
-fn builtins() -> [Kind; 18] {
+fn builtins() -> [Kind; 19] {
     [
         kind::<Namespace>(),
         kind::<Pod>(),
         kind::<ConfigMap>(),
         kind::<Secret>(),
         kind::<Service>(),
+        kind::<PersistentVolumeClaim>(),
         kind::<Event>(),
         kind::<ServiceAccount>(),
         kind::<Node>(),

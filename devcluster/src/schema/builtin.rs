@@ -50,6 +50,13 @@ static BUILTINS: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         kind("", "v1", "ConfigMap", config_map(), false),
         kind("", "v1", "Secret", secret(), false),
         kind("", "v1", "Service", service(), true),
+        kind(
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            persistent_volume_claim(),
+            true,
+        ),
         kind("", "v1", "Namespace", namespace(), true),
         kind("", "v1", "Event", root(), false),
         kind("apps", "v1", "Deployment", deployment(), true),
@@ -267,6 +274,16 @@ fn service() -> Obj {
         .embedded("status", conditions())
 }
 
+fn persistent_volume_claim() -> Obj {
+    // `LabelSelector` is `+structType=atomic`; `accessModes` are atomic lists.
+    let spec = obj()
+        .field("selector", Node::Atomic)
+        .embedded("resources", obj());
+    root()
+        .embedded("spec", spec)
+        .embedded("status", conditions())
+}
+
 fn namespace() -> Obj {
     root()
         .embedded("spec", obj())
@@ -316,6 +333,7 @@ mod tests {
             ("", "v1", "ConfigMap"),
             ("", "v1", "Secret"),
             ("", "v1", "Service"),
+            ("", "v1", "PersistentVolumeClaim"),
             ("", "v1", "Namespace"),
             ("", "v1", "Event"),
             ("apps", "v1", "Deployment"),
@@ -377,6 +395,7 @@ mod tests {
     fn status_subresources_match_the_real_resources() {
         let status = |g, k| builtin(g, "v1", k).expect(k).has_status_subresource();
         assert!(status("", "Pod"));
+        assert!(status("", "PersistentVolumeClaim"));
         assert!(status("apps", "Deployment"));
         assert!(!status("", "ConfigMap"));
         assert!(!status("coordination.k8s.io", "Lease"));

@@ -3,6 +3,7 @@
 //! proceeds, and what follows a write. The generic path (`crate::ops`) asks the object's
 //! strategy and never tests which resource it writes.
 
+mod claim;
 mod crd;
 mod data;
 mod namespace;
@@ -19,6 +20,7 @@ use crate::resource::{Registry, ResourceType};
 use crate::status::Result;
 use crate::store::Txn;
 
+pub(crate) use claim::{CLAIM_PROTECTION, PersistentVolumeClaims, in_use, recheck_claims_of};
 pub(crate) use crd::CustomResourceDefinitions;
 pub(crate) use data::{BinaryData, Secrets};
 pub(crate) use namespace::{NAMESPACE_FINALIZER, Namespaces};

@@ -3,10 +3,14 @@
 
 use serde_json::{Value, json};
 
-use super::Strategy;
+use std::sync::Arc;
+
+use super::{Strategy, recheck_claims_of};
+use crate::object::Stored;
 use crate::rand::Rng;
-use crate::resource::ResourceType;
+use crate::resource::{Registry, ResourceType};
 use crate::status::Result;
+use crate::store::Txn;
 
 /// The Pod strategy.
 #[derive(Debug)]
@@ -61,6 +65,30 @@ impl Strategy for Pods {
     /// even with no grace left.
     fn marks_before_removal(&self) -> bool {
         true
+    }
+
+    /// A finished Pod no longer holds the claims it mounts.
+    fn after_write(
+        &self,
+        txn: &mut Txn<'_>,
+        _registry: &Registry,
+        _rt: &ResourceType,
+        stored: &Arc<Stored>,
+    ) -> Result<()> {
+        if stored.value().is_ok_and(|pod| {
+            matches!(
+                pod["status"]["phase"].as_str(),
+                Some("Succeeded" | "Failed")
+            )
+        }) {
+            recheck_claims_of(txn, stored);
+        }
+        Ok(())
+    }
+
+    /// A Pod gone no longer holds the claims it mounted.
+    fn after_remove(&self, txn: &mut Txn<'_>, _registry: &Registry, gone: &Arc<Stored>) {
+        recheck_claims_of(txn, gone);
     }
 }
 

@@ -236,3 +236,75 @@ async fn a_foreground_delete_is_200_and_only_orphan_dependents_false_is_202() {
         .await;
     assert_eq!(code, 202);
 }
+
+/// A claim, as a policy's child would be: admission protects it, it waits
+/// for a volume, its spec stays as created, and deleting it waits for the
+/// last Pod that mounts it.
+#[tokio::test]
+async fn a_claim_is_protected_while_a_pod_mounts_it() {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+    let c = start().await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "scratch"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    let created = claims.create(&PostParams::default(), &claim).await.unwrap();
+    assert_eq!(
+        created.metadata.finalizers.as_deref(),
+        Some(&["kubernetes.io/pvc-protection".to_owned()][..])
+    );
+    let spec = created.spec.as_ref().unwrap();
+    assert_eq!(spec.volume_mode.as_deref(), Some("Filesystem"));
+    let phase = created.status.as_ref().and_then(|s| s.phase.as_deref());
+    assert_eq!(phase, Some("Pending"));
+
+    let grow = json!({"spec": {"accessModes": ["ReadWriteOnce"]}});
+    let refused = claims
+        .patch("scratch", &PatchParams::default(), &Patch::Merge(grow))
+        .await
+        .unwrap_err();
+    let status = api_error(refused);
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("spec is immutable after creation"),
+        "{}",
+        status.message
+    );
+
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "worker"},
+        "spec": {"containers": [{"name": "w", "image": "busybox",
+                                 "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+                 "volumes": [{"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    claims
+        .delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
+    // The collector works in order: once a dependent of an owner deleted
+    // after the claim is collected, the claim's turn has passed.
+    owner_and_dependents(&c, false).await;
+    c.cms("default")
+        .delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually("the marker's dependents are collected", || async {
+        !exists(&c, "dep-2").await
+    })
+    .await;
+    let held = claims.get("scratch").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some(), "terminating");
+
+    pods.delete("worker", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the claim goes with its last Pod", || async {
+        claims.get_opt("scratch").await.unwrap().is_none()
+    })
+    .await;
+}

@@ -171,6 +171,13 @@ const KNOWN: &[Known] = &[
              two specs",
     ),
     known_at(
+        "claims",
+        "change its access modes",
+        "",
+        "a refused claim spec update's message lacks the real server's diff of the \
+             two specs",
+    ),
+    known_at(
         "reads",
         "as a table",
         "/columnDefinitions/*/description",

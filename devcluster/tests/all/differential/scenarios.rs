@@ -14,6 +14,7 @@ use super::session::{Exchange, Server, Session};
 const CMS: &str = "/api/v1/namespaces/{ns}/configmaps";
 const DATAJOBS: &str = "/apis/policyhost.dev/v1alpha1/namespaces/{ns}/datajobs";
 const PODS: &str = "/api/v1/namespaces/{ns}/pods";
+const CLAIMS: &str = "/api/v1/namespaces/{ns}/persistentvolumeclaims";
 const MERGE: &str = "application/merge-patch+json";
 const JSON_PATCH: &str = "application/json-patch+json";
 const STRATEGIC: &str = "application/strategic-merge-patch+json";
@@ -31,6 +32,7 @@ enum Scenario {
     Reads,
     Watches,
     Pods,
+    Claims,
     Types,
 }
 
@@ -44,6 +46,7 @@ const SCENARIOS: &[Scenario] = &[
     Scenario::Reads,
     Scenario::Watches,
     Scenario::Pods,
+    Scenario::Claims,
     Scenario::Types,
 ];
 
@@ -65,6 +68,7 @@ impl Scenario {
             Self::Reads => reads(&mut s).await,
             Self::Watches => watches(&mut s).await,
             Self::Pods => pods(&mut s).await,
+            Self::Claims => claims(&mut s).await,
             Self::Types => types(&mut s).await,
         }
         s.finish().await
@@ -828,6 +832,32 @@ async fn pods(s: &mut Session<'_>) {
     )
     .await;
     s.eventually("gone", &at, gone).await;
+}
+
+async fn claims(s: &mut Session<'_>) {
+    let claim = json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "scratch"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    });
+    s.post("create", CLAIMS, claim).await;
+    let at = path(CLAIMS, "scratch");
+    s.get("read it back", &at).await;
+    s.patch(
+        "change its access modes",
+        &at,
+        MERGE,
+        json!({"spec": {"accessModes": ["ReadWriteOnce"]}}),
+    )
+    .await;
+    s.patch(
+        "label it",
+        &at,
+        MERGE,
+        json!({"metadata": {"labels": {"team": "a"}}}),
+    )
+    .await;
+    s.delete("delete it", &at, None).await;
+    s.eventually("gone once no Pod uses it", &at, gone).await;
 }
 
 /// A body of each built-in kind with a field of the wrong JSON type (one
