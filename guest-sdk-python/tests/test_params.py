@@ -6,10 +6,14 @@ from pathlib import Path
 import pytest
 
 from policyhost_sdk import (BOOL, STRING, U32, Field, InvalidParams, ListOf, MapOf, Nullable,
-                            Params)
+                            Params, Struct)
 
 
 CASES = json.loads((Path(__file__).resolve().parents[2] / "guest-sdk" / "params.json").read_text())["cases"]
+
+
+class Limit(Params):
+    cpu = Field(STRING)
 
 
 class Example(Params):
@@ -18,6 +22,7 @@ class Example(Params):
     names = Field(ListOf(STRING), default=[])
     labels = Field(MapOf(STRING), default={})
     verbose = Field(Nullable(BOOL), default=None)
+    limit = Field(Nullable(Struct(Limit)), default=None)
 
 
 def refusal(text):

@@ -31,6 +31,8 @@ def _apply(builder, calls):
             args = [_apply(build.Container(spec["name"], spec["image"]), spec["calls"])]
         elif method == "restart_policy":
             args = [build.RestartPolicy(args[0])]
+        elif method == "access_mode":
+            args = [build.AccessMode(args[0])]
         getattr(builder, method)(*args)
     return builder
 

@@ -1,13 +1,23 @@
 /**
  * Builders for the common children, producing valid manifests: each checks
- * names, label keys and values, container names, environment variable names
- * and resource quantities with the rules of `names.ts`, then writes the
+ * names, label keys and values, container names, environment variable names,
+ * resource quantities and volumes with the rules of `names.ts`, then writes the
  * object as a `DesiredChild`. The host sets the namespace, the owner
  * reference and the `policyhost.dev/*` labels, so builders leave them out.
  * The manifests are those of the Rust SDK's builders for the same calls.
  *
  *     const worker = new Container("worker", "busybox:1.36").command(["sh", "-c", "work"]);
  *     const pod = new Pod("demo-worker-0").label("app", "demo").container(worker).build();
+ *
+ * The builders: `Pod` (and `PodTemplate` for many alike), `BatchJob`,
+ * `ConfigMap`, `Service` and `PersistentVolumeClaim`, which a Pod declares as
+ * a volume (`volumeClaim`) for its containers to mount (`Container.mount`):
+ *
+ *     const claim = new PersistentVolumeClaim("demo-data").storage("10Gi").build();
+ *     const pod = new Pod("demo-worker-1")
+ *       .volumeClaim("data", "demo-data")
+ *       .container(new Container("worker", "busybox:1.36").mount("data", "/data"))
+ *       .build();
  */
 
 import * as kinds from "./kinds.js";
@@ -84,6 +94,13 @@ const object = (map: Map<string, string>): Record<string, string> => Object.from
 /** What the kubelet does when a container exits; builders default to `Never`. */
 export type RestartPolicy = "Always" | "OnFailure" | "Never";
 
+/**
+ * How the nodes may mount a claimed volume; claims default to
+ * `ReadWriteOnce`. `ReadWriteMany` is what Pods spread over nodes need to
+ * share one volume; `ReadWriteOncePod` goes with no other mode.
+ */
+export type AccessMode = "ReadWriteOnce" | "ReadOnlyMany" | "ReadWriteMany" | "ReadWriteOncePod";
+
 /** `label` and `annotation`, shared by every builder. */
 abstract class Metadata {
   protected labels = new Map<string, string>();
@@ -126,6 +143,7 @@ export class Container {
   private limits = new Map<string, string>();
   private dir?: string;
   private ports: [string, number][] = [];
+  private mounts: [string, string][] = [];
 
   constructor(
     readonly name: string,
@@ -170,6 +188,18 @@ export class Container {
     return this;
   }
 
+  /** Mounts the Pod's volume `volume` (see `volumeClaim`) at `path`, an
+   * absolute path without `:`. */
+  mount(volume: string, path: string): this {
+    this.mounts.push([volume, path]);
+    return this;
+  }
+
+  /** @internal The volumes it mounts, by name; its Pod checks they are declared. */
+  mountedVolumes(): string[] {
+    return this.mounts.map(([volume]) => volume);
+  }
+
   /** @internal */
   check(): void {
     check("container name", this.name, names.dns1123Label);
@@ -186,6 +216,12 @@ export class Container {
       }
       if (!(port >= 1 && port <= 65535)) {
         throw invalid("container port", String(port), "must be between 1 and 65535");
+      }
+    }
+    for (const [, path] of this.mounts) {
+      // The kubelet splits `path:mode` on the colon.
+      if (!path.startsWith("/") || path.includes(":")) {
+        throw invalid("mount path", path, "must be an absolute path without ':'");
       }
     }
   }
@@ -216,6 +252,9 @@ export class Container {
         protocol: kinds.PORT_PROTOCOL,
       }));
     }
+    if (this.mounts.length > 0) {
+      container.volumeMounts = this.mounts.map(([name, mountPath]) => ({ name, mountPath }));
+    }
     return container;
   }
 }
@@ -226,6 +265,7 @@ abstract class PodSpec extends Metadata {
   protected containers: Container[] = [];
   protected account?: string;
   protected selector = new Map<string, string>();
+  protected volumes: [string, string][] = [];
 
   restartPolicy(policy: RestartPolicy): this {
     this.restart = policy;
@@ -248,6 +288,13 @@ abstract class PodSpec extends Metadata {
     return this;
   }
 
+  /** Declares the volume `volume` (a DNS-1123 label, unique in the Pod),
+   * backed by the PersistentVolumeClaim `claim`, for containers to `mount`. */
+  volumeClaim(volume: string, claim: string): this {
+    this.volumes.push([volume, claim]);
+    return this;
+  }
+
   protected checkSpec(kind: string): void {
     if (this.containers.length === 0) throw new BuildError(`${kind} \`${this.name}\` has no containers`);
     const seen = new Set<string>();
@@ -264,6 +311,28 @@ abstract class PodSpec extends Metadata {
       check("service account name", this.account, names.dns1123Subdomain);
     }
     checkLabels(this.selector);
+    this.checkVolumes(kind);
+  }
+
+  /** Volume names are unique labels, claims are claim names, and every mount
+   * names a declared volume. */
+  private checkVolumes(kind: string): void {
+    const declared = new Set<string>();
+    for (const [volume, claim] of this.volumes) {
+      check("volume name", volume, names.dns1123Label);
+      if (declared.has(volume)) throw invalid("volume name", volume, "must be unique within the Pod");
+      declared.add(volume);
+      checkName(kinds.PERSISTENT_VOLUME_CLAIM, claim);
+    }
+    for (const container of this.containers) {
+      for (const volume of container.mountedVolumes()) {
+        if (!declared.has(volume)) {
+          throw new BuildError(
+            `${kind} \`${this.name}\` has no volume \`${volume}\` for container \`${container.name}\` to mount`,
+          );
+        }
+      }
+    }
   }
 
   /** The spec; with `hole`, every container's `env` is `hole`. */
@@ -274,6 +343,12 @@ abstract class PodSpec extends Metadata {
     };
     if (this.account !== undefined) spec.serviceAccountName = this.account;
     if (this.selector.size > 0) spec.nodeSelector = object(this.selector);
+    if (this.volumes.length > 0) {
+      spec.volumes = this.volumes.map(([name, claimName]) => ({
+        name,
+        persistentVolumeClaim: { claimName },
+      }));
+    }
     return spec;
   }
 }
@@ -511,5 +586,53 @@ export class Service extends Metadata {
       protocol: kinds.PORT_PROTOCOL,
     }));
     return fromManifest({ ...head(kinds.SERVICE), metadata: this.metadata(), spec });
+  }
+}
+
+/** A core `v1` PersistentVolumeClaim: storage a Pod mounts with
+ * `volumeClaim` and `Container.mount`. */
+export class PersistentVolumeClaim extends Metadata {
+  private request?: string;
+  private modes: AccessMode[] = [];
+  private className?: string;
+
+  /** The storage requested (`spec.resources.requests.storage`), e.g. `"10Gi"`; required. */
+  storage(quantity: string): this {
+    this.request = quantity;
+    return this;
+  }
+
+  /** Adds an access mode (a mode added twice is written once); without one, `ReadWriteOnce`. */
+  accessMode(mode: AccessMode): this {
+    if (!this.modes.includes(mode)) this.modes.push(mode);
+    return this;
+  }
+
+  /** The storage class (a DNS-1123 subdomain); without one, the cluster's default class. */
+  storageClass(name: string): this {
+    this.className = name;
+    return this;
+  }
+
+  build(): DesiredChild {
+    const kind = kinds.PERSISTENT_VOLUME_CLAIM;
+    checkName(kind, this.name);
+    this.checkMetadata();
+    if (this.request === undefined) throw invalid(kind.kind, this.name, "needs a storage request");
+    checkQuantity(this.request);
+    const modes =
+      this.modes.length > 0 ? this.modes : [kinds.PERSISTENT_VOLUME_CLAIM_ACCESS_MODE as AccessMode];
+    if (modes.length > 1 && modes.includes("ReadWriteOncePod")) {
+      throw invalid("access mode", "ReadWriteOncePod", "may not be combined with other access modes");
+    }
+    if (this.className !== undefined) {
+      check("storage class name", this.className, names.dns1123Subdomain);
+    }
+    const spec: Record<string, unknown> = {
+      accessModes: [...modes],
+      resources: { requests: { storage: this.request } },
+    };
+    if (this.className !== undefined) spec.storageClassName = this.className;
+    return fromManifest({ ...head(kind), metadata: this.metadata(), spec });
   }
 }

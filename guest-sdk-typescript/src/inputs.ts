@@ -9,6 +9,15 @@ export type ChildPhase = "pending" | "running" | "succeeded" | "failed" | "unkno
 /** Pending or running: the child still works. */
 export const isActive = (phase: ChildPhase): boolean => phase === "pending" || phase === "running";
 
+/**
+ * Whether a child runs and stops: a Pod or a batch Job. A claim, a ConfigMap
+ * or a Service only exists (an unbound claim stays pending on a cluster that
+ * provisions none).
+ */
+export const runs = (child: { apiVersion: string; kind: string }): boolean =>
+  (child.apiVersion === "v1" && child.kind === "Pod") ||
+  (child.apiVersion === "batch/v1" && child.kind === "Job");
+
 /** Succeeded or failed. */
 export const isFinished = (phase: ChildPhase): boolean =>
   phase === "succeeded" || phase === "failed";

@@ -46,6 +46,14 @@ export const SERVICE: Kind = {
 };
 export const SERVICE_TYPE = "ClusterIP";
 
+export const PERSISTENT_VOLUME_CLAIM: Kind = {
+  apiVersion: "v1",
+  kind: "PersistentVolumeClaim",
+  nameWhat: "PersistentVolumeClaim name",
+  nameRule: names.dns1123Subdomain,
+};
+export const PERSISTENT_VOLUME_CLAIM_ACCESS_MODE = "ReadWriteOnce";
+
 export const DEFAULT_RESTART_POLICY = "Never";
 export const PORT_PROTOCOL = "TCP";
 export const PORT_NAME_MAX_LENGTH = 15;

@@ -155,8 +155,10 @@ type Values<F extends Record<string, Field<any>>> = {
 };
 
 /** A params schema: `parse(text)` reads `spec.params` (blank reads as `{}`),
- * throwing `InvalidParams` that names the field. */
-export interface ParamsSchema<V> {
+ * throwing `InvalidParams` that names the field. A schema is also the kind
+ * of a nested object (`field(nullable(Scratch), undefined)`), whose
+ * refusals name the path (`params.scratch.size: …`), as serde's do. */
+export interface ParamsSchema<V> extends Kind<V> {
   readonly name: string;
   parse(text: string): V;
 }
@@ -184,12 +186,17 @@ export function params<F extends Record<string, Field<any>>>(
       if (key in result) continue;
       const declared = fields[key];
       if (declared.required) throw new Refusal(`missing field \`${key}\``);
-      result[key] = JSON.parse(JSON.stringify(declared.default ?? null));
+      // A fresh copy per parse; `undefined` (a nullable field's default) as it is,
+      // not the `null` a JSON round trip would make of it.
+      const fallback = declared.default;
+      result[key] = fallback === undefined ? undefined : JSON.parse(JSON.stringify(fallback));
     }
     return result as Values<F>;
   };
   return {
     name,
+    expected: `struct ${name}`,
+    read,
     parse(text) {
       let value: unknown;
       try {

@@ -3,7 +3,7 @@
  * on (`policies/fanout/tests/golden/README.md`).
  */
 
-import { type Child, isActive } from "./inputs.js";
+import { type Child, isActive, runs } from "./inputs.js";
 
 /** The DataJob's conventional phases. */
 export type Phase = "Pending" | "Running" | "Succeeded" | "Failed";
@@ -90,9 +90,11 @@ export interface Cleanup {
   retryAfterMs?: number;
 }
 
-/** Done once no child is pending or running, else retry after `retryMs`. */
+/** Done once no child that runs (`runs`) is pending or running, else retry after `retryMs`. */
 export function onceStopped(children: readonly Child[], retryMs: number): Cleanup {
-  return children.some((child) => isActive(child.phase)) ? { retryAfterMs: retryMs } : {};
+  return children.some((child) => runs(child) && isActive(child.phase))
+    ? { retryAfterMs: retryMs }
+    : {};
 }
 
 /** The result JSON of a reconcile result. */

@@ -62,12 +62,15 @@ for (const c of shared("guest-sdk/builders.json").cases) {
   });
 }
 
+const Limit = params("Limit", { cpu: field(string) });
+
 const Example = params("Example", {
   replicas: field(u32),
   backoffLimit: field(u32, 0),
   names: field(listOf(string), []),
   labels: field(mapOf(string), {}),
   verbose: field(nullable(boolean), undefined),
+  limit: field(nullable(Limit), undefined),
 });
 
 test("params are read or refused as the Rust SDK does", () => {
@@ -86,4 +89,5 @@ test("params are read or refused as the Rust SDK does", () => {
 test("params defaults are fresh per parse", () => {
   Example.parse('{"replicas": 1}').names.push("x");
   assert.deepEqual(Example.parse('{"replicas": 1}').names, []);
+  assert.equal(Example.parse('{"replicas": 1}').verbose, undefined, "a nullable field defaults to undefined");
 });

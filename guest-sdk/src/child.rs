@@ -79,6 +79,14 @@ impl Child {
         self.is("v1", "Pod")
     }
 
+    /// True for what runs and stops: a Pod or a batch Job. A claim, a
+    /// ConfigMap or a Service only exists (an unbound claim stays
+    /// `Pending` on a cluster that provisions none).
+    #[must_use]
+    pub fn runs(&self) -> bool {
+        self.is_pod() || self.is("batch/v1", "Job")
+    }
+
     /// The value of a label.
     #[must_use]
     pub fn label(&self, key: &str) -> Option<&str> {

@@ -371,11 +371,14 @@ pub enum Cleanup {
 }
 
 impl Cleanup {
-    /// [`Cleanup::Done`] once no child is pending or running, else
-    /// [`Cleanup::RetryAfter`] `retry_ms`.
+    /// [`Cleanup::Done`] once no child that runs ([`crate::Child::runs`])
+    /// is pending or running, else [`Cleanup::RetryAfter`] `retry_ms`.
     #[must_use]
     pub fn once_stopped(children: &[crate::Child], retry_ms: u64) -> Self {
-        if children.iter().any(|child| child.phase.is_active()) {
+        if children
+            .iter()
+            .any(|child| child.runs() && child.phase.is_active())
+        {
             Self::RetryAfter { ms: retry_ms }
         } else {
             Self::Done
@@ -476,5 +479,31 @@ mod tests {
             assert_eq!(Phase::parse(phase.as_str()), Some(phase));
         }
         assert_eq!(Phase::parse("Exploded"), None);
+    }
+
+    #[test]
+    fn a_pending_claim_does_not_hold_the_cleanup_a_running_pod_does() {
+        use crate::ChildPhase;
+        use crate::testing::ChildFixture;
+        let claim = ChildFixture::new("v1", "PersistentVolumeClaim", "scratch").to_child();
+        let done = ChildFixture::pod("w-1")
+            .phase(ChildPhase::Succeeded)
+            .to_child();
+        let running = ChildFixture::pod("w-0")
+            .phase(ChildPhase::Running)
+            .to_child();
+        let job = ChildFixture::new("batch/v1", "Job", "j").to_child();
+        assert_eq!(
+            Cleanup::once_stopped(&[claim.clone(), done], 2000),
+            Cleanup::Done
+        );
+        assert_eq!(
+            Cleanup::once_stopped(&[claim, running], 2000),
+            Cleanup::RetryAfter { ms: 2000 }
+        );
+        assert_eq!(
+            Cleanup::once_stopped(&[job], 2000),
+            Cleanup::RetryAfter { ms: 2000 }
+        );
     }
 }

@@ -32,6 +32,8 @@ mod generator {
         #[serde(default)]
         restart_policies: Vec<String>,
         service_type: Option<String>,
+        /// The access mode written when the policy sets none.
+        access_mode: Option<String>,
     }
 
     #[derive(Deserialize)]
@@ -122,8 +124,11 @@ mod generator {
         Kind(&'a Kind),
         Text(String),
         Count(usize),
-        RestartPolicy(&'a str),
-        RestartPolicies(&'a [String]),
+        /// A variant of an enum of the Rust SDK (`RestartPolicy`,
+        /// `AccessMode`); a string in Python and TypeScript.
+        Variant(&'static str, &'a str),
+        /// A list of variants of one enum.
+        Variants(&'static str, &'a [String]),
     }
 
     /// The constants the description defines, in groups set apart by a
@@ -138,7 +143,7 @@ mod generator {
                 if !kind.restart_policies.is_empty() {
                     group.push((
                         format!("{id}_RESTART_POLICIES"),
-                        Value::RestartPolicies(&kind.restart_policies),
+                        Value::Variants("RestartPolicy", &kind.restart_policies),
                     ));
                     group.push((
                         format!("{id}_RESTART_POLICY_RULE"),
@@ -148,13 +153,19 @@ mod generator {
                 if let Some(service_type) = &kind.service_type {
                     group.push((format!("{id}_TYPE"), Value::Text(service_type.clone())));
                 }
+                if let Some(mode) = &kind.access_mode {
+                    group.push((
+                        format!("{id}_ACCESS_MODE"),
+                        Value::Variant("AccessMode", mode),
+                    ));
+                }
                 group
             })
             .collect();
         groups.push(vec![
             (
                 "DEFAULT_RESTART_POLICY".into(),
-                Value::RestartPolicy(&d.default_restart_policy),
+                Value::Variant("RestartPolicy", &d.default_restart_policy),
             ),
             ("PORT_PROTOCOL".into(), Value::Text(d.port.protocol.clone())),
             (
@@ -186,7 +197,7 @@ mod generator {
         let mut header = wrapped(GENERATED, "// ", 80);
         header.push('\n');
         header += &wrapped(SUMMARY, "//! ", 80);
-        header += "\nuse policyhost_names::Verdict;\n\nuse super::RestartPolicy;\n\n\
+        header += "\nuse policyhost_names::Verdict;\n\nuse super::{AccessMode, RestartPolicy};\n\n\
                    /// A kind of child, as its builder writes it.\n\
                    pub(crate) struct Kind {\n    \
                        pub(crate) api_version: &'static str,\n    \
@@ -211,17 +222,15 @@ mod generator {
                 ),
                 Value::Text(text) => format!("pub(crate) const {name}: &str = {};", quoted(text)),
                 Value::Count(n) => format!("pub(crate) const {name}: usize = {n};"),
-                Value::RestartPolicy(policy) => {
-                    format!("pub(crate) const {name}: RestartPolicy = RestartPolicy::{policy};")
+                Value::Variant(ty, variant) => {
+                    format!("pub(crate) const {name}: {ty} = {ty}::{variant};")
                 }
-                Value::RestartPolicies(policies) => {
-                    let policies: Vec<String> = policies
-                        .iter()
-                        .map(|p| format!("RestartPolicy::{p}"))
-                        .collect();
+                Value::Variants(ty, variants) => {
+                    let variants: Vec<String> =
+                        variants.iter().map(|v| format!("{ty}::{v}")).collect();
                     format!(
-                        "pub(crate) const {name}: &[RestartPolicy] = &[{}];",
-                        policies.join(", ")
+                        "pub(crate) const {name}: &[{ty}] = &[{}];",
+                        variants.join(", ")
                     )
                 }
             })
@@ -257,13 +266,13 @@ mod generator {
             ),
             Value::Text(text) => format!("{name} = {}", quoted(text)),
             Value::Count(n) => format!("{name} = {n}"),
-            Value::RestartPolicy(policy) => format!("{name} = {}", quoted(policy)),
-            Value::RestartPolicies(policies) => {
-                let mut policies: Vec<String> = policies.iter().map(|p| quoted(p)).collect();
-                if policies.len() == 1 {
-                    policies.push(String::new()); // a tuple of one: `("Never",)`
+            Value::Variant(_, variant) => format!("{name} = {}", quoted(variant)),
+            Value::Variants(_, variants) => {
+                let mut variants: Vec<String> = variants.iter().map(|v| quoted(v)).collect();
+                if variants.len() == 1 {
+                    variants.push(String::new()); // a tuple of one: `("Never",)`
                 }
-                format!("{name} = ({})", policies.join(", "))
+                format!("{name} = ({})", variants.join(", "))
             }
         })
     }
@@ -295,12 +304,12 @@ mod generator {
             ),
             Value::Text(text) => format!("export const {name} = {};", quoted(text)),
             Value::Count(n) => format!("export const {name} = {n};"),
-            Value::RestartPolicy(policy) => format!("export const {name} = {};", quoted(policy)),
-            Value::RestartPolicies(policies) => {
-                let policies: Vec<String> = policies.iter().map(|p| quoted(p)).collect();
+            Value::Variant(_, variant) => format!("export const {name} = {};", quoted(variant)),
+            Value::Variants(_, variants) => {
+                let variants: Vec<String> = variants.iter().map(|v| quoted(v)).collect();
                 format!(
                     "export const {name}: readonly string[] = [{}];",
-                    policies.join(", ")
+                    variants.join(", ")
                 )
             }
         })

@@ -9,7 +9,10 @@ mod cases {
     use std::collections::BTreeMap;
     use std::path::Path;
 
-    use policyhost_sdk::build::{BatchJob, ConfigMap, Container, Pod, RestartPolicy, Service};
+    use policyhost_sdk::build::{
+        AccessMode, BatchJob, ConfigMap, Container, PersistentVolumeClaim, Pod, RestartPolicy,
+        Service,
+    };
     use policyhost_sdk::testing::JobFixture;
     use policyhost_sdk::{DesiredChild, PolicyError};
     use serde_json::{Value, json};
@@ -57,6 +60,16 @@ mod cases {
         }
     }
 
+    fn access_mode(value: &Value) -> AccessMode {
+        match value.as_str() {
+            Some("ReadWriteOnce") => AccessMode::ReadWriteOnce,
+            Some("ReadOnlyMany") => AccessMode::ReadOnlyMany,
+            Some("ReadWriteMany") => AccessMode::ReadWriteMany,
+            Some("ReadWriteOncePod") => AccessMode::ReadWriteOncePod,
+            _ => panic!("not an access mode: {value}"),
+        }
+    }
+
     fn container(spec: &Value) -> Container<'static> {
         let mut c = Container::new(text(&spec["name"]), text(&spec["image"]));
         for (method, args) in calls(spec) {
@@ -76,6 +89,7 @@ mod cases {
                 "limit" => c.limit(text(&args[0]), text(&args[1])),
                 "working_dir" => c.working_dir(text(&args[0])),
                 "port" => c.port(text(&args[0]), u16::try_from(number(&args[1])).unwrap()),
+                "mount" => c.mount(text(&args[0]), text(&args[1])),
                 other => panic!("no Container method {other}"),
             };
         }
@@ -104,6 +118,7 @@ mod cases {
                     "node_selector" => pod.node_selector(text(&args[0]), text(&args[1])),
                     "active_deadline_seconds" => pod.active_deadline_seconds(number(&args[0])),
                     "container" => pod.container(container(&args[0])),
+                    "volume_claim" => pod.volume_claim(text(&args[0]), text(&args[1])),
                     other => panic!("no Pod method {other}"),
                 },
             };
@@ -126,6 +141,7 @@ mod cases {
                     "active_deadline_seconds" => job.active_deadline_seconds(number(&args[0])),
                     "ttl_seconds_after_finished" => job.ttl_seconds_after_finished(n()),
                     "container" => job.container(container(&args[0])),
+                    "volume_claim" => job.volume_claim(text(&args[0]), text(&args[1])),
                     other => panic!("no BatchJob method {other}"),
                 },
             };
@@ -164,6 +180,22 @@ mod cases {
         map
     }
 
+    fn persistent_volume_claim(name: String, case: &Value) -> PersistentVolumeClaim<'static> {
+        let mut claim = PersistentVolumeClaim::new(name);
+        for (method, args) in calls(case) {
+            claim = match metadata!(claim.clone(), method.as_str(), args) {
+                Some(claim) => claim,
+                None => match method.as_str() {
+                    "storage" => claim.storage(text(&args[0])),
+                    "access_mode" => claim.access_mode(access_mode(&args[0])),
+                    "storage_class" => claim.storage_class(text(&args[0])),
+                    other => panic!("no PersistentVolumeClaim method {other}"),
+                },
+            };
+        }
+        claim
+    }
+
     fn template_pod(case: &Value) -> policyhost_sdk::build::Result<DesiredChild> {
         let template = pod(text(&case["name"]), case).template()?;
         let spec = &case["pod"];
@@ -185,6 +217,7 @@ mod cases {
             Some("BatchJob") => batch_job(name, case).build(),
             Some("Service") => service(name, case).build(),
             Some("ConfigMap") => config_map(name, case).build(),
+            Some("PersistentVolumeClaim") => persistent_volume_claim(name, case).build(),
             Some("PodTemplate") => template_pod(case),
             _ => panic!("no builder {}", case["builder"]),
         };
@@ -241,6 +274,16 @@ mod cases {
         labels: BTreeMap<String, String>,
         #[serde(default)]
         verbose: Option<bool>,
+        #[serde(default)]
+        limit: Option<Limit>,
+    }
+
+    /// A struct inside `Example`.
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code, reason = "only read to be refused or accepted")]
+    struct Limit {
+        cpu: String,
     }
 
     #[test]

@@ -8,7 +8,7 @@ the host runs every call in a fresh, capped instance. See
 
 from .inputs import Child, ChildPhase, Context, Job
 from .params import (ANY, BOOL, F64, I64, STRING, U32, U64, AnyJson, Field, ListOf, MapOf,
-                     Nullable, Params)
+                     Nullable, Params, Struct)
 from . import log, status
 from .policy import CLEANUP_RETRY_MS, Policy, run_cleanup, run_reconcile
 from .result import (Cleanup, Condition, DesiredChild, Event, InvalidParams, Phase, PolicyError,
@@ -18,5 +18,5 @@ __all__ = [
     "ANY", "BOOL", "CLEANUP_RETRY_MS", "F64", "I64", "STRING", "U32", "U64", "AnyJson", "Child",
     "ChildPhase", "Cleanup", "Condition", "Context", "DesiredChild", "Event", "Field",
     "InvalidParams", "Job", "ListOf", "MapOf", "Nullable", "Params", "Phase", "Policy",
-    "PolicyError", "Reconcile", "Status", "log", "run_cleanup", "status", "run_reconcile",
+    "PolicyError", "Reconcile", "Status", "Struct", "log", "run_cleanup", "status", "run_reconcile",
 ]

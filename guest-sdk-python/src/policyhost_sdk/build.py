@@ -1,7 +1,7 @@
 """Builders for the common children, producing valid manifests.
 
 Each builder checks names, label keys and values, container names,
-environment variable names and resource quantities with the rules of
+environment variable names, resource quantities and volumes with the rules of
 :mod:`policyhost_sdk.names`, then writes the object as a
 :class:`~policyhost_sdk.DesiredChild`. The host sets the namespace, the
 owner reference and the ``policyhost.dev/*`` labels, so builders leave them
@@ -10,6 +10,15 @@ out. The manifests are those of the Rust SDK's builders for the same calls
 
     worker = Container("worker", "busybox:1.36").command(["sh", "-c", "work"])
     pod = Pod("demo-worker-0").label("app", "demo").container(worker).build()
+
+The builders: :class:`Pod` (and :class:`PodTemplate` for many alike),
+:class:`BatchJob`, :class:`ConfigMap`, :class:`Service` and
+:class:`PersistentVolumeClaim`, which a Pod declares as a volume
+(``Pod.volume_claim``) for its containers to mount (``Container.mount``):
+
+    claim = PersistentVolumeClaim("demo-data").storage("10Gi").build()
+    pod = (Pod("demo-worker-1").volume_claim("data", "demo-data")
+           .container(Container("worker", "busybox:1.36").mount("data", "/data")).build())
 """
 
 from __future__ import annotations
@@ -111,6 +120,24 @@ class RestartPolicy(enum.Enum):
         return cls(kinds.DEFAULT_RESTART_POLICY)
 
 
+class AccessMode(enum.Enum):
+    """How the nodes may mount a claimed volume."""
+
+    READ_WRITE_ONCE = "ReadWriteOnce"
+    READ_ONLY_MANY = "ReadOnlyMany"
+    READ_WRITE_MANY = "ReadWriteMany"
+    """Read-write by the Pods of many nodes: what Pods spread over nodes need
+    to share one volume (the storage class must support it)."""
+    READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+    """Read-write by one Pod only; Kubernetes allows it with no other mode."""
+
+    @classmethod
+    def default(cls) -> "AccessMode":
+        """The mode of a claim that sets none
+        (``kinds.PERSISTENT_VOLUME_CLAIM_ACCESS_MODE``)."""
+        return cls(kinds.PERSISTENT_VOLUME_CLAIM_ACCESS_MODE)
+
+
 class _Metadata:
     """``label`` and ``annotation``, shared by every builder."""
 
@@ -159,6 +186,7 @@ class Container:
         self._limits: dict[str, str] = {}
         self._working_dir: Optional[str] = None
         self._ports: list[tuple[str, int]] = []
+        self._mounts: list[tuple[str, str]] = []
 
     def command(self, command: Iterable[str]) -> "Container":
         """The entrypoint (empty: the image's)."""
@@ -194,6 +222,12 @@ class Container:
         self._ports.append((name, port))
         return self
 
+    def mount(self, volume: str, path: str) -> "Container":
+        """Mounts the Pod's volume ``volume`` (see ``Pod.volume_claim``) at
+        ``path``, an absolute path without ``:``."""
+        self._mounts.append((volume, path))
+        return self
+
     def _check(self) -> None:
         _check("container name", self._name, names.dns1123_label)
         if not self._image.strip():
@@ -209,6 +243,10 @@ class Container:
                 raise _invalid("container port name", name, kinds.PORT_NAME_LENGTH_RULE)
             if not 1 <= port <= 65535:
                 raise _invalid("container port", str(port), "must be between 1 and 65535")
+        for _, path in self._mounts:
+            # The kubelet splits ``path:mode`` on the colon.
+            if not path.startswith("/") or ":" in path:
+                raise _invalid("mount path", path, "must be an absolute path without ':'")
 
     def _manifest(self, hole: Optional[str] = None) -> dict[str, Any]:
         """The manifest; with ``hole``, ``env`` is ``hole``."""
@@ -235,6 +273,10 @@ class Container:
                 {"name": name, "containerPort": port, "protocol": kinds.PORT_PROTOCOL}
                 for name, port in self._ports
             ]
+        if self._mounts:
+            container["volumeMounts"] = [
+                {"name": volume, "mountPath": path} for volume, path in self._mounts
+            ]
         return container
 
 
@@ -247,6 +289,7 @@ class _PodSpec(_Metadata):
         self._containers: list[Container] = []
         self._service_account: Optional[str] = None
         self._node_selector: dict[str, str] = {}
+        self._volumes: list[tuple[str, str]] = []
         self._active_deadline_seconds: Optional[int] = None
 
     def restart_policy(self, policy: RestartPolicy):
@@ -266,6 +309,13 @@ class _PodSpec(_Metadata):
         self._node_selector[key] = value
         return self
 
+    def volume_claim(self, volume: str, claim: str):
+        """Declares the volume ``volume`` (a DNS-1123 label, unique in the
+        Pod), backed by the PersistentVolumeClaim ``claim``, for containers
+        to mount (:meth:`Container.mount`)."""
+        self._volumes.append((volume, claim))
+        return self
+
     def _check_spec(self, kind: str) -> None:
         if not self._containers:
             raise BuildError(f"{kind} `{self._name}` has no containers")
@@ -280,6 +330,25 @@ class _PodSpec(_Metadata):
         if self._service_account is not None:
             _check("service account name", self._service_account, names.dns1123_subdomain)
         _check_labels(self._node_selector)
+        self._check_volumes(kind)
+
+    def _check_volumes(self, kind: str) -> None:
+        """Volume names are unique labels, claims are claim names, and every
+        mount names a declared volume."""
+        declared: set[str] = set()
+        for volume, claim in self._volumes:
+            _check("volume name", volume, names.dns1123_label)
+            if volume in declared:
+                raise _invalid("volume name", volume, "must be unique within the Pod")
+            declared.add(volume)
+            _check_name(kinds.PERSISTENT_VOLUME_CLAIM, claim)
+        for container in self._containers:
+            for volume, _ in container._mounts:
+                if volume not in declared:
+                    raise BuildError(
+                        f"{kind} `{self._name}` has no volume `{volume}` "
+                        f"for container `{container._name}` to mount"
+                    )
 
     def _spec(self, hole: Optional[str] = None) -> dict[str, Any]:
         """The spec; with ``hole``, every container's ``env`` is ``hole``."""
@@ -291,6 +360,11 @@ class _PodSpec(_Metadata):
             spec["serviceAccountName"] = self._service_account
         if self._node_selector:
             spec["nodeSelector"] = dict(self._node_selector)
+        if self._volumes:
+            spec["volumes"] = [
+                {"name": volume, "persistentVolumeClaim": {"claimName": claim}}
+                for volume, claim in self._volumes
+            ]
         return spec
 
 
@@ -517,4 +591,56 @@ class Service(_Metadata):
             for name, port, target in self._ports
         ]
         manifest = {**_head(kinds.SERVICE), "metadata": self._metadata(), "spec": spec}
+        return DesiredChild.from_manifest(manifest)
+
+
+class PersistentVolumeClaim(_Metadata):
+    """A core ``v1`` PersistentVolumeClaim: storage a Pod mounts with
+    ``Pod.volume_claim`` and ``Container.mount``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._storage: Optional[str] = None
+        self._access_modes: list[AccessMode] = []
+        self._storage_class: Optional[str] = None
+
+    def storage(self, quantity: str) -> "PersistentVolumeClaim":
+        """The storage requested (``spec.resources.requests.storage``), e.g.
+        ``"10Gi"``; required."""
+        self._storage = quantity
+        return self
+
+    def access_mode(self, mode: AccessMode) -> "PersistentVolumeClaim":
+        """Adds an access mode (a mode added twice is written once); without
+        one, :meth:`AccessMode.default`."""
+        if mode not in self._access_modes:
+            self._access_modes.append(mode)
+        return self
+
+    def storage_class(self, name: str) -> "PersistentVolumeClaim":
+        """The storage class (a DNS-1123 subdomain); without one, the
+        cluster's default class."""
+        self._storage_class = name
+        return self
+
+    def build(self) -> DesiredChild:
+        kind = kinds.PERSISTENT_VOLUME_CLAIM
+        _check_name(kind, self._name)
+        self._check_metadata()
+        if self._storage is None:
+            raise _invalid(kind.kind, self._name, "needs a storage request")
+        _check_quantity(self._storage)
+        modes = self._access_modes or [AccessMode.default()]
+        if len(modes) > 1 and AccessMode.READ_WRITE_ONCE_POD in modes:
+            raise _invalid("access mode", AccessMode.READ_WRITE_ONCE_POD.value,
+                           "may not be combined with other access modes")
+        if self._storage_class is not None:
+            _check("storage class name", self._storage_class, names.dns1123_subdomain)
+        spec: dict[str, Any] = {
+            "accessModes": [mode.value for mode in modes],
+            "resources": {"requests": {"storage": self._storage}},
+        }
+        if self._storage_class is not None:
+            spec["storageClassName"] = self._storage_class
+        manifest = {**_head(kind), "metadata": self._metadata(), "spec": spec}
         return DesiredChild.from_manifest(manifest)

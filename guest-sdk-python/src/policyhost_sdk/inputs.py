@@ -88,6 +88,13 @@ class Child:
         """Whether the child is a ``v1`` Pod."""
         return self.is_("v1", "Pod")
 
+    @property
+    def runs(self) -> bool:
+        """Whether the child runs and stops: a Pod or a batch Job. A claim,
+        a ConfigMap or a Service only exists (an unbound claim stays
+        pending on a cluster that provisions none)."""
+        return self.is_pod or self.is_("batch/v1", "Job")
+
 
 @dataclass(frozen=True)
 class Context:

@@ -33,6 +33,9 @@ CONFIG_MAP = Kind("v1", "ConfigMap", "ConfigMap name", names.dns1123_subdomain)
 SERVICE = Kind("v1", "Service", "Service name", names.dns1035_label)
 SERVICE_TYPE = "ClusterIP"
 
+PERSISTENT_VOLUME_CLAIM = Kind("v1", "PersistentVolumeClaim", "PersistentVolumeClaim name", names.dns1123_subdomain)
+PERSISTENT_VOLUME_CLAIM_ACCESS_MODE = "ReadWriteOnce"
+
 DEFAULT_RESTART_POLICY = "Never"
 PORT_PROTOCOL = "TCP"
 PORT_NAME_MAX_LENGTH = 15

@@ -7,6 +7,7 @@ the same answer in every language, and golden cases hold for all).
         image = Field(STRING)
         command = Field(ListOf(STRING), default=[])
 
+A nested object is a :class:`Struct` of another ``Params`` class.
 Field names are written in ``snake_case`` and read from ``camelCase``
 (``backoff_limit`` ← ``backoffLimit``). A field without a default is
 required; a field the class does not declare is refused.
@@ -171,6 +172,18 @@ class Nullable(Kind):
 
     def read(self, value: Any) -> Any:
         return None if value is None else self.inner.read(value)
+
+
+class Struct(Kind):
+    """An object read by a :class:`Params` class, e.g. ``Field(Nullable(Struct(Scratch)))``:
+    refusals inside it name the path (``params.scratch.size: …``), as serde's do."""
+
+    def __init__(self, params: type["Params"]) -> None:
+        self.params = params
+        self.expected = f"struct {params.__name__}"
+
+    def read(self, value: Any) -> Any:
+        return self.params._read(value)
 
 
 class AnyJson(Kind):

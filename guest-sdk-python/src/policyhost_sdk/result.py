@@ -183,9 +183,9 @@ class Cleanup:
 
     @classmethod
     def once_stopped(cls, children: Iterable[Child], retry_ms: int) -> "Cleanup":
-        """Done once no child is pending or running, else retry after
-        ``retry_ms``."""
-        if any(child.phase.is_active for child in children):
+        """Done once no child that runs (``Child.runs``) is pending or
+        running, else retry after ``retry_ms``."""
+        if any(child.runs and child.phase.is_active for child in children):
             return cls(retry_ms)
         return cls(None)
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::json::Json;
 use super::kinds::{JOB, JOB_RESTART_POLICIES, JOB_RESTART_POLICY_RULE};
 use super::meta::{self, Meta};
-use super::pod::{PodSpec, RestartPolicy};
+use super::pod::{ClaimVolume, PodSpec, RestartPolicy};
 use super::{Container, Error, Result, names};
 use crate::DesiredChild;
 
@@ -68,6 +68,21 @@ impl<'a> BatchJob<'a> {
         self
     }
 
+    /// Declares the volume `volume` (a DNS-1123 label, unique in the Pod
+    /// template), backed by the PersistentVolumeClaim `claim`, for
+    /// containers to [`mount`](Container::mount).
+    pub fn volume_claim(
+        mut self,
+        volume: impl Into<Cow<'a, str>>,
+        claim: impl Into<Cow<'a, str>>,
+    ) -> Self {
+        self.pod.volumes.push(ClaimVolume {
+            name: volume.into(),
+            claim: claim.into(),
+        });
+        self
+    }
+
     /// Retries failed Pods at most this many times (Kubernetes' default: 6).
     pub fn backoff_limit(mut self, limit: u32) -> Self {
         self.backoff_limit = Some(limit);
@@ -102,7 +117,8 @@ impl<'a> BatchJob<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error`] for a bad name, label or container, or restart policy `Always`.
+    /// [`Error`] for a bad name, label, container or volume, or restart
+    /// policy `Always`.
     pub fn build(self) -> Result<DesiredChild> {
         names::check_name(&JOB, &self.meta.name)?;
         self.meta.check()?;

@@ -23,6 +23,8 @@ pub struct Container<'a> {
     limits: Pairs<'a>,
     working_dir: Option<Cow<'a, str>>,
     ports: Vec<(Cow<'a, str>, u16)>,
+    /// `(volume, path)`: each volume of the Pod the container mounts, and where.
+    mounts: Vec<(Cow<'a, str>, Cow<'a, str>)>,
 }
 
 impl<'a> Container<'a> {
@@ -38,6 +40,7 @@ impl<'a> Container<'a> {
             limits: Pairs::default(),
             working_dir: None,
             ports: Vec::new(),
+            mounts: Vec::new(),
         }
     }
 
@@ -91,8 +94,20 @@ impl<'a> Container<'a> {
         self
     }
 
+    /// Mounts the Pod's volume `volume` (see [`Pod::volume_claim`](super::Pod::volume_claim))
+    /// at `path`, an absolute path without `:`.
+    pub fn mount(mut self, volume: impl Into<Cow<'a, str>>, path: impl Into<Cow<'a, str>>) -> Self {
+        self.mounts.push((volume.into(), path.into()));
+        self
+    }
+
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The volumes it mounts, by name; its Pod checks they are declared.
+    pub(crate) fn mounted_volumes(&self) -> impl Iterator<Item = &str> {
+        self.mounts.iter().map(|(volume, _)| volume.as_ref())
     }
 
     pub(crate) fn check(&self) -> Result<()> {
@@ -125,6 +140,16 @@ impl<'a> Container<'a> {
                     what: "container port",
                     value: port.to_string(),
                     reason: "must be between 1 and 65535",
+                });
+            }
+        }
+        for (_, path) in &self.mounts {
+            // The kubelet splits `path:mode` on the colon.
+            if !path.starts_with('/') || path.contains(':') {
+                return Err(super::Error::Invalid {
+                    what: "mount path",
+                    value: path.clone().into_owned(),
+                    reason: "must be an absolute path without ':'",
                 });
             }
         }
@@ -194,6 +219,20 @@ impl<'a> Container<'a> {
             }
             json.byte(b']');
         }
+        if !self.mounts.is_empty() {
+            json.raw(",\"volumeMounts\":[");
+            for (i, (volume, path)) in self.mounts.iter().enumerate() {
+                if i > 0 {
+                    json.byte(b',');
+                }
+                json.raw("{\"name\":");
+                json.string(volume);
+                json.raw(",\"mountPath\":");
+                json.string(path);
+                json.byte(b'}');
+            }
+            json.byte(b']');
+        }
         json.byte(b'}');
     }
 
@@ -218,6 +257,11 @@ impl<'a> Container<'a> {
             + self.limits.json_len()
             + self.working_dir.as_ref().map_or(0, |d| d.len() + 16)
             + self.ports.len() * 64
+            + self
+                .mounts
+                .iter()
+                .map(|(volume, path)| volume.len() + path.len() + 32)
+                .sum::<usize>()
     }
 }
 

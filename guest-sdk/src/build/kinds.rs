@@ -7,7 +7,7 @@
 
 use policyhost_names::Verdict;
 
-use super::RestartPolicy;
+use super::{AccessMode, RestartPolicy};
 
 /// A kind of child, as its builder writes it.
 pub(crate) struct Kind {
@@ -49,6 +49,14 @@ pub(crate) const SERVICE: Kind = Kind {
     name_rule: policyhost_names::dns1035_label,
 };
 pub(crate) const SERVICE_TYPE: &str = "ClusterIP";
+
+pub(crate) const PERSISTENT_VOLUME_CLAIM: Kind = Kind {
+    api_version: "v1",
+    kind: "PersistentVolumeClaim",
+    name_what: "PersistentVolumeClaim name",
+    name_rule: policyhost_names::dns1123_subdomain,
+};
+pub(crate) const PERSISTENT_VOLUME_CLAIM_ACCESS_MODE: AccessMode = AccessMode::ReadWriteOnce;
 
 pub(crate) const DEFAULT_RESTART_POLICY: RestartPolicy = RestartPolicy::Never;
 pub(crate) const PORT_PROTOCOL: &str = "TCP";

@@ -1,7 +1,7 @@
 //! Builders for the common children, producing valid manifests.
 //!
 //! Each builder checks names (DNS-1123), label keys and values, container
-//! names, environment variable names and resource quantities, then writes
+//! names, environment variable names, resource quantities and volumes, then writes
 //! the object's JSON into a [`DesiredChild`](crate::DesiredChild), straight
 //! into one buffer. The host sets the namespace, owner reference and
 //! `policyhost.dev/*` labels, so builders leave them out.
@@ -11,7 +11,10 @@
 //! part once; see [`PodTemplate`].
 //!
 //! ```
-//! use policyhost_sdk::build::{BatchJob, ConfigMap, Container, Pod, RestartPolicy, Service};
+//! use policyhost_sdk::build::{
+//!     AccessMode, BatchJob, ConfigMap, Container, PersistentVolumeClaim, Pod, RestartPolicy,
+//!     Service,
+//! };
 //!
 //! let worker = Container::new("worker", "busybox:1.36")
 //!     .command(["sh", "-c"])
@@ -28,8 +31,18 @@
 //!
 //! let config = ConfigMap::new("demo-config").data("mode", "fast").build()?;
 //! let service = Service::new("demo").selector("app", "demo").port("http", 80, 8080).build()?;
-//! let job = BatchJob::new("demo-once").backoff_limit(2).container(worker).build()?;
+//! let job = BatchJob::new("demo-once").backoff_limit(2).container(worker.clone()).build()?;
 //! assert_eq!(job.api_version, "batch/v1");
+//!
+//! // Storage: a claim, declared as a volume of the Pod, mounted by a container.
+//! let claim = PersistentVolumeClaim::new("demo-data")
+//!     .storage("10Gi")
+//!     .access_mode(AccessMode::ReadWriteMany)
+//!     .build()?;
+//! let pod = Pod::new("demo-worker-1")
+//!     .volume_claim("data", "demo-data")
+//!     .container(worker.mount("data", "/data"))
+//!     .build()?;
 //! # Ok::<(), policyhost_sdk::build::Error>(())
 //! ```
 
@@ -40,6 +53,7 @@ mod json;
 mod kinds;
 mod meta;
 mod names;
+mod persistent_volume_claim;
 mod pod;
 mod pod_template;
 mod service;
@@ -49,6 +63,7 @@ pub use config_map::ConfigMap;
 pub use container::Container;
 pub use json::push_decimal;
 pub use names::{is_dns1035_label, is_dns1123_label, is_dns1123_subdomain};
+pub use persistent_volume_claim::{AccessMode, PersistentVolumeClaim};
 pub use pod::{Pod, RestartPolicy};
 pub use pod_template::{PodTemplate, TemplatePod};
 pub use service::Service;
@@ -84,6 +99,19 @@ pub enum Error {
         name: String,
         /// The repeated container name.
         container: String,
+    },
+    /// A container mounts a volume its Pod (or Job's Pod template) does not
+    /// declare.
+    #[error("{kind} `{name}` has no volume `{volume}` for container `{container}` to mount")]
+    UndeclaredVolume {
+        /// `Pod` or `Job`.
+        kind: &'static str,
+        /// The object's name.
+        name: String,
+        /// The container that mounts it.
+        container: String,
+        /// The volume it names.
+        volume: String,
     },
 }
 
@@ -179,6 +207,11 @@ mod tests {
                 .label("l", "1")
                 .annotation("a", "2")
                 .build(),
+            PersistentVolumeClaim::new("p")
+                .storage("1Gi")
+                .label("l", "1")
+                .annotation("a", "2")
+                .build(),
         ];
         for child in children {
             let manifest: serde_json::Value =
@@ -219,6 +252,16 @@ mod tests {
             container: "c".into(),
         };
         assert_eq!(error.to_string(), "Job `j` has two containers named `c`");
+        let error = Error::UndeclaredVolume {
+            kind: "Pod",
+            name: "p".into(),
+            container: "c".into(),
+            volume: "data".into(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "Pod `p` has no volume `data` for container `c` to mount"
+        );
     }
 
     #[test]

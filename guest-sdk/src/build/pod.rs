@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 
 use super::json::Json;
-use super::kinds::{self, POD};
+use super::kinds::{self, PERSISTENT_VOLUME_CLAIM, POD};
 use super::meta::{self, Insert, Meta, Pairs};
 use super::pod_template::PodTemplate;
 use super::{Container, Error, Result, names};
@@ -37,6 +37,15 @@ impl RestartPolicy {
     }
 }
 
+/// A volume of a Pod backed by a PersistentVolumeClaim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClaimVolume<'a> {
+    /// The name its containers mount it by (a DNS-1123 label).
+    pub(crate) name: Cow<'a, str>,
+    /// The claim's name.
+    pub(crate) claim: Cow<'a, str>,
+}
+
 /// The part of a Pod spec the builders set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PodSpec<'a> {
@@ -44,6 +53,7 @@ pub(crate) struct PodSpec<'a> {
     pub(crate) containers: Vec<Container<'a>>,
     pub(crate) service_account: Option<Cow<'a, str>>,
     pub(crate) node_selector: Pairs<'a>,
+    pub(crate) volumes: Vec<ClaimVolume<'a>>,
     pub(crate) active_deadline_seconds: Option<u64>,
 }
 
@@ -71,7 +81,37 @@ impl PodSpec<'_> {
         if let Some(account) = &self.service_account {
             names::check_subdomain("service account name", account)?;
         }
-        self.node_selector.check_labels()
+        self.node_selector.check_labels()?;
+        self.check_volumes(kind, name)
+    }
+
+    /// Volume names are unique labels, claims are claim names, and every
+    /// mount names a declared volume.
+    fn check_volumes(&self, kind: &'static str, name: &str) -> Result<()> {
+        for (i, volume) in self.volumes.iter().enumerate() {
+            names::check_label("volume name", &volume.name)?;
+            if self.volumes[..i].iter().any(|v| v.name == volume.name) {
+                return Err(Error::Invalid {
+                    what: "volume name",
+                    value: volume.name.clone().into_owned(),
+                    reason: "must be unique within the Pod",
+                });
+            }
+            names::check_name(&PERSISTENT_VOLUME_CLAIM, &volume.claim)?;
+        }
+        for container in &self.containers {
+            for volume in container.mounted_volumes() {
+                if !self.volumes.iter().any(|v| v.name == volume) {
+                    return Err(Error::UndeclaredVolume {
+                        kind,
+                        name: name.to_owned(),
+                        container: container.name().to_owned(),
+                        volume: volume.to_owned(),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -97,6 +137,20 @@ impl PodSpec<'_> {
             json.raw(",\"nodeSelector\":");
             self.node_selector.write(json);
         }
+        if !self.volumes.is_empty() {
+            json.raw(",\"volumes\":[");
+            for (i, volume) in self.volumes.iter().enumerate() {
+                if i > 0 {
+                    json.byte(b',');
+                }
+                json.raw("{\"name\":");
+                json.string(&volume.name);
+                json.raw(",\"persistentVolumeClaim\":{\"claimName\":");
+                json.string(&volume.claim);
+                json.raw("}}");
+            }
+            json.byte(b']');
+        }
         if let Some(seconds) = self.active_deadline_seconds {
             json.raw(",\"activeDeadlineSeconds\":");
             json.number(seconds);
@@ -113,6 +167,11 @@ impl PodSpec<'_> {
             .sum::<usize>()
             + self.service_account.as_ref().map_or(0, |a| a.len() + 24)
             + self.node_selector.json_len()
+            + self
+                .volumes
+                .iter()
+                .map(|v| v.name.len() + v.claim.len() + 56)
+                .sum::<usize>()
     }
 }
 
@@ -179,11 +238,27 @@ impl<'a> Pod<'a> {
         self
     }
 
+    /// Declares the volume `volume` (a DNS-1123 label, unique in the Pod),
+    /// backed by the PersistentVolumeClaim `claim`, for containers to
+    /// [`mount`](Container::mount).
+    pub fn volume_claim(
+        mut self,
+        volume: impl Into<Cow<'a, str>>,
+        claim: impl Into<Cow<'a, str>>,
+    ) -> Self {
+        self.spec.volumes.push(ClaimVolume {
+            name: volume.into(),
+            claim: claim.into(),
+        });
+        self
+    }
+
     /// Checks the Pod and writes its manifest.
     ///
     /// # Errors
     ///
-    /// [`Error`] naming the invalid name, label, container or quantity.
+    /// [`Error`] naming the invalid name, label, container, quantity or
+    /// volume, or a mount of an undeclared volume.
     pub fn build(self) -> Result<DesiredChild> {
         names::check_name(&POD, &self.meta.name)?;
         self.meta.check()?;
@@ -214,7 +289,8 @@ impl<'a> Pod<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error`] naming the invalid label, container or quantity.
+    /// [`Error`] naming the invalid label, container, quantity or volume, or
+    /// a mount of an undeclared volume.
     pub fn template(self) -> Result<PodTemplate<'a>> {
         PodTemplate::new(self)
     }

@@ -10,14 +10,23 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from policyhost_sdk import (STRING, U32, Child, ChildPhase, Cleanup, Condition, Context, Event,
-                            Field, InvalidParams, Job, ListOf, MapOf, Params, Phase, Policy,
-                            Reconcile, Status, log)
-from policyhost_sdk.build import Container, Pod, PodTemplate, RestartPolicy, quoted
+                            Field, InvalidParams, Job, ListOf, MapOf, Nullable, Params, Phase,
+                            Policy, Reconcile, Status, Struct, log)
+from policyhost_sdk.build import (AccessMode, BuildError, Container, PersistentVolumeClaim, Pod,
+                                  PodTemplate, RestartPolicy, quoted)
 
 MAX_REPLICAS = 1000
 MAX_BACKOFF_LIMIT = 1000
 CLEANUP_RETRY_MS = 2000
 WORKERS_READY = "WorkersReady"
+SCRATCH_VOLUME = "scratch"
+SCRATCH_PATH = "/scratch"
+JOB_LABEL = "fanout.policyhost.dev/job"
+
+
+class Scratch(Params):
+    size = Field(STRING)
+    storage_class = Field(Nullable(STRING), default=None)
 
 
 class FanoutParams(Params):
@@ -26,6 +35,7 @@ class FanoutParams(Params):
     command = Field(ListOf(STRING), default=[])
     backoff_limit = Field(U32, default=3)
     pod_annotations = Field(MapOf(STRING), default={})
+    scratch = Field(Nullable(Struct(Scratch)), default=None)
 
     def validate(self) -> None:
         if not 1 <= self.replicas <= MAX_REPLICAS:
@@ -142,7 +152,7 @@ class Fanout(Policy):
         failures = counts.failed
         phase = phase_of(all_slots, failures, params.backoff_limit)
         template = worker_template(job, params)
-        desired = []
+        desired = [] if params.scratch is None else [scratch_claim(job, params.scratch)]
         for index, slot in enumerate(all_slots):
             for retry in [*slot.failed, *slot.succeeded]:
                 desired.append(worker(template, job, index, retry))
@@ -183,16 +193,36 @@ def previous_outputs(job: Job) -> Optional[dict]:
     return value
 
 
+def scratch_claim_name(job: Job) -> str:
+    return f"{job.name}-scratch"
+
+
 def worker_template(job: Job, params: FanoutParams) -> PodTemplate:
     container = Container("worker", params.image).command(params.command)
     pod = Pod("worker")
     for key, value in params.pod_annotations.items():
         pod.annotation(key, value)
+    if params.scratch is not None:
+        pod.volume_claim(SCRATCH_VOLUME, scratch_claim_name(job))
+        container.mount(SCRATCH_VOLUME, SCRATCH_PATH)
     return (pod.label("app.kubernetes.io/name", "fanout-worker")
-            .label("fanout.policyhost.dev/job", job.name)
+            .label(JOB_LABEL, job.name)
             .restart_policy(RestartPolicy.NEVER)
             .container(container)
             .template())
+
+
+def scratch_claim(job: Job, scratch: Scratch):
+    """The claim every worker mounts; what the builder refuses is a param's
+    fault (the job's name was checked by the workers' template)."""
+    claim = (PersistentVolumeClaim(scratch_claim_name(job)).label(JOB_LABEL, job.name)
+             .storage(scratch.size).access_mode(AccessMode.READ_WRITE_MANY))
+    if scratch.storage_class is not None:
+        claim.storage_class(scratch.storage_class)
+    try:
+        return claim.build()
+    except BuildError as error:
+        raise InvalidParams(f"params.scratch: {error.message}") from None
 
 
 def worker(template: PodTemplate, job: Job, index: int, retry: int):

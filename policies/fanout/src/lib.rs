@@ -2,7 +2,9 @@
 //!
 //! Params (camelCase): `replicas` (1..=1000, default 1), `image` (required),
 //! `command` (default: the image's entrypoint), `backoffLimit` (0..=1000,
-//! default 3), `podAnnotations` (annotations of every worker Pod, default none).
+//! default 3), `podAnnotations` (annotations of every worker Pod, default none),
+//! `scratch` (`{"size": "<quantity>", "storageClass": "<name>"}`, the class
+//! optional: a volume shared by the workers; default none).
 //!
 //! # Children
 //!
@@ -19,6 +21,18 @@
 //! `backoffLimit` workers failed, no replacement is made and the Pods still
 //! pending or running are dropped from the desired set (the host deletes
 //! them); finished Pods stay for inspection until the DataJob goes.
+//!
+//! With `scratch`, one more child comes first: the PersistentVolumeClaim
+//! `<job>-scratch`, access mode `ReadWriteMany` (every worker mounts it, from
+//! whichever node), requesting `size`, of class `storageClass` if given,
+//! labelled `fanout.policyhost.dev/job`. Every worker Pod declares it as the
+//! volume `scratch` and mounts it at `/scratch`. The claim stays for the
+//! DataJob's life, like the finished Pods, so what the workers wrote can be
+//! inspected. A malformed `size` or `storageClass` is refused as invalid
+//! params. Without `scratch` the Pods are what they were before the param
+//! existed, byte for byte; adding, changing or removing it changes every
+//! worker's spec, which Kubernetes refuses for a Pod that exists, so set it
+//! when the DataJob is created.
 //!
 //! # Status
 //!
@@ -43,14 +57,16 @@ mod params;
 use std::borrow::Cow;
 mod workers;
 
-use policyhost_sdk::build::{Container, Pod, PodTemplate, RestartPolicy};
+use policyhost_sdk::build::{
+    AccessMode, Container, PersistentVolumeClaim, Pod, PodTemplate, RestartPolicy,
+};
 use policyhost_sdk::{
     Child, ChildPhase, Cleanup, Condition, Context, DesiredChild, Event, Job, Phase, Policy,
     PolicyError, Reconcile, Status,
 };
 use serde::{Deserialize, Serialize};
 
-pub use params::{MAX_BACKOFF_LIMIT, MAX_REPLICAS, Params};
+pub use params::{MAX_BACKOFF_LIMIT, MAX_REPLICAS, Params, Scratch};
 use workers::Slot;
 
 /// How long cleanup waits before asking again while workers still run.
@@ -58,6 +74,14 @@ pub const CLEANUP_RETRY_MS: u64 = 2000;
 
 /// The condition type reporting whether all workers run and are ready.
 pub const WORKERS_READY: &str = "WorkersReady";
+
+/// The name of the scratch volume in each worker Pod.
+pub const SCRATCH_VOLUME: &str = "scratch";
+/// Where each worker mounts the scratch volume.
+pub const SCRATCH_PATH: &str = "/scratch";
+
+/// The label naming a child's DataJob.
+const JOB_LABEL: &str = "fanout.policyhost.dev/job";
 
 /// The fanout policy.
 #[derive(Debug, Clone, Copy, Default)]
@@ -98,8 +122,11 @@ impl Policy for Fanout {
         let failures = counts.failed;
         let phase = phase(&slots, failures, params.backoff_limit);
 
-        let mut desired = Vec::with_capacity(slots.len());
+        let mut desired = Vec::with_capacity(slots.len() + 1);
         let template = worker_template(job, &params)?;
+        if let Some(scratch) = &params.scratch {
+            desired.push(scratch_claim(job, scratch)?);
+        }
         for (index, slot) in (0_u32..).zip(&slots) {
             for &retry in slot.failed.iter().chain(&slot.succeeded) {
                 desired.push(worker(&template, job, index, retry)?);
@@ -133,20 +160,44 @@ impl Policy for Fanout {
     }
 }
 
+/// The name of the job's scratch claim.
+fn scratch_claim_name(job: &Job) -> String {
+    format!("{}-scratch", job.name)
+}
+
 /// What every worker Pod of one call shares, checked and written once.
 fn worker_template<'a>(job: &'a Job, params: &'a Params) -> Result<PodTemplate<'a>, PolicyError> {
-    let container = Container::new("worker", params.image.as_str())
+    let mut container = Container::new("worker", params.image.as_str())
         .command(params.command.iter().map(String::as_str));
     let mut pod = Pod::new("worker");
     for (key, value) in &params.pod_annotations {
         pod = pod.annotation(key.as_str(), value.as_str());
     }
+    if params.scratch.is_some() {
+        pod = pod.volume_claim(SCRATCH_VOLUME, scratch_claim_name(job));
+        container = container.mount(SCRATCH_VOLUME, SCRATCH_PATH);
+    }
     Ok(pod
         .label("app.kubernetes.io/name", "fanout-worker")
-        .label("fanout.policyhost.dev/job", job.name.as_str())
+        .label(JOB_LABEL, job.name.as_str())
         .restart_policy(RestartPolicy::Never)
         .container(container)
         .template()?)
+}
+
+/// The claim every worker mounts; what the builder refuses is a param's fault
+/// (the job's name was checked by the workers' template).
+fn scratch_claim(job: &Job, scratch: &Scratch) -> Result<DesiredChild, PolicyError> {
+    let mut claim = PersistentVolumeClaim::new(scratch_claim_name(job))
+        .label(JOB_LABEL, job.name.as_str())
+        .storage(scratch.size.as_str())
+        .access_mode(AccessMode::ReadWriteMany);
+    if let Some(class) = &scratch.storage_class {
+        claim = claim.storage_class(class.as_str());
+    }
+    claim
+        .build()
+        .map_err(|error| PolicyError::invalid_params(format!("params.scratch: {error}")))
 }
 
 /// The manifest of worker `index`, replacement `retry`: the template plus

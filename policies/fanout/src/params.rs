@@ -30,6 +30,22 @@ pub struct Params {
     /// Annotations of every worker Pod (e.g. for a scheduler or a mesh); default none.
     #[serde(default)]
     pub pod_annotations: BTreeMap<String, String>,
+    /// A volume shared by every worker; default none.
+    #[serde(default)]
+    pub scratch: Option<Scratch>,
+}
+
+/// `params.scratch`: `{"size": "10Gi", "storageClass": "shared"}`, the
+/// PersistentVolumeClaim every worker mounts at [`crate::SCRATCH_PATH`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scratch {
+    /// The storage requested, a quantity such as `10Gi`; required.
+    pub size: String,
+    /// The storage class, which must offer `ReadWriteMany`; default: the
+    /// cluster's default class.
+    #[serde(default)]
+    pub storage_class: Option<String>,
 }
 
 fn default_replicas() -> u32 {

@@ -305,3 +305,94 @@ fn pod_annotations_are_set_on_every_worker() {
             .is_none()
     );
 }
+
+fn with_scratch(scratch: Value) -> Value {
+    let mut params = params(2, 1);
+    params["scratch"] = scratch;
+    params
+}
+
+#[test]
+fn scratch_is_one_shared_claim_that_every_worker_mounts() {
+    let result = reconcile(&Call::new(job(with_scratch(
+        json!({ "size": "10Gi", "storageClass": "shared" }),
+    ))));
+    assert_eq!(
+        names(&result),
+        ["demo-scratch", "demo-worker-0", "demo-worker-1"]
+    );
+    let claim = manifest(&result, "demo-scratch");
+    assert_eq!(claim["kind"], "PersistentVolumeClaim");
+    assert_eq!(
+        claim["spec"],
+        json!({ "accessModes": ["ReadWriteMany"],
+                "resources": { "requests": { "storage": "10Gi" } },
+                "storageClassName": "shared" })
+    );
+    for name in ["demo-worker-0", "demo-worker-1"] {
+        let pod = manifest(&result, name);
+        assert_eq!(
+            pod["spec"]["volumes"],
+            json!([{ "name": "scratch", "persistentVolumeClaim": { "claimName": "demo-scratch" } }])
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0]["volumeMounts"],
+            json!([{ "name": "scratch", "mountPath": "/scratch" }])
+        );
+    }
+}
+
+#[test]
+fn the_scratch_claim_outlives_a_failed_job_with_its_finished_workers() {
+    let call = Call::new(job(with_scratch(json!({ "size": "1Gi" }))))
+        .child(pod("demo-worker-0", ChildPhase::Failed))
+        .child(pod("demo-worker-1", ChildPhase::Failed));
+    let result = reconcile(&call);
+    assert_eq!(result.status.phase, "Failed");
+    assert_eq!(
+        names(&result),
+        ["demo-scratch", "demo-worker-0", "demo-worker-1"]
+    );
+    assert!(
+        manifest(&result, "demo-scratch")["spec"]
+            .get("storageClassName")
+            .is_none()
+    );
+}
+
+/// Pods' specs are immutable: a DataJob without `scratch` must keep the
+/// workers it had before the param existed, to the byte.
+#[test]
+fn without_scratch_a_worker_is_byte_for_byte_what_it_was() {
+    let result = reconcile(&Call::new(job(params(1, 1))));
+    assert_eq!(
+        result.children[0].manifest,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"demo-worker-0","labels":{"app.kubernetes.io/name":"fanout-worker","fanout.policyhost.dev/job":"demo","fanout.policyhost.dev/index":"0","fanout.policyhost.dev/retry":"0"}},"spec":{"restartPolicy":"Never","containers":[{"name":"worker","image":"busybox:1.36","command":["true"],"env":[{"name":"FANOUT_INDEX","value":"0"}]}]}}"#
+    );
+}
+
+#[test]
+fn malformed_scratch_params_name_the_field() {
+    let cases = [
+        (
+            json!({ "size": "lots" }),
+            "params.scratch: resource quantity \"lots\" is invalid: must be a number with an optional unit such as m, Mi or Gi",
+        ),
+        (
+            json!({ "size": "1Gi", "storageClass": "Fast_SSD" }),
+            "params.scratch: storage class name \"Fast_SSD\" is invalid: must consist of lower-case letters, digits, '-' and '.'",
+        ),
+        (
+            json!({ "size": "1Gi", "class": "x" }),
+            "params.scratch.class: unknown field `class`, expected `size` or `storageClass`",
+        ),
+        (json!({}), "params.scratch: missing field `size`"),
+    ];
+    for (scratch, message) in cases {
+        let outcome = Call::new(job(with_scratch(scratch))).reconcile::<Fanout>();
+        assert_eq!(
+            outcome.result,
+            Err(PolicyError::InvalidParams(message.to_owned()))
+        );
+    }
+}

@@ -23,6 +23,7 @@ import {
   log,
   mapOf,
   normalEvent,
+  nullable,
   onceStopped,
   params,
   previousOutputs,
@@ -36,6 +37,14 @@ export const MAX_REPLICAS = 1000;
 export const MAX_BACKOFF_LIMIT = 1000;
 export const CLEANUP_RETRY_MS = 2000;
 export const WORKERS_READY = "WorkersReady";
+export const SCRATCH_VOLUME = "scratch";
+export const SCRATCH_PATH = "/scratch";
+const JOB_LABEL = "fanout.policyhost.dev/job";
+
+const Scratch = params("Scratch", {
+  size: field(string),
+  storageClass: field(nullable(string), undefined),
+});
 
 export const FanoutParams = params("Params", {
   replicas: field(u32, 1),
@@ -43,6 +52,7 @@ export const FanoutParams = params("Params", {
   command: field(listOf(string), []),
   backoffLimit: field(u32, 3),
   podAnnotations: field(mapOf(string), {}),
+  scratch: field(nullable(Scratch), undefined),
 });
 type Params = ReturnType<typeof FanoutParams.parse>;
 
@@ -152,15 +162,38 @@ function previous(job: Job): Outputs | undefined {
   return value as unknown as Outputs;
 }
 
+const scratchClaimName = (job: Job): string => `${job.name}-scratch`;
+
 function template(job: Job, p: Params): build.PodTemplate {
   const pod = new build.Pod("worker");
+  const container = new build.Container("worker", p.image).command(p.command);
   for (const [key, value] of Object.entries(p.podAnnotations)) pod.annotation(key, value);
+  if (p.scratch !== undefined) {
+    pod.volumeClaim(SCRATCH_VOLUME, scratchClaimName(job));
+    container.mount(SCRATCH_VOLUME, SCRATCH_PATH);
+  }
   return pod
     .label("app.kubernetes.io/name", "fanout-worker")
-    .label("fanout.policyhost.dev/job", job.name)
+    .label(JOB_LABEL, job.name)
     .restartPolicy("Never")
-    .container(new build.Container("worker", p.image).command(p.command))
+    .container(container)
     .template();
+}
+
+/** The claim every worker mounts; what the builder refuses is a param's
+ * fault (the job's name was checked by the workers' template). */
+function scratchClaim(job: Job, scratch: NonNullable<Params["scratch"]>) {
+  const claim = new build.PersistentVolumeClaim(scratchClaimName(job))
+    .label(JOB_LABEL, job.name)
+    .storage(scratch.size)
+    .accessMode("ReadWriteMany");
+  if (scratch.storageClass !== undefined) claim.storageClass(scratch.storageClass);
+  try {
+    return claim.build();
+  } catch (error) {
+    if (error instanceof build.BuildError) throw new InvalidParams(`params.scratch: ${error.message}`);
+    throw error;
+  }
 }
 
 const worker = (t: build.PodTemplate, job: Job, index: number, retry: number) =>
@@ -237,7 +270,7 @@ export const fanout: Policy<Params> = {
     const failures = counts.failed;
     const phase = phaseOf(slots, failures, p.backoffLimit);
     const t = template(job, p);
-    const desired = [];
+    const desired = p.scratch === undefined ? [] : [scratchClaim(job, p.scratch)];
     for (const [index, slot] of slots.entries()) {
       for (const retry of [...slot.failed, ...slot.succeeded]) desired.push(worker(t, job, index, retry));
       if (phase !== "Failed" && !isDone(slot)) desired.push(worker(t, job, index, currentRetry(slot)));
