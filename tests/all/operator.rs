@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use policyhost::cache::{self, ObjectKey};
@@ -203,6 +203,97 @@ async fn changed_params_change_the_desired_set_and_prune_the_rest() {
         job.status.and_then(|s| s.outputs).expect("outputs")["desired"],
         1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scratch_claim_is_a_child_every_worker_mounts_and_it_goes_with_the_datajob() {
+    let env = Env::start(&["fanout"]).await;
+    if env.cluster.is_none() {
+        // The real control plane binds claims (no provisioner): a volume
+        // for this one, so that the scheduler places its workers.
+        let volumes: Api<PersistentVolume> = Api::all(env.client.clone());
+        let volume: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": format!("scratch-{}", env.namespace)},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                     "hostPath": {"path": "/tmp/scratch"},
+                     "claimRef": {"namespace": env.namespace, "name": "etl-scratch"}},
+        }))
+        .expect("a volume");
+        volumes
+            .create(&PostParams::default(), &volume)
+            .await
+            .expect("create the volume");
+    }
+    let mut params = fanout(2, 1);
+    params["scratch"] = json!({"size": "1Gi"});
+    let job = env.create_job("etl", "fanout", params).await;
+    let uid = job.uid().expect("a uid");
+
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &env.namespace);
+    let claim = eventually("the scratch claim", || async {
+        claims.get_opt("etl-scratch").await.ok().flatten()
+    })
+    .await;
+    let owner = &claim.owner_references()[0];
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (uid.as_str(), Some(true))
+    );
+    assert_eq!(claim.labels()["policyhost.dev/datajob"], "etl");
+    let spec = claim.spec.as_ref().expect("a spec");
+    assert_eq!(
+        spec.access_modes.as_deref(),
+        Some(&["ReadWriteMany".to_owned()][..])
+    );
+    let requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
+    assert_eq!(requests.map(|r| r["storage"].0.as_str()), Some("1Gi"));
+
+    let pods = env
+        .wait_pods("etl", "two workers", |pods| pods.len() == 2)
+        .await;
+    for pod in &pods {
+        let spec = pod.spec.as_ref().expect("a spec");
+        let volume = &spec.volumes.as_ref().expect("volumes")[0];
+        let source = volume.persistent_volume_claim.as_ref().expect("a claim");
+        assert_eq!(
+            (volume.name.as_str(), source.claim_name.as_str()),
+            ("scratch", "etl-scratch")
+        );
+        let mount = &spec.containers[0].volume_mounts.as_ref().expect("mounts")[0];
+        assert_eq!(
+            (mount.name.as_str(), mount.mount_path.as_str()),
+            ("scratch", "/scratch")
+        );
+    }
+    let done = env
+        .wait_job("etl", "phase Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    let children = done
+        .status
+        .and_then(|s| s.children)
+        .expect("children counts");
+    assert_eq!(children.total, 3, "two workers and the claim");
+
+    // The cleanup waits for the workers, never for the claim, which goes
+    // with them.
+    env.jobs()
+        .delete("etl", &DeleteParams::default())
+        .await
+        .expect("delete the DataJob");
+    eventually("the DataJob and its claim gone", || async {
+        let job = env.jobs().get_opt("etl").await.ok()?;
+        let claim = claims.get_opt("etl-scratch").await.ok()?;
+        (job.is_none() && claim.is_none()).then_some(())
+    })
+    .await;
+    if env.cluster.is_none() {
+        let volumes: Api<PersistentVolume> = Api::all(env.client.clone());
+        let name = format!("scratch-{}", env.namespace);
+        volumes
+            .delete(&name, &DeleteParams::default())
+            .await
+            .expect("delete the volume");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -79,7 +79,8 @@ pub(crate) struct OperatorArgs {
     #[arg(long = "team", value_name = "NAME=PATTERN,…", value_parser = parse_team)]
     teams: Vec<String>,
     /// A kind of child policies may create, as `APIVERSION/KIND` (repeatable);
-    /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret, batch/v1/Job.
+    /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret,
+    /// v1/PersistentVolumeClaim, batch/v1/Job.
     #[arg(long = "child-kind", value_name = "APIVERSION/KIND", value_parser = parse_kind)]
     child_kinds: Vec<AllowedKind>,
     /// Average API writes per second (client-side limit). The default lets

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use serde::{Deserialize, Serialize};
 
+use crate::runtime::kinds::{ChildKind, Lifecycle};
 use crate::runtime::{Child, ChildPhase};
 
 /// A child object, decoded slim. Any kind; its type is carried at runtime
@@ -33,11 +34,12 @@ pub struct ChildObject {
     pub status: Option<ChildStatus>,
 }
 
-/// The status fields of Pods and Jobs that make a child's phase.
+/// The status fields of Pods, Jobs and PersistentVolumeClaims that make a
+/// child's phase.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChildStatus {
-    /// Pod `status.phase`.
+    /// Pod and PersistentVolumeClaim `status.phase`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// Pod and Job `status.conditions` (type and status only).
@@ -61,9 +63,11 @@ pub struct StatusCondition {
 impl ChildObject {
     /// The `child` record a policy sees.
     ///
-    /// Pods map `status.phase` and the `Ready` condition; batch Jobs map their
-    /// `Complete` / `Failed` conditions and active Pods; kinds without a
-    /// lifecycle are `succeeded` and ready once they exist.
+    /// As its kind's [`Lifecycle`] says: Pods map `status.phase` and the
+    /// `Ready` condition; batch Jobs map their `Complete` / `Failed`
+    /// conditions and active Pods; PersistentVolumeClaims are done and ready
+    /// once `Bound`, failed once `Lost`; kinds without a lifecycle are
+    /// `succeeded` and ready once they exist.
     #[must_use]
     pub fn project(&self) -> Child {
         let api_version = self.api_version.clone().unwrap_or_default();
@@ -83,8 +87,8 @@ impl ChildObject {
     fn lifecycle(&self, api_version: &str, kind: &str) -> (ChildPhase, bool) {
         let status = self.status.as_ref();
         let condition = |kind: &str| status.is_some_and(|s| s.condition_true(kind));
-        match (api_version, kind) {
-            ("v1", "Pod") => {
+        match ChildKind::lifecycle_of(api_version, kind) {
+            Lifecycle::Pod => {
                 let phase = match status.and_then(|s| s.phase.as_deref()) {
                     Some("Running") => ChildPhase::Running,
                     Some("Succeeded") => ChildPhase::Succeeded,
@@ -94,7 +98,7 @@ impl ChildObject {
                 };
                 (phase, condition("Ready"))
             }
-            ("batch/v1", "Job") => {
+            Lifecycle::Job => {
                 let phase = if condition("Complete") {
                     ChildPhase::Succeeded
                 } else if condition("Failed") {
@@ -107,7 +111,12 @@ impl ChildObject {
                 let ready = matches!(phase, ChildPhase::Succeeded | ChildPhase::Running);
                 (phase, ready)
             }
-            _ => (ChildPhase::Succeeded, true),
+            Lifecycle::Claim => match status.and_then(|s| s.phase.as_deref()) {
+                Some("Bound") => (ChildPhase::Succeeded, true),
+                Some("Lost") => (ChildPhase::Failed, false),
+                _ => (ChildPhase::Pending, false),
+            },
+            Lifecycle::Exists => (ChildPhase::Succeeded, true),
         }
     }
 }
@@ -180,5 +189,24 @@ mod tests {
         );
         let child = object.project();
         assert_eq!((child.phase, child.ready), (ChildPhase::Running, true));
+    }
+
+    #[test]
+    fn a_claim_is_pending_until_bound_and_failed_once_lost() {
+        let claim = |phase: Option<&str>| {
+            let object = ChildObject::deserialize(&json!({
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "scratch"},
+                "spec": {"accessModes": ["ReadWriteMany"]},
+                "status": phase.map(|phase| json!({"phase": phase})),
+            }))
+            .unwrap();
+            let child = object.project();
+            (child.phase, child.ready)
+        };
+        assert_eq!(claim(None), (ChildPhase::Pending, false));
+        assert_eq!(claim(Some("Pending")), (ChildPhase::Pending, false));
+        assert_eq!(claim(Some("Bound")), (ChildPhase::Succeeded, true));
+        assert_eq!(claim(Some("Lost")), (ChildPhase::Failed, false));
     }
 }

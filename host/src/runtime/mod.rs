@@ -52,6 +52,7 @@ mod clock;
 pub mod compile;
 mod engine;
 mod error;
+pub mod kinds;
 mod limiter;
 mod limits;
 mod load;

@@ -21,6 +21,7 @@ pub(crate) use scan::reference::agrees_with_serde as scanner_agrees_with_serde;
 
 use super::bindings::{CleanupResult, Condition, DesiredChild, Event, ReconcileResult};
 use super::error::{Error, Result};
+use super::kinds::{CHILD_KINDS, ChildKind};
 use super::limits::Limits;
 use crate::outbound::Redactor;
 
@@ -44,17 +45,14 @@ impl AllowedKind {
         }
     }
 
-    /// The kinds a policy may create unless its configuration says otherwise:
-    /// v1 Pod, ConfigMap, Service, Secret and batch/v1 Job.
+    /// The kinds a policy may create unless its configuration says
+    /// otherwise: every row of [`CHILD_KINDS`].
     #[must_use]
     pub fn defaults() -> Vec<Self> {
-        vec![
-            Self::new("v1", "Pod"),
-            Self::new("v1", "ConfigMap"),
-            Self::new("v1", "Service"),
-            Self::new("v1", "Secret"),
-            Self::new("batch/v1", "Job"),
-        ]
+        CHILD_KINDS
+            .iter()
+            .map(|row| Self::new(row.api_version, row.kind))
+            .collect()
     }
 }
 
@@ -359,7 +357,7 @@ fn validate_child(
             child.api_version, child.kind
         ));
     }
-    if let Err(why) = check_name(&child.kind, &child.name) {
+    if let Err(why) = ChildKind::check_name(&child.api_version, &child.kind, &child.name) {
         return fail(format!("name `{}` {why}", child.name));
     }
     // The fast path reads every manifest a builder writes; anything else is
@@ -418,18 +416,6 @@ fn validate_child(
         name: child.name,
         manifest: child.manifest,
     })
-}
-
-/// DNS-1123: a subdomain for most kinds; a label (≤ 63, no dots) for
-/// Services.
-fn check_name(kind: &str, name: &str) -> std::result::Result<(), String> {
-    if kind == "Service" {
-        policyhost_names::dns1123_label(name)
-            .map_err(|violation| format!("is not a DNS-1123 label: {violation}"))
-    } else {
-        policyhost_names::dns1123_subdomain(name)
-            .map_err(|violation| format!("is not a DNS-1123 subdomain: {violation}"))
-    }
 }
 
 #[cfg(test)]
@@ -571,16 +557,6 @@ mod tests {
                 .1
                 .contains("manifest kind")
         );
-    }
-
-    #[test]
-    fn names_must_be_dns_1123() {
-        for bad in ["", "Upper", "-lead", "trail-", "a..b", "under_score"] {
-            assert!(check_name("Pod", bad).is_err(), "{bad:?} accepted");
-        }
-        assert!(check_name("Pod", "a.b-c.d0").is_ok());
-        assert!(check_name("Service", "a.b").is_err());
-        assert!(check_name("Pod", &"a".repeat(254)).is_err());
     }
 
     #[test]
