@@ -10,7 +10,9 @@ use http::Request;
 use http::uri::Scheme as UriScheme;
 use tracing::Instrument as _;
 use tracing::instrument::WithSubscriber as _;
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks};
+use wasmtime_wasi_http::{
+    Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks, WasiHttpView,
+};
 
 use super::client::{Client, Exchange, Sent};
 use super::origin::{Origin, Scheme};
@@ -20,6 +22,15 @@ use super::{Outbound, OutboundReport, Refusal, Tally};
 /// What a call's store holds for `wasi:http`. A call of a policy without a
 /// grant allocates nothing here: its linker has no `wasi:http`, and were
 /// anything to reach the hooks, [`Denied`] would refuse it.
+/// Links `wasi:http/types` and `wasi:http/outgoing-handler` into `linker`,
+/// each request through the call's [`CallHttp`] hooks (its view is
+/// wasmtime-wasi-http's `WasiHttpView`).
+pub(crate) fn add_to_linker<T: WasiHttpView + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(linker)
+}
+
 pub(crate) struct CallHttp {
     ctx: WasiHttpCtx,
     granted: Option<CallHooks>,

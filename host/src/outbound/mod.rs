@@ -50,7 +50,7 @@ use http::{HeaderName, HeaderValue};
 
 pub use client::{Client, ClientConfig};
 pub use grant::{Credential, Grant};
-pub(crate) use hooks::CallHttp;
+pub(crate) use hooks::{CallHttp, add_to_linker};
 pub use origin::{Origin, OriginPattern};
 pub use redact::{RedactError, Redactor};
 pub use replay::{Fixtures, grant_for};

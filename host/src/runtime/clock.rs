@@ -36,7 +36,7 @@ use std::pin::{Pin, pin};
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{HasData, Resource, ResourceTable};
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::p2::bindings::clocks::{monotonic_clock, wall_clock};
 use wasmtime_wasi::p2::bindings::io::poll as async_poll;
 use wasmtime_wasi::p2::bindings::sync::io::poll;
@@ -126,11 +126,28 @@ pub(crate) struct Time<'a> {
     pub(crate) table: &'a mut ResourceTable,
 }
 
+/// Gives the clock and poll bindings a call's [`Time`], as wasmtime-wasi's
+/// views give theirs their context.
+pub(crate) trait ClockView {
+    /// The call's virtual clock and its resource table.
+    fn time(&mut self) -> Time<'_>;
+}
+
 /// Links `wasi:clocks/*` and `wasi:io/poll` to [`Time`].
-pub(crate) struct VirtualTime;
+struct VirtualTime;
 
 impl HasData for VirtualTime {
     type Data<'a> = Time<'a>;
+}
+
+/// Links the virtual `wasi:clocks/wall-clock`, `wasi:clocks/monotonic-clock`
+/// and `wasi:io/poll` into `linker`.
+pub(crate) fn add_to_linker<T: ClockView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    poll::add_to_linker::<T, VirtualTime>(linker, T::time)?;
+    wall_clock::add_to_linker::<T, VirtualTime>(linker, T::time)?;
+    monotonic_clock::add_to_linker::<T, VirtualTime>(linker, T::time)
 }
 
 /// What a clock pollable points at: its due time is kept in the clock.

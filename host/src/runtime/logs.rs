@@ -28,7 +28,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use super::bindings::Level;
+use wasmtime::component::{HasData, Linker};
+
+use super::bindings::{Level, LogHost, add_log_to_linker};
 use crate::outbound::Redactor;
 
 /// Most `log` lines one call may write; the rest are counted and dropped.
@@ -173,6 +175,31 @@ fn cut(text: &str) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+/// Gives the log binding a call's [`GuestLog`], as wasmtime-wasi's views
+/// give theirs their context.
+pub(crate) trait LogView {
+    /// The call's log.
+    fn log(&mut self) -> &mut GuestLog;
+}
+
+/// Links the `policyhost:reconcile/host` log to [`GuestLog`].
+struct Logs;
+
+impl HasData for Logs {
+    type Data<'a> = &'a mut GuestLog;
+}
+
+impl LogHost for GuestLog {
+    fn log(&mut self, level: Level, message: String) {
+        self.write(level, &message);
+    }
+}
+
+/// Links `policyhost:reconcile/host` (the policy's log) into `linker`.
+pub(crate) fn add_to_linker<T: LogView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    add_log_to_linker::<T, Logs>(linker, T::log)
 }
 
 impl GuestLog {

@@ -68,7 +68,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use crate::fair::{Gate, Share, Tenant};
 use crate::outbound::{Client, ClientConfig};
@@ -91,6 +91,7 @@ pub use logs::LogRate;
 pub use output::{AllowedKind, Cleaned, Reconciled, ValidChild};
 
 use store::StoreState;
+use streams::Reach;
 
 /// How to build a [`Runtime`].
 #[derive(Debug, Clone)]
@@ -192,6 +193,20 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+/// Links every capability a call may reach, one call each, as
+/// wasmtime-wasi links its own: the log, the deny-all WASI context, the
+/// virtual clocks, the streams, and, for `Reach::Outbound`, `wasi:http`.
+fn link_capabilities(linker: &mut Linker<StoreState>, reach: Reach) -> wasmtime::Result<()> {
+    logs::add_to_linker(linker)?;
+    wasi::add_to_linker(linker)?;
+    clock::add_to_linker(linker)?;
+    streams::add_to_linker(linker, reach)?;
+    if reach == Reach::Outbound {
+        crate::outbound::add_to_linker(linker)?;
+    }
+    Ok(())
+}
+
 impl Runtime {
     /// Builds the engine, the linker and the call pool.
     ///
@@ -204,16 +219,14 @@ impl Runtime {
         })?;
         let link = |reach| -> Result<Linker<StoreState>> {
             let mut linker = Linker::new(engine.wasmtime());
-            bindings::add_log_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
-                .and_then(|()| wasi::add_to_linker(&mut linker, reach))
-                .map_err(|source| Error::Host {
-                    context: "linking the host interfaces",
-                    source,
-                })?;
+            link_capabilities(&mut linker, reach).map_err(|source| Error::Host {
+                context: "linking the host interfaces",
+                source,
+            })?;
             Ok(linker)
         };
-        let linker = link(wasi::Reach::Sandbox)?;
-        let outbound_linker = link(wasi::Reach::Outbound)?;
+        let linker = link(Reach::Sandbox)?;
+        let outbound_linker = link(Reach::Outbound)?;
         let client = Client::new(&config.outbound).map_err(|source| Error::Host {
             context: "building the outbound HTTP client",
             source: wasmtime::Error::new(source),

@@ -1,5 +1,6 @@
 //! The per-call store state: WASI context, resource table, virtual clock,
-//! memory limiter, the policy's log, and its outbound HTTP.
+//! memory limiter, the policy's log, and its outbound HTTP; each capability
+//! reaches its part through its view, as wasmtime-wasi's do.
 
 use std::time::{Duration, Instant};
 
@@ -7,12 +8,10 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
-use super::bindings::{Level, LogHost};
-use super::clock::{Time, VirtualClock};
+use super::clock::{ClockView, Time, VirtualClock};
 use super::limiter::MemoryLimiter;
-use super::logs::GuestLog;
-use super::streams::Bounded;
-use super::wasi::WasiState;
+use super::logs::{GuestLog, LogView};
+use super::streams::{Bounded, StreamsView};
 use crate::outbound::CallHttp;
 
 /// Everything a call's store holds; dropped with the store when the call ends.
@@ -36,14 +35,16 @@ impl WasiView for StoreState {
     }
 }
 
-impl WasiState for StoreState {
+impl ClockView for StoreState {
     fn time(&mut self) -> Time<'_> {
         Time {
             clock: &mut self.clock,
             table: &mut self.table,
         }
     }
+}
 
+impl StreamsView for StoreState {
     fn streams(&mut self) -> Bounded<'_> {
         Bounded {
             table: &mut self.table,
@@ -64,8 +65,8 @@ impl WasiHttpView for StoreState {
     }
 }
 
-impl LogHost for StoreState {
-    fn log(&mut self, level: Level, message: String) {
-        self.log.write(level, &message);
+impl LogView for StoreState {
+    fn log(&mut self) -> &mut GuestLog {
+        &mut self.log
     }
 }

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{HasData, Resource, ResourceTable};
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::p2::bindings::sync::io::streams::{self, InputStream, OutputStream};
 use wasmtime_wasi::p2::{StreamError, StreamResult};
 use wasmtime_wasi_io::bindings::wasi::io::streams::{
@@ -29,11 +29,54 @@ pub(crate) struct Bounded<'a> {
     pub(crate) timeout: Duration,
 }
 
+/// Gives the stream bindings a call's [`Bounded`] streams, as
+/// wasmtime-wasi's views give theirs their context.
+pub(crate) trait StreamsView {
+    /// The call's streams, bounded by its deadline.
+    fn streams(&mut self) -> Bounded<'_>;
+}
+
+/// Whether a call may reach the network: the sandbox of every policy, or
+/// that and outbound HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// No network: streams never block.
+    Sandbox,
+    /// `wasi:http` too, blocking stream operations bounded by the deadline.
+    Outbound,
+}
+
 /// Links `wasi:io/streams` to [`Bounded`].
-pub(crate) struct BoundedStreams;
+struct BoundedStreams;
 
 impl HasData for BoundedStreams {
     type Data<'a> = Bounded<'a>;
+}
+
+/// Links `wasi:io/streams` and `wasi:io/error` to wasmtime's own table.
+struct Unbounded;
+
+impl HasData for Unbounded {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// The call's resource table, where wasmtime's own streams live.
+fn table<T: StreamsView>(t: &mut T) -> &mut ResourceTable {
+    T::streams(t).table
+}
+
+/// Links `wasi:io/error` and `wasi:io/streams` into `linker`: wasmtime's
+/// own streams, which never block in the sandbox, or, for a call that may
+/// reach the network, streams whose blocking operations end at the deadline.
+pub(crate) fn add_to_linker<T: StreamsView + 'static>(
+    linker: &mut Linker<T>,
+    reach: Reach,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::bindings::io::error::add_to_linker::<T, Unbounded>(linker, table)?;
+    match reach {
+        Reach::Sandbox => streams::add_to_linker::<T, Unbounded>(linker, table),
+        Reach::Outbound => streams::add_to_linker::<T, BoundedStreams>(linker, T::streams),
+    }
 }
 
 impl Bounded<'_> {

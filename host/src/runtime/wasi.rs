@@ -54,17 +54,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use rand::SeedableRng as _;
 use sha2::{Digest as _, Sha256};
-use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::component::Linker;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream, WasiCli, WasiCliView};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiView};
 
-use wasmtime_wasi_http::WasiHttpView;
-
 use super::bindings::Context;
-use super::clock::{Time, VirtualTime};
-use super::streams::{Bounded, BoundedStreams};
 
 /// The interfaces a policy may import (package/interface, any `0.2.x` for
 /// WASI, `0.1.x` for the policyhost contract).
@@ -125,50 +121,18 @@ pub(crate) fn is_outbound_import(name: &str) -> bool {
     OUTBOUND_INTERFACES.contains(&path)
 }
 
-/// Gives the WASI bindings access to the store's WASI state.
-pub(crate) trait WasiState: WasiView + WasiHttpView + 'static {
-    /// The call's virtual clock and its resource table.
-    fn time(&mut self) -> Time<'_>;
-
-    /// The call's streams, bounded by its deadline.
-    fn streams(&mut self) -> Bounded<'_>;
-}
-
-/// Which linker: the sandbox of every policy, or that and outbound HTTP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reach {
-    /// No network: streams never block.
-    Sandbox,
-    /// `wasi:http` too, blocking stream operations bounded by the deadline.
-    Outbound,
-}
-
 /// Most handles a call's resource table holds at once.
 pub(crate) const TABLE_ENTRIES: usize = 1 << 16;
 
-/// Links the allowed WASI interfaces (and nothing else) into `linker`.
-pub(crate) fn add_to_linker<T: WasiState>(
-    linker: &mut Linker<T>,
-    reach: Reach,
-) -> wasmtime::Result<()> {
+/// Links the deny-all WASI interfaces of wasmtime-wasi's context (random,
+/// cli, file system and sockets) into `linker`; the clocks, the streams,
+/// the log and outbound HTTP are linked by their own modules.
+pub(crate) fn add_to_linker<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
-    use wasmtime_wasi::p2::bindings::sync::{
-        filesystem as sync_fs, io as sync_io, sockets as sync_sockets,
-    };
-    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets};
+    use wasmtime_wasi::p2::bindings::sync::{filesystem as sync_fs, sockets as sync_sockets};
+    use wasmtime_wasi::p2::bindings::{cli, filesystem, random, sockets};
     use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView as _};
     let l = linker;
-    wasmtime_wasi::p2::bindings::io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
-    sync_io::poll::add_to_linker::<T, VirtualTime>(l, T::time)?;
-    match reach {
-        Reach::Sandbox => sync_io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?,
-        Reach::Outbound => {
-            sync_io::streams::add_to_linker::<T, BoundedStreams>(l, T::streams)?;
-            wasmtime_wasi_http::p2::add_only_http_to_linker_sync(l)?;
-        }
-    }
-    clocks::wall_clock::add_to_linker::<T, VirtualTime>(l, T::time)?;
-    clocks::monotonic_clock::add_to_linker::<T, VirtualTime>(l, T::time)?;
     random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
@@ -192,12 +156,6 @@ pub(crate) fn add_to_linker<T: WasiState>(
     sync_sockets::udp_create_socket::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
     sockets::ip_name_lookup::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
     Ok(())
-}
-
-struct Io;
-
-impl HasData for Io {
-    type Data<'a> = &'a mut ResourceTable;
 }
 
 /// How much of stdout and of stderr one call may write; the rest is dropped.
