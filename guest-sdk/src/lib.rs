@@ -16,7 +16,7 @@
 //! - [`testing`] (native only): run a policy under `cargo test`.
 //!
 //! ```
-//! use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+//! use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, PolicyError, Reconcile, Status, Result};
 //! use policyhost_sdk::build::{Container, Pod};
 //!
 //! /// Runs one Pod per DataJob.
@@ -32,7 +32,7 @@
 //!     type Params = Params;
 //!
 //!     fn reconcile(job: &Job, params: Params, children: &[Child], _ctx: &Context)
-//!         -> Result<Reconcile, PolicyError>
+//!         -> Result<Reconcile>
 //!     {
 //!         let pod = Pod::new(format!("{}-main", job.name))
 //!             .container(Container::new("main", params.image))
@@ -41,7 +41,7 @@
 //!         Ok(Reconcile::new(Status::new(phase)).child(pod))
 //!     }
 //!
-//!     fn cleanup(_job: &Job, _children: &[Child], _ctx: &Context) -> Result<Cleanup, PolicyError> {
+//!     fn cleanup(_job: &Job, _children: &[Child], _ctx: &Context) -> Result<Cleanup> {
 //!         Ok(Cleanup::Done)
 //!     }
 //! }
@@ -79,7 +79,7 @@ pub use child::{Child, ChildPhase};
 pub use context::Context;
 pub use error::PolicyError;
 pub use job::{Job, KeyValue};
-pub use policy::{NoParams, Policy, run_cleanup, run_reconcile};
+pub use policy::{NoParams, Policy, Result, run_cleanup, run_reconcile};
 pub use result::{Cleanup, Condition, DesiredChild, Event, Phase, Reconcile, Status};
 
 /// Not part of the public API: what [`export!`] expands to.

@@ -1,7 +1,7 @@
 //! The `Policy` trait and the `export!` macro that turns it into a component.
 //!
 //! ```
-//! use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status};
+//! use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status, Result};
 //!
 //! /// Succeeds at once and cleans up at once.
 //! pub struct Noop;
@@ -9,11 +9,11 @@
 //! impl Policy for Noop {
 //!     type Params = NoParams;
 //!
-//!     fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+//!     fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
 //!         Ok(Reconcile::new(Status::new(Phase::Succeeded)))
 //!     }
 //!
-//!     fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+//!     fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
 //!         Ok(Cleanup::Done)
 //!     }
 //! }
@@ -27,6 +27,10 @@ use crate::{Child, Cleanup, Context, Job, PolicyError, Reconcile};
 
 /// `Params` for a policy that takes none: accepts and ignores any `spec.params`.
 pub type NoParams = serde::de::IgnoredAny;
+
+/// What a policy's function answers: its result, or the [`PolicyError`]
+/// that stands for one (as `std::io::Result` stands for I/O's).
+pub type Result<T, E = PolicyError> = core::result::Result<T, E>;
 
 /// A DataJob policy: how a DataJob's children and status follow from its
 /// spec, its current children and the time.
@@ -57,7 +61,7 @@ pub trait Policy {
         params: Self::Params,
         children: &[Child],
         ctx: &Context,
-    ) -> Result<Reconcile, PolicyError>;
+    ) -> Result<Reconcile>;
 
     /// Decides whether a DataJob being deleted can go; called until it returns
     /// [`Cleanup::Done`].
@@ -74,7 +78,7 @@ pub trait Policy {
     ///
     /// [`PolicyError::Failed`]: the host keeps its finalizer and retries with
     /// backoff, within the DataJob's cleanup budget.
-    fn cleanup(job: &Job, children: &[Child], ctx: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, children: &[Child], ctx: &Context) -> Result<Cleanup> {
         let _ = (job, ctx);
         Ok(Cleanup::once_stopped(children, 2000))
     }
@@ -91,7 +95,7 @@ pub fn run_reconcile<P: Policy>(
     job: &Job,
     children: &[Child],
     ctx: &Context,
-) -> Result<Reconcile, PolicyError> {
+) -> Result<Reconcile> {
     let params = job.params::<P::Params>()?;
     P::reconcile(job, params, children, ctx)
 }
@@ -105,7 +109,7 @@ pub fn run_cleanup<P: Policy>(
     job: &Job,
     children: &[Child],
     ctx: &Context,
-) -> Result<Cleanup, PolicyError> {
+) -> Result<Cleanup> {
     P::cleanup(job, children, ctx)
 }
 
@@ -116,14 +120,14 @@ pub fn run_cleanup<P: Policy>(
 /// for tests.
 ///
 /// ```
-/// # use policyhost_sdk::{Child, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+/// # use policyhost_sdk::{Child, Context, Job, Phase, Policy, PolicyError, Reconcile, Status, Result};
 /// pub struct Idle;
 ///
 /// impl Policy for Idle {
 ///     type Params = serde_json::Value;
 ///
 ///     fn reconcile(_: &Job, _: serde_json::Value, _: &[Child], _: &Context)
-///         -> Result<Reconcile, PolicyError>
+///         -> Result<Reconcile>
 ///     {
 ///         Ok(Reconcile::new(Status::new(Phase::Succeeded)))
 ///     }

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use policyhost_sdk::testing::{Call, ChildFixture, JobFixture};
-//! use policyhost_sdk::{Child, ChildPhase, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+//! use policyhost_sdk::{Child, ChildPhase, Context, Job, Phase, Policy, PolicyError, Reconcile, Status, Result};
 //!
 //! struct Count;
 //!
@@ -16,7 +16,7 @@
 //!     type Params = policyhost_sdk::NoParams;
 //!
 //!     fn reconcile(_: &Job, _: Self::Params, children: &[Child], _: &Context)
-//!         -> Result<Reconcile, PolicyError>
+//!         -> Result<Reconcile>
 //!     {
 //!         policyhost_sdk::info!("{} children", children.len());
 //!         Ok(Reconcile::new(Status::new(Phase::Running).message(children.len().to_string())))
@@ -229,7 +229,7 @@ mod tests {
             params: EchoParams,
             children: &[Child],
             ctx: &Context,
-        ) -> std::result::Result<Reconcile, PolicyError> {
+        ) -> crate::Result<Reconcile> {
             crate::info!("attempt {}", ctx.attempt);
             let manifest = if params.broken {
                 "{".to_owned()

@@ -26,7 +26,7 @@
 
 use policyhost_sdk::http::{Request, Response};
 use policyhost_sdk::{
-    Child, Cleanup, Condition, Context, Job, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Cleanup, Condition, Context, Job, Phase, Policy, PolicyError, Reconcile, Result, Status,
 };
 use serde::{Deserialize, Serialize};
 
@@ -82,12 +82,7 @@ impl Params {
 impl Policy for Bucket {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        ctx: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], ctx: &Context) -> Result<Reconcile> {
         let url = params.url(job);
         let body = serde_json::json!({ "region": params.region, "owner": job.uid }).to_string();
         let response = Request::put(&url)
@@ -115,7 +110,7 @@ impl Policy for Bucket {
         Ok(Reconcile::new(status))
     }
 
-    fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup> {
         let params: Params = job.params()?;
         let url = params.url(job);
         let deleted = Request::delete(&url)

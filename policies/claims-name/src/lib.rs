@@ -8,9 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, Phase, Policy, PolicyError, Reconcile, Status,
-};
+use policyhost_sdk::{Child, Context, DesiredChild, Job, Phase, Policy, Reconcile, Result, Status};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -32,12 +30,7 @@ pub struct Params {
 impl Policy for ClaimsName {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let mut data = params.data;
         data.insert("claimedBy".into(), job.name.clone());
         let manifest = json!({

@@ -5,7 +5,7 @@
 //! `allowedKinds` at load, and in a result (`InvalidOutput`, nothing applied).
 
 use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, Reconcile, Result, Status,
 };
 use serde_json::json;
 
@@ -17,12 +17,7 @@ policyhost_sdk::export!(ClusterScoped);
 impl Policy for ClusterScoped {
     type Params = NoParams;
 
-    fn reconcile(
-        job: &Job,
-        _: NoParams,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         let name = format!("{}-ns", job.name);
         let manifest = json!({
             "apiVersion": "v1",

@@ -6,7 +6,7 @@
 //! traps as an out-of-bounds memory access. Either way the host must report a
 //! `Trap`, stay up, and serve the next call.
 
-use policyhost_sdk::{Child, Cleanup, Context, Job, Policy, PolicyError, Reconcile};
+use policyhost_sdk::{Child, Cleanup, Context, Job, Policy, PolicyError, Reconcile, Result};
 use serde::Deserialize;
 
 /// Recurses until the stack overflows.
@@ -70,16 +70,11 @@ fn overflow(mode: &Mode, job: &Job) -> PolicyError {
 impl Policy for DeepRecursion {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         Err(overflow(&params.mode, job))
     }
 
-    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         let params: Params = job.params()?;
         Err(overflow(&params.mode, job))
     }

@@ -4,7 +4,7 @@
 //! naming the second child and the first, and apply nothing.
 
 use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, Reconcile, Result, Status,
 };
 use serde_json::json;
 
@@ -16,12 +16,7 @@ policyhost_sdk::export!(DuplicateChildren);
 impl Policy for DuplicateChildren {
     type Params = NoParams;
 
-    fn reconcile(
-        job: &Job,
-        _: NoParams,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         let name = format!("{}-twin", job.name);
         let twin = |side: &str| {
             let manifest = json!({

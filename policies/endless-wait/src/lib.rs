@@ -6,7 +6,7 @@
 //! at once with `DeadlineExceeded`, and the next call be served.
 
 use policyhost_sdk::{
-    Child, Cleanup, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Cleanup, Context, Job, NoParams, Phase, Policy, Reconcile, Result, Status,
 };
 
 /// Waits forever on every call.
@@ -35,14 +35,14 @@ fn wait_forever() {
 impl Policy for EndlessWait {
     type Params = NoParams;
 
-    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         wait_forever();
         Ok(Reconcile::new(
             Status::new(Phase::Running).message("the wait ended"),
         ))
     }
 
-    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         wait_forever();
         Ok(Cleanup::Done)
     }

@@ -10,7 +10,9 @@
 
 use fanout::{Fanout, Params};
 use policyhost_sdk::build::ConfigMap;
-use policyhost_sdk::{Child, Cleanup, Context, DesiredChild, Job, Policy, PolicyError, Reconcile};
+use policyhost_sdk::{
+    Child, Cleanup, Context, DesiredChild, Job, Policy, PolicyError, Reconcile, Result,
+};
 
 /// The label that asks for the extra child.
 pub const EXTRA_LABEL: &str = "policyhost.dev/test-extra";
@@ -30,7 +32,7 @@ impl Policy for FanoutNext {
         params: Params,
         children: &[Child],
         ctx: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    ) -> Result<Reconcile> {
         let mut result = Fanout::reconcile(job, params, children, ctx)?;
         if job.label(EXTRA_LABEL).is_some() {
             let extra = ConfigMap::new(format!("{}-extra", job.name))
@@ -53,7 +55,7 @@ impl Policy for FanoutNext {
         Ok(result)
     }
 
-    fn cleanup(job: &Job, children: &[Child], ctx: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, children: &[Child], ctx: &Context) -> Result<Cleanup> {
         Fanout::cleanup(job, children, ctx)
     }
 }

@@ -62,7 +62,7 @@ use policyhost_sdk::build::{
 };
 use policyhost_sdk::{
     Child, ChildPhase, Cleanup, Condition, Context, DesiredChild, Event, Job, Phase, Policy,
-    PolicyError, Reconcile, Status,
+    PolicyError, Reconcile, Result, Status,
 };
 use serde::{Deserialize, Serialize};
 
@@ -116,7 +116,7 @@ impl Policy for Fanout {
         params: Params,
         children: &[Child],
         _ctx: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    ) -> Result<Reconcile> {
         params.validate()?;
         let (slots, counts) = workers::slots(&job.name, params.replicas, children);
         let failures = counts.failed;
@@ -155,7 +155,7 @@ impl Policy for Fanout {
         Ok(result)
     }
 
-    fn cleanup(_job: &Job, children: &[Child], _ctx: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(_job: &Job, children: &[Child], _ctx: &Context) -> Result<Cleanup> {
         Ok(Cleanup::once_stopped(children, CLEANUP_RETRY_MS))
     }
 }

@@ -12,7 +12,8 @@
 
 use policyhost_sdk::build::ConfigMap;
 use policyhost_sdk::{
-    Child, Cleanup, Context, DesiredChild, Job, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Cleanup, Context, DesiredChild, Job, Phase, Policy, PolicyError, Reconcile, Result,
+    Status,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -60,12 +61,7 @@ pub const MARKER: &str = "planned cleanup failure";
 impl Policy for FlakyCleanup {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let children = (0..params.config_maps.unwrap_or(1))
             .map(|i| {
                 ConfigMap::new(format!("{}-state-{i}", job.name))
@@ -82,7 +78,7 @@ impl Policy for FlakyCleanup {
         Ok(Reconcile::new(status).children(children))
     }
 
-    fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup> {
         let params: Params = job.params()?;
         plan(&params, ctx.attempt, &job.name)
     }
@@ -93,7 +89,7 @@ impl Policy for FlakyCleanup {
 /// # Errors
 ///
 /// The planned failures of the `error` fault.
-pub fn plan(params: &Params, attempt: u32, job: &str) -> Result<Cleanup, PolicyError> {
+pub fn plan(params: &Params, attempt: u32, job: &str) -> Result<Cleanup> {
     if attempt <= params.failures {
         return match params.fault {
             Fault::Error => Err(PolicyError::failed_with(format!(

@@ -5,7 +5,7 @@
 //! and apply nothing.
 
 use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, Reconcile, Result, Status,
 };
 use serde_json::json;
 
@@ -17,12 +17,7 @@ policyhost_sdk::export!(ForbiddenKind);
 impl Policy for ForbiddenKind {
     type Params = NoParams;
 
-    fn reconcile(
-        job: &Job,
-        _: NoParams,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         let name = format!("{}-escalate", job.name);
         let manifest = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",

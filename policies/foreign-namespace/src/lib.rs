@@ -5,7 +5,7 @@
 //! child and the namespace rule, and apply nothing.
 
 use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, Reconcile, Result, Status,
 };
 use serde_json::json;
 
@@ -17,12 +17,7 @@ policyhost_sdk::export!(ForeignNamespace);
 impl Policy for ForeignNamespace {
     type Params = NoParams;
 
-    fn reconcile(
-        job: &Job,
-        _: NoParams,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         let target = if job.namespace == "kube-system" {
             "default"
         } else {

@@ -6,7 +6,7 @@
 //! guest's own `failed` error naming the path; `Succeeded` would mean a file
 //! leaked in.
 
-use policyhost_sdk::{Child, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+use policyhost_sdk::{Child, Context, Job, Phase, Policy, PolicyError, Reconcile, Result, Status};
 use serde::Deserialize;
 
 /// Reads a file.
@@ -30,12 +30,7 @@ fn default_path() -> String {
 impl Policy for FsRead {
     type Params = Params;
 
-    fn reconcile(
-        _: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         match std::fs::read(&params.path) {
             Ok(bytes) => {
                 Ok(Reconcile::new(Status::new(Phase::Succeeded).message(

@@ -19,7 +19,7 @@
 //! condition when the API server refuses the status.
 
 use policyhost_sdk::{
-    Child, Cleanup, Condition, Context, Event, Job, Policy, PolicyError, Reconcile, Status,
+    Child, Cleanup, Condition, Context, Event, Job, Policy, Reconcile, Result, Status,
 };
 use serde::Deserialize;
 
@@ -55,16 +55,11 @@ pub struct Params {
 impl Policy for Greedy {
     type Params = Params;
 
-    fn reconcile(
-        _: &Job,
-        params: Params,
-        _: &[Child],
-        ctx: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, params: Params, _: &[Child], ctx: &Context) -> Result<Reconcile> {
         Ok(result(&params, ctx.now_unix_ms))
     }
 
-    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         Ok(answer(&job.params()?))
     }
 }

@@ -16,9 +16,7 @@
 //! The host must refuse the whole result as `InvalidOutput`, naming the
 //! field or key, and apply nothing (it rejects; it never strips).
 
-use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, Phase, Policy, PolicyError, Reconcile, Status,
-};
+use policyhost_sdk::{Child, Context, DesiredChild, Job, Phase, Policy, Reconcile, Result, Status};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -89,12 +87,7 @@ fn field(mode: Mode, job: &Job) -> (&'static str, Value) {
 impl Policy for HostMetadata {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let name = format!("{}-meta", job.name);
         let (key, value) = field(params.mode, job);
         let mut metadata = json!({ "name": name });

@@ -30,7 +30,8 @@ use std::time::Duration;
 use policyhost_sdk::build::ConfigMap;
 use policyhost_sdk::http::{Method, Request, Timeouts};
 use policyhost_sdk::{
-    Child, Cleanup, Condition, Context, Event, Job, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Cleanup, Condition, Context, Event, Job, Phase, Policy, PolicyError, Reconcile, Result,
+    Status,
 };
 use serde::{Deserialize, Serialize};
 
@@ -177,11 +178,7 @@ fn first_answer(results: &[Seen]) -> Option<(&str, String)> {
 }
 
 /// The reconcile of `"publish": true`: what the server said, everywhere.
-fn publish(
-    job: &Job,
-    results: &[Seen],
-    outputs: &serde_json::Value,
-) -> Result<Reconcile, PolicyError> {
+fn publish(job: &Job, results: &[Seen], outputs: &serde_json::Value) -> Result<Reconcile> {
     let (body, headers) = first_answer(results).unwrap_or_default();
     policyhost_sdk::warn!("the server sent back: {headers}");
     println!("stdout: the server sent back: {headers}");
@@ -210,12 +207,7 @@ fn publish(
 impl Policy for HttpProbe {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let (results, sent_headers) = probe(&params);
         let outputs = serde_json::json!({ "results": results, "sentHeaders": sent_headers });
         if params.publish {
@@ -226,7 +218,7 @@ impl Policy for HttpProbe {
         ))
     }
 
-    fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup> {
         let params: Params = job.params()?;
         let (results, _) = probe(&params);
         if params.publish && ctx.attempt <= 1 {

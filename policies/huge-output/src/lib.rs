@@ -5,9 +5,7 @@
 //! (output bytes or children count) and apply nothing; above it the call must
 //! end as `MemoryLimitExceeded` while the guest builds the output.
 
-use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, Phase, Policy, PolicyError, Reconcile, Status,
-};
+use policyhost_sdk::{Child, Context, DesiredChild, Job, Phase, Policy, Reconcile, Result, Status};
 use serde::Deserialize;
 
 /// Returns as much output as asked for.
@@ -38,12 +36,7 @@ fn default_bytes() -> u32 {
 impl Policy for HugeOutput {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let blob = "x".repeat(params.bytes_per_child as usize);
         let children = (0..params.children).map(|i| {
             let name = format!("{}-blob-{i}", job.name);

@@ -4,7 +4,7 @@
 //! report `DeadlineExceeded` / `OutOfFuel`, and keep serving other calls; the
 //! instance is discarded.
 
-use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Policy, PolicyError, Reconcile};
+use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Policy, Reconcile, Result};
 
 /// Spins forever.
 pub struct InfiniteLoop;
@@ -22,11 +22,11 @@ fn spin() -> ! {
 impl Policy for InfiniteLoop {
     type Params = NoParams;
 
-    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         spin()
     }
 
-    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         spin()
     }
 }

@@ -4,7 +4,7 @@
 //! that import, and never run it.
 
 use policyhost_sdk::{
-    Child, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Result, Status,
 };
 
 /// Reaches for a store the host does not offer.
@@ -32,7 +32,7 @@ fn open() -> Result<u32, String> {
 impl Policy for KeyvalueImport {
     type Params = NoParams;
 
-    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         let store = open().map_err(PolicyError::failed_with)?;
         Ok(Reconcile::new(
             Status::new(Phase::Succeeded).message(format!("store {store} opened")),

@@ -7,7 +7,7 @@
 //! escape the control characters, and still return the call's result.
 
 use policyhost_sdk::log::{self, Level};
-use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, Reconcile, Result, Status};
 use serde::Deserialize;
 
 /// Floods the logs on every call.
@@ -54,19 +54,14 @@ fn flood(lines: u32) {
 impl Policy for LogFlood {
     type Params = Params;
 
-    fn reconcile(
-        _: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         flood(params.lines);
         Ok(Reconcile::new(
             Status::new(Phase::Running).message("flooded"),
         ))
     }
 
-    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         flood(job.params::<Params>()?.lines);
         Ok(Cleanup::Done)
     }

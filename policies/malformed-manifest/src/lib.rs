@@ -4,7 +4,7 @@
 //! JSON, and apply nothing; the native harness reports the same error.
 
 use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Context, DesiredChild, Job, NoParams, Phase, Policy, Reconcile, Result, Status,
 };
 
 /// Returns a broken manifest.
@@ -18,12 +18,7 @@ pub const BROKEN: &str = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata"
 impl Policy for MalformedManifest {
     type Params = NoParams;
 
-    fn reconcile(
-        job: &Job,
-        _: NoParams,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         let child =
             DesiredChild::from_json("v1", "ConfigMap", format!("{}-broken", job.name), BROKEN);
         Ok(Reconcile::new(Status::new(Phase::Pending)).child(child))

@@ -5,7 +5,7 @@
 //! guest aborts on the failed allocation), and the host's own memory must stay
 //! bounded by the cap.
 
-use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Policy, PolicyError, Reconcile};
+use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Policy, Reconcile, Result};
 
 /// Grows memory until refused.
 pub struct MemoryHog;
@@ -26,11 +26,11 @@ fn hog() -> ! {
 impl Policy for MemoryHog {
     type Params = NoParams;
 
-    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         hog()
     }
 
-    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         hog()
     }
 }

@@ -5,7 +5,7 @@
 //! carries the guest's message (from the captured stderr) and its backtrace,
 //! stay up, and serve the next call.
 
-use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Policy, PolicyError, Reconcile};
+use policyhost_sdk::{Child, Cleanup, Context, Job, NoParams, Policy, Reconcile, Result};
 
 /// Panics on every call.
 pub struct Panics;
@@ -18,16 +18,11 @@ pub const MARKER: &str = "policyhost-test-panic";
 impl Policy for Panics {
     type Params = NoParams;
 
-    fn reconcile(
-        job: &Job,
-        _: NoParams,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         panic!("{MARKER}: reconcile of {} gave up", job.name)
     }
 
-    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         panic!("{MARKER}: cleanup of {} gave up", job.name)
     }
 }

@@ -8,9 +8,7 @@
 //! children land in the DataJob's own namespace, and the host must still
 //! never let a child carry the policy label nor load a child as a policy.
 
-use policyhost_sdk::{
-    Child, Context, DesiredChild, Job, Phase, Policy, PolicyError, Reconcile, Status,
-};
+use policyhost_sdk::{Child, Context, DesiredChild, Job, Phase, Policy, Reconcile, Result, Status};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -38,12 +36,7 @@ policyhost_sdk::export!(PolicyForger);
 impl Policy for PolicyForger {
     type Params = Params;
 
-    fn reconcile(
-        job: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let mut reconcile = Reconcile::new(Status::new(Phase::Running));
         for name in [
             format!("policy-{}", params.target),

@@ -10,7 +10,7 @@
 //! 10`) the call returns after `buckets` polls with `waitedMs = buckets *
 //! stepMs`. `cleanup` polls the same way and answers `done`.
 
-use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, Reconcile, Result, Status};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -82,12 +82,7 @@ fn poll_all(params: &Params) -> (u32, u64) {
 impl Policy for PollMany {
     type Params = Params;
 
-    fn reconcile(
-        _: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let (polls, waited_ms) = poll_all(&params);
         let outputs = json!({ "polls": polls, "waitedMs": waited_ms });
         Ok(Reconcile::new(
@@ -95,7 +90,7 @@ impl Policy for PollMany {
         ))
     }
 
-    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         poll_all(&job.params::<Params>()?);
         Ok(Cleanup::Done)
     }

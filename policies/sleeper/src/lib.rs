@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, PolicyError, Reconcile, Status};
+use policyhost_sdk::{Child, Cleanup, Context, Job, Phase, Policy, Reconcile, Result, Status};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -52,19 +52,14 @@ fn sleep(ms: u64) -> serde_json::Value {
 impl Policy for Sleeper {
     type Params = Params;
 
-    fn reconcile(
-        _: &Job,
-        params: Params,
-        _: &[Child],
-        _: &Context,
-    ) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
         let outputs = sleep(params.ms);
         Ok(Reconcile::new(
             Status::new(Phase::Running).outputs(&outputs)?,
         ))
     }
 
-    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(job: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         sleep(job.params::<Params>()?.ms);
         Ok(Cleanup::Done)
     }

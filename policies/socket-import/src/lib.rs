@@ -8,7 +8,7 @@
 use std::net::TcpStream;
 
 use policyhost_sdk::{
-    Child, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Result, Status,
 };
 
 /// Tries to reach the network.
@@ -19,7 +19,7 @@ policyhost_sdk::export!(SocketImport);
 impl Policy for SocketImport {
     type Params = NoParams;
 
-    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         match TcpStream::connect(("127.0.0.1", 80)) {
             Ok(_) => Ok(Reconcile::new(
                 Status::new(Phase::Succeeded).message("connected"),

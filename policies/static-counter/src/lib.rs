@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use policyhost_sdk::{
-    Child, Cleanup, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Status,
+    Child, Cleanup, Context, Job, NoParams, Phase, Policy, PolicyError, Reconcile, Result, Status,
 };
 use serde_json::json;
 
@@ -25,7 +25,7 @@ fn count_call() -> u32 {
 impl Policy for StaticCounter {
     type Params = NoParams;
 
-    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile, PolicyError> {
+    fn reconcile(_: &Job, _: NoParams, _: &[Child], _: &Context) -> Result<Reconcile> {
         let calls = count_call();
         let status = Status::new(Phase::Running)
             .message(format!("call number {calls} in this instance"))
@@ -33,7 +33,7 @@ impl Policy for StaticCounter {
         Ok(Reconcile::new(status))
     }
 
-    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup, PolicyError> {
+    fn cleanup(_: &Job, _: &[Child], _: &Context) -> Result<Cleanup> {
         match count_call() {
             1 => Ok(Cleanup::Done),
             calls => Err(PolicyError::failed_with(format!("calls={calls}"))),
