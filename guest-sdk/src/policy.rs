@@ -91,11 +91,7 @@ pub trait Policy {
 ///
 /// The policy's own errors, and [`PolicyError::InvalidParams`] for params that
 /// do not deserialize.
-pub fn run_reconcile<P: Policy>(
-    job: &Job,
-    children: &[Child],
-    ctx: &Context,
-) -> Result<Reconcile> {
+pub fn run_reconcile<P: Policy>(job: &Job, children: &[Child], ctx: &Context) -> Result<Reconcile> {
     let params = job.params::<P::Params>()?;
     P::reconcile(job, params, children, ctx)
 }
@@ -105,11 +101,7 @@ pub fn run_reconcile<P: Policy>(
 /// # Errors
 ///
 /// The policy's own errors.
-pub fn run_cleanup<P: Policy>(
-    job: &Job,
-    children: &[Child],
-    ctx: &Context,
-) -> Result<Cleanup> {
+pub fn run_cleanup<P: Policy>(job: &Job, children: &[Child], ctx: &Context) -> Result<Cleanup> {
     P::cleanup(job, children, ctx)
 }
 
