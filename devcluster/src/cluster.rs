@@ -17,7 +17,6 @@ use crate::object::ObjectKey;
 use crate::ops::{Target, Writer};
 use crate::pods::{self, PodSimulation};
 use crate::rand::Rng;
-use crate::resource::Registry;
 use crate::store::Store;
 use crate::{gc, kubeconfig};
 
@@ -104,7 +103,7 @@ impl DevCluster {
             .local_addr()
             .map_err(|source| Error::Bind { addr, source })?;
         let store = Arc::new(Store::new(config.watch_history));
-        let registry = Arc::new(Registry::new());
+        let registry = Arc::new(crate::kinds::registry());
         let rng = Arc::new(Rng::new(config.seed));
         let app = Arc::new(App {
             store: store.clone(),

@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn core_v1_lists_pods_and_their_status() {
-        let reg = Registry::new();
+        let reg = crate::kinds::registry();
         let doc = resources(&reg, "", "v1").unwrap();
         let names: Vec<&str> = doc["resources"]
             .as_array()

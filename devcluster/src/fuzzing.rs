@@ -48,7 +48,7 @@ fn input(data: &[u8]) -> Option<Input<'_>> {
     }
     current["apiVersion"] = json!(api_version);
     current["kind"] = json!(kind);
-    let schema = schema::builtin(group, version, kind)
+    let schema = crate::kinds::schema(group, version, kind)
         .cloned()
         .unwrap_or_else(schema::Schema::untyped);
     let ctx = Context {

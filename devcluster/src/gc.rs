@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
+use crate::kinds::{CLAIM_PROTECTION, NAMESPACE_FINALIZER, in_use};
 use crate::object::GroupResource;
 use crate::object::ObjectKey;
 use crate::ops::{self, DeleteOptions, FOREGROUND, ORPHAN, Propagation, Target, Writer};
 use crate::resource::Registry;
 use crate::store::{GcWork, Store, Txn};
-use crate::strategy::{CLAIM_PROTECTION, NAMESPACE_FINALIZER, in_use};
 
 /// How many work items one lock hold may process before letting requests in.
 const BATCH: usize = 256;

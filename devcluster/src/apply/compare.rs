@@ -222,10 +222,11 @@ mod tests {
 
     use super::*;
     use crate::apply::fieldset::Path;
-    use crate::schema::{self, Schema};
+    use crate::kinds;
+    use crate::schema::Schema;
 
     fn pod() -> &'static Schema {
-        schema::builtin("", "v1", "Pod").expect("built in")
+        kinds::schema("", "v1", "Pod").expect("built in")
     }
 
     fn paths(set: &FieldSet) -> Vec<String> {

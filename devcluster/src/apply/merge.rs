@@ -170,10 +170,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::{self, Schema};
+    use crate::kinds;
+    use crate::schema::Schema;
 
     fn pod() -> &'static Schema {
-        schema::builtin("", "v1", "Pod").expect("built in")
+        kinds::schema("", "v1", "Pod").expect("built in")
     }
 
     fn names(value: &Value) -> Vec<&str> {

@@ -23,10 +23,10 @@
 //!
 //! ```
 //! use devcluster::apply::{self, Request};
-//! use devcluster::schema;
+//! use devcluster::kinds;
 //! use serde_json::json;
 //!
-//! let schema = schema::builtin("", "v1", "ConfigMap").expect("built in");
+//! let schema = kinds::schema("", "v1", "ConfigMap").expect("built in");
 //! let request = Request {
 //!     manager: "policyhost",
 //!     api_version: "v1",

@@ -6,14 +6,15 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::schema::{self, Schema};
+use crate::kinds;
+use crate::schema::Schema;
 
 const T0: &str = "2024-05-01T10:00:00Z";
 const T1: &str = "2024-05-01T11:00:00Z";
 const T2: &str = "2024-05-01T12:00:00Z";
 
 fn kind(group: &str, kind: &str) -> &'static Schema {
-    schema::builtin(group, "v1", kind).expect("built in")
+    kinds::schema(group, "v1", kind).expect("built in")
 }
 
 fn configmaps() -> &'static Schema {

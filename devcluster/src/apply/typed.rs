@@ -327,10 +327,11 @@ mod tests {
 
     use super::*;
     use crate::apply::fieldset::Path;
-    use crate::schema::{self, Schema};
+    use crate::kinds;
+    use crate::schema::Schema;
 
     fn pod() -> &'static Schema {
-        schema::builtin("", "v1", "Pod").expect("built in")
+        kinds::schema("", "v1", "Pod").expect("built in")
     }
 
     fn paths(set: &FieldSet) -> Vec<String> {
@@ -400,7 +401,7 @@ mod tests {
              .spec.tolerations: expected list, got &{map[]}"
         );
         let data = json!({"data": {"c": {"x": 1}, "d": [1, "a"], "e": null, "f": 3}});
-        let configmap = schema::builtin("", "v1", "ConfigMap").expect("built in");
+        let configmap = kinds::schema("", "v1", "ConfigMap").expect("built in");
         assert_eq!(
             validate(&configmap.root, configmap.types(), &data)
                 .expect_err("invalid")

@@ -32,16 +32,41 @@ use std::fmt;
 use serde_json::Value;
 
 pub(crate) use print::{Numbers, go_syntax, plain, quote, type_name};
-use table::{Type, TypeId, registry};
+pub(crate) use table::{Mirror, Registry};
+use table::{Type, TypeId};
 
-/// The Go type of a built-in kind, or of a place inside one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GoType(TypeId);
+/// The Go type of a kind, or of a place inside one, in the registry that
+/// holds it.
+#[derive(Clone, Copy)]
+pub(crate) struct GoType {
+    registry: &'static Registry,
+    id: TypeId,
+}
 
-/// The Go type of a built-in kind; `None` for anything else (custom
-/// resources).
-pub(crate) fn of(group: &str, version: &str, kind: &str) -> Option<GoType> {
-    registry().kind(group, version, kind).map(GoType)
+impl Registry {
+    /// The Go type of the `index`th kind given to [`Registry::new`].
+    pub(crate) fn kind(&'static self, index: usize) -> GoType {
+        GoType {
+            registry: self,
+            id: self.root(index),
+        }
+    }
+}
+
+/// Two places are one type when one registry gives them the same id.
+impl PartialEq for GoType {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.registry, other.registry) && self.id == other.id
+    }
+}
+
+impl Eq for GoType {}
+
+/// By its Go name: the registry it points into is too large to print.
+impl fmt::Debug for GoType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GoType({})", self.registry.go_name(self.id))
+    }
 }
 
 /// What structured-merge-diff makes of a type.
@@ -64,7 +89,7 @@ pub(crate) enum Atom {
 impl GoType {
     /// Decodes a body as Go's `encoding/json` would; the error is Go's.
     pub(crate) fn decode_json(self, body: &Value) -> Result<(), Error> {
-        json::decode(registry(), self.0, body)
+        json::decode(self.registry, self.id, body)
     }
 
     /// Converts an object as kube-apiserver's unstructured converter would,
@@ -74,30 +99,35 @@ impl GoType {
         object: &Value,
         numbers: Numbers,
     ) -> Result<(), Error> {
-        unstructured::convert(registry(), self.0, object, numbers)
+        unstructured::convert(self.registry, self.id, object, numbers)
+    }
+
+    /// Another type of the same registry.
+    fn at(self, id: TypeId) -> Self {
+        Self { id, ..self }
     }
 
     /// The type of a struct's field or a map's entry `key`; `None` for a
     /// field the struct does not have, or a type that has no keys.
     pub(crate) fn child(self, key: &str) -> Option<GoType> {
-        match registry().get(self.0) {
-            Type::Struct(s) => s.fields.get(key).copied().map(GoType),
-            Type::Map(item) => Some(GoType(*item)),
+        match self.registry.get(self.id) {
+            Type::Struct(s) => s.fields.get(key).copied().map(|id| self.at(id)),
+            Type::Map(item) => Some(self.at(*item)),
             _ => None,
         }
     }
 
     /// The type of a list's items.
     pub(crate) fn item(self) -> Option<GoType> {
-        match registry().get(self.0) {
-            Type::Slice(item) => Some(GoType(*item)),
+        match self.registry.get(self.id) {
+            Type::Slice(item) => Some(self.at(*item)),
             _ => None,
         }
     }
 
     /// What structured-merge-diff makes of the type.
     pub(crate) fn atom(self) -> Atom {
-        match registry().get(self.0) {
+        match self.registry.get(self.id) {
             Type::Struct(_) | Type::Map(_) => Atom::Map,
             Type::Slice(_) => Atom::List,
             Type::String | Type::Bytes | Type::Time(_) => Atom::String,

@@ -1,21 +1,9 @@
-//! The Go type of every built-in kind, read once from the schemas of the
+//! The Go types of a set of kinds, read once from the schemas of the
 //! k8s-openapi structs that mirror them.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
 
-use k8s_openapi::Resource;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Event, Namespace, Node, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
-};
-use k8s_openapi::api::events::v1::Event as EventsEvent;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
+use k8s_openapi::schemars::{Schema, SchemaGenerator};
 use serde_json::{Map, Value};
 
 use super::time::Layout;
@@ -82,62 +70,16 @@ impl Struct {
     }
 }
 
-/// The Go types of the built-in kinds.
+/// Where a kind's Go type is read from: the schema of the k8s-openapi struct
+/// that mirrors it (`SchemaGenerator::subschema_for::<Pod>`).
+pub(crate) type Mirror = fn(&mut SchemaGenerator) -> Schema;
+
+/// The Go types of some kinds, each named type once.
 #[derive(Debug)]
-pub(super) struct Registry {
+pub(crate) struct Registry {
     types: Vec<Type>,
-    kinds: Vec<(Kind, TypeId)>,
-}
-
-/// A built-in kind and the k8s-openapi struct that mirrors its Go type.
-#[derive(Clone, Copy, Debug)]
-struct Kind {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    schema: fn(&mut SchemaGenerator) -> Schema,
-}
-
-fn kind<T: Resource + JsonSchema>() -> Kind {
-    Kind {
-        group: T::GROUP,
-        version: T::VERSION,
-        kind: T::KIND,
-        schema: SchemaGenerator::subschema_for::<T>,
-    }
-}
-
-/// Every built-in kind devcluster serves (`crate::resource`'s table, whose
-/// test holds the two together).
-fn builtins() -> [Kind; 19] {
-    [
-        kind::<Namespace>(),
-        kind::<Pod>(),
-        kind::<ConfigMap>(),
-        kind::<Secret>(),
-        kind::<Service>(),
-        kind::<PersistentVolumeClaim>(),
-        kind::<Event>(),
-        kind::<ServiceAccount>(),
-        kind::<Node>(),
-        kind::<Deployment>(),
-        kind::<Job>(),
-        kind::<Lease>(),
-        kind::<EventsEvent>(),
-        kind::<Role>(),
-        kind::<RoleBinding>(),
-        kind::<ClusterRole>(),
-        kind::<ClusterRoleBinding>(),
-        kind::<PodDisruptionBudget>(),
-        kind::<CustomResourceDefinition>(),
-    ]
-}
-
-static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::build);
-
-/// The registry, built on first use.
-pub(super) fn registry() -> &'static Registry {
-    &REGISTRY
+    /// The root type of each kind, in the order they were given.
+    roots: Vec<TypeId>,
 }
 
 // The types every schema shares, at fixed ids.
@@ -154,19 +96,19 @@ const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
 const APIEXTENSIONS: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1";
 
 impl Registry {
-    fn build() -> Self {
+    /// The Go types of the kinds `mirrors` read, built once for all of them.
+    pub(crate) fn new(mirrors: impl IntoIterator<Item = Mirror>) -> Self {
         let mut generator = SchemaGenerator::default();
-        let roots: Vec<(Kind, String)> = builtins()
+        let names: Vec<String> = mirrors
             .into_iter()
-            .map(|kind| {
-                let reference = (kind.schema)(&mut generator);
-                let name = reference
+            .map(|mirror| {
+                let reference = mirror(&mut generator);
+                reference
                     .get("$ref")
                     .and_then(Value::as_str)
                     .and_then(|r| r.rsplit('/').next())
                     .unwrap_or_default()
-                    .to_owned();
-                (kind, name)
+                    .to_owned()
             })
             .collect();
         let definitions = generator.take_definitions(false);
@@ -183,22 +125,16 @@ impl Registry {
             ],
             named: HashMap::new(),
         };
-        let kinds = roots
-            .into_iter()
-            .map(|(kind, name)| (kind, builder.named(&name)))
-            .collect();
+        let roots = names.iter().map(|name| builder.named(name)).collect();
         Self {
             types: builder.types,
-            kinds,
+            roots,
         }
     }
 
-    /// The root type of a built-in kind.
-    pub(super) fn kind(&self, group: &str, version: &str, kind: &str) -> Option<TypeId> {
-        self.kinds
-            .iter()
-            .find(|(k, _)| k.group == group && k.version == version && k.kind == kind)
-            .map(|(_, id)| *id)
+    /// The root type of the `index`th kind given to [`Registry::new`].
+    pub(super) fn root(&self, index: usize) -> TypeId {
+        self.roots[index]
     }
 
     pub(super) fn get(&self, id: TypeId) -> &Type {

@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 
 use super::request::Output;
 use crate::object::Stored;
-use crate::resource::{PrinterColumn, ResourceType};
+use crate::resource::ResourceType;
 use crate::table;
+use crate::table::PrinterColumn;
 
 /// How list bodies are cut into chunks.
 const CHUNK: usize = 256 * 1024;
@@ -64,7 +65,7 @@ impl View {
         include: Include,
     ) -> Self {
         let columns = if output == Output::Table {
-            table::columns(&rt, version)
+            rt.columns(version)
         } else {
             Vec::new()
         };

@@ -740,7 +740,7 @@ mod tests {
 
     #[test]
     fn only_json_bodies_are_decoded() {
-        let rt = crate::resource::Registry::new()
+        let rt = crate::kinds::registry()
             .lookup("", "v1", "configmaps")
             .unwrap();
         assert!(parse_body(b"{}", "application/json", &rt, "v1").is_ok());
@@ -755,7 +755,7 @@ mod tests {
 
     #[test]
     fn a_body_of_a_built_in_kind_is_decoded_against_its_type() {
-        let registry = crate::resource::Registry::new();
+        let registry = crate::kinds::registry();
         let configmaps = registry.lookup("", "v1", "configmaps").unwrap();
         let e = parse_body(
             br#"{"data": {"a": true}}"#,

@@ -1,6 +1,6 @@
 //! Write semantics on top of the store: what create, update, patch and delete do to an
 //! object's metadata, as kube-apiserver's generic registry does it. What a kind adds is
-//! its [`Strategy`](crate::strategy::Strategy)'s.
+//! its [`Strategy`](crate::resource::Strategy)'s.
 
 mod create;
 mod delete;
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn binary_data_is_stored_without_the_line_breaks_it_was_wrapped_in() {
-        let reg = crate::resource::Registry::new();
+        let reg = crate::kinds::registry();
         let configmaps = reg.lookup("", "v1", "configmaps").unwrap();
         let mut map = json!({"binaryData": {"a": "AGFz\nbQ0A\r\nAQ==\n"}, "data": {"b": "x\ny"}});
         check_type(&configmaps, "v1", &mut map).unwrap();
@@ -268,7 +268,7 @@ mod tests {
                 .contains("(b) does not match the name on the URL (a)"),
             "{e}"
         );
-        let reg = crate::resource::Registry::new();
+        let reg = crate::kinds::registry();
         let pods = reg.lookup("", "v1", "pods").unwrap();
         let nodes = reg.lookup("", "v1", "nodes").unwrap();
         let body = json!({"metadata": {"namespace": "other"}});

@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn generation_ignores_metadata_and_a_status_subresource() {
-        let reg = crate::resource::Registry::new();
+        let reg = crate::kinds::registry();
         let deploy = reg.lookup("apps", "v1", "deployments").unwrap();
         let a = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"replicas": 1}, "status": {"x": 1}});
         let b = json!({"metadata": {"labels": {"a": "2"}}, "spec": {"replicas": 1}, "status": {"x": 2}});

@@ -292,7 +292,7 @@ mod tests {
             field_manager: Some(manager.into()),
             api_version: "v1".into(),
             time: "2024-05-01T10:00:00Z".into(),
-            schema: schema::builtin("", "v1", "ConfigMap").map(|s| Arc::new(s.clone())),
+            schema: crate::kinds::schema("", "v1", "ConfigMap").map(|s| Arc::new(s.clone())),
             ..Context::default()
         };
         let body = |v: &str| {
@@ -343,7 +343,7 @@ mod tests {
             field_manager: Some("m".into()),
             api_version,
             time: "2024-05-01T10:00:00Z".into(),
-            schema: schema::builtin(group, "v1", kind).map(|s| Arc::new(s.clone())),
+            schema: crate::kinds::schema(group, "v1", kind).map(|s| Arc::new(s.clone())),
             ..Context::default()
         }
     }

@@ -20,10 +20,10 @@
 //!
 //! ```
 //! use devcluster::patch::strategic;
-//! use devcluster::schema;
+//! use devcluster::kinds;
 //! use serde_json::json;
 //!
-//! let pods = schema::builtin("", "v1", "Pod").expect("built in");
+//! let pods = kinds::schema("", "v1", "Pod").expect("built in");
 //! let live = json!({"spec": {"containers": [{"name": "a", "image": "v1"},
 //!                                          {"name": "b", "image": "v1"}]}});
 //! let patch = json!({"spec": {"containers": [{"name": "b", "image": "v2"}]}});

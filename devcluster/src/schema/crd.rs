@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::builtin::metadata;
+use super::build::metadata;
 use super::{Field, ListKind, ListNode, MapKey, Node, ObjectNode, Rest, Schema, Strategy};
 
 /// Why a CRD schema could not be read.

@@ -16,14 +16,14 @@
 //! tree, so that both patch implementations read the same table.
 //!
 //! ```
-//! use devcluster::schema;
+//! use devcluster::{kinds, schema::Schema};
 //!
-//! let pods = schema::builtin("", "v1", "Pod").expect("pods are built in");
+//! let pods = kinds::schema("", "v1", "Pod").expect("pods are built in");
 //! assert!(pods.supports_strategic_merge());
-//! assert!(!schema::supports_strategic_merge("policyhost.dev", "v1alpha1", "DataJob"));
+//! assert!(!Schema::untyped().supports_strategic_merge());
 //! ```
 
-mod builtin;
+pub(crate) mod build;
 mod crd;
 pub(crate) mod structural;
 
@@ -33,13 +33,11 @@ use serde_json::Value;
 
 use crate::gotypes::GoType;
 
-pub(crate) use builtin::shared as builtin_shared;
-pub use builtin::{builtin, supports_strategic_merge};
 pub use crd::{Error, Result};
 
 /// How the fields of one kind merge: the schema both patch semantics walk.
 ///
-/// Built-in kinds come from [`builtin`]; custom resources from
+/// Built-in kinds come from [`crate::kinds::schema`]; custom resources from
 /// [`Schema::from_crd`] or [`Schema::from_openapi_v3`]; anything else can use
 /// [`Schema::untyped`].
 #[derive(Clone, Debug, PartialEq)]
@@ -79,7 +77,7 @@ impl Schema {
     /// not supported on it.
     #[must_use]
     pub fn untyped() -> Self {
-        Self::new(builtin::root().build(), false, false)
+        Self::new(build::root().build(), false, false)
     }
 
     /// Whether the kind has a `status` subresource. When it has one, a write to
@@ -94,14 +92,6 @@ impl Schema {
     #[must_use]
     pub fn with_status_subresource(mut self, status_subresource: bool) -> Self {
         self.status_subresource = status_subresource;
-        self
-    }
-
-    /// Sets whether the kind accepts strategic merge patch (built-in kinds
-    /// the table does not describe do, with every list replaced).
-    #[must_use]
-    pub fn with_strategic_merge(mut self, strategic: bool) -> Self {
-        self.strategic = strategic;
         self
     }
 

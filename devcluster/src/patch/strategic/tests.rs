@@ -4,10 +4,11 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::schema::{self, Schema};
+use crate::kinds;
+use crate::schema::Schema;
 
 fn kind(group: &str, kind: &str) -> &'static Schema {
-    schema::builtin(group, "v1", kind).expect("built in")
+    kinds::schema(group, "v1", kind).expect("built in")
 }
 
 fn pod() -> &'static Schema {

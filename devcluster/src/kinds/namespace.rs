@@ -1,20 +1,21 @@
-//! Namespaces: the namespace controller's finalizer, the name label, and a deletion that
-//! always waits for the controller to empty the namespace.
+//! Namespaces: the namespace controller's finalizer, the name label, a deletion that
+//! always waits for the controller to empty the namespace, and their status column.
 
 use serde_json::{Value, json};
 
-use super::Strategy;
 use crate::object::{md, set_at};
 use crate::rand::Rng;
-use crate::resource::ResourceType;
+use crate::resource::{ResourceType, Strategy};
+use crate::schema::build::{Obj, obj, spec_and_conditions};
 use crate::status::Result;
+use crate::table::PrinterColumn;
 
 /// The namespace controller's `spec.finalizers` entry.
 pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
 
 /// The Namespace strategy.
 #[derive(Debug)]
-pub(crate) struct Namespaces;
+pub(super) struct Namespaces;
 
 impl Strategy for Namespaces {
     fn prepare_for_create(&self, _rt: &ResourceType, body: &mut Value, _rng: &Rng) -> Result<()> {
@@ -43,4 +44,15 @@ impl Strategy for Namespaces {
     fn begin_deletion(&self, ns: &mut Value) {
         set_at(ns, &["status", "phase"], json!("Terminating"));
     }
+}
+
+/// What `kubectl get namespaces` prints after the name.
+pub(super) const COLUMNS: &[PrinterColumn] = &[
+    PrinterColumn::path("Status", "The status of the namespace", ".status.phase"),
+    PrinterColumn::AGE,
+];
+
+/// A Namespace's merge schema.
+pub(super) fn merge() -> Obj {
+    spec_and_conditions(obj())
 }

@@ -1,14 +1,20 @@
-//! ConfigMaps' `binaryData` and Secrets' `data`: bytes, stored as bytes; and
-//! Secrets' write-only `stringData`.
+//! ConfigMaps and Secrets: maps of data, their `binaryData` and `data`
+//! bytes stored as bytes, Secrets' write-only `stringData`, and the columns
+//! `kubectl get` prints for them.
 
 use base64::Engine as _;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
-use super::Strategy;
+use crate::resource::Strategy;
+use crate::schema::build::{Obj, map, root};
+use crate::table::PrinterColumn;
 
 /// The strategy of a kind whose field holds base64 bytes.
 #[derive(Debug)]
-pub(crate) struct BinaryData(pub(crate) &'static str);
+pub(super) struct BinaryData(&'static str);
+
+/// ConfigMaps: their `binaryData` holds bytes.
+pub(super) const CONFIG_MAPS: BinaryData = BinaryData("binaryData");
 
 impl Strategy for BinaryData {
     /// kube-apiserver decodes `[]byte` fields from base64 (Go's decoder skips line
@@ -32,7 +38,7 @@ impl Strategy for BinaryData {
 /// and never stored, as kube-apiserver's Secret strategy does (a key in both
 /// takes the `stringData` value).
 #[derive(Debug)]
-pub(crate) struct Secrets;
+pub(super) struct Secrets;
 
 impl Strategy for Secrets {
     fn canonicalize(&self, obj: &mut Map<String, Value>) {
@@ -53,10 +59,37 @@ impl Strategy for Secrets {
     }
 }
 
+/// What `kubectl get configmaps` prints after the name.
+pub(super) const CONFIG_MAP_COLUMNS: &[PrinterColumn] = &[DATA, PrinterColumn::AGE];
+
+/// What `kubectl get secrets` prints after the name.
+pub(super) const SECRET_COLUMNS: &[PrinterColumn] = &[
+    PrinterColumn::path("Type", "The type of the secret", ".type"),
+    DATA,
+    PrinterColumn::AGE,
+];
+
+const DATA: PrinterColumn = PrinterColumn::computed("Data", "Number of data items.", data_items);
+
+/// How many keys `data` and `binaryData` hold.
+fn data_items(v: &Value) -> Value {
+    json!(
+        v["data"].as_object().map_or(0, Map::len) + v["binaryData"].as_object().map_or(0, Map::len)
+    )
+}
+
+/// A ConfigMap's merge schema.
+pub(super) fn config_map() -> Obj {
+    root().field("data", map()).field("binaryData", map())
+}
+
+/// A Secret's merge schema.
+pub(super) fn secret() -> Obj {
+    root().field("data", map()).field("stringData", map())
+}
+
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]

@@ -5,18 +5,18 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::Strategy;
 use crate::clock;
 use crate::object::{ObjectKey, Stored};
 use crate::rand::Rng;
-use crate::resource::{self, Registry, ResourceType};
+use crate::resource::{self, Registry, ResourceType, Strategy};
 use crate::status::Result;
 use crate::status::internal;
 use crate::store::{ListQuery, Txn};
+use crate::table::PrinterColumn;
 
 /// The CustomResourceDefinition strategy.
 #[derive(Debug)]
-pub(crate) struct CustomResourceDefinitions;
+pub(super) struct CustomResourceDefinitions;
 
 /// The type `crd` defines, or the 422 naming why it cannot be served.
 fn defined_type(rt: &ResourceType, crd: &Value) -> Result<ResourceType> {
@@ -105,4 +105,20 @@ impl Strategy for CustomResourceDefinitions {
         txn.drop_table(&t.gr);
         registry.unregister(&t.gr);
     }
+}
+
+/// What `kubectl get crds` prints after the name: when it was created, not
+/// its age.
+pub(super) const COLUMNS: &[PrinterColumn] = &[PrinterColumn::computed(
+    "Created At",
+    "The time the CRD was created.",
+    created_at,
+)];
+
+fn created_at(v: &Value) -> Value {
+    json!(
+        v["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap_or_default()
+    )
 }

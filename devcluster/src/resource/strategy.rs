@@ -1,31 +1,18 @@
-//! What each kind adds to the generic write path, as kube-apiserver's registry strategies
+//! What a kind adds to the generic write path, as kube-apiserver's registry strategies
 //! do: defaults and status reset on create, what an update keeps or refuses, how a delete
 //! proceeds, and what follows a write. The generic path (`crate::ops`) asks the object's
-//! strategy and never tests which resource it writes.
-
-mod claim;
-mod crd;
-mod data;
-mod namespace;
-mod pod;
-mod service;
+//! strategy and never tests which resource it writes; each built-in kind's strategy is
+//! in its file of `crate::kinds`.
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::{Registry, ResourceType};
 use crate::object::Stored;
 use crate::rand::Rng;
-use crate::resource::{Registry, ResourceType};
 use crate::status::Result;
 use crate::store::Txn;
-
-pub(crate) use claim::{CLAIM_PROTECTION, PersistentVolumeClaims, in_use, recheck_claims_of};
-pub(crate) use crd::CustomResourceDefinitions;
-pub(crate) use data::{BinaryData, Secrets};
-pub(crate) use namespace::{NAMESPACE_FINALIZER, Namespaces};
-pub(crate) use pod::Pods;
-pub(crate) use service::Services;
 
 /// A kind's part in writes. Every method has the generic behaviour as its default.
 pub(crate) trait Strategy: Send + Sync + std::fmt::Debug {
