@@ -218,12 +218,16 @@ export class Container {
         throw invalid("container port", String(port), "must be between 1 and 65535");
       }
     }
-    for (const [, path] of this.mounts) {
+    this.mounts.forEach(([, path], i) => {
       // The kubelet splits `path:mode` on the colon.
       if (!path.startsWith("/") || path.includes(":")) {
         throw invalid("mount path", path, "must be an absolute path without ':'");
       }
-    }
+      // kube-apiserver refuses two mounts at one place.
+      if (this.mounts.slice(0, i).some(([, other]) => other === path)) {
+        throw invalid("mount path", path, "must be unique");
+      }
+    });
   }
 
   /** @internal A copy of its environment variables. */

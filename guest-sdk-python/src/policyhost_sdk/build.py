@@ -243,10 +243,13 @@ class Container:
                 raise _invalid("container port name", name, kinds.PORT_NAME_LENGTH_RULE)
             if not 1 <= port <= 65535:
                 raise _invalid("container port", str(port), "must be between 1 and 65535")
-        for _, path in self._mounts:
+        for i, (_, path) in enumerate(self._mounts):
             # The kubelet splits ``path:mode`` on the colon.
             if not path.startswith("/") or ":" in path:
                 raise _invalid("mount path", path, "must be an absolute path without ':'")
+            # kube-apiserver refuses two mounts at one place.
+            if any(other == path for _, other in self._mounts[:i]):
+                raise _invalid("mount path", path, "must be unique")
 
     def _manifest(self, hole: Optional[str] = None) -> dict[str, Any]:
         """The manifest; with ``hole``, ``env`` is ``hole``."""

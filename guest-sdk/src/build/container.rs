@@ -143,15 +143,21 @@ impl<'a> Container<'a> {
                 });
             }
         }
-        for (_, path) in &self.mounts {
+        for (i, (_, path)) in self.mounts.iter().enumerate() {
             // The kubelet splits `path:mode` on the colon.
-            if !path.starts_with('/') || path.contains(':') {
-                return Err(super::Error::Invalid {
-                    what: "mount path",
-                    value: path.clone().into_owned(),
-                    reason: "must be an absolute path without ':'",
-                });
-            }
+            let reason = if !path.starts_with('/') || path.contains(':') {
+                "must be an absolute path without ':'"
+            } else if self.mounts[..i].iter().any(|(_, other)| other == path) {
+                // kube-apiserver refuses two mounts at one place.
+                "must be unique"
+            } else {
+                continue;
+            };
+            return Err(super::Error::Invalid {
+                what: "mount path",
+                value: path.clone().into_owned(),
+                reason,
+            });
         }
         Ok(())
     }
