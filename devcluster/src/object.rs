@@ -401,6 +401,14 @@ impl Stored {
         buf.freeze()
     }
 
+    /// Whether the stored JSON (`managedFields` aside) holds `needle`: a
+    /// scan that spares a parse when the answer is no.
+    pub(crate) fn mentions(&self, needle: &[u8]) -> bool {
+        self.json
+            .windows(needle.len())
+            .any(|window| window == needle)
+    }
+
     /// Parses the bytes back into a value to change it.
     pub(crate) fn value(&self) -> Result<Value> {
         serde_json::from_slice(&self.bytes()).map_err(Error::Parse)

@@ -31,27 +31,42 @@ fn claims_of(pod: &Value) -> impl Iterator<Item = &str> {
         .filter_map(|volume| volume["persistentVolumeClaim"]["claimName"].as_str())
 }
 
+/// Whether a Pod has finished: it no longer holds what it mounts.
+fn finished(pod: &Value) -> bool {
+    matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// A Pod, parsed, if its JSON names a claim at all: most Pods mount none,
+/// and a Pod write must not pay a parse to learn it.
+fn mounting(pod: &Stored) -> Option<Value> {
+    if !pod.mentions(b"\"persistentVolumeClaim\"") {
+        return None;
+    }
+    pod.value().ok()
+}
+
 /// Whether a Pod of `namespace` that is not finished names claim `name`.
 pub(crate) fn in_use(txn: &Txn<'_>, namespace: &str, name: &str) -> bool {
     let pods = GroupResource::new("", "pods");
     txn.in_namespace(namespace)
         .into_iter()
         .filter(|(gr, _)| *gr == pods)
-        .filter_map(|(gr, key)| txn.get(&gr, &key)?.value().ok())
-        .any(|pod| {
-            let finished = matches!(
-                pod["status"]["phase"].as_str(),
-                Some("Succeeded" | "Failed")
-            );
-            !finished && claims_of(&pod).any(|claim| claim == name)
-        })
+        .filter_map(|(gr, key)| txn.get(&gr, &key).and_then(|pod| mounting(&pod)))
+        .any(|pod| !finished(&pod) && claims_of(&pod).any(|claim| claim == name))
 }
 
-/// A Pod is gone: the claims it named, if deleting, may be released now.
-pub(super) fn recheck_claims_of(txn: &mut Txn<'_>, pod: &Arc<Stored>) {
-    let Ok(value) = pod.value() else {
+/// Queues for the collector the claims `pod` mounts once it no longer
+/// holds them (it is `gone`, or finished): a deleting one may go now.
+pub(super) fn release_claims_of(txn: &mut Txn<'_>, pod: &Arc<Stored>, gone: bool) {
+    let Some(value) = mounting(pod) else {
         return;
     };
+    if !gone && !finished(&value) {
+        return;
+    }
     let claims = GroupResource::new("", "persistentvolumeclaims");
     for claim in claims_of(&value) {
         let key = ObjectKey::new(&pod.meta.namespace, claim);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::claim::recheck_claims_of;
+use super::claim::release_claims_of;
 use super::immutable_spec;
 use crate::object::Stored;
 use crate::rand::Rng;
@@ -81,20 +81,13 @@ impl Strategy for Pods {
         _rt: &ResourceType,
         stored: &Arc<Stored>,
     ) -> Result<()> {
-        if stored.value().is_ok_and(|pod| {
-            matches!(
-                pod["status"]["phase"].as_str(),
-                Some("Succeeded" | "Failed")
-            )
-        }) {
-            recheck_claims_of(txn, stored);
-        }
+        release_claims_of(txn, stored, false);
         Ok(())
     }
 
     /// A Pod gone no longer holds the claims it mounted.
     fn after_remove(&self, txn: &mut Txn<'_>, _registry: &Registry, gone: &Arc<Stored>) {
-        recheck_claims_of(txn, gone);
+        release_claims_of(txn, gone, true);
     }
 }
 
