@@ -282,6 +282,14 @@ async fn a_claim_is_protected_while_a_pod_mounts_it() {
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
+    // A second Pod that mounts it and has finished holds nothing.
+    let mut done = pod.clone();
+    done.metadata.name = Some("done".into());
+    pods.create(&PostParams::default(), &done).await.unwrap();
+    let finished = json!({"status": {"phase": "Succeeded"}});
+    pods.patch_status("done", &PatchParams::default(), &Patch::Merge(finished))
+        .await
+        .unwrap();
     claims
         .delete("scratch", &DeleteParams::default())
         .await
@@ -303,7 +311,7 @@ async fn a_claim_is_protected_while_a_pod_mounts_it() {
     pods.delete("worker", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the claim goes with its last Pod", || async {
+    eventually("the claim goes with its last unfinished Pod", || async {
         claims.get_opt("scratch").await.unwrap().is_none()
     })
     .await;
