@@ -58,7 +58,7 @@ pub use self::summary::{Outcome, Summary};
 use crate::fair::{Share, Tenant};
 use crate::metrics::Metrics;
 use crate::policies::{Registry, Role, Version};
-use crate::runtime::{self, Input, Policy, Runtime};
+use crate::runtime::{self, Digest, Input, Policy, Runtime};
 
 /// The shadow caller: calls each policy's candidate (from the
 /// [`Registry`]) beside its serving version, keeps what the calls came to,
@@ -77,7 +77,7 @@ pub struct Shadow {
 /// What one candidate version's shadow calls came to.
 pub struct Track {
     /// The candidate's digest.
-    digest: String,
+    digest: Digest,
     /// Its shadow calls' tenant in the call scheduler, apart from the
     /// serving version's so that they never count against it.
     tenant: Tenant,
@@ -94,11 +94,11 @@ struct Tracked {
 }
 
 impl Track {
-    fn new(policy: &str, digest: String) -> Self {
+    fn new(policy: &str, digest: Digest) -> Self {
         Self {
             tenant: Tenant::new(format!("{policy} (candidate)"), Share::DEFAULT),
             state: Mutex::new(Tracked {
-                summary: Summary::new(digest.clone()),
+                summary: Summary::new(digest.to_hex()),
                 dirty: true,
                 announced: false,
             }),
@@ -148,7 +148,8 @@ impl Shadow {
     /// starts one afresh; the same version loaded again (its grant
     /// changed) keeps its summary.
     fn track(&self, policy: &str, candidate: &Version) -> Arc<Track> {
-        let digest = candidate.digest();
+        // Compared as bytes: this runs beside every serving call.
+        let digest = candidate.policy.digest();
         let mut tracks = self.tracks();
         match tracks.get(policy) {
             Some(track) if track.digest == digest => Arc::clone(track),
