@@ -19,7 +19,7 @@ use tower::retry::RetryLayer;
 use tracing::{error, info, warn};
 
 use crate::asks::Asks;
-use crate::cache::{self, Scope};
+use crate::cache::Scope;
 use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
 use crate::leader::{self, Elector, FenceLayer, Leadership};
@@ -113,9 +113,9 @@ pub struct Options {
     pub asks: Asks,
     /// Leader election; `None` leads at once, alone (one replica, `dev`).
     pub leader: Option<leader::Config>,
-    /// How children are cached: [`cache::Mode::Indexed`] (the design), or
-    /// [`cache::Mode::Naive`], the anti-pattern kept as a measured baseline.
-    pub cache: cache::Mode,
+    /// How children are cached: [`watch::indexed`] (the design), or a
+    /// baseline a benchmark measures it against.
+    pub children: watch::ChildCaching,
     /// How policy artifacts are pulled from registries.
     pub registries: Registries,
 }
@@ -215,7 +215,7 @@ impl Default for Options {
             cleanup: Budget::default(),
             asks: Asks::default(),
             leader: None,
-            cache: cache::Mode::default(),
+            children: watch::indexed,
             registries: Registries::default(),
         }
     }
@@ -312,7 +312,7 @@ impl Operator {
                 cleanup: options.cleanup,
                 asks: options.asks,
                 leadership: leadership.clone(),
-                cache: options.cache,
+                children: options.children,
                 policy_namespace: options.policy_namespace.clone(),
                 record_calls: options.record_calls.clone(),
             },
@@ -494,13 +494,6 @@ impl Link {
                 "a paginated list"
             }
         );
-        #[cfg(feature = "bench-baseline")]
-        if options.cache == cache::Mode::Naive {
-            warn!(
-                "cache mode naive: every object of each child kind is watched, cached in full \
-                 and scanned; a baseline for measurements, not for production"
-            );
-        }
         Ok(Self {
             client,
             leadership,

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, WatchEvent, WatchParams};
 use kube::core::ApiResource;
@@ -20,19 +21,13 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
 use crate::cache::{
-    self, Cached, Change, ChildCache, ChildRecord, Foreign, IndexValue, ObjectKey, Scope, Store,
+    self, Cached, Change, ChildCache, ChildCaches, ChildRecord, Children, Foreign, IndexValue,
+    ObjectKey, Scope, Store,
 };
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
 use crate::vocabulary::MANAGED_BY_LABEL;
-#[cfg(feature = "bench-baseline")]
-use {
-    crate::cache::{FullObject, NaiveCache, naive},
-    futures::future::Either,
-    k8s_openapi::api::core::v1::Pod,
-    kube::api::DynamicObject,
-};
 
 /// How the operator watches the cluster.
 #[derive(Debug, Clone)]
@@ -57,7 +52,10 @@ impl Config {
         format!("{MANAGED_BY_LABEL}={}", self.instance)
     }
 
-    fn watcher_config(&self, labels: Option<&str>) -> watcher::Config {
+    /// The watcher's settings: these labels selected, if any, and a
+    /// streaming list if the server offers one.
+    #[must_use]
+    pub fn watcher_config(&self, labels: Option<&str>) -> watcher::Config {
         let mut config = watcher::Config::default();
         if let Some(labels) = labels {
             config = config.labels(labels);
@@ -66,6 +64,55 @@ impl Config {
             config = config.streaming_lists();
         }
         config
+    }
+}
+
+/// Children caches the operator keeps current: its indexed
+/// [`ChildCaches`], or a baseline a benchmark measures them against.
+/// `Any`, so that whoever built one can find its own type again.
+pub trait WatchedChildren: Children + std::any::Any {
+    /// One task per kind, each keeping its cache current and queueing the
+    /// DataJob that controls every child whose change a policy could see;
+    /// `foreign` hears of every object naming a DataJob of another
+    /// namespace. Each runs until dropped.
+    fn watches(
+        &self,
+        client: Client,
+        config: Config,
+        queue: Arc<WorkQueue<ObjectKey>>,
+        foreign: Foreign,
+    ) -> Vec<BoxFuture<'static, ()>>;
+}
+
+/// Builds empty children caches for these kinds, fed by one stream per scope.
+pub type ChildCaching = fn(&[ApiResource], &[Scope]) -> Arc<dyn WatchedChildren>;
+
+/// The operator's children caches: [`ChildCaches`], indexed by owner.
+#[must_use]
+pub fn indexed(kinds: &[ApiResource], scopes: &[Scope]) -> Arc<dyn WatchedChildren> {
+    Arc::new(ChildCaches::empty(kinds, scopes))
+}
+
+impl WatchedChildren for ChildCaches {
+    fn watches(
+        &self,
+        client: Client,
+        config: Config,
+        queue: Arc<WorkQueue<ObjectKey>>,
+        foreign: Foreign,
+    ) -> Vec<BoxFuture<'static, ()>> {
+        self.iter()
+            .map(|cache| {
+                let watch = children(
+                    client.clone(),
+                    config.clone(),
+                    cache.clone(),
+                    Arc::clone(&queue),
+                    foreign.clone(),
+                );
+                Box::pin(watch) as BoxFuture<'static, ()>
+            })
+            .collect()
     }
 }
 
@@ -105,7 +152,7 @@ pub async fn data_jobs(
 /// Keeps one child kind's cache current and queues the DataJob that
 /// controls every child whose change a policy could see; `foreign` hears of
 /// every object naming a DataJob of another namespace.
-pub async fn children(
+async fn children(
     client: Client,
     config: Config,
     cache: ChildCache,
@@ -134,52 +181,6 @@ pub async fn children(
                 }
             },
         )
-    });
-    futures::future::join_all(streams).await;
-}
-
-#[cfg(feature = "bench-baseline")]
-/// The baseline of `--cache naive`: keeps one child kind's full cache
-/// current from an unselected watch (every object of the kind in the
-/// scopes, whole), and queues the DataJob that controls every child whose
-/// change a policy could see, exactly as [`children`] does.
-pub async fn naive_children(
-    client: Client,
-    config: Config,
-    cache: NaiveCache,
-    queue: Arc<WorkQueue<ObjectKey>>,
-) {
-    let streams = config.scopes.iter().map(|scope| {
-        let on_change = {
-            let queue = Arc::clone(&queue);
-            let resource = cache.resource.clone();
-            let settle = config.child_settle;
-            move |change: &Change<FullObject>| {
-                for key in naive_child_work(change, &resource) {
-                    queue.add_coalesced(key, settle);
-                }
-            }
-        };
-        let store = cache.store.clone();
-        if FullObject::is_pod(&cache.resource) {
-            let api: Api<Pod> = match scope {
-                Scope::Cluster => Api::all(client.clone()),
-                Scope::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
-            };
-            let events = watcher::watcher(api, config.watcher_config(None));
-            let project = |pod: Pod| FullObject::Pod(Box::new(pod));
-            Either::Left(drive(events, scope.clone(), store, project, on_change))
-        } else {
-            let api: Api<DynamicObject> = match scope {
-                Scope::Cluster => Api::all_with(client.clone(), &cache.resource),
-                Scope::Namespace(namespace) => {
-                    Api::namespaced_with(client.clone(), namespace, &cache.resource)
-                }
-            };
-            let events = watcher::watcher(api, config.watcher_config(None));
-            let project = |object: DynamicObject| FullObject::Dynamic(Box::new(object));
-            Either::Right(drive(events, scope.clone(), store, project, on_change))
-        }
     });
     futures::future::join_all(streams).await;
 }
@@ -224,7 +225,7 @@ fn child_api(client: &Client, scope: &Scope, resource: &ApiResource) -> Api<Chil
 }
 
 /// Feeds one watch stream into `store` and hands every change to `on_change`.
-async fn drive<K, T, V>(
+pub async fn drive<K, T, V>(
     events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
     scope: Scope,
     store: Store<T, V>,
@@ -286,7 +287,8 @@ fn data_job_work(change: &Change<DataJob>) -> Option<ObjectKey> {
 /// The DataJobs a child change concerns: the controller before and after.
 /// A change the policy cannot see (only the resourceVersion, or status
 /// fields outside the projection) concerns none.
-fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
+#[must_use]
+pub fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
     let owner_key = |record: &ChildRecord| {
         let namespace = record.key.namespace().unwrap_or_default();
         record
@@ -313,32 +315,6 @@ fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
         }
         Change::Deleted(old) => owner_key(old).into_iter().collect(),
     }
-}
-
-#[cfg(feature = "bench-baseline")]
-/// [`child_work`] for a change of a full object: objects no DataJob
-/// controls (nearly all of them) are dismissed before any projection.
-fn naive_child_work(change: &Change<FullObject>, resource: &ApiResource) -> Vec<ObjectKey> {
-    let controlled = |object: &FullObject| naive::controller_uid(object.metadata()).is_some();
-    let record = |object: &FullObject| Arc::new(naive::record(object, resource));
-    let change = match change {
-        Change::Applied { old, new } => {
-            if !controlled(new) && !old.as_deref().is_some_and(controlled) {
-                return Vec::new();
-            }
-            Change::Applied {
-                old: old.as_deref().map(record),
-                new: record(new),
-            }
-        }
-        Change::Deleted(old) => {
-            if !controlled(old) {
-                return Vec::new();
-            }
-            Change::Deleted(record(old))
-        }
-    };
-    child_work(&change)
 }
 
 #[cfg(test)]
@@ -416,62 +392,5 @@ mod tests {
     fn a_deleted_child_queues_its_datajob() {
         let change = Change::Deleted(child("Running", "1"));
         assert_eq!(child_work(&change), [ObjectKey::namespaced("ns", "j")]);
-    }
-
-    /// The baseline's watch, built with the feature `bench-baseline`.
-    #[cfg(feature = "bench-baseline")]
-    mod naive_mode {
-        use super::*;
-
-        fn full_pod(controller: Option<&str>, phase: &str, rv: &str) -> Arc<FullObject> {
-            let owners: Vec<serde_json::Value> = controller
-                .map(|kind| {
-                    let api_version = if kind == "DataJob" { "policyhost.dev/v1alpha1" } else { "apps/v1" };
-                    json!({"apiVersion": api_version, "kind": kind, "name": "j", "uid": "u", "controller": true})
-                })
-                .into_iter()
-                .collect();
-            Arc::new(FullObject::Pod(Box::new(
-                Pod::deserialize(&json!({
-                    "apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "w", "namespace": "ns", "resourceVersion": rv,
-                        "ownerReferences": owners},
-                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-                    "status": {"phase": phase}}))
-                .unwrap(),
-            )))
-        }
-
-        fn pods() -> ApiResource {
-            ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("", "v1", "Pod"))
-        }
-
-        #[test]
-        fn in_naive_mode_a_foreign_object_is_never_work() {
-            let change = Change::Applied {
-                old: Some(full_pod(Some("ReplicaSet"), "Pending", "1")),
-                new: full_pod(Some("ReplicaSet"), "Running", "2"),
-            };
-            assert!(naive_child_work(&change, &pods()).is_empty());
-            let deleted = Change::Deleted(full_pod(None, "Running", "1"));
-            assert!(naive_child_work(&deleted, &pods()).is_empty());
-        }
-
-        #[test]
-        fn in_naive_mode_a_child_phase_change_queues_its_datajob_as_indexed_mode_does() {
-            let change = Change::Applied {
-                old: Some(full_pod(Some("DataJob"), "Pending", "1")),
-                new: full_pod(Some("DataJob"), "Running", "2"),
-            };
-            assert_eq!(
-                naive_child_work(&change, &pods()),
-                [ObjectKey::namespaced("ns", "j")]
-            );
-            let unseen = Change::Applied {
-                old: Some(full_pod(Some("DataJob"), "Running", "1")),
-                new: full_pod(Some("DataJob"), "Running", "2"),
-            };
-            assert!(naive_child_work(&unseen, &pods()).is_empty());
-        }
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use policyhost::cache::{self, ObjectKey};
+use policyhost::cache::ObjectKey;
 use policyhost::metrics::PolicyResult;
 use policyhost::operator::StreamingLists;
 use serde_json::{Value, json};
@@ -99,7 +99,7 @@ async fn the_operator_converges_with_paginated_lists_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_converges_with_the_naive_cache_too() {
     let mut setup = OperatorSetup::with(&["fanout"]);
-    setup.cache = cache::Mode::Naive;
+    setup.children = policyhost_naive_cache::watch::CACHING;
     let env = Env::start_with(setup).await;
     let foreign: Pod = serde_json::from_value(json!({
         "metadata": {"name": "foreign", "labels": {"app": "someone-else"}},
@@ -115,10 +115,9 @@ async fn the_operator_converges_with_the_naive_cache_too() {
         .await;
     // The naive cache holds what the indexed one never sees: the foreign Pod, whole.
     let children = &env.operator().shared.children;
-    assert_eq!(children.mode(), cache::Mode::Naive);
-    assert!(children.iter().next().is_none(), "no indexed cache");
-    let pods = children
-        .naive_kinds()
+    let naive = policyhost_naive_cache::watch::of(&**children).expect("the naive caches");
+    let pods = naive
+        .kinds()
         .iter()
         .find(|c| c.resource.kind == "Pod")
         .expect("a naive Pod cache");

@@ -19,9 +19,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::core::{ApiResource, GroupVersionKind};
 use policyhost::apply::ownership::{self, Verdict};
 use policyhost::cache::{
-    ChildCache, ChildCaches, ChildRecord, Event, FullObject, NaiveCache, ObjectKey, OwnerKey, Scope,
+    ChildCache, ChildCaches, ChildRecord, Children, Event, ObjectKey, OwnerKey, Scope,
 };
 use policyhost::projection::ChildObject;
+use policyhost_naive_cache::{FullObject, NaiveCache, NaiveCaches};
 use serde_json::{Value, json};
 
 #[path = "../common/foreign.rs"]
@@ -58,7 +59,7 @@ fn child(job: usize, r: usize) -> Value {
     pod
 }
 
-fn caches(pods: usize) -> (ChildCaches, ChildCaches) {
+fn caches(pods: usize) -> (ChildCaches, NaiveCaches) {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
     let indexed = ChildCache::new(resource.clone(), vec![Scope::Cluster]);
     let naive = NaiveCache::new(resource, vec![Scope::Cluster]);
@@ -95,7 +96,7 @@ fn caches(pods: usize) -> (ChildCaches, ChildCaches) {
     );
     (
         ChildCaches::new(vec![indexed]),
-        ChildCaches::naive(vec![naive]),
+        NaiveCaches::new(vec![naive]),
     )
 }
 
@@ -112,7 +113,7 @@ fn lookups(c: &mut Criterion) {
         .collect();
     for owner in owners.iter().step_by(97) {
         assert_eq!(indexed.of(owner).len(), REPLICAS);
-        assert_eq!(naive.of(owner), indexed.of(owner), "both modes agree");
+        assert_eq!(naive.of(owner), indexed.of(owner), "both caches agree");
     }
     let mut group = c.benchmark_group(format!("children-of-a-datajob-among-{pods}-foreign-pods"));
     group.measurement_time(Duration::from_secs(10));

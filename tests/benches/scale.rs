@@ -17,8 +17,10 @@
 //! 3. measures the server: each process's RSS, `--patches` merge patches of
 //!    a label, a full list of the Pods paginated by 500 and unpaginated, and
 //!    `--watch-writes` writes timed until a watcher receives their event;
-//! 4. starts `policyhost run --cache MODE` as its own process, serving only
-//!    the `fanout` policy, and waits for `/readyz`;
+//! 4. starts the operator as its own process, serving only the `fanout`
+//!    policy, and waits for `/readyz`: `policyhost run` (`indexed`), or
+//!    `naive-operator`, the same operator on the naive cache
+//!    (`bench/naive-cache`, `naive`);
 //! 5. creates `--jobs` DataJobs (`fanout`, `replicas: 5`, workers annotated
 //!    to run forever) at once and watches their status until each has
 //!    converged: its status written for the current generation and counting
@@ -148,7 +150,16 @@ impl Args {
                 "--jobs" => args.jobs = value()?.parse()?,
                 "--replicas" => args.replicas = value()?.parse()?,
                 "--steady" => args.steady = value()?.parse()?,
-                "--modes" => args.modes = value()?.split(',').map(str::to_owned).collect(),
+                "--modes" => {
+                    args.modes = value()?.split(',').map(str::to_owned).collect();
+                    if let Some(mode) = args
+                        .modes
+                        .iter()
+                        .find(|m| !["indexed", "naive"].contains(&m.as_str()))
+                    {
+                        bail!("unknown mode {mode} (indexed or naive)");
+                    }
+                }
                 "--servers" => {
                     args.servers = value()?
                         .split(',')
@@ -182,7 +193,7 @@ fn binary(name: &str) -> anyhow::Result<PathBuf> {
     let path = release_dir()?.join(name);
     ensure!(
         path.is_file(),
-        "{} is missing: `cargo xtask bench scale` builds it (or `cargo build --release -p policyhost -p devcluster --bins`)",
+        "{} is missing: `cargo xtask bench scale` builds it (or `cargo build --release -p policyhost -p devcluster -p policyhost-naive-cache --bins`)",
         path.display()
     );
     Ok(path)
@@ -807,14 +818,20 @@ async fn run_mode(
         .local_addr()?
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let mut command = Command::new(binary("policyhost")?);
+    let mut command = match mode {
+        "naive" => Command::new(binary("naive-operator")?),
+        _indexed => {
+            let mut command = Command::new(binary("policyhost")?);
+            command.arg("run");
+            command
+        }
+    };
     command
-        .arg("run")
         .arg("--kubeconfig")
         .arg(&server.operator_kubeconfig)
         .arg("--policy-dir")
         .arg(dir.join("policies"))
-        .args(["--listen", &addr, "--cache", mode])
+        .args(["--listen", &addr])
         // As deploy/'s Deployment runs it, which its RBAC is for: Pods the
         // only child kind; the Lease and the policy ConfigMaps in its own
         // namespace (the downward API's `POD_NAMESPACE`).

@@ -152,7 +152,7 @@ pub struct OperatorSetup {
     /// `--policy-tenancy` (default: strict).
     pub policy_tenancy: Tenancy,
     /// How children are cached.
-    pub cache: policyhost::cache::Mode,
+    pub children: policyhost::watch::ChildCaching,
     /// The host's longest call deadline (`--max-timeout`), if not the default.
     pub max_timeout: Option<Duration>,
     /// How the operator reaches the API server, if not directly (say,
@@ -188,7 +188,7 @@ impl OperatorSetup {
             api_qps: None,
             policy_configmaps: false,
             policy_tenancy: Tenancy::Strict,
-            cache: policyhost::cache::Mode::Indexed,
+            children: policyhost::watch::indexed,
             max_timeout: None,
             api: None,
             outbound_roots: Vec::new(),
@@ -295,7 +295,7 @@ impl Env {
             teams: setup.teams.clone(),
             // A rotated Secret shows within a test's patience.
             grant_secret_refresh: Duration::from_millis(200),
-            cache: setup.cache,
+            children: setup.children,
             runtime,
             record_calls: setup.record_calls.clone(),
             registries: setup.registries.clone(),

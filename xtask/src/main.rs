@@ -208,10 +208,10 @@ fn run_bench(args: &[String]) -> Result<(), String> {
     ])
 }
 
-/// The release binaries the benchmarks run as processes: `policyhost` and
-/// `devcluster`, with the naive cache mode, the scale benchmark's baseline,
-/// built only here. The peers benchmark runs the same `policyhost`, so that
-/// the two share one build.
+/// The release binaries the benchmarks run as processes: `policyhost`,
+/// `devcluster`, and `naive-operator`, the scale benchmark's baseline. The
+/// peers benchmark runs the same `policyhost`, so that the two share one
+/// build.
 fn build_release_binaries() -> Result<(), String> {
     cargo(&[
         "build",
@@ -220,9 +220,9 @@ fn build_release_binaries() -> Result<(), String> {
         "policyhost",
         "--package",
         "devcluster",
+        "--package",
+        "policyhost-naive-cache",
         "--bins",
-        "--features",
-        "policyhost/bench-baseline",
     ])
 }
 

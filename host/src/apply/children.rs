@@ -33,7 +33,7 @@ use tracing::debug;
 
 use super::fields;
 use super::ownership::{self, Conflict, Holder, Verdict};
-use crate::cache::{ChildCaches, ChildRecord, ObjectKey};
+use crate::cache::{ChildRecord, Children, ObjectKey};
 use crate::crd::DataJob;
 use crate::runtime::ValidChild;
 use crate::vocabulary::{
@@ -206,7 +206,7 @@ struct Planned<'a> {
 /// refused create), the creates before it stay and nothing else is written.
 pub async fn reconcile_children(
     client: &Client,
-    caches: &ChildCaches,
+    caches: &dyn Children,
     instance: &str,
     job: &DataJob,
     desired: &[ValidChild],
@@ -256,7 +256,7 @@ pub async fn reconcile_children(
 /// Decides each desired child's step from the cache alone, and refuses the
 /// result if the cache shows a name held by another DataJob.
 fn plan<'a>(
-    caches: &'a ChildCaches,
+    caches: &'a dyn Children,
     instance: &str,
     job: &DataJob,
     desired: &'a [ValidChild],
@@ -426,7 +426,7 @@ async fn update(api: &Api<DynamicObject>, planned: Planned<'_>, target: &Target)
 /// precondition; returns how many.
 async fn prune(
     client: &Client,
-    caches: &ChildCaches,
+    caches: &dyn Children,
     namespace: &str,
     desired: &[ValidChild],
     current: &[Arc<ChildRecord>],

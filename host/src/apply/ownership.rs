@@ -19,7 +19,7 @@ use std::fmt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::ApiResource;
 
-use crate::cache::{ChildCaches, ObjectKey, controlling_datajob};
+use crate::cache::{Children, ObjectKey, controlling_datajob};
 
 /// Who controls an object the operator may not touch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +112,7 @@ pub fn judge(owners: &[OwnerReference], job_uid: &str) -> Verdict {
 /// a DataJob controller).
 #[must_use]
 pub fn from_cache(
-    caches: &ChildCaches,
+    caches: &dyn Children,
     resource: &ApiResource,
     key: &ObjectKey,
     job_uid: &str,
@@ -134,7 +134,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::cache::{ChildCache, ChildRecord, Event, Scope};
+    use crate::cache::{ChildCache, ChildCaches, ChildRecord, Event, Scope};
     use crate::projection::ChildObject;
 
     fn owner(

@@ -1,13 +1,11 @@
 //! The caches of every child kind, and a DataJob's children across them.
 
-use std::fmt;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use kube::core::ApiResource;
 
 use super::key::{ObjectKey, OwnerKey};
-#[cfg(feature = "bench-baseline")]
-use super::naive::NaiveCache;
 use super::records::ChildRecord;
 use super::store::{Index, Scope, Store, StoreBuilder};
 
@@ -40,212 +38,106 @@ impl ChildCache {
     }
 }
 
-/// How the operator caches children.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// The design: only the operator's own children (label-selected watch),
-    /// as slim records, found through the owner index.
-    #[default]
-    Indexed,
-    /// The baseline the design avoids: every object of each child kind, in
-    /// full, found by scanning ([`NaiveCache`]). For measurements only.
-    #[cfg(feature = "bench-baseline")]
-    Naive,
-}
+/// How a reconcile reads children: a DataJob's, or one object by name,
+/// never with a request to the API server. [`ChildCaches`] is the
+/// operator's; a benchmark may plug in a baseline to measure it against.
+pub trait Children: Send + Sync {
+    /// The children of the DataJob `owner`, in any order: objects in its
+    /// namespace whose controller reference carries its UID.
+    fn find(&self, owner: &OwnerKey) -> Vec<Arc<ChildRecord>>;
 
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Indexed => "indexed",
-            #[cfg(feature = "bench-baseline")]
-            Self::Naive => "naive",
-        })
-    }
-}
+    /// The cached object of `apiVersion` + `kind` with this key, whoever
+    /// controls it.
+    fn get(&self, api_version: &str, kind: &str, key: &ObjectKey) -> Option<Arc<ChildRecord>>;
 
-/// The caches of every kind of child the operator manages.
-#[derive(Clone, Default)]
-pub struct ChildCaches {
-    kinds: Kinds,
-}
+    /// The API resource of `apiVersion` + `kind`, if the operator manages that kind.
+    fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource>;
 
-/// One cache per kind, all of the same mode.
-#[derive(Clone)]
-enum Kinds {
-    Indexed(Vec<ChildCache>),
-    #[cfg(feature = "bench-baseline")]
-    Naive(Vec<NaiveCache>),
-}
+    /// True once every kind has completed its first list.
+    fn is_ready(&self) -> bool;
 
-impl Default for Kinds {
-    fn default() -> Self {
-        Self::Indexed(Vec::new())
-    }
-}
+    /// Waits until every kind has completed its first list.
+    fn wait_until_ready(&self) -> BoxFuture<'_, ()>;
 
-impl ChildCaches {
-    /// Indexed caches for these kinds.
-    #[must_use]
-    pub fn new(kinds: Vec<ChildCache>) -> Self {
-        Self {
-            kinds: Kinds::Indexed(kinds),
-        }
-    }
-
-    /// Naive caches for these kinds (the baseline of `--cache naive`).
-    #[cfg(feature = "bench-baseline")]
-    #[must_use]
-    pub fn naive(kinds: Vec<NaiveCache>) -> Self {
-        Self {
-            kinds: Kinds::Naive(kinds),
-        }
-    }
-
-    /// Empty caches of `mode` for these kinds, fed by one stream per scope.
-    #[must_use]
-    pub fn with_mode(mode: Mode, resources: &[ApiResource], scopes: &[Scope]) -> Self {
-        match mode {
-            Mode::Indexed => Self::new(
-                resources
-                    .iter()
-                    .map(|resource| ChildCache::new(resource.clone(), scopes.to_vec()))
-                    .collect(),
-            ),
-            #[cfg(feature = "bench-baseline")]
-            Mode::Naive => Self::naive(
-                resources
-                    .iter()
-                    .map(|resource| NaiveCache::new(resource.clone(), scopes.to_vec()))
-                    .collect(),
-            ),
-        }
-    }
-
-    /// How these caches find children.
-    #[must_use]
-    pub fn mode(&self) -> Mode {
-        match self.kinds {
-            Kinds::Indexed(_) => Mode::Indexed,
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(_) => Mode::Naive,
-        }
-    }
-
-    /// The children of the DataJob `owner`, sorted by kind and name (the
-    /// order a policy sees): objects in its namespace whose controller
-    /// reference carries its UID, found with one index lookup per kind, no
-    /// scan (a scan of every cached object in [`Mode::Naive`]).
-    #[must_use]
-    pub fn of(&self, owner: &OwnerKey) -> Vec<Arc<ChildRecord>> {
-        let mut children: Vec<Arc<ChildRecord>> = match &self.kinds {
-            Kinds::Indexed(kinds) => kinds
-                .iter()
-                .flat_map(|cache| cache.store.lookup(cache.by_owner, owner))
-                .collect(),
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(kinds) => kinds
-                .iter()
-                .flat_map(|cache| cache.children_of(owner))
-                .collect(),
-        };
+    /// The children of the DataJob `owner`, sorted by kind and name: the
+    /// order a policy sees, whichever cache found them.
+    fn of(&self, owner: &OwnerKey) -> Vec<Arc<ChildRecord>> {
+        let mut children = self.find(owner);
         children
             .sort_by(|a, b| (&a.child.kind, &a.child.name).cmp(&(&b.child.kind, &b.child.name)));
         children
     }
+}
 
-    /// The cached object of `apiVersion` + `kind` with this key, whoever
-    /// controls it (the watch selects the operator's labels, not an owner):
-    /// one hash lookup in the cache, never a request to the API server.
+/// The indexed caches of every kind of child the operator manages: only
+/// its own children (a label-selected watch), as slim records, found
+/// through the owner index.
+#[derive(Clone, Default)]
+pub struct ChildCaches {
+    kinds: Vec<ChildCache>,
+}
+
+impl ChildCaches {
+    /// These caches, one per kind.
     #[must_use]
-    pub fn get(&self, api_version: &str, kind: &str, key: &ObjectKey) -> Option<Arc<ChildRecord>> {
-        let matches = |r: &ApiResource| r.api_version == api_version && r.kind == kind;
-        match &self.kinds {
-            Kinds::Indexed(kinds) => kinds
-                .iter()
-                .find(|cache| matches(&cache.resource))
-                .and_then(|cache| cache.store.get(key)),
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(kinds) => kinds
-                .iter()
-                .find(|cache| matches(&cache.resource))
-                .and_then(|cache| {
-                    let object = cache.store.get(key)?;
-                    Some(Arc::new(super::naive::record(&object, &cache.resource)))
-                }),
-        }
+    pub fn new(kinds: Vec<ChildCache>) -> Self {
+        Self { kinds }
     }
 
-    /// The API resource of `apiVersion` + `kind`, if the operator manages that kind.
+    /// Empty caches of these kinds, fed by one stream per scope.
     #[must_use]
-    pub fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
-        let matches = |r: &ApiResource| r.api_version == api_version && r.kind == kind;
-        match &self.kinds {
-            Kinds::Indexed(kinds) => kinds
+    pub fn empty(resources: &[ApiResource], scopes: &[Scope]) -> Self {
+        Self::new(
+            resources
                 .iter()
-                .map(|cache| &cache.resource)
-                .find(|r| matches(r)),
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(kinds) => kinds
-                .iter()
-                .map(|cache| &cache.resource)
-                .find(|r| matches(r)),
-        }
+                .map(|resource| ChildCache::new(resource.clone(), scopes.to_vec()))
+                .collect(),
+        )
     }
 
-    /// The indexed cache of `apiVersion` + `kind`, if the operator manages
-    /// that kind (`None` in [`Mode::Naive`]).
+    /// The cache of `apiVersion` + `kind`, if the operator manages that kind.
     #[must_use]
     pub fn kind(&self, api_version: &str, kind: &str) -> Option<&ChildCache> {
-        self.iter()
+        self.kinds
+            .iter()
             .find(|cache| cache.resource.api_version == api_version && cache.resource.kind == kind)
     }
 
-    /// Every kind's indexed cache (none in [`Mode::Naive`]).
+    /// Every kind's cache.
     pub fn iter(&self) -> impl Iterator<Item = &ChildCache> {
-        match &self.kinds {
-            Kinds::Indexed(kinds) => kinds.as_slice(),
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(_) => &[],
-        }
-        .iter()
+        self.kinds.iter()
+    }
+}
+
+impl Children for ChildCaches {
+    /// One index lookup per kind, no scan.
+    fn find(&self, owner: &OwnerKey) -> Vec<Arc<ChildRecord>> {
+        self.kinds
+            .iter()
+            .flat_map(|cache| cache.store.lookup(cache.by_owner, owner))
+            .collect()
     }
 
-    /// Every kind's naive cache (none in [`Mode::Indexed`]).
-    #[cfg(feature = "bench-baseline")]
-    #[must_use]
-    pub fn naive_kinds(&self) -> &[NaiveCache] {
-        match &self.kinds {
-            Kinds::Indexed(_) => &[],
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(kinds) => kinds,
-        }
+    /// One hash lookup (the watch selects the operator's labels, not an
+    /// owner, so another DataJob's child is found too).
+    fn get(&self, api_version: &str, kind: &str, key: &ObjectKey) -> Option<Arc<ChildRecord>> {
+        self.kind(api_version, kind)?.store.get(key)
     }
 
-    /// True once every kind has completed its first list.
-    #[must_use]
-    pub fn is_ready(&self) -> bool {
-        match &self.kinds {
-            Kinds::Indexed(kinds) => kinds.iter().all(|cache| cache.store.is_ready()),
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(kinds) => kinds.iter().all(|cache| cache.store.is_ready()),
-        }
+    fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
+        self.kind(api_version, kind).map(|cache| &cache.resource)
     }
 
-    /// Waits until every kind has completed its first list.
-    pub async fn wait_until_ready(&self) {
-        match &self.kinds {
-            Kinds::Indexed(kinds) => {
-                for cache in kinds {
-                    cache.store.wait_until_ready().await;
-                }
+    fn is_ready(&self) -> bool {
+        self.kinds.iter().all(|cache| cache.store.is_ready())
+    }
+
+    fn wait_until_ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {
+            for cache in &self.kinds {
+                cache.store.wait_until_ready().await;
             }
-            #[cfg(feature = "bench-baseline")]
-            Kinds::Naive(kinds) => {
-                for cache in kinds {
-                    cache.store.wait_until_ready().await;
-                }
-            }
-        }
+        })
     }
 }
 

@@ -6,22 +6,19 @@
 //! other objects the cluster holds, and the cache only ever holds objects the
 //! operator watches (its own children, selected by label).
 //!
-//! `naive` keeps the anti-pattern as a baseline to measure against
-//! (`--cache naive`, feature `bench-baseline`): every object of each child
-//! kind in full, scanned.
+//! Reconciles read children through the [`Children`] trait, so that the
+//! benchmarks can measure this design against the anti-pattern it avoids
+//! (every object of each child kind, whole, scanned) without the product
+//! carrying it.
 
 mod children;
 mod foreign;
 mod key;
-#[cfg(feature = "bench-baseline")]
-pub mod naive;
 mod records;
 mod store;
 
-pub use children::{ChildCache, ChildCaches, Mode};
+pub use children::{ChildCache, ChildCaches, Children};
 pub use foreign::Foreign;
 pub use key::{ObjectKey, OwnerKey};
-#[cfg(feature = "bench-baseline")]
-pub use naive::{FullObject, NaiveCache};
 pub use records::{ChildRecord, Owner, controlling_datajob, owner_key_of, slim_data_job};
 pub use store::{Cached, Change, Event, Index, IndexValue, Scope, Store, StoreBuilder};

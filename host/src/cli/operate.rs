@@ -10,7 +10,6 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use policyhost::asks::Asks;
-use policyhost::cache;
 use policyhost::fair::{Share, TeamError, Teams};
 use policyhost::finalizer::Budget;
 use policyhost::oci::signature::{Trusted, TrustedKey};
@@ -81,7 +80,7 @@ pub(crate) struct OperatorArgs {
     /// A kind of child policies may create, as `APIVERSION/KIND` (repeatable);
     /// default: v1/Pod, v1/ConfigMap, v1/Service, v1/Secret,
     /// v1/PersistentVolumeClaim, batch/v1/Job.
-    #[arg(long = "child-kind", value_name = "APIVERSION/KIND", value_parser = parse_kind)]
+    #[arg(long = "child-kind", value_name = "APIVERSION/KIND")]
     child_kinds: Vec<AllowedKind>,
     /// Average API writes per second (client-side limit). The default lets
     /// 1,000 DataJobs created at once (8 writes each) settle in under 10 s;
@@ -119,9 +118,6 @@ pub(crate) struct OperatorArgs {
     #[arg(long, value_name = "DURATION", default_value_t = Budget::default().timeout.into(),
           value_parser = duration::seconds_before)]
     cleanup_timeout: DurationArg,
-    /// How children are cached.
-    #[arg(long, value_enum, default_value_t)]
-    cache: CacheArg,
     /// The shortest `requeue-after` a reconcile result gets: a policy asking
     /// for less (0 included) waits this long.
     #[arg(long, default_value = "1s", value_parser = duration::seconds_before, value_name = "DURATION")]
@@ -264,20 +260,6 @@ impl CompileArgs {
     }
 }
 
-/// `--cache` values.
-#[derive(Debug, Clone, Copy, Default, ValueEnum)]
-pub(crate) enum CacheArg {
-    /// Only the operator's own children (label-selected watches), as slim
-    /// records, found through the owner index.
-    #[default]
-    Indexed,
-    /// Every object of each child kind, cached in full and scanned for a
-    /// DataJob's children: the anti-pattern, as a baseline for benchmarks
-    /// (built with the feature `bench-baseline`).
-    #[cfg(feature = "bench-baseline")]
-    Naive,
-}
-
 /// `--streaming-lists` values.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
 pub(crate) enum StreamingListsArg {
@@ -368,11 +350,6 @@ impl OperatorArgs {
                 trusted: Trusted::new(self.signature_key.clone()),
                 signed_namespaces: self.signed_namespaces.clone(),
             },
-            cache: match self.cache {
-                CacheArg::Indexed => cache::Mode::Indexed,
-                #[cfg(feature = "bench-baseline")]
-                CacheArg::Naive => cache::Mode::Naive,
-            },
             asks: Asks {
                 min_requeue: self.min_requeue.0,
                 min_cleanup_retry: self.min_cleanup_retry.0,
@@ -392,18 +369,6 @@ fn parse_team(text: &str) -> Result<String, String> {
     Teams::parse([text])
         .map(|_| text.to_owned())
         .map_err(|error| error.to_string())
-}
-
-/// `v1/Pod` or `batch/v1/Job`: the kind after the last slash.
-fn parse_kind(text: &str) -> Result<AllowedKind, String> {
-    match text.rsplit_once('/') {
-        Some((api_version, kind)) if !api_version.is_empty() && !kind.is_empty() => {
-            Ok(AllowedKind::new(api_version, kind))
-        }
-        _ => Err(format!(
-            "`{text}` is not APIVERSION/KIND (e.g. v1/Pod or batch/v1/Job)"
-        )),
-    }
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -462,17 +427,6 @@ pub(crate) async fn client_config(kubeconfig: Option<&Path>) -> anyhow::Result<k
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kinds_parse_with_or_without_a_group() {
-        assert_eq!(parse_kind("v1/Pod"), Ok(AllowedKind::new("v1", "Pod")));
-        assert_eq!(
-            parse_kind("batch/v1/Job"),
-            Ok(AllowedKind::new("batch/v1", "Job"))
-        );
-        assert!(parse_kind("Pod").is_err());
-        assert!(parse_kind("v1/").is_err());
-    }
 
     /// `CompileArgs` parsed from `args`, as the operator's flags.
     fn compile_config(args: &[&str]) -> compile::CompileConfig {

@@ -44,7 +44,7 @@ use tracing::{Instrument, debug, info, info_span};
 
 use crate::apply::{Events, status};
 use crate::asks::Asks;
-use crate::cache::{self, Cached, ChildCaches, Foreign, Index, ObjectKey, Store};
+use crate::cache::{Cached, Foreign, Index, ObjectKey, Store};
 use crate::crd::DataJob;
 use crate::fair::{self, Tenant};
 use crate::finalizer::{Budget, machine::Pacing};
@@ -54,7 +54,7 @@ use crate::policies::{Registry, Role};
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
 use crate::shadow::{self, Shadow};
-use crate::watch;
+use crate::watch::{self, WatchedChildren};
 
 pub use reconcile::Next;
 
@@ -75,9 +75,9 @@ pub struct Config {
     pub asks: Asks,
     /// Whether this replica leads (always, without leader election).
     pub leadership: Leadership,
-    /// How children are cached: indexed (the design) or naive (a baseline
-    /// to measure against).
-    pub cache: cache::Mode,
+    /// How children are cached: [`watch::indexed`], or a baseline a
+    /// benchmark measures it against.
+    pub children: watch::ChildCaching,
     /// The namespace policy ConfigMaps are loaded from: its DataJobs are
     /// refused (`PolicyNamespace`), since their children could be policies.
     pub policy_namespace: Option<String>,
@@ -100,7 +100,7 @@ pub struct Shared {
     /// DataJobs by `spec.policy`.
     pub jobs_by_policy: Index<DataJob>,
     /// Children, by kind, indexed by owner.
-    pub children: ChildCaches,
+    pub children: Arc<dyn WatchedChildren>,
     /// Reports objects that name a DataJob of another namespace.
     pub foreign: Foreign,
     /// DataJob keys to reconcile.
@@ -151,7 +151,7 @@ impl Controller {
         let jobs_by_uid = jobs.index("uid", Foreign::uid_index);
         let jobs = jobs.scopes(scopes.clone()).build();
         let foreign = Foreign::new(jobs.clone(), jobs_by_uid, metrics.foreign_children.clone());
-        let children = ChildCaches::with_mode(config.cache, &config.child_kinds, &scopes);
+        let children = (config.children)(&config.child_kinds, &scopes);
         let instance = config.watch.instance.clone();
         let queue = WorkQueue::with_tenants(config.backoff, {
             let (jobs, registry) = (jobs.clone(), Arc::clone(&registry));
@@ -216,23 +216,13 @@ impl Controller {
             shared.jobs.clone(),
             Arc::clone(&shared.queue),
         ));
-        for cache in shared.children.iter() {
-            background.spawn(watch::children(
-                shared.client.clone(),
-                self.config.watch.clone(),
-                cache.clone(),
-                Arc::clone(&shared.queue),
-                shared.foreign.clone(),
-            ));
-        }
-        #[cfg(feature = "bench-baseline")]
-        for cache in shared.children.naive_kinds() {
-            background.spawn(watch::naive_children(
-                shared.client.clone(),
-                self.config.watch.clone(),
-                cache.clone(),
-                Arc::clone(&shared.queue),
-            ));
+        for watch in shared.children.watches(
+            shared.client.clone(),
+            self.config.watch.clone(),
+            Arc::clone(&shared.queue),
+            shared.foreign.clone(),
+        ) {
+            background.spawn(watch);
         }
         background.spawn(requeue_on_policy_change(Arc::clone(&shared)));
         let reporter = shadow::report::Reporter {
@@ -250,7 +240,6 @@ impl Controller {
             shared.children.wait_until_ready().await;
             info!(
                 datajobs = shared.jobs.len(),
-                cache = %shared.children.mode(),
                 workers = self.config.workers,
                 "caches synced; reconciling"
             );

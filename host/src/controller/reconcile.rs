@@ -201,7 +201,7 @@ async fn succeed(
 ) -> Done {
     let applied = children::reconcile_children(
         &shared.client,
-        &shared.children,
+        &*shared.children,
         &shared.instance,
         job,
         &reconciled.children,

@@ -56,6 +56,25 @@ impl AllowedKind {
     }
 }
 
+/// A kind written as `v1/Pod` or `batch/v1/Job`: the kind after the last slash.
+impl std::str::FromStr for AllowedKind {
+    type Err = NotAKind;
+
+    fn from_str(text: &str) -> Result<Self, NotAKind> {
+        match text.rsplit_once('/') {
+            Some((api_version, kind)) if !api_version.is_empty() && !kind.is_empty() => {
+                Ok(Self::new(api_version, kind))
+            }
+            _ => Err(NotAKind(text.to_owned())),
+        }
+    }
+}
+
+/// Text that does not name a kind as `APIVERSION/KIND`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not APIVERSION/KIND (e.g. v1/Pod or batch/v1/Job)")]
+pub struct NotAKind(String);
+
 /// A `reconcile` result that passed every check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -424,6 +443,21 @@ mod tests {
 
     use super::super::bindings::Status;
     use super::*;
+
+    #[test]
+    fn kinds_parse_with_or_without_a_group() {
+        let parse = |text: &str| text.parse::<AllowedKind>();
+        assert_eq!(parse("v1/Pod"), Ok(AllowedKind::new("v1", "Pod")));
+        assert_eq!(
+            parse("batch/v1/Job"),
+            Ok(AllowedKind::new("batch/v1", "Job"))
+        );
+        assert_eq!(
+            parse("Pod").map_err(|e| e.to_string()),
+            Err("`Pod` is not APIVERSION/KIND (e.g. v1/Pod or batch/v1/Job)".to_owned())
+        );
+        assert!(parse("v1/").is_err());
+    }
 
     fn pod(name: &str, manifest: Value) -> DesiredChild {
         DesiredChild {

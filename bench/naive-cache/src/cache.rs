@@ -1,6 +1,5 @@
-//! The anti-pattern the design exists to avoid, kept as a baseline to measure
-//! against (`--cache naive`): cache every object of a child kind in full, and
-//! find a DataJob's children by scanning them all.
+//! The cache of the anti-pattern: every object of a child kind in full, and a
+//! DataJob's children found by scanning them all.
 //!
 //! This is what an operator gets from an unconfigured informer (or a kube-rs
 //! reflector on `Api::<Pod>::all`) plus "list and filter" in its reconcile:
@@ -14,22 +13,23 @@
 //! a lower bound.
 //!
 //! Only the children cache differs: the queue, the reconcile, apply and
-//! status see the same [`ChildRecord`]s either way, so a comparison of the
-//! two modes isolates the cache.
+//! status see the same [`ChildRecord`]s either way, so a comparison with the
+//! operator's own caches isolates the cache.
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use serde::Deserialize;
 
-use super::key::{ObjectKey, OwnerKey};
-use super::records::{ChildRecord, controlling_datajob};
-use super::store::{Cached, Scope, Store};
-use crate::projection::{ChildObject, ChildStatus};
-use crate::vocabulary::created_by_operator;
+use policyhost::cache::{
+    Cached, ChildRecord, Children, ObjectKey, OwnerKey, Scope, Store, controlling_datajob,
+};
+use policyhost::projection::{ChildObject, ChildStatus};
+use policyhost::vocabulary::created_by_operator;
 
 /// An object as the naive cache keeps it: whole, as decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +92,65 @@ impl NaiveCache {
             .iter()
             .map(|object| Arc::new(record(object, &self.resource)))
             .collect()
+    }
+}
+
+/// The full caches of every child kind: the baseline's [`Children`].
+#[derive(Clone, Default)]
+pub struct NaiveCaches {
+    kinds: Vec<NaiveCache>,
+}
+
+impl NaiveCaches {
+    /// These caches, one per kind.
+    #[must_use]
+    pub fn new(kinds: Vec<NaiveCache>) -> Self {
+        Self { kinds }
+    }
+
+    /// Every kind's cache.
+    #[must_use]
+    pub fn kinds(&self) -> &[NaiveCache] {
+        &self.kinds
+    }
+
+    fn kind(&self, api_version: &str, kind: &str) -> Option<&NaiveCache> {
+        self.kinds
+            .iter()
+            .find(|cache| cache.resource.api_version == api_version && cache.resource.kind == kind)
+    }
+}
+
+impl Children for NaiveCaches {
+    /// A scan of every cached object of every kind.
+    fn find(&self, owner: &OwnerKey) -> Vec<Arc<ChildRecord>> {
+        self.kinds
+            .iter()
+            .flat_map(|cache| cache.children_of(owner))
+            .collect()
+    }
+
+    /// A hash lookup, then the object projected as the reconcile reads it.
+    fn get(&self, api_version: &str, kind: &str, key: &ObjectKey) -> Option<Arc<ChildRecord>> {
+        let cache = self.kind(api_version, kind)?;
+        let object = cache.store.get(key)?;
+        Some(Arc::new(record(&object, &cache.resource)))
+    }
+
+    fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
+        self.kind(api_version, kind).map(|cache| &cache.resource)
+    }
+
+    fn is_ready(&self) -> bool {
+        self.kinds.iter().all(|cache| cache.store.is_ready())
+    }
+
+    fn wait_until_ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {
+            for cache in &self.kinds {
+                cache.store.wait_until_ready().await;
+            }
+        })
     }
 }
 
@@ -175,8 +234,9 @@ mod tests {
     use kube::core::GroupVersionKind;
     use serde_json::{Value, json};
 
+    use policyhost::cache::{ChildCache, ChildCaches, Event};
+
     use super::*;
-    use crate::cache::{ChildCache, ChildCaches, Event};
 
     fn pods() -> ApiResource {
         ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"))
@@ -225,7 +285,7 @@ mod tests {
     }
 
     /// The same objects in both kinds of cache.
-    fn both(objects: &[Value]) -> (ChildCaches, ChildCaches) {
+    fn both(objects: &[Value]) -> (ChildCaches, NaiveCaches) {
         let indexed =
             [pods(), config_maps()].map(|resource| ChildCache::new(resource, vec![Scope::Cluster]));
         let naive =
@@ -246,12 +306,12 @@ mod tests {
         }
         (
             ChildCaches::new(indexed.into()),
-            ChildCaches::naive(naive.into()),
+            NaiveCaches::new(naive.into()),
         )
     }
 
     #[test]
-    fn both_modes_return_the_same_children_for_the_same_objects() {
+    fn both_caches_return_the_same_children_for_the_same_objects() {
         let objects = [
             pod("a", "w-2", Some(("DataJob", "u1")), "Running"),
             pod("a", "w-1", Some(("DataJob", "u1")), "Pending"),
@@ -289,7 +349,7 @@ mod tests {
     #[test]
     fn the_naive_cache_keeps_whole_objects_the_indexed_one_keeps_records() {
         let (indexed, naive) = both(&[pod("a", "foreign", None, "Running")]);
-        let full = naive.naive_kinds()[0].store.all();
+        let full = naive.kinds()[0].store.all();
         assert!(full[0].metadata().managed_fields.is_some());
         let FullObject::Pod(pod) = &*full[0] else {
             panic!("a Pod is cached as a typed Pod")
