@@ -21,6 +21,7 @@ use tracing::info;
 
 use super::duration::{self, DurationArg};
 use super::leader::LeaderArgs;
+use super::terminal::eprintln;
 
 /// Arguments of `run`.
 #[derive(Debug, Args)]
@@ -118,6 +119,10 @@ pub(crate) struct OperatorArgs {
     #[arg(long, value_name = "DURATION", default_value_t = Budget::default().timeout.into(),
           value_parser = duration::seconds_before)]
     cleanup_timeout: DurationArg,
+    /// Formerly how children were cached; the operator has one cache.
+    /// `--cache indexed` still reads for one release, with a warning.
+    #[arg(long, value_enum, hide = true)]
+    cache: Option<FormerCacheArg>,
     /// The shortest `requeue-after` a reconcile result gets: a policy asking
     /// for less (0 included) waits this long.
     #[arg(long, default_value = "1s", value_parser = duration::seconds_before, value_name = "DURATION")]
@@ -260,6 +265,13 @@ impl CompileArgs {
     }
 }
 
+/// The one value `--cache` took in the product.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum FormerCacheArg {
+    /// The operator's only cache.
+    Indexed,
+}
+
 /// `--streaming-lists` values.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
 pub(crate) enum StreamingListsArg {
@@ -296,6 +308,11 @@ impl OperatorArgs {
     /// `--team` rules that together are unclear (each was checked alone).
     pub(crate) fn options(&self, listen: Option<SocketAddr>) -> Result<Options, TeamError> {
         let teams = Teams::parse(self.teams.iter().map(String::as_str))?;
+        if self.cache.is_some() {
+            eprintln!(
+                "warning: `--cache indexed` is the operator's only cache, and the next release refuses the flag: drop it"
+            );
+        }
         let defaults = Options::default();
         let mut runtime = defaults.runtime.clone();
         runtime.max_share = Share::new(self.max_share).unwrap_or_default();
@@ -440,6 +457,27 @@ mod tests {
             .expect("flags")
             .compile
             .config()
+    }
+
+    #[test]
+    fn the_former_cache_flag_reads_only_as_indexed() {
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            operator: OperatorArgs,
+        }
+        let parse = |args: &[&str]| {
+            let args = std::iter::once("operate").chain(args.iter().copied());
+            <Flags as clap::Parser>::try_parse_from(args)
+                .map(|flags| flags.operator.cache.is_some())
+        };
+        assert!(matches!(parse(&[]), Ok(false)));
+        assert!(matches!(parse(&["--cache", "indexed"]), Ok(true)));
+        let refused = parse(&["--cache", "naive"]).expect_err("naive is gone");
+        assert!(
+            refused.to_string().contains("invalid value 'naive'"),
+            "{refused}"
+        );
     }
 
     #[test]
