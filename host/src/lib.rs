@@ -1,6 +1,7 @@
 //! policyhost: a Kubernetes operator that runs per-object reconcile and cleanup
 //! logic as sandboxed WebAssembly components.
 
+pub mod allocator;
 pub mod apply;
 pub mod asks;
 pub mod cache;

@@ -1,7 +1,8 @@
 //! `naive-operator`: `policyhost run` on the baseline's caches, for the
 //! scale benchmark. It takes only the flags the benchmark passes; every
 //! other setting is `policyhost run`'s default, leader election included,
-//! so that the two processes differ in their children caches alone.
+//! and the allocator, so that the two processes differ in their children
+//! caches alone.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -15,6 +16,10 @@ use policyhost::leader;
 use policyhost::operator::{Operator, Options};
 use policyhost::runtime::{AllowedKind, compile};
 use tracing::{info, warn};
+
+/// The operator's allocator, as `policyhost` declares it.
+#[global_allocator]
+static ALLOCATOR: policyhost::allocator::MiMalloc = policyhost::allocator::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -66,6 +71,7 @@ struct RunArgs {
 }
 
 fn main() -> anyhow::Result<ExitCode> {
+    policyhost::allocator::purge_freed_memory_at_once();
     let cli = Cli::parse();
     if let Some(Command::CompileComponent {
         memory_bytes,
