@@ -24,6 +24,7 @@ use crate::cache::{
     self, Cached, Change, ChildCache, ChildCaches, ChildRecord, Children, Foreign, IndexValue,
     ObjectKey, Scope, Store,
 };
+use crate::chain::Chain;
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
@@ -246,7 +247,7 @@ pub async fn drive<K, T, V>(
                 }
             }
             // The watcher re-lists after the backoff; the store keeps serving meanwhile.
-            Err(error) => warn!(?scope, %error, "watch stream failed; retrying"),
+            Err(error) => warn!(?scope, error = %Chain(&error), "watch stream failed; retrying"),
         }
     }
     debug!(?scope, "watch stream ended");

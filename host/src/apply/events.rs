@@ -26,6 +26,7 @@ use kube::{Client, Resource};
 use tracing::{debug, warn};
 
 use crate::cache::{Cached as _, ObjectKey};
+use crate::chain::Chain;
 use crate::crd::DataJob;
 use crate::metrics::Metrics;
 use crate::runtime::output::ReportedEvent;
@@ -167,7 +168,7 @@ impl Events {
             secondary: None,
         };
         if let Err(error) = self.recorder.publish(&event, &job.object_ref(&())).await {
-            warn!(%error, reason, "cannot record event");
+            warn!(error = %Chain(&error), reason, "cannot record event");
         }
     }
 }
@@ -296,7 +297,7 @@ pub async fn record_on_policy(
     };
     let api: Api<events::v1::Event> = Api::namespaced(client.clone(), &namespace);
     if let Err(error) = api.create(&PostParams::default(), &event).await {
-        warn!(%error, reason, "cannot record event");
+        warn!(error = %Chain(&error), reason, "cannot record event");
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::cache::{Cached as _, ChildRecord, ObjectKey};
+use crate::chain::Chain;
 use crate::crd::{ChildCounts, DataJob, DataJobStatus, PolicyRef};
 use crate::runtime::ChildPhase;
 use crate::runtime::output::ReportedCondition;
@@ -183,7 +184,7 @@ pub async fn write(
     match apply(api, writes, job, &status).await {
         Err(error) if refused(&error) => {
             let fallback = fallback(status, &error);
-            tracing::warn!(job = %job.key(), %error, "the API server refused the status; writing a small one naming the refusal");
+            tracing::warn!(job = %job.key(), error = %Chain(&error), "the API server refused the status; writing a small one naming the refusal");
             apply(api, writes, job, &fallback).await?;
             Err(error)
         }
@@ -239,7 +240,7 @@ pub fn refused(error: &kube::Error) -> bool {
 /// message, conditions and outputs are dropped.
 #[must_use]
 pub fn fallback(status: DataJobStatus, error: &kube::Error) -> DataJobStatus {
-    let mut why = error.to_string();
+    let mut why = crate::chain::display_chain(error);
     crate::runtime::output::status::truncate(&mut why, MAX_REFUSAL);
     let message = format!(
         "the API server refused the status the policy reported ({why}); its message, conditions and outputs are not recorded"

@@ -197,8 +197,9 @@ pub(crate) fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            // An error keeps its line breaks (a guest's stderr, a backtrace).
-            eprint!("error: {error:#}\n");
+            // An error keeps its line breaks (a guest's stderr, a backtrace);
+            // an API server's answer is one line.
+            eprint!("error: {}\n", policyhost::chain::display_chain(&*error));
             ExitCode::FAILURE
         }
     }

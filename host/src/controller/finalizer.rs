@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 use super::{Next, Shared};
 use crate::apply::status as job_status;
 use crate::cache::{Cached as _, Index, ObjectKey, OwnerKey};
-use crate::chain::display_chain;
+use crate::chain::{Chain, display_chain};
 use crate::crd::{DataJob, DataJobStatus, PolicyRef};
 use crate::finalizer::machine::{
     self, Action, After, Availability, Budget, Observed, Outcome, Pacing, Recall,
@@ -171,7 +171,7 @@ async fn add_finalizer(shared: &Shared, job: &DataJob) -> Next {
             Next::Retry
         }
         Err(error) => {
-            warn!(job = %job.key(), %error, "cannot add the finalizer");
+            warn!(job = %job.key(), error = %Chain(&error), "cannot add the finalizer");
             Next::Retry
         }
     }
@@ -265,7 +265,7 @@ async fn clean(
             match write_status(shared, job, status).await {
                 Ok(()) => Next::RequeueAfter(keep.requeue_after),
                 Err(error) => {
-                    warn!(job = %key, %error, "cannot record the cleanup attempt");
+                    warn!(job = %key, error = %Chain(&error), "cannot record the cleanup attempt");
                     Next::Retry
                 }
             }
@@ -361,7 +361,7 @@ async fn release(shared: &Shared, key: &ObjectKey, uid: &str) -> Next {
                 wait_for_newer(shared, key, seen.as_deref(), attempt).await;
             }
             Err(error) => {
-                warn!(job = %key, %error, "cannot remove the finalizer");
+                warn!(job = %key, error = %Chain(&error), "cannot remove the finalizer");
                 return Next::Retry;
             }
         }
@@ -404,7 +404,7 @@ async fn report_unavailable(shared: &Shared, job: &DataJob, message: &str, newly
     match write_status(shared, job, status).await {
         Ok(()) => Next::AwaitChange,
         Err(error) => {
-            warn!(job = %job.key(), %error, "cannot write status");
+            warn!(job = %job.key(), error = %Chain(&error), "cannot write status");
             Next::Retry
         }
     }

@@ -17,6 +17,7 @@ use tracing::{info, warn};
 
 use super::Grants;
 use crate::apply::events;
+use crate::chain::Chain;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::vocabulary::GRANT_LABEL;
@@ -53,7 +54,7 @@ impl GrantWatch {
             let event = match event {
                 Ok(event) => event,
                 Err(error) => {
-                    warn!(namespace = %self.namespace, %error, "grant ConfigMap watch failed; retrying");
+                    warn!(namespace = %self.namespace, error = %Chain(&error), "grant ConfigMap watch failed; retrying");
                     continue;
                 }
             };

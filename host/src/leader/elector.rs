@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::{Config, Leadership, Result};
+use crate::chain::Chain;
 
 /// What one attempt to take or renew the Lease found.
 #[derive(Debug, PartialEq, Eq)]
@@ -90,7 +91,9 @@ impl Elector {
                     Ok(Ok(Attempt::Held(_))) => {}
                     Ok(Ok(Attempt::Taken(holder))) => self.leadership.follow(Some(holder)),
                     Ok(Ok(Attempt::Conflict)) => {}
-                    Ok(Err(error)) => warn!(%error, "cannot read or take the leader Lease"),
+                    Ok(Err(error)) => {
+                        warn!(error = %Chain(&error), "cannot read or take the leader Lease")
+                    }
                     Err(_) => warn!("no answer from the API server about the leader Lease"),
                 }
                 tokio::select! {
@@ -143,7 +146,9 @@ impl Elector {
                     Ok(Ok(Attempt::Conflict)) => {
                         debug!("the Lease changed under the renewal; reading it again");
                     }
-                    Ok(Err(error)) => warn!(%error, "cannot renew the leader Lease"),
+                    Ok(Err(error)) => {
+                        warn!(error = %Chain(&error), "cannot renew the leader Lease")
+                    }
                     // The loop top sees the validity has passed.
                     Err(_) => {}
                 }
@@ -269,7 +274,7 @@ impl Elector {
         {
             Ok(_) => info!(identity = %self.config.identity, "released the leader Lease"),
             Err(error) => {
-                warn!(%error, "cannot release the leader Lease; followers take it when it expires")
+                warn!(error = %Chain(&error), "cannot release the leader Lease; followers take it when it expires")
             }
         }
     }

@@ -14,6 +14,7 @@ use tracing::warn;
 use super::summary::Summary;
 use super::{Shadow, Track};
 use crate::apply::events;
+use crate::chain::Chain;
 use crate::leader::Leadership;
 use crate::policies::Role;
 use crate::vocabulary::SHADOW_ANNOTATION;
@@ -91,7 +92,7 @@ impl Reporter {
             .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await
         {
-            warn!(%policy, configmap = %name, %error, "cannot write the candidate's summary");
+            warn!(%policy, configmap = %name, error = %Chain(&error), "cannot write the candidate's summary");
             track.state().dirty = true;
             return;
         }

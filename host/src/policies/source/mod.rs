@@ -85,6 +85,7 @@ use super::load;
 use super::registry::{Registry, Role};
 use super::report::Annotations;
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store, StoreBuilder};
+use crate::chain::Chain;
 use crate::fair::Tenant;
 use crate::grants::GrantWatch;
 use crate::grants::Grants;
@@ -287,7 +288,7 @@ async fn report_on_leadership(inner: Arc<Inner>) {
                 let api: Api<ConfigMap> =
                     Api::namespaced(inner.client.clone(), key.namespace().unwrap_or_default());
                 if let Err(error) = annotations.write(&api, key.name()).await {
-                    warn!(configmap = %key, %error, "cannot annotate the policy ConfigMap");
+                    warn!(configmap = %key, error = %Chain(&error), "cannot annotate the policy ConfigMap");
                 }
             }
         }
@@ -315,7 +316,7 @@ async fn watch_configmaps(inner: Arc<Inner>) {
         let event = match event {
             Ok(event) => event,
             Err(error) => {
-                warn!(%namespace, %error, "policy ConfigMap watch failed; retrying");
+                warn!(%namespace, error = %Chain(&error), "policy ConfigMap watch failed; retrying");
                 continue;
             }
         };

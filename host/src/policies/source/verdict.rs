@@ -21,7 +21,7 @@ use super::record::{Asked, Claim, Content, Record};
 use super::{After, Inner, Pending, Reported};
 use crate::apply::events;
 use crate::cache::ObjectKey;
-use crate::chain::display_chain;
+use crate::chain::{Chain, display_chain};
 use crate::grants;
 use crate::vocabulary::{CANDIDATE_ROLE, POLICY_LABEL, ROLE_LABEL};
 
@@ -438,7 +438,7 @@ impl Inner {
         }
         if let Err(error) = refusal::write(&self.api(&record.key), record.key.name(), refusal).await
         {
-            warn!(configmap = %record.key, %error, "cannot record the compile refusal");
+            warn!(configmap = %record.key, error = %Chain(&error), "cannot record the compile refusal");
         }
     }
 
@@ -457,7 +457,7 @@ impl Inner {
                 .write(&self.api(&record.key), record.key.name())
                 .await
         {
-            warn!(configmap = %record.key, %error, "cannot annotate the policy ConfigMap");
+            warn!(configmap = %record.key, error = %Chain(&error), "cannot annotate the policy ConfigMap");
         }
         self.state().reported.insert(
             record.key.clone(),
