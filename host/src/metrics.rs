@@ -161,6 +161,10 @@ pub struct Metrics {
     /// Shadow calls of candidate versions by policy and result (`same`,
     /// `differs`, `fault`, `skipped`).
     pub shadow_calls_total: Family<PolicyResult, Counter>,
+    /// A candidate's differing children sent to the API server as dry runs,
+    /// by policy and result (`accepted`, `refused`), and those its budget
+    /// left unchecked (`unchecked`).
+    pub shadow_dry_runs_total: Family<PolicyResult, Counter>,
 }
 
 /// Registers a metric and hands it back, so each metric of [`Metrics`] is
@@ -315,6 +319,11 @@ impl Default for Metrics {
                 "Shadow calls of candidate versions by policy and result (same, differs, fault, skipped)",
                 Family::default(),
             ),
+            shadow_dry_runs_total: registry.add(
+                "shadow_dry_runs",
+                "A candidate's differing children sent to the API server as dry runs, by policy and result (accepted, refused), or left unchecked by the dry-run budget (unchecked)",
+                Family::default(),
+            ),
             registry,
         }
     }
@@ -344,6 +353,18 @@ impl Metrics {
                 result: result.to_owned(),
             })
             .inc();
+    }
+
+    /// Counts `n` dry runs of `policy`'s candidate's children ending in `result`.
+    pub fn shadow_dry_runs(&self, policy: &str, result: &str, n: u64) {
+        if n > 0 {
+            self.shadow_dry_runs_total
+                .get_or_create(&PolicyResult {
+                    policy: policy.to_owned(),
+                    result: result.to_owned(),
+                })
+                .inc_by(n);
+        }
     }
 
     /// Records the cost of one guest call, and its fault if it faulted.
@@ -644,6 +665,7 @@ mod tests {
             events_dropped_total,
             foreign_children,
             shadow_calls_total,
+            shadow_dry_runs_total,
         } = &metrics;
         let policy = PolicyLabel {
             policy: "p".to_owned(),
@@ -708,6 +730,7 @@ mod tests {
         events_dropped_total.get_or_create(&policy).inc();
         foreign_children.inc();
         shadow_calls_total.get_or_create(&result).inc();
+        shadow_dry_runs_total.get_or_create(&result).inc();
         let text = metrics.render();
         let rendered: Vec<&str> = text
             .lines()
@@ -742,6 +765,7 @@ mod tests {
                 "events_dropped counter",
                 "foreign_children counter",
                 "shadow_calls counter",
+                "shadow_dry_runs counter",
             ],
             "{text}"
         );

@@ -16,12 +16,12 @@ use policyhost::metrics::PolicyResult;
 use policyhost::policies::Role;
 use policyhost::policies::configmap::{self, Settings};
 use policyhost::policies::report::Annotations;
-use policyhost::shadow::Summary;
 use policyhost::shadow::record;
 use policyhost::shadow::summary::Examined;
+use policyhost::shadow::{DRY_RUN_BURST, DRY_RUNS_PER_MINUTE, Summary};
 use serde_json::{Value, json};
 
-use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
+use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
 use crate::common::process::{policyhost, text};
 use crate::common::publishing::{policy_map, push, push_map, wait_event};
 use crate::common::variants::version;
@@ -30,6 +30,8 @@ use policyhost::vocabulary::POLICY_LABEL;
 
 /// The label `fanout-next` adds a child for.
 const EXTRA_LABEL: &str = "policyhost.dev/test-extra";
+/// The label `fanout-next` renames the workers' container for.
+const RENAME_LABEL: &str = "policyhost.dev/test-rename";
 
 fn fanout(replicas: u32) -> Value {
     json!({"replicas": replicas, "image": "busybox:1.36", "command": ["true"]})
@@ -98,9 +100,14 @@ fn compared(env: &Env, policy: &str) -> u64 {
     calls["same"] + calls["differs"] + calls["fault"]
 }
 
-/// Creates a fanout DataJob, labelled `labels`.
+/// Creates a fanout DataJob of one worker, labelled `labels`.
 async fn create_labelled(env: &Env, name: &str, labels: &[(&str, &str)]) {
-    let Value::Object(params) = fanout(1) else {
+    create_workers(env, name, 1, labels).await;
+}
+
+/// Creates a fanout DataJob of `replicas` workers, labelled `labels`.
+async fn create_workers(env: &Env, name: &str, replicas: u32, labels: &[(&str, &str)]) {
+    let Value::Object(params) = fanout(replicas) else {
         unreachable!("fanout params are an object");
     };
     let mut job = DataJob::new(
@@ -365,6 +372,162 @@ async fn a_candidate_adding_a_child_to_one_datajob_in_ten_differs_for_exactly_th
         shown.contains(&line),
         "policy diff and the metrics agree: {line}\n{shown}"
     );
+}
+
+/// A candidate renaming a Pod's container: the API server refuses it for
+/// every Pod that exists (a Pod's containers are immutable), which a
+/// comparison of answers cannot tell. The dry runs say so, change nothing,
+/// and `promote` waits until `policy diff` has shown the refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_waits_until_they_are_examined()
+ {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    let serving_digest = push(&env, "fanout", &guest_bytes("fanout"))
+        .await
+        .loaded_digest
+        .expect("loads");
+    push_candidate(
+        &env,
+        "fanout",
+        &guest_bytes("fanout-next"),
+        &for_every_namespace(),
+    )
+    .await;
+    create_labelled(&env, "renamed", &[(RENAME_LABEL, "yes")]).await;
+    wait_succeeded(&env, "renamed").await;
+    // Its Pod exists now: the next shadow call's dry run is an update.
+    shadow_once_more(&env, "fanout", "renamed").await;
+    let summary = summary_when(&env, "fanout", "a refusal", |s| s.refused >= 1).await;
+    let job = format!("{}/renamed", env.namespace);
+    let listed = summary
+        .jobs
+        .iter()
+        .find(|j| j.job == job)
+        .expect("the DataJob is listed");
+    let refusal = listed
+        .refused
+        .first()
+        .expect("the refusal is kept beside the differences");
+    // kube-apiserver finds two containers (the create's fields are not
+    // handed to the apply in a dry run: the dry run cannot write), devcluster
+    // a changed one: a refusal either way.
+    assert!(
+        refusal.starts_with("Pod:renamed-worker-0: 422 Invalid: ")
+            && refusal.contains("pod updates may not"),
+        "{refusal}"
+    );
+    assert!(
+        !refusal.contains("Status {"),
+        "one line, no debug dump: {refusal}"
+    );
+    let refused = env
+        .operator()
+        .metrics
+        .shadow_dry_runs_total
+        .get_or_create(&PolicyResult {
+            policy: "fanout".into(),
+            result: "refused".into(),
+        })
+        .get();
+    assert!(refused >= 1, "the metric counts it");
+
+    // The dry runs wrote nothing: the Pod keeps the serving version's container.
+    let pod = env
+        .pods()
+        .get("renamed-worker-0")
+        .await
+        .expect("the worker Pod");
+    let names: Vec<String> = pod
+        .spec
+        .map(|spec| spec.containers.into_iter().map(|c| c.name).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["worker"]);
+
+    let kubeconfig = env.kubeconfig_file();
+    assert_refused(
+        &fanout_command(&env, &kubeconfig, "promote"),
+        "in dry runs, 0 of them shown by `policy diff`",
+    );
+    assert_eq!(serving_digest_of(&env, "fanout"), Some(serving_digest));
+    let diff = fanout_command(&env, &kubeconfig, "diff");
+    let shown = text(&diff);
+    assert!(
+        shown.contains("REFUSED Pod:renamed-worker-0: 422 Invalid: "),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("children refused by the API server's dry run"),
+        "{shown}"
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let marked = maps.get("candidate-fanout").await.expect("the candidate");
+    assert!(
+        Examined::read(marked.annotations()).refused >= summary.refused,
+        "marked examined"
+    );
+
+    // Promoted all the same, the version's apply is refused as the dry
+    // run said: one clear condition naming the child and the field.
+    let promoted = fanout_command(&env, &kubeconfig, "promote");
+    assert!(promoted.status.success(), "{}", text(&promoted));
+    let job = env
+        .wait_job("renamed", "Ready=False ImmutableChange", |job| {
+            condition(job, "Ready").is_some_and(|c| c.reason == "ImmutableChange")
+        })
+        .await;
+    let message = condition(&job, "Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("Pod renamed-worker-0: server-side apply failed: 422 Invalid: ")
+            && message.contains("pod updates may not"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("ApiError") && !message.contains('\n') && message.len() <= 600,
+        "one line, the server's words once: {message}"
+    );
+}
+
+/// A candidate that differs in every child of a wide DataJob cannot make
+/// the operator flood the API server with dry runs: past the candidate's
+/// budget, children are counted unchecked, not sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidates_dry_runs_stay_within_its_budget() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    push(&env, "fanout", &guest_bytes("fanout")).await;
+    let started = std::time::Instant::now();
+    push_candidate(
+        &env,
+        "fanout",
+        &guest_bytes("fanout-next"),
+        &for_every_namespace(),
+    )
+    .await;
+    let wide = DRY_RUN_BURST + 10;
+    create_workers(&env, "wide", wide, &[(RENAME_LABEL, "yes")]).await;
+    let summary = summary_when(&env, "fanout", "children left unchecked", |s| {
+        s.unchecked >= 1
+    })
+    .await;
+    let sent = |result: &str| {
+        env.operator()
+            .metrics
+            .shadow_dry_runs_total
+            .get_or_create(&PolicyResult {
+                policy: "fanout".into(),
+                result: result.into(),
+            })
+            .get()
+    };
+    let minutes = started.elapsed().as_secs().div_ceil(60);
+    let allowed = u64::from(DRY_RUN_BURST) + u64::from(DRY_RUNS_PER_MINUTE) * minutes;
+    let (accepted, refused) = (sent("accepted"), sent("refused"));
+    assert!(
+        accepted + refused <= allowed,
+        "{accepted} + {refused} dry runs in {minutes} minutes, at most {allowed}"
+    );
+    assert!(sent("unchecked") >= 1 && summary.unchecked >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -133,6 +133,7 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Conflict { .. } => "ChildConflict",
+            _ if self.is_immutable_change() => "ImmutableChange",
             Self::UnwatchedKind { .. }
             | Self::Manifest { .. }
             | Self::Lookup { .. }
@@ -140,6 +141,36 @@ impl Error {
             | Self::Apply { .. }
             | Self::Prune { .. } => "ApplyFailed",
         }
+    }
+}
+
+impl Error {
+    /// True when the API server refused the update of a child for changing
+    /// what may not change (a Pod's containers, a Job's template, any field
+    /// its validation calls immutable): applying the same answer again
+    /// cannot help, only a new answer (a new version, a new spec) or the
+    /// child's deletion can.
+    #[must_use]
+    pub fn is_immutable_change(&self) -> bool {
+        let Self::Apply {
+            source: kube::Error::Api(status),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let says = |text: &str| {
+            text.contains("immutable")
+                || text.contains("may not change")
+                || text.contains("updates may not")
+        };
+        status.code == 422
+            && (says(&status.message)
+                || status
+                    .details
+                    .iter()
+                    .flat_map(|details| &details.causes)
+                    .any(|cause| says(&cause.message)))
     }
 }
 
@@ -170,7 +201,7 @@ pub struct Summary {
 }
 
 /// What to do with one desired child.
-enum Step {
+pub(super) enum Step {
     /// Nothing: it is as desired.
     Unchanged,
     /// It is this DataJob's and is being deleted: its Deleted event brings
@@ -183,19 +214,19 @@ enum Step {
 }
 
 /// The object an update applies to.
-struct Target {
+pub(super) struct Target {
     /// Its `metadata.uid`.
-    uid: String,
+    pub(super) uid: String,
     /// Whether fields of the operator's create are to be handed to its
     /// apply first ([`super::fields`]).
     fields_from_create: bool,
 }
 
 /// A desired child as the host places it: its manifest and API resource.
-struct Planned<'a> {
-    child: &'a ValidChild,
-    resource: &'a ApiResource,
-    manifest: Map<String, Value>,
+pub(super) struct Planned<'a> {
+    pub(super) child: &'a ValidChild,
+    pub(super) resource: &'a ApiResource,
+    pub(super) manifest: Map<String, Value>,
 }
 
 /// Makes the cluster hold exactly `desired` for `job`: creates the missing
@@ -255,7 +286,7 @@ pub async fn reconcile_children(
 
 /// Decides each desired child's step from the cache alone, and refuses the
 /// result if the cache shows a name held by another DataJob.
-fn plan<'a>(
+pub(super) fn plan<'a>(
     caches: &'a dyn Children,
     instance: &str,
     job: &DataJob,
@@ -341,17 +372,11 @@ enum Created {
 /// metadata says whose it is.
 async fn create(api: &Api<DynamicObject>, planned: &Planned<'_>, job_uid: &str) -> Result<Created> {
     let child = planned.child;
-    let object: DynamicObject = serde_json::from_value(Value::Object(planned.manifest.clone()))
-        .map_err(|source| Error::Manifest {
-            kind: child.kind.clone(),
-            name: child.name.clone(),
-            source,
-        })?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
-    match api.create(&params, &object).await {
+    match api.create(&params, &created(planned)?).await {
         Ok(_) => {
             debug!(kind = %child.kind, name = %child.name, "child created");
             Ok(Created::New)
@@ -396,6 +421,17 @@ async fn create(api: &Api<DynamicObject>, planned: &Planned<'_>, job_uid: &str) 
     }
 }
 
+/// The object a create of `planned` sends.
+pub(super) fn created(planned: &Planned<'_>) -> Result<DynamicObject> {
+    serde_json::from_value(Value::Object(planned.manifest.clone())).map_err(|source| {
+        Error::Manifest {
+            kind: planned.child.kind.clone(),
+            name: planned.child.name.clone(),
+            source,
+        }
+    })
+}
+
 /// Applies the manifest to the object `target`: the API server refuses
 /// the apply if the name now holds another object, or none.
 async fn update(api: &Api<DynamicObject>, planned: Planned<'_>, target: &Target) -> Result<()> {
@@ -410,16 +446,22 @@ async fn update(api: &Api<DynamicObject>, planned: Planned<'_>, target: &Target)
             .await
             .map_err(refused)?;
     }
-    let mut manifest = planned.manifest;
-    if let Some(Value::Object(metadata)) = manifest.get_mut("metadata") {
-        metadata.insert("uid".into(), Value::String(target.uid.clone()));
-    }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&child.name, &params, &Patch::Apply(Value::Object(manifest)))
+    api.patch(&child.name, &params, &applied(planned.manifest, target))
         .await
         .map_err(refused)?;
     debug!(kind = %child.kind, name = %child.name, "child applied");
     Ok(())
+}
+
+/// The server-side apply of `manifest` to the object `target`, naming its
+/// UID so that the API server refuses it if the name now holds another
+/// object, or none.
+pub(super) fn applied(mut manifest: Map<String, Value>, target: &Target) -> Patch<Value> {
+    if let Some(Value::Object(metadata)) = manifest.get_mut("metadata") {
+        metadata.insert("uid".into(), Value::String(target.uid.clone()));
+    }
+    Patch::Apply(Value::Object(manifest))
 }
 
 /// Deletes the controlled children that are not desired, each with a UID
@@ -627,6 +669,42 @@ mod tests {
                 .ends_with("(and 2 more children conflict)")
         );
         assert_eq!(error(1).reason(), "ChildConflict");
+        let apply = |code: u16, message: &str| Error::Apply {
+            kind: "Pod".into(),
+            name: "w".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure(message, "Invalid")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        };
+        let immutable = apply(
+            422,
+            "Pod \"w\" is invalid: spec: Forbidden: pod updates may not change fields",
+        );
+        assert!(immutable.is_immutable_change());
+        assert_eq!(immutable.reason(), "ImmutableChange");
+        assert_eq!(
+            apply(
+                422,
+                "Job \"j\" is invalid: spec.template: Invalid value: field is immutable"
+            )
+            .reason(),
+            "ImmutableChange"
+        );
+        assert_eq!(
+            apply(
+                422,
+                "spec.containers: Forbidden: pod updates may not add or remove containers"
+            )
+            .reason(),
+            "ImmutableChange"
+        );
+        assert_eq!(
+            apply(422, "spec.replicas: Invalid value: -1").reason(),
+            "ApplyFailed"
+        );
+        assert_eq!(apply(500, "field is immutable").reason(), "ApplyFailed");
         assert_eq!(
             Error::UnwatchedKind {
                 api_version: "v1".into(),

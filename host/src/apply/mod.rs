@@ -3,6 +3,7 @@
 //! its Events.
 
 pub mod children;
+pub mod dry_run;
 pub mod events;
 pub mod fields;
 pub mod ownership;

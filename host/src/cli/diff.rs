@@ -1,7 +1,8 @@
 //! `policyhost policy diff`: what a policy's candidate answered otherwise
 //! than the serving version, per DataJob, as `policy test` prints a failing
-//! case. Showing the faults marks them examined, which `policy promote`
-//! asks for.
+//! case, with each child the API server refused in a dry run (`REFUSED`).
+//! Showing the faults and refusals marks them examined, which `policy
+//! promote` asks for.
 
 use std::process::ExitCode;
 
@@ -39,7 +40,8 @@ pub(crate) fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| "-".into());
         let differs = print(&args.name, &candidate, &serving);
         if let Some(summary) = candidate.current_summary()
-            && summary.faults > candidate.examined.of(summary)
+            && (summary.faults > candidate.examined.of(summary)
+                || summary.refused > candidate.examined.refused_of(summary))
         {
             policy.mark_examined(summary).await?;
         }
@@ -93,6 +95,18 @@ fn counts(summary: &Summary) -> String {
         "{} same, {} differ, {} faults, {} skipped",
         summary.same, summary.differs, summary.faults, summary.skipped
     );
+    if summary.refused + summary.unchecked > 0 {
+        line.push_str(&format!(
+            "; {} children refused by the API server's dry run",
+            summary.refused
+        ));
+        if summary.unchecked > 0 {
+            line.push_str(&format!(
+                ", {} left unchecked by the dry-run budget",
+                summary.unchecked
+            ));
+        }
+    }
     if summary.outbound_refused > 0 {
         line.push_str(&format!(
             "; {} outbound requests refused (a shadow call has no side effect)",
@@ -113,6 +127,15 @@ fn print_job(job: &JobDifference) {
             if job.more > 0 {
                 println!("         ... and {} more differences", job.more);
             }
+            for refused in &job.refused {
+                println!("REFUSED {refused}");
+            }
+            if job.unchecked > 0 {
+                println!(
+                    "         ... {} children not checked: the dry-run budget was spent",
+                    job.unchecked
+                );
+            }
         }
     }
 }
@@ -131,6 +154,15 @@ mod tests {
         assert!(
             counts(&summary)
                 .ends_with("; 2 outbound requests refused (a shadow call has no side effect)")
+        );
+        summary.refused = 3;
+        summary.unchecked = 1;
+        assert!(
+            counts(&summary).contains(
+                "; 3 children refused by the API server's dry run, 1 left unchecked by the dry-run budget;"
+            ),
+            "{}",
+            counts(&summary)
         );
     }
 }

@@ -44,7 +44,7 @@ use tracing::{Instrument, debug, info, info_span};
 
 use crate::apply::{Events, status};
 use crate::asks::Asks;
-use crate::cache::{Cached, Foreign, Index, ObjectKey, Store};
+use crate::cache::{self, Cached, Foreign, Index, ObjectKey, Store};
 use crate::crd::DataJob;
 use crate::fair::{self, Tenant};
 use crate::finalizer::{Budget, machine::Pacing};
@@ -161,6 +161,11 @@ impl Controller {
             Arc::clone(&registry),
             runtime.clone(),
             Arc::clone(&metrics),
+            Some(shadow::Server {
+                client: client.clone(),
+                children: Arc::clone(&children) as Arc<dyn cache::Children>,
+                instance: instance.clone(),
+            }),
             config.record_calls.clone(),
         );
         let shared = Arc::new(Shared {

@@ -16,11 +16,12 @@ use super::{Shared, access};
 use crate::apply::children::{self, Summary};
 use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
 use crate::cache::{Cached as _, ChildRecord, ObjectKey, owner_key_of};
-use crate::chain::display_chain;
+use crate::chain::{Chain, display_chain};
 use crate::crd::{DataJob, PolicyRef};
 use crate::policies::Unavailable;
 use crate::projection;
 use crate::runtime::{self, Context, Input, Reconciled};
+use crate::shadow;
 
 /// What the queue should do with the key after a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +72,9 @@ impl Failure {
             Self::Guest(runtime::Error::PolicyError(runtime::PolicyError::InvalidParams(_))) => {
                 Next::AwaitChange
             }
+            // The same answer cannot change what may not change: a new
+            // version, a new spec or the child's deletion queues it again.
+            Self::Apply(error) if error.is_immutable_change() => Next::AwaitChange,
             Self::Guest(_) | Self::Apply(_) => Next::Retry,
         }
     }
@@ -131,7 +135,7 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         return match write_status(shared, &job, update, &children).await {
             Ok(()) => Next::AwaitChange,
             Err(error) => {
-                warn!(job = %job.key(), %error, "cannot write status");
+                warn!(job = %job.key(), error = %Chain(&error), "cannot write status");
                 Next::Retry
             }
         };
@@ -158,7 +162,7 @@ type PolicyOutcome = Result<(PolicyRef, Reconciled), (Option<PolicyRef>, Failure
 /// Calls the DataJob's policy with its children and a fresh context.
 async fn run_policy(
     shared: &Shared,
-    job: &DataJob,
+    job: &Arc<DataJob>,
     children: &[Arc<ChildRecord>],
     attempt: u32,
 ) -> PolicyOutcome {
@@ -177,9 +181,14 @@ async fn run_policy(
         },
     };
     let shadow = shared.shadow.beside(&acting.name, &input);
+    let tenant = policy.tenant().clone();
     let outcome = shared.runtime.reconcile(policy, input).await;
     if let Some(shadow) = shadow {
-        shadow.reconcile(&outcome.result);
+        shadow.reconcile(&outcome.result, || shadow::Applying {
+            job: Arc::clone(job),
+            children: children.to_vec(),
+            tenant,
+        });
     }
     let fault = outcome.result.as_ref().err().map(runtime::Error::reason);
     shared
@@ -236,7 +245,7 @@ async fn succeed(
         outputs: reconciled.status.outputs.as_object().cloned(),
     };
     if let Err(error) = write_status(shared, job, update, children).await {
-        warn!(job = %job.key(), %error, "cannot write status");
+        warn!(job = %job.key(), error = %Chain(&error), "cannot write status");
         return Done {
             next: Next::Retry,
             result: "StatusFailed",
@@ -312,7 +321,7 @@ async fn fail(
     let next = match written {
         Ok(()) => failure.next(),
         Err(error) => {
-            warn!(job = %job.key(), %error, "cannot write status");
+            warn!(job = %job.key(), error = %Chain(&error), "cannot write status");
             Next::Retry
         }
     };

@@ -1,10 +1,10 @@
 //! The publisher's side of a candidate version: read what the host found
-//! (`policy diff`), mark its faults as examined, and promote it to the
+//! (`policy diff`), mark its faults and dry-run refusals as examined, and promote it to the
 //! serving version (`policy promote`).
 //!
 //! What promote relies on belongs to the pair it compares: the summary
 //! counts only when it is of the candidate the ConfigMap now holds, the
-//! faults marked examined only for the same (candidate, serving) pair, and
+//! faults and refusals marked examined only for the same (candidate, serving) pair, and
 //! a candidate compared with a serving version no longer in service is
 //! refused.
 //!
@@ -71,6 +71,19 @@ pub enum Error {
         /// Faults `policy diff` has shown.
         examined: u64,
     },
+    /// The API server refused children of the candidate in dry runs since
+    /// its refusals were last shown.
+    #[error(
+        "the API server refused {refused} children of the candidate of policy `{policy}` in dry runs, {examined} of them shown by `policy diff`: examine the others (`policyhost policy diff {policy}`) or promote with --force"
+    )]
+    UnexaminedRefusals {
+        /// The policy.
+        policy: String,
+        /// Refusals so far.
+        refused: u64,
+        /// Refusals `policy diff` has shown.
+        examined: u64,
+    },
     /// The candidate's calls were compared with a serving version that no
     /// longer serves: they say nothing of the one that does.
     #[error(
@@ -99,7 +112,7 @@ pub struct Candidate {
     /// What its shadow calls came to, once the host has written it (of
     /// this version or an earlier one: see [`Candidate::current_summary`]).
     pub summary: Option<Summary>,
-    /// Faults `policy diff` has shown, and of which pair.
+    /// Faults and refusals `policy diff` has shown, and of which pair.
     pub examined: Examined,
 }
 
@@ -144,6 +157,17 @@ impl Candidate {
     pub fn unexamined_faults(&self) -> u64 {
         self.current_summary().map_or(0, |summary| {
             summary.faults.saturating_sub(self.examined.of(summary))
+        })
+    }
+
+    /// Children of the current summary the API server refused in dry runs,
+    /// not yet shown by `policy diff` for the same pair.
+    #[must_use]
+    pub fn unexamined_refusals(&self) -> u64 {
+        self.current_summary().map_or(0, |summary| {
+            summary
+                .refused
+                .saturating_sub(self.examined.refused_of(summary))
         })
     }
 
@@ -254,14 +278,15 @@ impl Policy {
     /// `policy-<name>` (the host hot-swaps it in as any push), then the
     /// candidate's ConfigMap loses its labels and content, so the host
     /// stops calling it. Refused while the candidate is not in service, has
-    /// faults `policy diff` has not shown, or was compared with a serving
+    /// faults or dry-run refusals `policy diff` has not shown, or was compared with a serving
     /// version that no longer serves, unless `force`.
     /// Returns the serving ConfigMap as applied.
     ///
     /// # Errors
     ///
     /// [`Error::Missing`], [`Error::NotLoaded`], [`Error::UnexaminedFaults`],
-    /// [`Error::ComparedWithReplaced`], or the API's refusal.
+    /// [`Error::UnexaminedRefusals`], [`Error::ComparedWithReplaced`], or
+    /// the API's refusal.
     pub async fn promote(&self, client: &Client, force: bool) -> Result<ConfigMap, Error> {
         let candidate = self.candidate().await?;
         candidate.check_loaded(&self.name)?;
@@ -271,14 +296,21 @@ impl Policy {
                 .await?
                 .and_then(|map| Annotations::read(map.annotations()).loaded_digest);
             candidate.check_compared_with(&self.name, serving.as_deref())?;
-            if let Some(summary) = candidate.current_summary()
-                && candidate.unexamined_faults() > 0
-            {
-                return Err(Error::UnexaminedFaults {
-                    policy: self.name.clone(),
-                    faults: summary.faults,
-                    examined: candidate.examined.of(summary),
-                });
+            if let Some(summary) = candidate.current_summary() {
+                if candidate.unexamined_faults() > 0 {
+                    return Err(Error::UnexaminedFaults {
+                        policy: self.name.clone(),
+                        faults: summary.faults,
+                        examined: candidate.examined.of(summary),
+                    });
+                }
+                if candidate.unexamined_refusals() > 0 {
+                    return Err(Error::UnexaminedRefusals {
+                        policy: self.name.clone(),
+                        refused: summary.refused,
+                        examined: candidate.examined.refused_of(summary),
+                    });
+                }
             }
         }
         let serving = configmap::promoted(&candidate.map, &self.name);
@@ -347,8 +379,22 @@ mod tests {
                 candidate: "d".into(),
                 serving: "s".into(),
                 faults: examined,
+                refused: 0,
             },
         }
+    }
+
+    #[test]
+    fn refusals_count_as_examined_once_shown() {
+        let mut refused = candidate(true, None, 0, 0);
+        if let Some(summary) = refused.summary.as_mut() {
+            summary.refused = 2;
+        }
+        assert_eq!(refused.unexamined_refusals(), 2);
+        refused.examined.refused = 2;
+        assert_eq!(refused.unexamined_refusals(), 0);
+        refused.examined.serving = "another".into();
+        assert_eq!(refused.unexamined_refusals(), 2, "another pair's");
     }
 
     #[test]

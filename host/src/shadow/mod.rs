@@ -19,6 +19,13 @@
 //!    again), which the leader
 //!    writes on the candidate's ConfigMap ([`report`]) with one Event when
 //!    it first differs.
+//! 4. Where a candidate's `reconcile` answer differs, the children it would
+//!    create or change are sent to the API server as dry runs
+//!    ([`crate::apply::dry_run`]): the operator's identity, field manager
+//!    and ownership rules, in the policy's share of the write budget, and
+//!    at most [`DRY_RUNS_PER_MINUTE`] per candidate (a burst of
+//!    [`DRY_RUN_BURST`]). What the server refuses is kept in the summary
+//!    (`refused`), beside the differences.
 //!
 //! # Guarantees
 //! - Only the serving version's answer is applied: a candidate's answer,
@@ -29,7 +36,8 @@
 //!   (at least one); otherwise it is skipped and counted `skipped`. A
 //!   serving call that arrives later may wait behind it, at most its
 //!   deadline, which the host's maxima cap. It runs after the serving call,
-//!   off the reconcile's path, and costs no API request of its own.
+//!   off the reconcile's path; its only API requests are the dry runs,
+//!   which write nothing.
 //! - A shadow call has no side effect: outbound HTTP is refused
 //!   ([`crate::outbound::Refusal::Shadow`]), and the summary says how many
 //!   requests were.
@@ -47,18 +55,53 @@ pub mod report;
 pub mod summary;
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use kube::Client;
 use tokio::sync::Notify;
 use tracing::debug;
 
-use self::diff::{Answer, compare};
+use self::diff::{Answer, Verdict, compare};
 use self::record::Recorder;
 pub use self::summary::{Outcome, Summary};
-use crate::fair::{Share, Tenant};
+use crate::apply::dry_run::{DryRun, dry_run};
+use crate::cache::{ChildRecord, Children};
+use crate::crd::DataJob;
+use crate::fair::{self, Share, Tenant};
 use crate::metrics::Metrics;
 use crate::policies::{Registry, Role, Version};
-use crate::runtime::{self, Digest, Input, Policy, Runtime};
+use crate::runtime::{self, Digest, Input, Policy, Runtime, ValidChild};
+
+/// Dry runs one candidate may send a minute, on average: a candidate that
+/// differs everywhere costs the API server at most this, whatever the
+/// number of DataJobs.
+pub const DRY_RUNS_PER_MINUTE: u32 = 120;
+/// Dry runs one candidate may send at once above the average.
+pub const DRY_RUN_BURST: u32 = 20;
+
+/// How the shadow reaches the API server for its dry runs.
+#[derive(Clone)]
+pub struct Server {
+    /// The operator's client (throttled, fenced).
+    pub client: Client,
+    /// The children caches the operator plans its writes with.
+    pub children: Arc<dyn Children>,
+    /// The operator instance (the `managed-by` label of children).
+    pub instance: String,
+}
+
+/// What a serving reconcile worked on: the DataJob and its children, for
+/// the dry run of its candidate's children.
+pub struct Applying {
+    /// The DataJob.
+    pub job: Arc<DataJob>,
+    /// Its children, as the serving call saw them.
+    pub children: Vec<Arc<ChildRecord>>,
+    /// The policy's tenant, whose share of the write budget the dry runs take.
+    pub tenant: Tenant,
+}
 
 /// The shadow caller: calls each policy's candidate (from the
 /// [`Registry`]) beside its serving version, keeps what the calls came to,
@@ -68,6 +111,8 @@ pub struct Shadow {
     runtime: Runtime,
     metrics: Arc<Metrics>,
     recorder: Option<Recorder>,
+    /// The API server, for dry runs; none, none are sent.
+    server: Option<Server>,
     /// What each policy's candidate's shadow calls came to, by policy name.
     tracks: Mutex<HashMap<String, Arc<Track>>>,
     /// Woken when a summary changed.
@@ -81,6 +126,8 @@ pub struct Track {
     /// Its shadow calls' tenant in the call scheduler, apart from the
     /// serving version's so that they never count against it.
     tenant: Tenant,
+    /// Its dry runs' budget.
+    dry_runs: DefaultDirectRateLimiter,
     state: Mutex<Tracked>,
 }
 
@@ -97,6 +144,10 @@ impl Track {
     fn new(policy: &str, digest: Digest) -> Self {
         Self {
             tenant: Tenant::new(format!("{policy} (candidate)"), Share::DEFAULT),
+            dry_runs: RateLimiter::direct(
+                Quota::per_minute(NonZeroU32::new(DRY_RUNS_PER_MINUTE).unwrap_or(NonZeroU32::MIN))
+                    .allow_burst(NonZeroU32::new(DRY_RUN_BURST).unwrap_or(NonZeroU32::MIN)),
+            ),
             state: Mutex::new(Tracked {
                 summary: Summary::new(digest.to_hex()),
                 dirty: true,
@@ -118,19 +169,22 @@ impl Track {
 }
 
 impl Shadow {
-    /// Calls the candidates `registry` holds; serving calls are recorded
-    /// when `record` says where.
+    /// Calls the candidates `registry` holds, and sends the children of
+    /// those that differ to `server` as dry runs; serving calls are
+    /// recorded when `record` says where.
     #[must_use]
     pub fn new(
         registry: Arc<Registry>,
         runtime: Runtime,
         metrics: Arc<Metrics>,
+        server: Option<Server>,
         record: Option<record::Config>,
     ) -> Arc<Self> {
         Arc::new(Self {
             registry,
             runtime,
             metrics,
+            server,
             recorder: record.map(Recorder::new),
             tracks: Mutex::default(),
             changed: Notify::new(),
@@ -228,6 +282,57 @@ impl Shadow {
     fn tracks(&self) -> MutexGuard<'_, HashMap<String, Arc<Track>>> {
         self.tracks.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// The API server's dry run of the children `desired` of the candidate
+    /// of `policy`, for the DataJob the serving call worked on, within the
+    /// track's budget and the policy's share of the write budget.
+    async fn dry_run(
+        &self,
+        policy: &str,
+        track: &Track,
+        applying: &Applying,
+        desired: &[ValidChild],
+    ) -> Option<DryRun> {
+        let server = self.server.as_ref()?;
+        let checked = fair::writing_for(
+            applying.tenant.clone(),
+            dry_run(
+                &server.client,
+                &*server.children,
+                &server.instance,
+                &applying.job,
+                desired,
+                &applying.children,
+                || track.dry_runs.check().is_ok(),
+            ),
+        )
+        .await;
+        let refused = checked.refused.len() as u64;
+        let accepted = u64::from(checked.sent).saturating_sub(refused);
+        self.metrics.shadow_dry_runs(policy, "accepted", accepted);
+        self.metrics.shadow_dry_runs(policy, "refused", refused);
+        self.metrics
+            .shadow_dry_runs(policy, "unchecked", u64::from(checked.unchecked));
+        Some(checked)
+    }
+}
+
+/// A serving answer the shadow compares, and the children it would write.
+pub trait Shadowed: serde::Serialize + Clone + Send + 'static {
+    /// The children the answer desires (none for a cleanup).
+    fn desired(&self) -> &[ValidChild];
+}
+
+impl Shadowed for runtime::Reconciled {
+    fn desired(&self) -> &[ValidChild] {
+        &self.children
+    }
+}
+
+impl Shadowed for runtime::Cleaned {
+    fn desired(&self) -> &[ValidChild] {
+        &[]
+    }
 }
 
 /// What happens beside one serving call: its record, and the candidate's
@@ -243,25 +348,41 @@ pub struct Beside {
 impl Beside {
     /// Calls the candidate's `reconcile` beside the serving version's
     /// answer `serving`, in the background; skipped when no call thread is
-    /// spare.
-    pub fn reconcile(self, serving: &runtime::Result<runtime::Reconciled>) {
-        self.call("reconcile", serving, Runtime::reconcile_offline);
+    /// spare. Where the answers differ, the candidate's children go to the
+    /// API server as dry runs, for what `applying` holds.
+    pub fn reconcile(
+        self,
+        serving: &runtime::Result<runtime::Reconciled>,
+        applying: impl FnOnce() -> Applying,
+    ) {
+        self.call(
+            "reconcile",
+            serving,
+            Runtime::reconcile_offline,
+            Some(applying),
+        );
     }
 
     /// Calls the candidate's `cleanup` beside the serving version's answer.
     pub fn cleanup(self, serving: &runtime::Result<runtime::Cleaned>) {
-        self.call("cleanup", serving, Runtime::cleanup_offline);
+        self.call(
+            "cleanup",
+            serving,
+            Runtime::cleanup_offline,
+            None::<fn() -> Applying>,
+        );
     }
 
     /// Takes a spare call thread for the candidate, or counts the shadow
     /// call skipped; then, in the background, turns the serving answer
     /// into JSON (off the serving path), records it, and calls and
     /// compares the candidate.
-    fn call<T: serde::Serialize + Clone + Send + 'static>(
+    fn call<T: Shadowed>(
         self,
         entry: &'static str,
         serving: &runtime::Result<T>,
         offline: fn(&Runtime, &Policy, &Input) -> runtime::Outcome<T>,
+        applying: Option<impl FnOnce() -> Applying>,
     ) {
         let Self {
             shadow,
@@ -287,6 +408,7 @@ impl Beside {
             Ok(value) => Ok(value.clone()),
             Err(error) => Err(Answer::of_error(error)),
         };
+        let applying = call.as_ref().and(applying).map(|applying| applying());
         tokio::spawn(async move {
             let serving = serving.map_or_else(|answer| answer, |value| Answer::of_value(&value));
             if let (Some(recorder), Answer::Result(expected)) = (&shadow.recorder, &serving) {
@@ -308,9 +430,21 @@ impl Beside {
                     .refused(crate::outbound::Refusal::Shadow),
             );
             let verdict = compare(&serving, &Answer::of(&outcome.result));
+            let checked = match (&verdict, &outcome.result, &applying) {
+                (Verdict::Differs(_), Ok(answer), Some(applying)) => {
+                    shadow
+                        .dry_run(&policy, &track, applying, answer.desired())
+                        .await
+                }
+                _ => None,
+            };
             shadow.tally(&policy, &track, &serving_digest, |summary| {
                 summary.outbound_refused += refused;
-                summary.record(&job, entry, &verdict)
+                let outcome = summary.record(&job, entry, &verdict);
+                if let Some(checked) = &checked {
+                    summary.server_said(&job, entry, checked);
+                }
+                outcome
             });
         });
     }

@@ -3,6 +3,11 @@
 //! differences. The host writes it on the candidate's ConfigMap
 //! ([`SHADOW_ANNOTATION`]); `policy diff` and `policy promote` read it there.
 //!
+//! Where a candidate's children differ from the serving version's, the API
+//! server's dry run of them says whether the cluster would take them: each
+//! refusal is kept beside the DataJob's differences and counted
+//! (`refused`), and `policy promote` asks that `policy diff` showed them.
+//!
 //! A summary is the evidence of one pair: the candidate's digest and the
 //! serving version's it was compared with. A new candidate starts a new
 //! summary, and so does the first call of a new serving version
@@ -14,6 +19,7 @@ use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use serde::{Deserialize, Serialize};
 
 use super::diff::Verdict;
+use crate::apply::dry_run::DryRun;
 use crate::vocabulary::{EXAMINED_ANNOTATION, SHADOW_ANNOTATION};
 
 /// Bytes kept of one line (a difference, a fault): a candidate chooses
@@ -80,6 +86,18 @@ pub struct JobDifference {
     /// Differences left out past [`MAX_DIFFERENCES`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more: usize,
+    /// The children of the latest call the API server refused in a dry
+    /// run, as `Kind:name: why` (at most [`MAX_DIFFERENCES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// Its differing children the dry-run budget left unchecked.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub unchecked: u32,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -110,6 +128,12 @@ pub struct Summary {
     /// call has no side effect.
     #[serde(default)]
     pub outbound_refused: u64,
+    /// Differing children the API server refused in a dry run.
+    #[serde(default)]
+    pub refused: u64,
+    /// Differing children the dry-run budget left unchecked.
+    #[serde(default)]
+    pub unchecked: u64,
     /// The DataJobs whose latest call differed or faulted, first come
     /// first (at most [`MAX_JOBS`]).
     #[serde(default)]
@@ -167,6 +191,8 @@ impl Summary {
             fault,
             differences,
             more,
+            refused: Vec::new(),
+            unchecked: 0,
         };
         let (outcome, entry) = match verdict {
             Verdict::Same => {
@@ -205,6 +231,27 @@ impl Summary {
         outcome
     }
 
+    /// Keeps what the API server said of the differing children of `job`'s
+    /// latest `call` (recorded just before): its refusals, counted.
+    pub fn server_said(&mut self, job: &str, call: &str, dry_run: &DryRun) {
+        let refused = dry_run.refused.len() as u64;
+        self.refused += refused;
+        self.unchecked += u64::from(dry_run.unchecked);
+        if let Some(kept) = self
+            .jobs
+            .iter_mut()
+            .find(|kept| kept.job == job && kept.call == call)
+        {
+            kept.refused = dry_run
+                .refused
+                .iter()
+                .take(MAX_DIFFERENCES)
+                .map(|refusal| cut(refusal.to_string()))
+                .collect();
+            kept.unchecked = dry_run.unchecked;
+        }
+    }
+
     /// Counts `job` among the DataJobs left out, once.
     fn leave_out(&mut self, job: &str) {
         let mut hasher = DefaultHasher::new();
@@ -238,12 +285,13 @@ impl Summary {
             candidate: self.digest.clone(),
             serving: self.serving.clone(),
             faults: self.faults,
+            refused: self.refused,
         }
     }
 }
 
-/// The faults `policy diff` showed, of one (candidate, serving) pair: the
-/// value of [`EXAMINED_ANNOTATION`].
+/// The faults and refusals `policy diff` showed, of one (candidate,
+/// serving) pair: the value of [`EXAMINED_ANNOTATION`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Examined {
     /// The candidate's digest.
@@ -252,6 +300,9 @@ pub struct Examined {
     pub serving: String,
     /// Faults shown.
     pub faults: u64,
+    /// Refused children shown.
+    #[serde(default)]
+    pub refused: u64,
 }
 
 impl Examined {
@@ -268,11 +319,17 @@ impl Examined {
     /// The faults of `summary` shown, if it is of the same pair; else none.
     #[must_use]
     pub fn of(&self, summary: &Summary) -> u64 {
-        if self.candidate == summary.digest && self.serving == summary.serving {
-            self.faults
-        } else {
-            0
-        }
+        self.mine(summary).map_or(0, |examined| examined.faults)
+    }
+
+    /// The refusals of `summary` shown, if it is of the same pair; else none.
+    #[must_use]
+    pub fn refused_of(&self, summary: &Summary) -> u64 {
+        self.mine(summary).map_or(0, |examined| examined.refused)
+    }
+
+    fn mine(&self, summary: &Summary) -> Option<&Self> {
+        (self.candidate == summary.digest && self.serving == summary.serving).then_some(self)
     }
 }
 
@@ -371,6 +428,45 @@ mod tests {
         assert_eq!(examined.of(&summary), 0);
         let bare = [(EXAMINED_ANNOTATION.to_owned(), "7".to_owned())].into();
         assert_eq!(Examined::read(&bare).of(&summary), 0, "a bare count");
+    }
+
+    #[test]
+    fn the_servers_refusals_stand_beside_the_differences_and_count_as_examined_once_shown() {
+        use crate::apply::dry_run::Refused;
+        let mut summary = Summary::new("cand".into());
+        summary.against("serving-1");
+        summary.record("a/j1", "reconcile", &differs(1));
+        let refusal = Refused {
+            kind: "Pod".into(),
+            name: "hello-1-main".into(),
+            why: "422 Invalid: spec.containers[0].name: field is immutable".into(),
+        };
+        summary.server_said(
+            "a/j1",
+            "reconcile",
+            &DryRun {
+                sent: 2,
+                refused: vec![refusal],
+                unchecked: 1,
+            },
+        );
+        assert_eq!((summary.refused, summary.unchecked), (1, 1));
+        assert_eq!(
+            summary.jobs[0].refused,
+            ["Pod:hello-1-main: 422 Invalid: spec.containers[0].name: field is immutable"]
+        );
+        assert_eq!(summary.jobs[0].unchecked, 1);
+        let examined = summary.examined();
+        assert_eq!(examined.refused_of(&summary), 1);
+        summary.server_said("a/j2", "reconcile", &DryRun::default());
+        assert_eq!(summary.refused, 1, "nothing refused, nothing counted");
+        let mut other = Summary::new("cand-2".into());
+        other.against("serving-1");
+        other.refused = 1;
+        assert_eq!(examined.refused_of(&other), 0, "another pair's");
+        let old = r#"{"candidate":"cand","serving":"serving-1","faults":0}"#;
+        let annotations = [(EXAMINED_ANNOTATION.to_owned(), old.to_owned())].into();
+        assert_eq!(Examined::read(&annotations).refused_of(&summary), 0);
     }
 
     #[test]

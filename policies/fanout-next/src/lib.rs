@@ -3,6 +3,11 @@
 //! [`EXTRA_LABEL`]. The shadow tests run it beside `fanout` and expect
 //! exactly the labelled DataJobs to differ, at that child's JSON pointer.
 //!
+//! A DataJob labelled [`RENAME_LABEL`] gets its workers' container named
+//! `main`, not `worker`: a change the API server refuses for a Pod that
+//! exists (a Pod's containers are immutable), which the shadow's dry run
+//! must show.
+//!
 //! A DataJob labelled [`SECRET_LABEL`] also gets a Secret `<job>-token`
 //! whose `data.token` is the acting version's digest reversed: two versions
 //! of this policy differ in that value alone, which the shadow must never
@@ -16,6 +21,8 @@ use policyhost_sdk::{
 
 /// The label that asks for the extra child.
 pub const EXTRA_LABEL: &str = "policyhost.dev/test-extra";
+/// The label that asks for the renamed container.
+pub const RENAME_LABEL: &str = "policyhost.dev/test-rename";
 /// The label that asks for the Secret.
 pub const SECRET_LABEL: &str = "policyhost.dev/test-secret";
 
@@ -34,6 +41,13 @@ impl Policy for FanoutNext {
         ctx: &Context,
     ) -> Result<Reconcile> {
         let mut result = Fanout::reconcile(job, params, children, ctx)?;
+        if job.label(RENAME_LABEL).is_some() {
+            for pod in result.children.iter_mut().filter(|c| c.kind == "Pod") {
+                pod.manifest = pod
+                    .manifest
+                    .replace(r#""name":"worker""#, r#""name":"main""#);
+            }
+        }
         if job.label(EXTRA_LABEL).is_some() {
             let extra = ConfigMap::new(format!("{}-extra", job.name))
                 .data("from", "fanout-next")
