@@ -5,13 +5,18 @@
 //! cargo xtask guests
 //! cargo bench -p policyhost-tests --bench shadow
 //! SHADOW_BENCH_JOBS=300 SHADOW_BENCH_POKES=200 SHADOW_BENCH_ROUNDS=2 cargo bench -p policyhost-tests --bench shadow
+//! SHADOW_BENCH_CANDIDATE=differing cargo bench -p policyhost-tests --bench shadow
 //! ```
 //!
 //! devcluster and the operator (2 call threads, 8 workers) run in this
 //! process, a fresh pair per run; runs alternate without and with a
 //! candidate (ABBA…), so drift of a shared machine falls on both. The
-//! candidate is `fanout` under another digest: every shadow call that is
-//! made answers `same`. Each run has two phases:
+//! candidate (`SHADOW_BENCH_CANDIDATE`) is `same`, `fanout` under another
+//! digest: every shadow call that is made answers `same`; or `differing`,
+//! `fanout-next` with every DataJob labelled for its renamed container:
+//! every shadow call made differs, and its workers go to the API server as
+//! dry runs (refused once the Pods exist), whose requests count among the
+//! operator's. Each run has two phases:
 //!
 //! - **burst** (saturated): `SHADOW_BENCH_JOBS` fanout DataJobs (2 workers
 //!   each) created at once. Their calls queue for the 2 call threads, so
@@ -36,8 +41,9 @@ use common::cluster::{Env, OperatorSetup};
 use common::publishing::push;
 use common::variants::version;
 use futures::StreamExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use policyhost::crd::DataJob;
 use policyhost::metrics::PolicyResult;
 use policyhost::policies::configmap;
 use policyhost_measure::{load_average_text, percentile_ms};
@@ -47,10 +53,36 @@ fn main() {
     common::bench::block_on(bench());
 }
 
+/// The candidate a run has, if any.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Candidate {
+    /// None.
+    #[default]
+    No,
+    /// `fanout` under another digest: answers the same.
+    Same,
+    /// `fanout-next` renaming every DataJob's container: answers otherwise,
+    /// and the API server refuses its Pods.
+    Differing,
+}
+
+impl Candidate {
+    fn label(self) -> &'static str {
+        match self {
+            Self::No => "no",
+            Self::Same => "same",
+            Self::Differing => "differing",
+        }
+    }
+}
+
+/// The label `fanout-next` renames a DataJob's container for.
+const RENAME_LABEL: &str = "policyhost.dev/test-rename";
+
 /// What one run measured.
 #[derive(Debug, Default)]
 struct Run {
-    candidate: bool,
+    candidate: Candidate,
     /// Create to `Succeeded`, per DataJob.
     burst_latency: Vec<Duration>,
     /// First create to the last `Succeeded`.
@@ -59,34 +91,54 @@ struct Run {
     burst_policy_requests: usize,
     burst_serving_calls: u64,
     burst_shadow: HashMap<&'static str, u64>,
+    burst_dry_runs: HashMap<&'static str, u64>,
     /// Annotate to reconcile counted, per poke.
     steady_latency: Vec<Duration>,
     steady_job_requests: usize,
     steady_policy_requests: usize,
     steady_shadow: HashMap<&'static str, u64>,
+    steady_dry_runs: HashMap<&'static str, u64>,
 }
 
 const RESULTS: [&str; 4] = ["same", "differs", "fault", "skipped"];
+const DRY_RUNS: [&str; 3] = ["accepted", "refused", "unchecked"];
 
-fn shadow_calls(env: &Env) -> HashMap<&'static str, u64> {
-    let family = &env.operator().metrics.shadow_calls_total;
-    RESULTS
-        .into_iter()
+/// `fanout`'s count of each of `results`.
+fn counted(
+    results: &[&'static str],
+    count: impl Fn(&PolicyResult) -> u64,
+) -> HashMap<&'static str, u64> {
+    results
+        .iter()
         .map(|result| {
             let labels = PolicyResult {
                 policy: "fanout".into(),
-                result: result.into(),
+                result: (*result).into(),
             };
-            (result, family.get_or_create(&labels).get())
+            (*result, count(&labels))
         })
         .collect()
+}
+
+fn shadow_calls(env: &Env) -> HashMap<&'static str, u64> {
+    let metrics = &env.operator().metrics;
+    counted(&RESULTS, |labels| {
+        metrics.shadow_calls_total.get_or_create(labels).get()
+    })
+}
+
+fn dry_runs(env: &Env) -> HashMap<&'static str, u64> {
+    let metrics = &env.operator().metrics;
+    counted(&DRY_RUNS, |labels| {
+        metrics.shadow_dry_runs_total.get_or_create(labels).get()
+    })
 }
 
 fn since(
     now: &HashMap<&'static str, u64>,
     then: &HashMap<&'static str, u64>,
 ) -> HashMap<&'static str, u64> {
-    RESULTS.into_iter().map(|r| (r, now[r] - then[r])).collect()
+    now.iter().map(|(r, n)| (*r, n - then[r])).collect()
 }
 
 /// Reconciles of fanout so far, whatever their result.
@@ -100,18 +152,23 @@ fn reconciles(env: &Env) -> u64 {
         .sum()
 }
 
-async fn run(candidate: bool, jobs: usize, pokes: usize) -> Run {
+async fn run(candidate: Candidate, jobs: usize, pokes: usize) -> Run {
     let mut setup = OperatorSetup::configmaps();
     setup.workers = 8;
     let env = Env::start_with(setup).await;
     let fanout = common::guest_bytes("fanout");
     push(&env, "fanout", &fanout).await;
-    if candidate {
+    let component = match candidate {
+        Candidate::No => None,
+        Candidate::Same => Some(version(&fanout, "candidate")),
+        Candidate::Differing => Some(common::guest_bytes("fanout-next")),
+    };
+    if let Some(component) = component {
         let map = configmap::into_candidate(
             common::publishing::policy_map(
                 &env,
                 "fanout",
-                &version(&fanout, "candidate"),
+                &component,
                 &common::for_every_namespace(),
             ),
             "fanout",
@@ -126,7 +183,7 @@ async fn run(candidate: bool, jobs: usize, pokes: usize) -> Run {
 
     // Burst: every DataJob at once; each one's Succeeded from a watch.
     let mark = log.mark();
-    let (calls, shadow) = (reconciles(&env), shadow_calls(&env));
+    let (calls, shadow, dry) = (reconciles(&env), shadow_calls(&env), dry_runs(&env));
     let api = env.jobs();
     let mut events = Box::pin(
         watcher::watcher(api.clone(), watcher::Config::default())
@@ -138,12 +195,7 @@ async fn run(candidate: bool, jobs: usize, pokes: usize) -> Run {
     for i in 0..jobs {
         let name = format!("job-{i}");
         created.insert(name.clone(), Instant::now());
-        env.create_job(
-            &name,
-            "fanout",
-            json!({"replicas": 2, "image": "busybox:1.36", "command": ["true"]}),
-        )
-        .await;
+        create(&api, &name, candidate).await;
     }
     let mut done = HashMap::new();
     while done.len() < jobs {
@@ -164,10 +216,11 @@ async fn run(candidate: bool, jobs: usize, pokes: usize) -> Run {
     out.burst_policy_requests = log.operator_since(mark, &env.policy_namespace).len();
     out.burst_serving_calls = reconciles(&env) - calls;
     out.burst_shadow = since(&shadow_calls(&env), &shadow);
+    out.burst_dry_runs = since(&dry_runs(&env), &dry);
 
     // Steady: one DataJob at a time, the pool idle.
     let mark = log.mark();
-    let shadow = shadow_calls(&env);
+    let (shadow, dry) = (shadow_calls(&env), dry_runs(&env));
     for i in 0..pokes {
         let name = format!("job-{}", i % jobs);
         let before = reconciles(&env);
@@ -188,7 +241,26 @@ async fn run(candidate: bool, jobs: usize, pokes: usize) -> Run {
     out.steady_job_requests = log.operator_since(mark, &env.namespace).len();
     out.steady_policy_requests = log.operator_since(mark, &env.policy_namespace).len();
     out.steady_shadow = since(&shadow_calls(&env), &shadow);
+    out.steady_dry_runs = since(&dry_runs(&env), &dry);
     out
+}
+
+/// Creates the fanout DataJob `name` (two workers), labelled for the
+/// renamed container when the candidate differs.
+async fn create(api: &Api<DataJob>, name: &str, candidate: Candidate) {
+    let mut job: DataJob = serde_json::from_value(json!({
+        "apiVersion": "policyhost.dev/v1alpha1", "kind": "DataJob",
+        "metadata": {"name": name},
+        "spec": {"policy": "fanout",
+            "params": {"replicas": 2, "image": "busybox:1.36", "command": ["true"]}},
+    }))
+    .expect("a DataJob");
+    if candidate == Candidate::Differing {
+        job.metadata.labels = Some([(RENAME_LABEL.to_owned(), "yes".to_owned())].into());
+    }
+    api.create(&PostParams::default(), &job)
+        .await
+        .expect("create the DataJob");
 }
 
 fn ms(samples: &[Duration], q: f64) -> f64 {
@@ -197,37 +269,41 @@ fn ms(samples: &[Duration], q: f64) -> f64 {
     percentile_ms(&sorted, q)
 }
 
-fn shadow_text(calls: &HashMap<&'static str, u64>) -> String {
-    format!(
-        "{}/{}/{}/{}",
-        calls["same"], calls["differs"], calls["fault"], calls["skipped"]
-    )
+/// The counts of `results`, slash-separated.
+fn counts_text(counts: &HashMap<&'static str, u64>, results: &[&str]) -> String {
+    results
+        .iter()
+        .map(|result| counts[result].to_string())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 async fn bench() {
     let jobs = env_number("SHADOW_BENCH_JOBS", 200);
     let pokes = env_number("SHADOW_BENCH_POKES", 100);
     let rounds = env_number("SHADOW_BENCH_ROUNDS", 1);
+    let candidate = match std::env::var("SHADOW_BENCH_CANDIDATE").as_deref() {
+        Ok("differing") => Candidate::Differing,
+        Ok("same") | Err(_) => Candidate::Same,
+        Ok(other) => panic!("SHADOW_BENCH_CANDIDATE={other}: same or differing"),
+    };
     println!(
-        "shadow bench: {jobs} DataJobs, {pokes} pokes, {rounds} rounds (ABBA); load average {} at start",
+        "shadow bench: {jobs} DataJobs, {pokes} pokes, {rounds} rounds (ABBA), candidate {}; load average {} at start",
+        candidate.label(),
         load_average_text()
     );
     let mut runs = Vec::new();
     for round in 0..rounds {
         let order = if round % 2 == 0 {
-            [false, true]
+            [Candidate::No, candidate]
         } else {
-            [true, false]
+            [candidate, Candidate::No]
         };
         for candidate in order {
             let run = run(candidate, jobs, pokes).await;
             println!(
-                "  run {}: burst {:.1} s, steady p50 {:.2} ms",
-                if candidate {
-                    "with candidate"
-                } else {
-                    "without"
-                },
+                "  run with candidate {}: burst {:.1} s, steady p50 {:.2} ms",
+                candidate.label(),
                 run.burst.as_secs_f64(),
                 ms(&run.steady_latency, 0.5)
             );
@@ -235,27 +311,29 @@ async fn bench() {
         }
     }
     println!(
-        "| candidate | burst | DataJob create→Succeeded p50 / p99 | operator requests / DataJob (jobs ns + policy ns) | serving calls / DataJob | shadow calls same/differs/fault/skipped | steady reconcile p50 / p99 | steady requests / poke (jobs ns + policy ns) | steady shadow calls |"
+        "| candidate | burst | DataJob create→Succeeded p50 / p99 | operator requests / DataJob (jobs ns + policy ns) | serving calls / DataJob | shadow calls same/differs/fault/skipped | dry runs accepted/refused/unchecked | steady reconcile p50 / p99 | steady requests / poke (jobs ns + policy ns) | steady shadow calls | steady dry runs |"
     );
-    println!("|---|---:|---:|---:|---:|---|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---|---|---:|---:|---|---|");
     for run in &runs {
         let per_job = |n: usize| n as f64 / jobs as f64;
         let per_poke = |n: usize| n as f64 / pokes as f64;
         println!(
-            "| {} | {:.1} s | {:.0} / {:.0} ms | {:.2} + {:.2} | {:.2} | {} | {:.2} / {:.2} ms | {:.2} + {:.2} | {} |",
-            if run.candidate { "yes" } else { "no" },
+            "| {} | {:.1} s | {:.0} / {:.0} ms | {:.2} + {:.2} | {:.2} | {} | {} | {:.2} / {:.2} ms | {:.2} + {:.2} | {} | {} |",
+            run.candidate.label(),
             run.burst.as_secs_f64(),
             ms(&run.burst_latency, 0.5),
             ms(&run.burst_latency, 0.99),
             per_job(run.burst_job_requests),
             per_job(run.burst_policy_requests),
             run.burst_serving_calls as f64 / jobs as f64,
-            shadow_text(&run.burst_shadow),
+            counts_text(&run.burst_shadow, &RESULTS),
+            counts_text(&run.burst_dry_runs, &DRY_RUNS),
             ms(&run.steady_latency, 0.5),
             ms(&run.steady_latency, 0.99),
             per_poke(run.steady_job_requests),
             per_poke(run.steady_policy_requests),
-            shadow_text(&run.steady_shadow),
+            counts_text(&run.steady_shadow, &RESULTS),
+            counts_text(&run.steady_dry_runs, &DRY_RUNS),
         );
     }
     println!("load average {} at the end", load_average_text());
