@@ -105,7 +105,7 @@ impl Strategy for PersistentVolumeClaims {
     fn validate_update(&self, rt: &ResourceType, old: &Value, new: &Value) -> Result<()> {
         let bound = old["status"]["phase"] == "Bound";
         if comparable(&old["spec"], bound) != comparable(&new["spec"], bound) {
-            return Err(immutable_spec(rt, old, FORBIDDEN));
+            return Err(immutable_spec(rt, old, "spec", FORBIDDEN));
         }
         Ok(())
     }

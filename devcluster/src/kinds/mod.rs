@@ -214,9 +214,9 @@ fn set_default(obj: &mut Map<String, Value>, key: &str, value: Value) {
 
 /// The 422 of an update that changes what the kind's spec keeps, with
 /// kube-apiserver's message (before its diff of the two specs).
-fn immutable_spec(rt: &ResourceType, old: &Value, message: &str) -> ApiError {
+fn immutable_spec(rt: &ResourceType, old: &Value, field: &str, message: &str) -> ApiError {
     let name = old["metadata"]["name"].as_str().unwrap_or_default();
-    rt.field_invalid(name, "spec", "FieldValueForbidden", message.to_owned())
+    rt.field_invalid(name, field, "FieldValueForbidden", message.to_owned())
 }
 
 #[cfg(test)]

@@ -49,8 +49,8 @@ impl Strategy for Pods {
     }
 
     fn validate_update(&self, rt: &ResourceType, old: &Value, new: &Value) -> Result<()> {
-        if update::changes_immutable_spec(old, new) {
-            return Err(immutable_spec(rt, old, update::FORBIDDEN));
+        if let Some((field, refusal)) = update::forbidden_change(old, new) {
+            return Err(immutable_spec(rt, old, field, refusal));
         }
         Ok(())
     }

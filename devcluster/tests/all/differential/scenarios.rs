@@ -811,6 +811,16 @@ async fn pods(s: &mut Session<'_>) {
         json!({"spec": {"containers": [{"name": "app", "image": "app:2"}]}}),
     )
     .await;
+    // Another manager's container stays beside the applied one: two
+    // containers where there was one, refused before any other check.
+    s.patch(
+        "apply a renamed container",
+        &format!("{at}?fieldManager=beta&force=true"),
+        APPLY,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "main", "image": "app:2"}]}}),
+    )
+    .await;
     s.patch(
         "change the restart policy",
         &at,
