@@ -221,6 +221,51 @@ impl Default for Options {
     }
 }
 
+/// The client configuration from `kubeconfig`, or else `$KUBECONFIG`,
+/// `~/.kube/config` or the in-cluster configuration (as kubectl finds it).
+///
+/// # Errors
+///
+/// [`ConfigError`]: the file does not read, has no usable context, or
+/// there is neither a kubeconfig nor a cluster around the process.
+pub async fn client_config(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<kube::Config, ConfigError> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path).map_err(|source| ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(ConfigError::Context)
+        }
+        None => kube::Config::infer().await.map_err(ConfigError::Infer),
+    }
+}
+
+/// Why no client configuration was found.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The kubeconfig file does not read.
+    #[error("cannot read the kubeconfig {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The kubeconfig has no usable context.
+    #[error("the kubeconfig has no usable context")]
+    Context(#[source] kube::config::KubeconfigError),
+    /// No kubeconfig, and not in a cluster.
+    #[error("no kubeconfig and not running in a cluster")]
+    Infer(#[source] kube::config::InferConfigError),
+}
+
 /// Why the operator could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

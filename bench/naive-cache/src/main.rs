@@ -11,7 +11,6 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use policyhost::leader;
 use policyhost::operator::{Operator, Options};
 use policyhost::runtime::{AllowedKind, compile};
@@ -92,16 +91,7 @@ fn main() -> anyhow::Result<ExitCode> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .context("the kubeconfig has no usable context")?
-        }
-        None => kube::Config::infer().await.context("no kubeconfig")?,
-    };
+    let config = policyhost::operator::client_config(args.kubeconfig.as_deref()).await?;
     let namespace = std::env::var("POD_NAMESPACE")
         .ok()
         .filter(|ns| !ns.is_empty())

@@ -21,7 +21,7 @@ pub(crate) struct ClusterArgs {
 impl ClusterArgs {
     /// A client of the cluster and the policy namespace.
     pub(crate) async fn connect(&self) -> anyhow::Result<(Client, String)> {
-        let config = super::operate::client_config(self.kubeconfig.as_deref()).await?;
+        let config = policyhost::operator::client_config(self.kubeconfig.as_deref()).await?;
         let namespace = self
             .namespace
             .clone()

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use policyhost::asks::Asks;
 use policyhost::fair::{Share, TeamError, Teams};
 use policyhost::finalizer::Budget;
@@ -391,7 +390,7 @@ fn parse_team(text: &str) -> Result<String, String> {
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let config = client_config(args.kubeconfig.as_deref()).await?;
+        let config = policyhost::operator::client_config(args.kubeconfig.as_deref()).await?;
         let mut options = args.operator.options(Some(args.listen))?;
         options.leader =
             args.leader
@@ -421,23 +420,6 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         operator.run(super::shutdown_signal()).await?;
         Ok(ExitCode::SUCCESS)
-    })
-}
-
-/// The client configuration from `kubeconfig`, or else `$KUBECONFIG`,
-/// `~/.kube/config` or the in-cluster configuration (as kubectl finds it).
-pub(crate) async fn client_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .context("the kubeconfig has no usable context")?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig and not running in a cluster")?,
     })
 }
 

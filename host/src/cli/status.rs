@@ -47,7 +47,7 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let config = super::operate::client_config(args.kubeconfig.as_deref()).await?;
+        let config = policyhost::operator::client_config(args.kubeconfig.as_deref()).await?;
         let default_namespace = config.default_namespace.clone();
         let client = Client::try_from(config).context("cannot build the Kubernetes client")?;
         let now = Timestamp::now();
