@@ -78,6 +78,10 @@ pub struct Options {
     /// How often the Secrets that outbound grants name are read again: a
     /// rotated credential loads its policy again within this time.
     pub grant_secret_refresh: Duration,
+    /// Versions kept per policy for `policy rollback`, as revision
+    /// ConfigMaps in the policy namespace ([`policies::revisions`]); 0
+    /// keeps none.
+    pub policy_history: usize,
     /// Kinds of children policies may create: each is watched and cached.
     pub child_kinds: Vec<AllowedKind>,
     /// Average API writes per second (default 1,000).
@@ -203,6 +207,7 @@ impl Default for Options {
             policy_tenancy: policies::tenancy::Tenancy::default(),
             teams: crate::fair::Teams::default(),
             grant_secret_refresh: Duration::from_secs(60),
+            policy_history: policies::revisions::DEFAULT_KEEP,
             child_kinds: AllowedKind::defaults(),
             api_qps: NonZeroU32::new(1000).unwrap_or(NonZeroU32::MIN),
             api_burst: NonZeroU32::new(2000).unwrap_or(NonZeroU32::MIN),
@@ -598,6 +603,7 @@ impl Versions {
                     secret_refresh: options.grant_secret_refresh,
                     instance: options.instance.clone(),
                     leadership: link.leadership.clone(),
+                    history: options.policy_history,
                 },
             )
         });

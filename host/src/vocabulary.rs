@@ -73,6 +73,22 @@ pub const SHADOW_ANNOTATION: &str = "policyhost.dev/shadow";
 /// same pair are unseen.
 pub const EXAMINED_ANNOTATION: &str = "policyhost.dev/faults-examined";
 
+/// The serving versions of a policy, newest first (JSON, on its serving
+/// ConfigMap): what `policy history` shows and `policy rollback` picks from.
+pub const HISTORY_ANNOTATION: &str = "policyhost.dev/history";
+
+// Revision ConfigMaps, written by the host only.
+
+/// The label that marks a revision: a version a policy served, kept for
+/// `policy rollback`; its value is the policy's name.
+pub const REVISION_OF_LABEL: &str = "policyhost.dev/revision-of";
+/// The digest of a revision's component (64 hex digits).
+pub const REVISION_DIGEST_ANNOTATION: &str = "policyhost.dev/digest";
+/// When a revision last went into service (RFC 3339, milliseconds).
+pub const SERVED_AT_ANNOTATION: &str = "policyhost.dev/served-at";
+/// The field manager that last wrote the content that served it.
+pub const PUBLISHED_BY_ANNOTATION: &str = "policyhost.dev/published-by";
+
 // Field managers.
 
 /// The field manager of every write the operator makes.
@@ -123,6 +139,11 @@ mod tests {
             COMPILE_REFUSED_ANNOTATION,
             SHADOW_ANNOTATION,
             EXAMINED_ANNOTATION,
+            HISTORY_ANNOTATION,
+            REVISION_OF_LABEL,
+            REVISION_DIGEST_ANNOTATION,
+            SERVED_AT_ANNOTATION,
+            PUBLISHED_BY_ANNOTATION,
         ];
         for key in keys {
             assert!(key.starts_with(RESERVED_PREFIX), "{key}");

@@ -30,6 +30,7 @@ mod peers;
 mod policy_guide;
 mod polyglot;
 mod rbac;
+mod rollback;
 mod runtime;
 mod scaffold;
 mod shadow;

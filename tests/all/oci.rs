@@ -1146,6 +1146,61 @@ mod operator {
             "the digest the tag named first, not where it moved"
         );
     }
+
+    /// A rollback to a version pulled before needs no registry: its
+    /// revision names the artifact by digest, and the artifact cache has it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rollback_to_a_pulled_version_serves_it_from_the_artifact_cache_with_the_registry_down()
+     {
+        let registry = Registry::start().await;
+        let (fanout, next) = (guest_bytes("fanout"), guest_bytes("fanout-next"));
+        let env = operator_pulling_from(&registry, "rollback", Trusted::default()).await;
+        for component in [&fanout, &next] {
+            let artifact = push_signed(&registry, "fanout", component, None).await;
+            let map = configmap::build_artifact(
+                "fanout",
+                &env.policy_namespace,
+                artifact,
+                component,
+                &for_every_namespace(),
+            )
+            .expect("a policy ConfigMap");
+            push_map(&env, &map).await;
+            serving(&env, component).await;
+        }
+        drop(registry);
+        let kubeconfig = env.kubeconfig_file();
+        let rolled = policyhost(&[
+            "policy",
+            "rollback",
+            "fanout",
+            "--wait",
+            "--namespace",
+            &env.policy_namespace,
+            "--kubeconfig",
+            kubeconfig.to_str().expect("a UTF-8 path"),
+        ]);
+        let fanout_digest = Digest::of(&fanout).to_hex();
+        assert!(
+            text(&rolled).contains(&format!("serving sha256:{fanout_digest}")),
+            "{}",
+            text(&rolled)
+        );
+        let event = crate::common::publishing::wait_event(
+            &env,
+            "policy-fanout",
+            "PolicyLoaded",
+            "served again from its revision",
+        )
+        .await;
+        let note = event.message.unwrap_or_default();
+        assert!(
+            note.contains(&format!("sha256:{fanout_digest} in service")),
+            "{note}"
+        );
+        assert!(note.contains("from the artifact cache"), "{note}");
+        assert!(note.contains("compile cache hit"), "{note}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

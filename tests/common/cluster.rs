@@ -172,6 +172,8 @@ pub struct OperatorSetup {
     pub registries: policyhost::operator::Registries,
     /// Which policies each team holds (`--team`).
     pub teams: policyhost::fair::Teams,
+    /// Revisions kept per policy (`--policy-history`).
+    pub policy_history: usize,
 }
 
 impl OperatorSetup {
@@ -198,6 +200,7 @@ impl OperatorSetup {
             record_calls: None,
             registries: policyhost::operator::Registries::default(),
             teams: policyhost::fair::Teams::default(),
+            policy_history: policyhost::policies::revisions::DEFAULT_KEEP,
         }
     }
 
@@ -299,6 +302,7 @@ impl Env {
             runtime,
             record_calls: setup.record_calls.clone(),
             registries: setup.registries.clone(),
+            policy_history: setup.policy_history,
             ..defaults
         };
         let api = setup.api.clone().unwrap_or_else(|| self.config.clone());

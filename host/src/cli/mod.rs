@@ -27,6 +27,7 @@ mod registry;
 #[cfg(feature = "dev")]
 mod reload;
 mod replay;
+mod rollback;
 mod run;
 mod status;
 mod terminal;
@@ -119,6 +120,17 @@ enum PolicyCommand {
     /// service, or faulted where `policy diff` has not shown it (unless
     /// `--force`).
     Promote(promote::PromoteArgs),
+    /// List the versions a policy served, the last served first (`*`: in
+    /// service), as the host keeps them for `policy rollback`.
+    History(rollback::HistoryArgs),
+    /// Serve again a version the policy served before (default: the one
+    /// before the current), from the host's revision of it: no push of
+    /// its bytes, no registry reached, no compile when still cached.
+    ///
+    /// Exit status: 0 when applied (with `--wait`: when served); 1 when the
+    /// policy never served the digest asked for, or nothing earlier is
+    /// kept; 3 when the host refused it (with `--wait`).
+    Rollback(rollback::RollbackArgs),
     /// Create a policy crate that builds and passes its tests as generated.
     ///
     /// A small policy (one Pod per DataJob), a unit test, a golden case and
@@ -189,6 +201,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::List(args)) => list::run(&args),
         Command::Policy(PolicyCommand::Diff(args)) => diff::run(&args),
         Command::Policy(PolicyCommand::Promote(args)) => promote::run(&args),
+        Command::Policy(PolicyCommand::History(args)) => rollback::history(&args),
+        Command::Policy(PolicyCommand::Rollback(args)) => rollback::rollback(&args),
         Command::Policy(PolicyCommand::New(args)) => new::run(&args),
         Command::CompileComponent(args) => {
             Ok(runtime::compile::serve(args.memory_bytes, args.cpu_seconds))

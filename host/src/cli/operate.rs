@@ -184,6 +184,11 @@ pub(crate) struct OperatorArgs {
     /// rotated credential loads its policy again within this time.
     #[arg(long, default_value = "60s", value_parser = duration::seconds_before, value_name = "DURATION")]
     grant_secret_refresh: DurationArg,
+    /// Versions kept per policy for `policy rollback`, as revision
+    /// ConfigMaps (`revision-<name>-<digest>`) in the policy namespace;
+    /// 0 keeps none.
+    #[arg(long, default_value_t = policyhost::policies::revisions::DEFAULT_KEEP, value_name = "N")]
+    policy_history: usize,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -333,6 +338,7 @@ impl OperatorArgs {
             },
             teams,
             grant_secret_refresh: self.grant_secret_refresh.0,
+            policy_history: self.policy_history,
             child_settle: self.child_settle.0,
             record_calls: self.record_calls.clone().map(|dir| record::Config {
                 dir,

@@ -6,10 +6,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use policyhost::publisher::candidate::Policy;
-use policyhost::publisher::publish;
 
 use super::cluster::{ClusterArgs, block_on};
-use super::duration::{self, DurationArg};
+use super::push::WaitArgs;
 use super::terminal::println;
 
 /// Arguments of `policy promote`.
@@ -21,12 +20,8 @@ pub(crate) struct PromoteArgs {
     /// not shown it.
     #[arg(long)]
     force: bool,
-    /// Wait for the host to serve the promoted version.
-    #[arg(long)]
-    wait: bool,
-    /// How long `--wait` waits.
-    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = duration::seconds_before)]
-    wait_timeout: DurationArg,
+    #[command(flatten)]
+    wait: WaitArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
 }
@@ -41,19 +36,6 @@ pub(crate) fn run(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
             kube::ResourceExt::name_any(&serving),
             args.name
         );
-        if !args.wait {
-            return Ok(ExitCode::SUCCESS);
-        }
-        let verdict = publish::wait_observed(&client, &serving, args.wait_timeout.0).await?;
-        if let Some(error) = verdict.error {
-            println!("rejected: {error}");
-            return Ok(ExitCode::from(super::push::REJECTED));
-        }
-        println!(
-            "serving sha256:{} since {}",
-            verdict.loaded_digest.unwrap_or_default(),
-            verdict.loaded_at.unwrap_or_default()
-        );
-        Ok(ExitCode::SUCCESS)
+        args.wait.verdict(&client, &serving, "serving").await
     })
 }

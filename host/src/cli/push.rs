@@ -71,12 +71,52 @@ pub(crate) struct PushArgs {
     shadow: bool,
     #[command(flatten)]
     oci: OciArgs,
+    #[command(flatten)]
+    wait: WaitArgs,
+}
+
+/// `--wait` and `--wait-timeout`, of every command that publishes.
+#[derive(Debug, Args)]
+pub(crate) struct WaitArgs {
     /// Wait for the host's verdict; exit 3 if it rejects the version.
     #[arg(long)]
     wait: bool,
     /// How long `--wait` waits.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = duration::seconds_before)]
     wait_timeout: DurationArg,
+}
+
+impl WaitArgs {
+    /// With `--wait`, waits for the host's verdict on `map` (applied) and
+    /// prints it: `doing` (`serving`, `shadowing`) the digest, exit 0; or
+    /// the refusal and what still serves, exit [`REJECTED`]. Without, exit 0.
+    pub(crate) async fn verdict(
+        &self,
+        client: &kube::Client,
+        map: &k8s_openapi::api::core::v1::ConfigMap,
+        doing: &str,
+    ) -> anyhow::Result<ExitCode> {
+        if !self.wait {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let verdict = publish::wait_observed(client, map, self.wait_timeout.0).await?;
+        if let Some(error) = verdict.error {
+            println!("rejected: {error}");
+            if let Some(serving) = verdict.loaded_digest {
+                println!("still serving sha256:{serving}");
+            }
+            return Ok(ExitCode::from(REJECTED));
+        }
+        println!(
+            "{doing} sha256:{} since {}",
+            verdict.loaded_digest.unwrap_or_default(),
+            verdict.loaded_at.unwrap_or_default()
+        );
+        if let Some(clamped) = verdict.clamped {
+            println!("clamped by the host: {clamped}");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 /// Where `policy push --oci` puts the component, and how it gets in.
@@ -238,30 +278,7 @@ pub(crate) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
                 String::new()
             }
         );
-        if !args.wait {
-            return Ok(ExitCode::SUCCESS);
-        }
-        let verdict = publish::wait_observed(&client, &map, args.wait_timeout.0).await?;
-        match verdict.error {
-            Some(error) => {
-                println!("rejected: {error}");
-                if let Some(serving) = verdict.loaded_digest {
-                    println!("still serving sha256:{serving}");
-                }
-                Ok(ExitCode::from(REJECTED))
-            }
-            None => {
-                println!(
-                    "{} sha256:{} since {}",
-                    if args.shadow { "shadowing" } else { "serving" },
-                    verdict.loaded_digest.unwrap_or_default(),
-                    verdict.loaded_at.unwrap_or_default()
-                );
-                if let Some(clamped) = verdict.clamped {
-                    println!("clamped by the host: {clamped}");
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-        }
+        let doing = if args.shadow { "shadowing" } else { "serving" };
+        args.wait.verdict(&client, &map, doing).await
     })
 }

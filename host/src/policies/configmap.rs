@@ -27,6 +27,8 @@
 //!   description: one line for people        # free text, ignored by the host
 //!   share: "2"                              # fair share of workers, call threads
 //!                                           # and API writes (default 1)
+//!   # revision: sha256:…                    # alone: serve a version this policy
+//!                                           # served before (`policy rollback`)
 //! ```
 //!
 //! Limits and the share are clamped to the host's maxima (`--max-share`
@@ -90,6 +92,10 @@ pub mod keys {
     /// The component as an OCI artifact, `REGISTRY/REPOSITORY@sha256:DIGEST`
     /// (see [`crate::oci`]), instead of `binaryData`.
     pub const ARTIFACT: &str = "artifact";
+    /// A version this policy served before, `sha256:DIGEST`, as the only
+    /// key: `policy rollback` writes it, and the host serves that version's
+    /// component and settings from its revision ([`crate::policies::revisions`]).
+    pub const REVISION: &str = "revision";
 
     /// Every key the host reads.
     pub const ALL: &[&str] = &[
@@ -104,6 +110,7 @@ pub mod keys {
         DESCRIPTION,
         SHARE,
         ARTIFACT,
+        REVISION,
     ];
 }
 
@@ -281,6 +288,8 @@ pub struct Settings {
     pub share: Option<Share>,
     /// The artifact to pull the component from, instead of `binaryData`.
     pub artifact: Option<Reference>,
+    /// The earlier version to serve again, instead of any other content.
+    pub revision: Option<Digest>,
 }
 
 impl Settings {
@@ -328,6 +337,9 @@ impl Settings {
                 keys::DESCRIPTION => settings.description = Some(entry.value.to_owned()),
                 keys::ARTIFACT => {
                     settings.artifact = Some(entry.parse(ARTIFACT_EXPECTED, |t| t.parse().ok())?);
+                }
+                keys::REVISION => {
+                    settings.revision = Some(entry.parse(REVISION_EXPECTED, parse_digest)?);
                 }
                 keys::SHARE => {
                     let share = entry.parse(SHARE_EXPECTED, |t| {
@@ -400,6 +412,9 @@ impl Settings {
         }
         if let Some(share) = self.share {
             put(keys::SHARE, share.to_string());
+        }
+        if let Some(digest) = self.revision {
+            put(keys::REVISION, format!("sha256:{}", digest.to_hex()));
         }
         data
     }
@@ -635,6 +650,19 @@ pub fn promoted(candidate: &ConfigMap, policy: &str) -> ConfigMap {
     }
 }
 
+/// The serving version's ConfigMap of `policy` asking for the version of
+/// `digest` again: what `policy rollback` applies. Its only key is
+/// [`keys::REVISION`], so the apply removes the component and settings the
+/// publisher applied before.
+#[must_use]
+pub fn rollback(policy: &str, namespace: &str, digest: Digest) -> ConfigMap {
+    let settings = Settings {
+        revision: Some(digest),
+        ..Settings::default()
+    };
+    policy_map(policy, namespace, settings.to_data(), None)
+}
+
 const WASM_PAGE: u64 = 64 << 10;
 const ARTIFACT_EXPECTED: &str = "an OCI reference REGISTRY/REPOSITORY@sha256:DIGEST, such as registry.example.com/team-a/fanout@sha256:3f5a…";
 const DIGEST_EXPECTED: &str = "64 hexadecimal digits, optionally prefixed `sha256:`";
@@ -646,6 +674,7 @@ const OUTPUT_EXPECTED: &str = "a positive byte quantity, such as 4Mi";
 const KINDS_EXPECTED: &str = "a list of APIVERSION/KIND such as v1/Pod,batch/v1/Job";
 const NAMESPACES_EXPECTED: &str = "`*`, or a list of namespace names such as team-a,team-a-ci";
 const SHARE_EXPECTED: &str = "a positive integer, such as 2";
+const REVISION_EXPECTED: &str = "sha256: and the 64 hexadecimal digits of a version the policy served, as `policy history` lists them";
 
 fn parse_digest(text: &str) -> Option<Digest> {
     let hex = text.strip_prefix("sha256:").unwrap_or(text);
@@ -769,7 +798,7 @@ mod tests {
         );
         assert_eq!(
             error_of(&[("memroy", "64Mi")]),
-            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, allowedNamespaces, description, share, artifact"
+            "unknown key `data.memroy`; the keys are sha256, memory, fuel, timeout, maxChildren, maxOutputBytes, allowedKinds, allowedNamespaces, description, share, artifact, revision"
         );
         assert_eq!(
             error_of(&[("artifact", "team-a/fanout:1")]),
@@ -877,6 +906,7 @@ mod tests {
                 .parse()
                 .expect("a reference"),
             ),
+            revision: Some(Digest::of(b"earlier")),
         };
         let data = settings.to_data();
         assert_eq!(data["memory"], "96Mi");

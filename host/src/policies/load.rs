@@ -53,6 +53,9 @@ pub enum Error {
     /// The ConfigMap names an artifact and this host has no registry client.
     #[error("this host pulls no artifacts: its registry client did not start")]
     NoPuller,
+    /// The version asked for again (`data.revision`) is not one to serve.
+    #[error(transparent)]
+    Revision(#[from] super::revisions::Error),
     /// The load task was lost (the host is shutting down).
     #[error("the load was interrupted")]
     Interrupted(#[source] tokio::task::JoinError),
@@ -69,6 +72,7 @@ impl Error {
             Self::Pull(error) => error.reason(),
             Self::NoPuller => "PullFailed",
             Self::NotAnArtifact => "Unsigned",
+            Self::Revision(error) => error.reason(),
             Self::Interrupted(_) => "Interrupted",
         }
     }
@@ -89,7 +93,11 @@ impl Error {
     /// registry was down, slow or failing (retried with the source's backoff).
     #[must_use]
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Pull(error) if error.is_transient())
+        match self {
+            Self::Pull(error) => error.is_transient(),
+            Self::Revision(error) => error.is_transient(),
+            _ => false,
+        }
     }
 }
 

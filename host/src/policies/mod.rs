@@ -10,6 +10,7 @@ pub mod provenance;
 pub mod refusal;
 mod registry;
 pub mod report;
+pub mod revisions;
 pub mod source;
 pub mod tenancy;
 

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::runtime::{Clamped, Limits, Policy, Source};
 use crate::vocabulary::{
-    CLAMPED_ANNOTATION, ERROR_ANNOTATION, LOADED_AT_ANNOTATION, LOADED_DIGEST_ANNOTATION,
-    OBSERVED_ANNOTATION, PINNED_ANNOTATION, PROVIDES_ANNOTATION,
+    CLAMPED_ANNOTATION, ERROR_ANNOTATION, HISTORY_ANNOTATION, LOADED_AT_ANNOTATION,
+    LOADED_DIGEST_ANNOTATION, OBSERVED_ANNOTATION, PINNED_ANNOTATION, PROVIDES_ANNOTATION,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
@@ -31,6 +31,9 @@ pub struct Annotations {
     /// The tag of its artifact as resolved ([`PINNED_ANNOTATION`]); kept
     /// when absent here, as only a load that resolved a tag sets it.
     pub pinned: Option<String>,
+    /// The versions the policy served ([`HISTORY_ANNOTATION`]); kept when
+    /// absent here, as only a swap of the serving version rewrites it.
+    pub history: Option<String>,
 }
 
 impl Annotations {
@@ -51,6 +54,9 @@ impl Annotations {
         put(PROVIDES_ANNOTATION, self.provides.as_ref());
         if let Some(pinned) = &self.pinned {
             put(PINNED_ANNOTATION, Some(pinned));
+        }
+        if let Some(history) = &self.history {
+            put(HISTORY_ANNOTATION, Some(history));
         }
         serde_json::json!({ "metadata": { "annotations": annotations } })
     }
@@ -76,6 +82,7 @@ impl Annotations {
             clamped: get(CLAMPED_ANNOTATION),
             provides: get(PROVIDES_ANNOTATION),
             pinned: get(PINNED_ANNOTATION),
+            history: get(HISTORY_ANNOTATION),
         }
     }
 }
@@ -169,6 +176,7 @@ mod tests {
             clamped: None,
             provides: Some("etl".into()),
             pinned: Some("r.example.com/a/b:1@sha256:00".into()),
+            history: Some("[]".into()),
         };
         let map: BTreeMap<String, String> = written
             .patch()

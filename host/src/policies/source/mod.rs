@@ -84,6 +84,7 @@ use self::record::{Content, split};
 use super::load;
 use super::registry::{Registry, Role};
 use super::report::Annotations;
+use super::revisions::Revisions;
 use crate::cache::{self, Cached, Change, Index, ObjectKey, Scope, Store, StoreBuilder};
 use crate::chain::Chain;
 use crate::fair::Tenant;
@@ -113,6 +114,9 @@ pub struct Config {
     /// Whether this replica leads: every replica loads the policies (a
     /// follower stays ready to take over), only the leader reports them.
     pub leadership: Leadership,
+    /// Revisions kept per policy for `policy rollback` (`--policy-history`):
+    /// 0 keeps none.
+    pub history: usize,
 }
 
 /// What a worker has to do for one ConfigMap.
@@ -165,6 +169,8 @@ struct Inner {
     listed: watch::Sender<bool>,
     /// The artifacts being pulled, apart from the loads.
     pulls: Arc<Pulls>,
+    /// The versions each policy served, for a rollback.
+    revisions: Revisions,
 }
 
 impl ConfigMapSource {
@@ -197,6 +203,7 @@ impl ConfigMapSource {
             },
         );
         let grants = Arc::new(Grants::new(client.clone(), config.namespace.clone()));
+        let revisions = Revisions::new(client.clone(), &config.namespace, config.history);
         Self {
             inner: Arc::new(Inner {
                 client,
@@ -213,6 +220,7 @@ impl ConfigMapSource {
                 first: Mutex::new(None),
                 listed: watch::channel(false).0,
                 pulls: Arc::default(),
+                revisions,
             }),
         }
     }

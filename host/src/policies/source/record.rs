@@ -12,6 +12,7 @@ use super::super::load;
 use super::super::provenance::Foreign;
 use super::super::refusal;
 use super::super::registry::Role;
+use super::super::revisions;
 use crate::cache::{Cached, ObjectKey};
 use crate::data_keys::KeyError;
 use crate::vocabulary::{
@@ -192,6 +193,11 @@ pub struct Content {
     /// The artifact it names, once pulled (or why not): set by the pull,
     /// apart from the load ([`super::pulls`]).
     pub fetched: Option<load::Result<load::Fetched>>,
+    /// The field manager that wrote its content, for its revision.
+    pub published_by: Option<String>,
+    /// Whether it asked for a version served before (`data.revision`): its
+    /// settings and component are then that version's.
+    pub again: bool,
 }
 
 /// Splits a ConfigMap into its record and its content (kept in `contents`
@@ -208,6 +214,11 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
         .as_ref()
         .and_then(|annotations| annotations.get(PINNED_ANNOTATION))
         .and_then(|text| text.parse().ok());
+    let published_by = map
+        .metadata
+        .managed_fields
+        .as_deref()
+        .and_then(revisions::published_by);
     contents.insert(
         record.key.clone(),
         Content {
@@ -216,6 +227,8 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
             refused,
             pinned,
             fetched: None,
+            published_by,
+            again: false,
         },
     );
     record

@@ -16,6 +16,7 @@ use super::super::provenance::Foreign;
 use super::super::refusal;
 use super::super::registry::{Role, Version};
 use super::super::report::{self, Annotations};
+use super::super::revisions;
 use super::super::tenancy::Tenancy;
 use super::record::{Asked, Claim, Content, Record};
 use super::{After, Inner, Pending, Reported};
@@ -24,6 +25,19 @@ use crate::cache::ObjectKey;
 use crate::chain::{Chain, display_chain};
 use crate::grants;
 use crate::vocabulary::{CANDIDATE_ROLE, POLICY_LABEL, ROLE_LABEL};
+
+/// What a ConfigMap offered to serve, for its revision and its report.
+pub(super) struct Offered {
+    /// Its settings and component, when its revision is to be kept.
+    keep: Option<(
+        Settings,
+        std::collections::BTreeMap<String, k8s_openapi::ByteString>,
+    )>,
+    /// The field manager that wrote it.
+    by: String,
+    /// It asked for a version served before (`data.revision`).
+    again: bool,
+}
 
 /// Why a version was not put in service.
 #[derive(Debug, thiserror::Error)]
@@ -172,6 +186,9 @@ impl Inner {
             pull,
             pinned: content.pinned.clone(),
         };
+        if let Err(error) = self.revision_asked(record, &mut content).await {
+            return self.failed(record, error).await;
+        }
         let settings = match content.settings.clone() {
             Ok(settings) => settings,
             Err(error) => {
@@ -179,6 +196,15 @@ impl Inner {
                     .failed(record, configmap::Error::from(error).into())
                     .await;
             }
+        };
+        let offered = Offered {
+            // What its revision keeps, if it serves and this replica writes.
+            keep: (role == Role::Serving
+                && self.revisions.keep > 0
+                && self.config.leadership.permits_writes())
+            .then(|| (settings.clone(), content.binary_data.clone())),
+            by: content.published_by.clone().unwrap_or_default(),
+            again: content.again,
         };
         let fetched = match content.fetched.take() {
             Some(fetched) => fetched,
@@ -209,11 +235,35 @@ impl Inner {
         };
         match result {
             Ok(loaded) => {
-                self.serve(record, role, loaded).await;
+                self.serve(record, role, loaded, offered).await;
                 After::Done
             }
             Err(error) => self.failed(record, error).await,
         }
+    }
+
+    /// A ConfigMap asking for a version served before (`data.revision`)
+    /// gets that version's content from its revision, before anything
+    /// else reads it (the pull too).
+    async fn revision_asked(&self, record: &Record, content: &mut Content) -> load::Result<()> {
+        let Ok(settings) = &content.settings else {
+            return Ok(());
+        };
+        let Some(digest) = settings.revision else {
+            return Ok(());
+        };
+        let kept = self
+            .revisions
+            .read(&record.policy, digest, settings, &content.binary_data)
+            .await?;
+        // Whatever the revision says, the component must be the one asked for.
+        content.settings = Settings::parse(&kept.data).map(|settings| Settings {
+            sha256: Some(digest),
+            ..settings
+        });
+        content.binary_data = kept.binary_data;
+        content.again = true;
+        Ok(())
     }
 
     /// Reports a version that did not load; one refused for want of
@@ -294,8 +344,9 @@ impl Inner {
         Ok(role)
     }
 
-    /// Puts a loaded version in `role` and reports it.
-    async fn serve(&self, record: &Record, role: Role, loaded: load::Loaded) {
+    /// Puts a loaded version in `role`, keeps its revision when it is
+    /// `offered` to serve, and reports it.
+    async fn serve(&self, record: &Record, role: Role, loaded: load::Loaded, offered: Offered) {
         let policy = Arc::clone(&loaded.policy);
         let digest = policy.digest().to_hex();
         let version = Version::offered(
@@ -328,6 +379,8 @@ impl Inner {
             took_ms = loaded.took.as_millis(),
             "policy version in service"
         );
+        let again = offered.again;
+        let history = self.keep_revision(record, &loaded, offered).await;
         let annotations = Annotations {
             observed: record.fingerprint.clone(),
             loaded_digest: Some(digest),
@@ -336,6 +389,7 @@ impl Inner {
             clamped: report::clamped_text(policy.clamped()),
             provides: Some(record.policy.clone()),
             pinned: loaded.pinned.clone(),
+            history,
         };
         let mut note = report::loaded_note(&policy, loaded.compressed, loaded.took.as_millis());
         if let Some((artifact, from_registry)) = &loaded.pulled {
@@ -346,6 +400,9 @@ impl Inner {
             };
             note = format!("{note}; {how}: {artifact}");
         }
+        if again {
+            note.push_str("; served again from its revision");
+        }
         let reason = match role {
             Role::Serving => "PolicyLoaded",
             Role::Candidate => {
@@ -354,6 +411,33 @@ impl Inner {
             }
         };
         self.report(record, annotations, false, reason, &note).await;
+    }
+
+    /// Keeps the revision of a version that went into service, if
+    /// `offered` is to be kept; the policy's history as the annotation says
+    /// it, or `None` (left as it was) when not kept.
+    async fn keep_revision(
+        &self,
+        record: &Record,
+        loaded: &load::Loaded,
+        offered: Offered,
+    ) -> Option<String> {
+        let (settings, binary_data) = offered.keep?;
+        let digest = loaded.policy.digest();
+        let pulled = loaded.pulled.as_ref().map(|(artifact, _)| artifact);
+        let kept = revisions::Kept::of(settings, binary_data, digest, pulled);
+        let owner = revisions::owned_by(record.key.name(), &record.uid);
+        match self
+            .revisions
+            .record(&record.policy, owner, digest, kept, &offered.by)
+            .await
+        {
+            Ok(history) => Some(history.to_annotation()),
+            Err(error) => {
+                warn!(policy = %record.policy, error = %Chain(&error), "cannot keep the revision: a rollback cannot serve this version");
+                None
+            }
+        }
     }
 
     /// Records a refused version (in the registry, for its role, when this

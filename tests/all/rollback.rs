@@ -1,0 +1,233 @@
+//! Rollback end to end, on both servers: every version a policy serves is
+//! kept as a revision, `policy history` lists them, `policy rollback`
+//! serves one again from its revision (no push of its bytes, no compile),
+//! and a digest the policy never served is refused by the CLI and by the
+//! host alike, the version in service serving on.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams};
+use policyhost::policies::configmap;
+use policyhost::policies::revisions;
+use policyhost::runtime::Digest;
+use policyhost::vocabulary::{REVISION_DIGEST_ANNOTATION, REVISION_OF_LABEL};
+use serde_json::json;
+
+use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
+use crate::common::guest_bytes;
+use crate::common::process::{policyhost, text};
+use crate::common::publishing::{push, push_map, wait_event};
+use crate::common::variants::version;
+
+/// `policyhost policy ARGS…` in this test's policy namespace and cluster.
+fn policy_command(env: &Env, args: &[&str]) -> std::process::Output {
+    let kubeconfig = env.kubeconfig_file();
+    let mut all = vec!["policy"];
+    all.extend_from_slice(args);
+    all.extend([
+        "--namespace",
+        env.policy_namespace.as_str(),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("a UTF-8 path"),
+    ]);
+    policyhost(&all)
+}
+
+/// Waits until DataJob `name` says `digest` reconciled it last.
+async fn reconciled_by(env: &Env, name: &str, digest: &str) {
+    eventually(&format!("{name} reconciled by sha256:{digest}"), || async {
+        let job = env.jobs().get(name).await.ok()?;
+        let by = job.status.and_then(|status| status.policy)?.digest;
+        (by == digest).then_some(())
+    })
+    .await;
+}
+
+/// The digests of the revisions kept of `policy`.
+async fn revisions_of(env: &Env, policy: &str) -> BTreeSet<String> {
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    api.list(&ListParams::default().labels(&format!("{REVISION_OF_LABEL}={policy}")))
+        .await
+        .expect("list the revisions")
+        .items
+        .into_iter()
+        .map(|map| map.name_any())
+        .collect()
+}
+
+fn revision_names(policy: &str, digests: &[&Digest]) -> BTreeSet<String> {
+    digests
+        .iter()
+        .map(|digest| revisions::name(policy, digest))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_serves_an_earlier_version_from_its_revision_and_the_history_keeps_the_last_n() {
+    let env = Env::start_with(OperatorSetup {
+        policy_history: 2,
+        ..OperatorSetup::configmaps()
+    })
+    .await;
+    let first = guest_bytes("fanout");
+    let second = version(&first, "second");
+    let third = version(&first, "third");
+    let [d1, d2, d3] = [&first, &second, &third].map(|bytes| Digest::of(bytes));
+    let [h1, h2, h3] = [d1, d2, d3].map(|digest| digest.to_hex());
+
+    assert_eq!(
+        push(&env, "fanout", &first).await.loaded_digest,
+        Some(h1.clone())
+    );
+    env.create_job(
+        "a",
+        "fanout",
+        json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"]}),
+    )
+    .await;
+    env.wait_job("a", "Succeeded", |job| phase(job) == Some("Succeeded"))
+        .await;
+    reconciled_by(&env, "a", &h1).await;
+    assert_eq!(
+        push(&env, "fanout", &second).await.loaded_digest,
+        Some(h2.clone())
+    );
+    reconciled_by(&env, "a", &h2).await;
+
+    let history = policy_command(&env, &["history", "fanout"]);
+    assert!(history.status.success(), "{}", text(&history));
+    let lines = text(&history);
+    let line_of = |digest: &str| {
+        lines
+            .lines()
+            .find(|line| line.contains(digest))
+            .unwrap_or_else(|| panic!("sha256:{digest} listed: {lines}"))
+            .to_owned()
+    };
+    assert!(line_of(&h2).starts_with('*'), "in service: {lines}");
+    assert!(line_of(&h1).starts_with(' '), "{lines}");
+    assert!(
+        line_of(&h1).contains("policyhost-push"),
+        "who pushed it: {lines}"
+    );
+
+    // The version before: served again from its revision, compiled before.
+    let rolled = policy_command(&env, &["rollback", "fanout", "--wait"]);
+    assert!(rolled.status.success(), "{}", text(&rolled));
+    assert!(
+        text(&rolled).contains(&format!("serving sha256:{h1}")),
+        "{}",
+        text(&rolled)
+    );
+    let note = wait_event(
+        &env,
+        "policy-fanout",
+        "PolicyLoaded",
+        "served again from its revision",
+    )
+    .await
+    .message
+    .unwrap_or_default();
+    assert!(note.contains(&format!("sha256:{h1} in service")), "{note}");
+    assert!(note.contains("compile cache hit"), "no compile: {note}");
+    reconciled_by(&env, "a", &h1).await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let serving = api
+        .get("policy-fanout")
+        .await
+        .expect("the policy ConfigMap");
+    assert_eq!(
+        serving
+            .data
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![("revision".to_owned(), format!("sha256:{h1}"))],
+        "the ConfigMap says what serves, and nothing else"
+    );
+    assert!(
+        serving.binary_data.unwrap_or_default().is_empty(),
+        "the component is the revision's"
+    );
+
+    // A digest the policy never served: the CLI refuses it, and the host
+    // refuses a ConfigMap asking for it, the version in service serving on.
+    let never = policy_command(&env, &["rollback", "fanout", "--to", &h3[..12]]);
+    assert!(!never.status.success(), "{}", text(&never));
+    assert!(
+        text(&never).contains("never served a version"),
+        "{}",
+        text(&never)
+    );
+    let asked = push_map(
+        &env,
+        &configmap::rollback("fanout", &env.policy_namespace, d3),
+    )
+    .await;
+    let error = asked.error.unwrap_or_default();
+    assert!(error.starts_with("NeverServed"), "{error}");
+    assert_eq!(asked.loaded_digest, Some(h1.clone()), "still serving");
+    // Another key beside the ask: which settings are meant is unclear.
+    let mut mixed = configmap::rollback("fanout", &env.policy_namespace, d2);
+    mixed
+        .data
+        .get_or_insert_default()
+        .insert("fuel".to_owned(), "1000".to_owned());
+    let error = push_map(&env, &mixed).await.error.unwrap_or_default();
+    assert!(error.starts_with("RevisionNotAlone"), "{error}");
+
+    // A revision whose component is not the digest it is kept under (no
+    // team can write one; the operator checks all the same).
+    let forged = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(revisions::name("fanout", &d3)),
+            labels: Some([(REVISION_OF_LABEL.to_owned(), "fanout".to_owned())].into()),
+            annotations: Some([(REVISION_DIGEST_ANNOTATION.to_owned(), h3.clone())].into()),
+            ..kube::api::ObjectMeta::default()
+        },
+        data: Some([("allowedNamespaces".to_owned(), "*".to_owned())].into()),
+        binary_data: Some(
+            [(
+                configmap::MODULE_KEY.to_owned(),
+                k8s_openapi::ByteString(second.clone()),
+            )]
+            .into(),
+        ),
+        ..ConfigMap::default()
+    };
+    api.create(&kube::api::PostParams::default(), &forged)
+        .await
+        .expect("create the forged revision");
+    let asked = push_map(
+        &env,
+        &configmap::rollback("fanout", &env.policy_namespace, d3),
+    )
+    .await;
+    let error = asked.error.unwrap_or_default();
+    assert!(error.starts_with("DigestMismatch"), "{error}");
+    assert_eq!(asked.loaded_digest, Some(h1.clone()), "still serving");
+    api.delete(&forged.name_any(), &kube::api::DeleteParams::default())
+        .await
+        .expect("delete the forged revision");
+    // A push replaces the ask; two revisions are kept, the last served.
+    assert_eq!(
+        push(&env, "fanout", &third).await.loaded_digest,
+        Some(h3.clone())
+    );
+    eventually("two revisions, the last served", || async {
+        let kept = revisions_of(&env, "fanout").await;
+        (kept == revision_names("fanout", &[&d3, &d1])).then_some(())
+    })
+    .await;
+    // A unique prefix names a version.
+    let rolled = policy_command(&env, &["rollback", "fanout", "--to", &h1[..12], "--wait"]);
+    assert!(
+        text(&rolled).contains(&format!("serving sha256:{h1}")),
+        "{}",
+        text(&rolled)
+    );
+    reconciled_by(&env, "a", &h1).await;
+}
