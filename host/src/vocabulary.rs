@@ -36,6 +36,8 @@ pub const POLICY_LABEL: &str = "policyhost.dev/policy";
 pub const ROLE_LABEL: &str = "policyhost.dev/role";
 /// The [`ROLE_LABEL`] value of a candidate version.
 pub const CANDIDATE_ROLE: &str = "candidate";
+/// The [`ROLE_LABEL`] value of a policy's pins ([`crate::policies::pins`]).
+pub const PINS_ROLE: &str = "pins";
 /// The label that marks a grant ConfigMap; its value is the policy's name.
 pub const GRANT_LABEL: &str = "policyhost.dev/grant";
 

@@ -1,8 +1,9 @@
-//! Rollback end to end, on both servers: every version a policy serves is
-//! kept as a revision, `policy history` lists them, `policy rollback`
-//! serves one again from its revision (no push of its bytes, no compile),
-//! and a digest the policy never served is refused by the CLI and by the
-//! host alike, the version in service serving on.
+//! Going back and staying back, end to end on both servers: every version
+//! a policy serves is kept as a revision, `policy history` lists them,
+//! `policy rollback` serves one again from its revision (no push of its
+//! bytes, no compile), `policy pin` keeps a namespace or one DataJob on
+//! one whatever serves the others; a digest the policy never served is
+//! refused by the CLI and by the host alike, what is in force staying.
 
 use std::collections::BTreeSet;
 
@@ -16,9 +17,10 @@ use policyhost::vocabulary::{REVISION_DIGEST_ANNOTATION, REVISION_OF_LABEL};
 use serde_json::json;
 
 use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
+use crate::common::for_every_namespace;
 use crate::common::guest_bytes;
 use crate::common::process::{policyhost, text};
-use crate::common::publishing::{push, push_map, wait_event};
+use crate::common::publishing::{policy_map, push, push_map, wait_event};
 use crate::common::variants::version;
 
 /// `policyhost policy ARGS…` in this test's policy namespace and cluster.
@@ -230,4 +232,126 @@ async fn a_rollback_serves_an_earlier_version_from_its_revision_and_the_history_
         text(&rolled)
     );
     reconciled_by(&env, "a", &h1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_namespace_and_datajob_keep_their_versions_through_a_promote_until_unpinned() {
+    let env = Env::start_with(OperatorSetup {
+        policy_history: 2,
+        ..OperatorSetup::configmaps()
+    })
+    .await;
+    let first = guest_bytes("fanout");
+    let [second, third, never] = ["second", "third", "never"].map(|label| version(&first, label));
+    let [d1, d2, d3, d4] = [&first, &second, &third, &never].map(|bytes| Digest::of(bytes));
+    let [h1, h2, h3, h4] = [d1, d2, d3, d4].map(|digest| digest.to_hex());
+    let worker = json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"]});
+    push(&env, "fanout", &first).await;
+    push(&env, "fanout", &second).await;
+    for name in ["a", "b"] {
+        env.create_job(name, "fanout", worker.clone()).await;
+        reconciled_by(&env, name, &h2).await;
+    }
+    // The platform team creates the pins ConfigMap beside the policy's.
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let pins = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(configmap::pins_name("fanout")),
+            ..kube::api::ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    api.create(&kube::api::PostParams::default(), &pins)
+        .await
+        .expect("create pins-fanout");
+
+    // The namespace keeps the first version; `b` the second.
+    let namespace = env.namespace.clone();
+    let pinned = policy_command(&env, &["pin", "fanout", &namespace, &h1[..12], "--wait"]);
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    assert!(text(&pinned).contains("pins in force"), "{}", text(&pinned));
+    let note = wait_event(&env, "pins-fanout", "PinsApplied", &h1[..12])
+        .await
+        .message
+        .unwrap_or_default();
+    assert!(
+        note.contains(&format!("namespace {namespace} → sha256:{}", &h1[..12])),
+        "{note}"
+    );
+    assert!(
+        note.contains("(code "),
+        "each pinned version's memory: {note}"
+    );
+    reconciled_by(&env, "a", &h1).await;
+    reconciled_by(&env, "b", &h1).await;
+    let own = format!("{namespace}/b");
+    let pinned = policy_command(&env, &["pin", "fanout", &own, &h2, "--wait"]);
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    reconciled_by(&env, "b", &h2).await;
+
+    // A promote serves a third version to everyone else; the pins hold, and
+    // the first version's revision outlives the history while pinned.
+    let candidate = configmap::into_candidate(
+        policy_map(&env, "fanout", &third, &for_every_namespace()),
+        "fanout",
+    );
+    push_map(&env, &candidate).await;
+    let promoted = policy_command(&env, &["promote", "fanout", "--force", "--wait"]);
+    assert!(
+        text(&promoted).contains(&format!("serving sha256:{h3}")),
+        "{}",
+        text(&promoted)
+    );
+    // A DataJob new in the pinned namespace gets the pinned version too.
+    env.create_job("c", "fanout", worker.clone()).await;
+    reconciled_by(&env, "c", &h1).await;
+    for (name, digest) in [("a", &h1), ("b", &h2)] {
+        let job = env.jobs().get(name).await.expect("the DataJob");
+        assert_eq!(
+            job.status.and_then(|s| s.policy).map(|p| p.digest).as_ref(),
+            Some(digest),
+            "{name} keeps its pinned version"
+        );
+    }
+    eventually("the pinned revision kept past the history", || async {
+        let kept = revisions_of(&env, "fanout").await;
+        (kept == revision_names("fanout", &[&d1, &d2, &d3])).then_some(())
+    })
+    .await;
+
+    // A digest the policy never served: the CLI refuses it, and the host
+    // refuses pins naming it, the pins in force staying.
+    let never = policy_command(&env, &["pin", "fanout", "elsewhere", &h4]);
+    assert!(!never.status.success(), "{}", text(&never));
+    assert!(text(&never).contains("never served"), "{}", text(&never));
+    let mut by_hand = api.get("pins-fanout").await.expect("pins-fanout");
+    by_hand
+        .data
+        .get_or_insert_default()
+        .insert("elsewhere".to_owned(), format!("sha256:{h4}"));
+    by_hand.metadata.managed_fields = None;
+    let verdict = push_map(&env, &by_hand).await;
+    let error = verdict.error.unwrap_or_default();
+    assert!(error.starts_with("NeverServed"), "{error}");
+    assert!(
+        env.operator()
+            .shared
+            .registry
+            .pinned("fanout")
+            .is_some_and(|pinned| pinned.pins.0.len() == 2),
+        "the pins in force stay"
+    );
+
+    // Unpinned, both follow the serving version.
+    for target in [own.as_str(), namespace.as_str()] {
+        let out = policy_command(&env, &["unpin", "fanout", target, "--wait"]);
+        let stdout = text(&out);
+        // The hand-written pin is still there: the host refuses the whole map.
+        assert!(stdout.contains("NeverServed"), "{stdout}");
+    }
+    let out = policy_command(&env, &["unpin", "fanout", "elsewhere", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    for name in ["a", "b", "c"] {
+        reconciled_by(&env, name, &h3).await;
+    }
 }

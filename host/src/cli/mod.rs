@@ -21,6 +21,7 @@ mod list;
 mod logging;
 mod new;
 mod operate;
+mod pin;
 mod promote;
 mod push;
 mod registry;
@@ -131,6 +132,15 @@ enum PolicyCommand {
     /// policy never served the digest asked for, or nothing earlier is
     /// kept; 3 when the host refused it (with `--wait`).
     Rollback(rollback::RollbackArgs),
+    /// Keep a namespace's DataJobs (`NAMESPACE`), or one DataJob
+    /// (`NAMESPACE/NAME`), on a version the policy served, whatever serves
+    /// the others: a pin in the policy's `pins-NAME` ConfigMap.
+    ///
+    /// Exit status: 0 when written (with `--wait`: in force); 1 when the
+    /// policy never served the digest; 3 when the host refused the pins.
+    Pin(pin::PinArgs),
+    /// Let a pinned namespace or DataJob follow the serving version again.
+    Unpin(pin::UnpinArgs),
     /// Create a policy crate that builds and passes its tests as generated.
     ///
     /// A small policy (one Pod per DataJob), a unit test, a golden case and
@@ -203,6 +213,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Promote(args)) => promote::run(&args),
         Command::Policy(PolicyCommand::History(args)) => rollback::history(&args),
         Command::Policy(PolicyCommand::Rollback(args)) => rollback::rollback(&args),
+        Command::Policy(PolicyCommand::Pin(args)) => pin::pin(&args),
+        Command::Policy(PolicyCommand::Unpin(args)) => pin::unpin(&args),
         Command::Policy(PolicyCommand::New(args)) => new::run(&args),
         Command::CompileComponent(args) => {
             Ok(runtime::compile::serve(args.memory_bytes, args.cpu_seconds))

@@ -107,11 +107,11 @@ impl WaitArgs {
             }
             return Ok(ExitCode::from(REJECTED));
         }
-        println!(
-            "{doing} sha256:{} since {}",
-            verdict.loaded_digest.unwrap_or_default(),
-            verdict.loaded_at.unwrap_or_default()
-        );
+        let since = verdict.loaded_at.unwrap_or_default();
+        match verdict.loaded_digest {
+            Some(digest) => println!("{doing} sha256:{digest} since {since}"),
+            None => println!("{doing} since {since}"),
+        }
         if let Some(clamped) = verdict.clamped {
             println!("clamped by the host: {clamped}");
         }

@@ -65,7 +65,7 @@ pub(crate) fn policy(shared: &Shared, job: &DataJob) -> Result<Arc<Policy>, Deni
     }
     shared
         .registry
-        .get_for(&job.spec.policy, &namespace)
+        .get_for(&job.spec.policy, &namespace, &job.name_any())
         .map_err(Denied::Policy)
 }
 

@@ -208,7 +208,7 @@ async fn clean(
         },
     };
     let started = Instant::now();
-    let shadow = shared.shadow.beside(&acting.name, &input);
+    let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
     let called = shared.runtime.cleanup(policy, input).await;
     if let Some(shadow) = shadow {
         shadow.cleanup(&called.result);

@@ -180,7 +180,7 @@ async fn run_policy(
             policy_digest: acting.digest.clone(),
         },
     };
-    let shadow = shared.shadow.beside(&acting.name, &input);
+    let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
     let tenant = policy.tenant().clone();
     let outcome = shared.runtime.reconcile(policy, input).await;
     if let Some(shadow) = shadow {

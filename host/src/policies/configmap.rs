@@ -248,6 +248,19 @@ pub enum Error {
         /// The policy its label names.
         policy: String,
     },
+    /// On a strict host, pins come only from `pins-<name>`.
+    #[error(
+        "ConfigMap {configmap} is labelled as the pins of policy `{policy}`; on this host only the ConfigMap `pins-{policy}` may hold its pins"
+    )]
+    PinsNameMismatch {
+        /// The ConfigMap's name.
+        configmap: String,
+        /// The policy its label names.
+        policy: String,
+    },
+    /// A pin does not read.
+    #[error(transparent)]
+    Pin(#[from] super::pins::Error),
 }
 
 impl Error {
@@ -262,7 +275,10 @@ impl Error {
             Self::Key(_) | Self::KindNotManaged { .. } | Self::NamespacesRequired => {
                 "InvalidConfig"
             }
-            Self::NameMismatch { .. } | Self::CandidateNameMismatch { .. } => "NameMismatch",
+            Self::NameMismatch { .. }
+            | Self::CandidateNameMismatch { .. }
+            | Self::PinsNameMismatch { .. } => "NameMismatch",
+            Self::Pin(_) => "InvalidPin",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::InvalidName(_) => "InvalidName",
             Self::Compress(_) => "CompressFailed",
@@ -529,6 +545,12 @@ pub fn configmap_name(policy: &str) -> String {
 #[must_use]
 pub fn candidate_name(policy: &str) -> String {
     format!("candidate-{policy}")
+}
+
+/// The ConfigMap holding the pins of `policy`: `pins-<policy>`.
+#[must_use]
+pub fn pins_name(policy: &str) -> String {
+    format!("pins-{policy}")
 }
 
 /// Checks that `name` can be a policy name: a DNS-1123 label.

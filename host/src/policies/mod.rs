@@ -6,6 +6,7 @@ pub mod access;
 pub mod configmap;
 pub mod dir;
 pub mod load;
+pub mod pins;
 pub mod provenance;
 pub mod refusal;
 mod registry;
@@ -14,5 +15,5 @@ pub mod revisions;
 pub mod source;
 pub mod tenancy;
 
-pub use registry::{Change, Entry, Registry, Rejection, Role, Slot, Unavailable, Version};
+pub use registry::{Change, Entry, Pinned, Registry, Rejection, Role, Slot, Unavailable, Version};
 pub use source::ConfigMapSource;

@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::sync::broadcast;
 
 use super::access::Access;
-use crate::runtime::Policy;
+use super::pins::Pins;
+use crate::runtime::{Digest, Policy};
 
 /// Why a policy name has no version to call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +136,15 @@ pub struct Slot {
     pub rejected: Option<Rejection>,
 }
 
+/// The versions some DataJobs of a policy are pinned to ([`super::pins`]).
+#[derive(Debug, Clone, Default)]
+pub struct Pinned {
+    /// Which DataJobs keep which digest.
+    pub pins: Pins,
+    /// Every pinned version, loaded, by digest.
+    pub versions: BTreeMap<Digest, Arc<Version>>,
+}
+
 /// What the registry knows of one policy name.
 #[derive(Debug, Clone, Default)]
 pub struct Entry {
@@ -142,6 +152,8 @@ pub struct Entry {
     pub serving: Slot,
     /// The version called beside it.
     pub candidate: Slot,
+    /// The versions pinned DataJobs keep, if any.
+    pub pinned: Option<Arc<Pinned>>,
     /// When the serving version was taken out of service, if it was and
     /// nothing came since.
     pub removed_at: Option<SystemTime>,
@@ -224,19 +236,27 @@ impl Registry {
         }
     }
 
-    /// The serving version of `name`, if DataJobs of `namespace` may call
-    /// it. The version and its access are read under one lock, so a swap
-    /// that changes both is never seen half done.
-    pub fn get_for(&self, name: &str, namespace: &str) -> Result<Arc<Policy>, Unavailable> {
-        match self.read().get(name) {
-            Some(Entry {
-                serving:
-                    Slot {
-                        version: Some(version),
-                        ..
-                    },
-                ..
-            }) => {
+    /// The version of `name` for the DataJob `namespace/datajob`: the one
+    /// it is pinned to, else the serving version, if DataJobs of
+    /// `namespace` may call it. The version and its access are read under
+    /// one lock, so a swap that changes both is never seen half done.
+    pub fn get_for(
+        &self,
+        name: &str,
+        namespace: &str,
+        datajob: &str,
+    ) -> Result<Arc<Policy>, Unavailable> {
+        let entries = self.read();
+        let entry = entries.get(name);
+        let pinned = entry
+            .and_then(|entry| entry.pinned.as_ref())
+            .and_then(|pinned| {
+                let digest = pinned.pins.of(namespace, datajob)?;
+                pinned.versions.get(&digest)
+            });
+        let serving = entry.and_then(|entry| entry.serving.version.as_ref());
+        match pinned.or(serving) {
+            Some(version) => {
                 if version.access.allows(namespace) {
                     Ok(Arc::clone(&version.policy))
                 } else {
@@ -246,8 +266,21 @@ impl Registry {
                     })
                 }
             }
-            entry => Err(Self::unavailable(entry)),
+            None => Err(Self::unavailable(entry)),
         }
+    }
+
+    /// Puts `pinned` in force for `name` (none: no DataJob is pinned); the
+    /// DataJobs of the policy are re-queued, as by a swap.
+    pub fn pin(&self, name: &str, pinned: Option<Pinned>) {
+        self.write().entry(name.to_owned()).or_default().pinned = pinned.map(Arc::new);
+        self.announce(name.to_owned(), Role::Serving);
+    }
+
+    /// The pins in force for `name`, if any.
+    #[must_use]
+    pub fn pinned(&self, name: &str) -> Option<Arc<Pinned>> {
+        self.read().get(name).and_then(|entry| entry.pinned.clone())
     }
 
     /// The version of `name` in `role`, if there is one.
@@ -494,7 +527,7 @@ mod tests {
         ));
         assert!(
             matches!(
-                registry.get_for("p", "team-a").unwrap_err(),
+                registry.get_for("p", "team-a", "job").unwrap_err(),
                 Unavailable::Rejected(_)
             ),
             "no version in service: why, whatever the namespace"

@@ -21,7 +21,7 @@
 //! version it compiled before); a digest it holds no revision of is
 //! refused (`NeverServed`) and the version in service keeps serving.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -256,6 +256,28 @@ impl Error {
     }
 }
 
+/// Checks that a ConfigMap asking for the version `digest` again
+/// (`data.revision`) asks for nothing else.
+///
+/// # Errors
+///
+/// [`Error::NotAlone`] when it holds more than the ask.
+pub fn check_alone(
+    digest: Digest,
+    settings: &Settings,
+    binary_data: &BTreeMap<String, ByteString>,
+) -> Result<(), Error> {
+    let alone = Settings {
+        revision: Some(digest),
+        ..Settings::default()
+    };
+    if *settings == alone && binary_data.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::NotAlone)
+    }
+}
+
 /// The revisions of the policies in one namespace.
 #[derive(Clone)]
 pub struct Revisions {
@@ -274,28 +296,13 @@ impl Revisions {
         }
     }
 
-    /// The content of the revision of `policy` with `digest`, for a
-    /// ConfigMap asking for it with `settings` and `binary_data`.
+    /// The content of the revision of `policy` with `digest`.
     ///
     /// # Errors
     ///
-    /// [`Error::NotAlone`] when the ConfigMap holds more than the ask,
     /// [`Error::NeverServed`] when no such revision of this policy is kept,
     /// [`Error::Api`] when it cannot be read.
-    pub async fn read(
-        &self,
-        policy: &str,
-        digest: Digest,
-        settings: &Settings,
-        binary_data: &BTreeMap<String, ByteString>,
-    ) -> Result<Kept, Error> {
-        let alone = Settings {
-            revision: Some(digest),
-            ..Settings::default()
-        };
-        if *settings != alone || !binary_data.is_empty() {
-            return Err(Error::NotAlone);
-        }
+    pub async fn read(&self, policy: &str, digest: Digest) -> Result<Kept, Error> {
         let name = name(policy, &digest);
         let never = || Error::NeverServed {
             policy: policy.to_owned(),
@@ -324,8 +331,8 @@ impl Revisions {
 
     /// Keeps `kept`, the version of `policy` that went into service from
     /// `serving` with `digest`, written by `by`; forgets the revisions
-    /// past [`keep`](Self::keep), the oldest served first. Returns the
-    /// history as it now stands.
+    /// past [`keep`](Self::keep), the oldest served first, but never one
+    /// of `pinned`. Returns the history as it now stands.
     ///
     /// # Errors
     ///
@@ -337,6 +344,7 @@ impl Revisions {
         digest: Digest,
         kept: Kept,
         by: &str,
+        pinned: &BTreeSet<Digest>,
     ) -> Result<History, Error> {
         let name = name(policy, &digest);
         let revision = ConfigMap {
@@ -399,7 +407,11 @@ impl Revisions {
             })
             .collect();
         revisions.sort_by(|(a, _), (b, _)| b.at.cmp(&a.at));
-        let forgotten = revisions.split_off(self.keep.max(1).min(revisions.len()));
+        let past = revisions.split_off(self.keep.max(1).min(revisions.len()));
+        let (still_pinned, forgotten): (Vec<_>, Vec<_>) = past
+            .into_iter()
+            .partition(|(served, _)| pinned.iter().any(|digest| digest.to_hex() == served.digest));
+        revisions.extend(still_pinned);
         for (_, meta) in forgotten {
             let name = meta.name.unwrap_or_default();
             let params = DeleteParams {

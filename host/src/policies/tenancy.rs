@@ -62,15 +62,12 @@ impl Tenancy {
     /// [`Error::NameMismatch`] on a strict host when `configmap` is not
     /// `policy-<policy>`.
     pub fn check_provider(self, configmap: &str, policy: &str) -> Result<(), Error> {
-        match self {
-            Self::Strict if configmap != configmap::configmap_name(policy) => {
-                Err(Error::NameMismatch {
-                    configmap: configmap.to_owned(),
-                    policy: policy.to_owned(),
-                })
+        self.check_name(configmap, &configmap::configmap_name(policy), || {
+            Error::NameMismatch {
+                configmap: configmap.to_owned(),
+                policy: policy.to_owned(),
             }
-            Self::Strict | Self::SingleTeam => Ok(()),
-        }
+        })
     }
 
     /// Whether the ConfigMap `configmap` may offer a candidate of `policy`.
@@ -80,13 +77,38 @@ impl Tenancy {
     /// [`Error::CandidateNameMismatch`] on a strict host when `configmap` is
     /// not `candidate-<policy>`.
     pub fn check_candidate(self, configmap: &str, policy: &str) -> Result<(), Error> {
-        match self {
-            Self::Strict if configmap != configmap::candidate_name(policy) => {
-                Err(Error::CandidateNameMismatch {
-                    configmap: configmap.to_owned(),
-                    policy: policy.to_owned(),
-                })
+        self.check_name(configmap, &configmap::candidate_name(policy), || {
+            Error::CandidateNameMismatch {
+                configmap: configmap.to_owned(),
+                policy: policy.to_owned(),
             }
+        })
+    }
+
+    /// Whether the ConfigMap `configmap` may hold the pins of `policy`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PinsNameMismatch`] on a strict host when `configmap` is
+    /// not `pins-<policy>`.
+    pub fn check_pins(self, configmap: &str, policy: &str) -> Result<(), Error> {
+        self.check_name(configmap, &configmap::pins_name(policy), || {
+            Error::PinsNameMismatch {
+                configmap: configmap.to_owned(),
+                policy: policy.to_owned(),
+            }
+        })
+    }
+
+    /// On a strict host, `configmap` must be `expected`: the name rule.
+    fn check_name(
+        self,
+        configmap: &str,
+        expected: &str,
+        mismatch: impl FnOnce() -> Error,
+    ) -> Result<(), Error> {
+        match self {
+            Self::Strict if configmap != expected => Err(mismatch()),
             Self::Strict | Self::SingleTeam => Ok(()),
         }
     }

@@ -125,7 +125,6 @@ pub struct Policy {
     pub(crate) outbound: Option<Arc<Outbound>>,
     /// The compiled code: held here so that the compile cache keeps it
     /// exactly as long as a policy uses it (see `cache::Cache`).
-    #[allow(dead_code)]
     pub(crate) code: Arc<Component>,
 }
 
@@ -140,6 +139,14 @@ impl std::fmt::Debug for Policy {
 }
 
 impl Policy {
+    /// The bytes of its compiled code in memory (shared by every call and
+    /// by every version of the same digest).
+    #[must_use]
+    pub fn code_bytes(&self) -> usize {
+        let range = self.code.image_range();
+        (range.end as usize).saturating_sub(range.start as usize)
+    }
+
     /// The policy's name.
     #[must_use]
     pub fn name(&self) -> &str {

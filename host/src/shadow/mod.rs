@@ -232,22 +232,26 @@ impl Shadow {
             .collect()
     }
 
-    /// Keeps the inputs of one serving call of `policy`, if it has a
+    /// Keeps the inputs of one call of `policy`'s version `acting`, if it
+    /// is the serving version (not one a DataJob is pinned to: the
+    /// candidate is compared with the serving version only) and has a
     /// candidate to call on them or calls are recorded: the candidate is
     /// called once the serving call has answered ([`Beside::reconcile`],
     /// [`Beside::cleanup`]).
     #[must_use]
-    pub fn beside(self: &Arc<Self>, policy: &str, input: &Input) -> Option<Beside> {
-        let candidate = self
-            .registry
-            .version(policy, Role::Candidate)
-            .map(|version| {
-                let track = self.track(policy, &version);
-                (Arc::clone(&version.policy), track)
-            });
+    pub fn beside(self: &Arc<Self>, policy: &str, acting: Digest, input: &Input) -> Option<Beside> {
+        let candidate = self.registry.version(policy, Role::Candidate);
         if candidate.is_none() && self.recorder.is_none() {
             return None;
         }
+        let serving = self.registry.version(policy, Role::Serving)?;
+        if serving.policy.digest() != acting {
+            return None;
+        }
+        let candidate = candidate.map(|version| {
+            let track = self.track(policy, &version);
+            (Arc::clone(&version.policy), track)
+        });
         Some(Beside {
             shadow: Arc::clone(self),
             policy: policy.to_owned(),

@@ -59,6 +59,7 @@
 //!   reporting it unavailable, and the controller starts at once instead of
 //!   waiting for every team's pulls.
 
+mod pinning;
 mod pulls;
 mod record;
 pub mod verdict;

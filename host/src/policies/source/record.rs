@@ -16,7 +16,7 @@ use super::super::revisions;
 use crate::cache::{Cached, ObjectKey};
 use crate::data_keys::KeyError;
 use crate::vocabulary::{
-    CANDIDATE_ROLE, PINNED_ANNOTATION, POLICY_LABEL, PROVIDES_ANNOTATION, ROLE_LABEL,
+    CANDIDATE_ROLE, PINNED_ANNOTATION, PINS_ROLE, POLICY_LABEL, PROVIDES_ANNOTATION, ROLE_LABEL,
 };
 
 /// The role a ConfigMap's `policyhost.dev/role` label asks for.
@@ -25,6 +25,8 @@ pub enum Asked {
     /// A role the host knows: no label asks for [`Role::Serving`],
     /// `candidate` for [`Role::Candidate`].
     Role(Role),
+    /// `pins`: not a version, the policy's pins ([`crate::policies::pins`]).
+    Pins,
     /// A role the host does not know: the ConfigMap is refused.
     Unknown(String),
 }
@@ -39,6 +41,7 @@ impl Asked {
         {
             None => Self::Role(Role::Serving),
             Some(CANDIDATE_ROLE) => Self::Role(Role::Candidate),
+            Some(PINS_ROLE) => Self::Pins,
             Some(other) => Self::Unknown(other.to_owned()),
         }
     }
@@ -48,7 +51,7 @@ impl Asked {
     pub fn known(&self) -> Option<Role> {
         match self {
             Self::Role(role) => Some(*role),
-            Self::Unknown(_) => None,
+            Self::Pins | Self::Unknown(_) => None,
         }
     }
 }
@@ -63,6 +66,7 @@ impl std::fmt::Display for Asked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Role(role) => role.fmt(f),
+            Self::Pins => f.write_str("pins"),
             Self::Unknown(role) => write!(f, "role `{role}`"),
         }
     }
@@ -195,6 +199,8 @@ pub struct Content {
     pub fetched: Option<load::Result<load::Fetched>>,
     /// The field manager that wrote its content, for its revision.
     pub published_by: Option<String>,
+    /// Its `data` as it is (a pins ConfigMap's pins).
+    pub data: BTreeMap<String, String>,
     /// Whether it asked for a version served before (`data.revision`): its
     /// settings and component are then that version's.
     pub again: bool,
@@ -228,6 +234,7 @@ pub fn split(map: ConfigMap, contents: &mut HashMap<ObjectKey, Content>) -> Reco
             pinned,
             fetched: None,
             published_by,
+            data,
             again: false,
         },
     );

@@ -24,7 +24,7 @@ use crate::apply::events;
 use crate::cache::ObjectKey;
 use crate::chain::{Chain, display_chain};
 use crate::grants;
-use crate::vocabulary::{CANDIDATE_ROLE, POLICY_LABEL, ROLE_LABEL};
+use crate::vocabulary::{CANDIDATE_ROLE, PINS_ROLE, POLICY_LABEL, ROLE_LABEL};
 
 /// What a ConfigMap offered to serve, for its revision and its report.
 pub(super) struct Offered {
@@ -47,9 +47,10 @@ pub enum Refused {
     Unnamed,
     /// The `policyhost.dev/role` label names no role the host knows.
     #[error(
-        "the `{label}` label is `{0}`; the only role is `{candidate}` (no label: the serving version)",
+        "the `{label}` label is `{0}`; the roles are `{candidate}` and `{pins}` (no label: the serving version)",
         label = ROLE_LABEL,
-        candidate = CANDIDATE_ROLE
+        candidate = CANDIDATE_ROLE,
+        pins = PINS_ROLE
     )]
     UnknownRole(String),
     /// The host's tenancy does not let this ConfigMap offer the version.
@@ -94,6 +95,15 @@ impl Refused {
     }
 }
 
+/// What an admitted ConfigMap holds for its policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A version, in this role.
+    Version(Role),
+    /// Its pins.
+    Pins,
+}
+
 /// Who else holds what a ConfigMap claims, as the source sees it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Holders {
@@ -104,7 +114,7 @@ pub struct Holders {
     pub recorded: Option<ObjectKey>,
 }
 
-/// The role `record` may hold its claim in under `tenancy`, given the
+/// What `record` may hold for its policy under `tenancy`, given the
 /// [`Holders`] of the claim. A ConfigMap the host recorded as the holder
 /// takes it back from another one recorded too only if none holds it now.
 ///
@@ -112,20 +122,24 @@ pub struct Holders {
 ///
 /// The [`Refused`] reason, first of: an empty policy name, an unknown role,
 /// a name the tenancy does not allow, another holder.
-pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<Role, Refused> {
+pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<Held, Refused> {
     let (name, policy) = (record.key.name(), record.policy.as_str());
     if policy.is_empty() {
         return Err(Refused::Unnamed);
     }
-    let role = match &record.role {
-        Asked::Role(role) => *role,
+    let (held, allowed) = match &record.role {
+        Asked::Role(Role::Serving) => (
+            Held::Version(Role::Serving),
+            tenancy.check_provider(name, policy),
+        ),
+        Asked::Role(Role::Candidate) => (
+            Held::Version(Role::Candidate),
+            tenancy.check_candidate(name, policy),
+        ),
+        Asked::Pins => (Held::Pins, tenancy.check_pins(name, policy)),
         Asked::Unknown(role) => return Err(Refused::UnknownRole(role.clone())),
     };
-    match role {
-        Role::Serving => tenancy.check_provider(name, policy),
-        Role::Candidate => tenancy.check_candidate(name, policy),
-    }
-    .map_err(Refused::Tenancy)?;
+    allowed.map_err(Refused::Tenancy)?;
     let conflict = |holder: &ObjectKey| Refused::Conflict {
         claim: record.claim(),
         holder: holder.clone(),
@@ -138,7 +152,7 @@ pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<Rol
     {
         return Err(conflict(holder));
     }
-    Ok(role)
+    Ok(held)
 }
 
 impl Inner {
@@ -167,7 +181,11 @@ impl Inner {
             self.release(&record.key, &previous);
         }
         let role = match self.claim(record) {
-            Ok(role) => role,
+            Ok(Held::Version(role)) => role,
+            Ok(Held::Pins) => {
+                self.pin(record, &content).await;
+                return After::Done;
+            }
             Err(refused) => {
                 self.rejected(record, refused).await;
                 return After::Done;
@@ -252,10 +270,8 @@ impl Inner {
         let Some(digest) = settings.revision else {
             return Ok(());
         };
-        let kept = self
-            .revisions
-            .read(&record.policy, digest, settings, &content.binary_data)
-            .await?;
+        revisions::check_alone(digest, settings, &content.binary_data)?;
+        let kept = self.revisions.read(&record.policy, digest).await?;
         // Whatever the revision says, the component must be the one asked for.
         content.settings = Settings::parse(&kept.data).map(|settings| Settings {
             sha256: Some(digest),
@@ -320,8 +336,8 @@ impl Inner {
     }
 
     /// Makes the ConfigMap the holder of its claim, if [`admit`] lets it;
-    /// the role it holds.
-    fn claim(&self, record: &Record) -> Result<Role, Refused> {
+    /// what it holds.
+    fn claim(&self, record: &Record) -> Result<Held, Refused> {
         let claim = record.claim();
         let mut state = self.state();
         let current = state
@@ -427,9 +443,14 @@ impl Inner {
         let pulled = loaded.pulled.as_ref().map(|(artifact, _)| artifact);
         let kept = revisions::Kept::of(settings, binary_data, digest, pulled);
         let owner = revisions::owned_by(record.key.name(), &record.uid);
+        let pinned = self
+            .registry
+            .pinned(&record.policy)
+            .map(|pinned| pinned.pins.digests())
+            .unwrap_or_default();
         match self
             .revisions
-            .record(&record.policy, owner, digest, kept, &offered.by)
+            .record(&record.policy, owner, digest, kept, &offered.by, &pinned)
             .await
         {
             Ok(history) => Some(history.to_annotation()),
@@ -442,7 +463,7 @@ impl Inner {
 
     /// Records a refused version (in the registry, for its role, when this
     /// ConfigMap holds the role) and reports it.
-    async fn rejected(&self, record: &Record, refused: Refused) {
+    pub(super) async fn rejected(&self, record: &Record, refused: Refused) {
         let holder = refused.of_the_holder();
         let reason = refused.reason();
         let message = display_chain(&refused);
@@ -527,7 +548,7 @@ impl Inner {
     }
 
     /// Writes the annotations and the Event on the ConfigMap.
-    async fn report(
+    pub(super) async fn report(
         &self,
         record: &Record,
         annotations: Annotations,
@@ -585,6 +606,10 @@ impl Inner {
             state.owners.remove(claim);
         }
         let policy = claim.policy.as_str();
+        if claim.role == Asked::Pins {
+            self.registry.pin(policy, None);
+            info!(%policy, configmap = %key, "pins out of force: their ConfigMap is gone");
+        }
         if let Some(role) = claim.role.known() {
             let removed = self.registry.remove(role, policy);
             if role == Role::Serving {
@@ -703,6 +728,24 @@ mod tests {
                 verdict: None,
             },
             Row {
+                record: record("pins-etl", "etl", Asked::Pins),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: None,
+            },
+            Row {
+                record: record("pins-reports", "etl", Asked::Pins),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: Some("NameMismatch"),
+            },
+            Row {
+                record: record("etl-pins", "etl", Asked::Pins),
+                tenancy: Tenancy::SingleTeam,
+                holders: free.clone(),
+                verdict: None,
+            },
+            Row {
                 record: record("etl-b", "etl", Role::Serving),
                 tenancy: Tenancy::SingleTeam,
                 holders: held_by("etl-a"),
@@ -729,12 +772,12 @@ mod tests {
         ];
         for (i, row) in rows.iter().enumerate() {
             let admitted = admit(&row.record, row.tenancy, &row.holders);
-            if let Ok(role) = &admitted {
-                assert_eq!(
-                    Some(*role),
-                    row.record.role.known(),
-                    "row {i}: the role asked"
-                );
+            if let Ok(held) = &admitted {
+                let asked = match held {
+                    Held::Version(role) => Asked::Role(*role),
+                    Held::Pins => Asked::Pins,
+                };
+                assert_eq!(asked, row.record.role, "row {i}: the role asked");
             }
             let got = reason(admitted).map(|(r, _)| r);
             assert_eq!(got, row.verdict, "row {i}: {:?}", row.record);
@@ -771,7 +814,7 @@ mod tests {
         );
         assert_eq!(
             reason(unknown).unwrap().1,
-            "the `policyhost.dev/role` label is `shadow`; the only role is `candidate` (no label: the serving version)"
+            "the `policyhost.dev/role` label is `shadow`; the roles are `candidate` and `pins` (no label: the serving version)"
         );
     }
 
