@@ -288,6 +288,30 @@ async fn a_pinned_namespace_and_datajob_keep_their_versions_through_a_promote_un
     let pinned = policy_command(&env, &["pin", "fanout", &own, &h2, "--wait"]);
     assert!(pinned.status.success(), "{}", text(&pinned));
     reconciled_by(&env, "b", &h2).await;
+    let history = text(&policy_command(&env, &["history", "fanout"]));
+    let line_of = |digest: &str| {
+        history
+            .lines()
+            .find(|line| line.contains(digest))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(line_of(&h1).ends_with(&namespace), "{history}");
+    assert!(
+        line_of(&h2).ends_with(&format!("{namespace}.b")),
+        "{history}"
+    );
+    let listed = policy_command(&env, &["list", "-o", "json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON rows");
+    assert_eq!(
+        rows[0]["pins"][namespace.as_str()],
+        format!("sha256:{h1}"),
+        "{rows}"
+    );
+    assert!(
+        rows[0].get("candidate").is_none(),
+        "pins are no candidate: {rows}"
+    );
 
     // A promote serves a third version to everyone else; the pins hold, and
     // the first version's revision outlives the history while pinned.

@@ -2,6 +2,7 @@
 //! version and the candidate of each side by side, and what the host
 //! reports on them (the annotations it writes on their ConfigMaps).
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -17,7 +18,7 @@ use serde::Serialize;
 
 use super::cluster::{ClusterArgs, block_on};
 use super::terminal::{self, println};
-use policyhost::vocabulary::{POLICY_LABEL, ROLE_LABEL};
+use policyhost::vocabulary::{PINS_ROLE, POLICY_LABEL, ROLE_LABEL};
 
 /// Arguments of `policy list`.
 #[derive(Debug, Args)]
@@ -67,6 +68,13 @@ struct Row {
     /// What the candidate's shadow calls came to (on a candidate's row).
     #[serde(skip_serializing_if = "Option::is_none")]
     shadow: Option<Summary>,
+    /// The policy's pins as `pins-<name>` holds them: `NAMESPACE` or
+    /// `NAMESPACE.DATAJOB` → `sha256:…`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pins: BTreeMap<String, String>,
+    /// Why the host refused the pins (those in force before stay).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pins_error: Option<String>,
 }
 
 /// Largest component `list` inflates to digest it.
@@ -90,11 +98,23 @@ pub(crate) fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One row per serving ConfigMap, with its policy's candidate beside it; a
-/// candidate whose policy has no serving ConfigMap gets a row of its own.
+/// One row per serving ConfigMap, with its policy's candidate and pins
+/// beside it; a candidate whose policy has no serving ConfigMap gets a row
+/// of its own (as does a ConfigMap of a role the host refuses).
 fn side_by_side(maps: &[ConfigMap]) -> Vec<Row> {
-    let is_candidate = |map: &ConfigMap| map.labels().contains_key(ROLE_LABEL);
-    let mut rows: Vec<Row> = maps.iter().filter(|m| !is_candidate(m)).map(row).collect();
+    let role = |map: &ConfigMap| map.labels().get(ROLE_LABEL).cloned();
+    let mut rows: Vec<Row> = maps.iter().filter(|m| role(m).is_none()).map(row).collect();
+    for pins in maps
+        .iter()
+        .filter(|m| role(m).as_deref() == Some(PINS_ROLE))
+    {
+        let policy = pins.labels().get(POLICY_LABEL);
+        if let Some(serving) = rows.iter_mut().find(|r| Some(&r.policy) == policy) {
+            serving.pins = pins.data.clone().unwrap_or_default();
+            serving.pins_error = Annotations::read(pins.annotations()).error;
+        }
+    }
+    let is_candidate = |map: &ConfigMap| role(map).is_some_and(|role| role.as_str() != PINS_ROLE);
     for candidate in maps.iter().filter(|m| is_candidate(m)) {
         let mut shown = row(candidate);
         shown.shadow = Summary::read(Some(candidate.annotations()));
@@ -115,6 +135,8 @@ fn side_by_side(maps: &[ConfigMap]) -> Vec<Row> {
                 allowed_namespaces: None,
                 candidate: Some(Box::new(shown)),
                 shadow: None,
+                pins: BTreeMap::new(),
+                pins_error: None,
             }),
         }
     }
@@ -152,6 +174,8 @@ fn row(map: &ConfigMap) -> Row {
         allowed_namespaces: data.get(configmap::keys::ALLOWED_NAMESPACES).cloned(),
         candidate: None,
         shadow: None,
+        pins: BTreeMap::new(),
+        pins_error: None,
     }
 }
 
@@ -161,7 +185,7 @@ fn short(digest: Option<&String>) -> String {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} MESSAGE",
+        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} MESSAGE",
         "POLICY",
         "CONFIGMAP",
         "DIGEST",
@@ -170,7 +194,8 @@ fn print_table(rows: &[Row]) {
         "LOADED-AT",
         "CANDIDATE",
         "CAND-STAT",
-        "SAME/DIFF/FAULT/SKIP"
+        "SAME/DIFF/FAULT/SKIP",
+        "PINS"
     );
     for row in rows {
         let candidate = row.candidate.as_deref();
@@ -182,13 +207,14 @@ fn print_table(rows: &[Row]) {
                     .clone()
                     .or_else(|| r.clamped.as_ref().map(|c| format!("clamped: {c}")))
             })
+            .or_else(|| row.pins_error.as_ref().map(|e| format!("pins: {e}")))
             .unwrap_or_default();
         let shadow = candidate.and_then(|c| c.shadow.as_ref()).map_or_else(
             || "-".to_owned(),
             |s| format!("{}/{}/{}/{}", s.same, s.differs, s.faults, s.skipped),
         );
         println!(
-            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {}",
+            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} {}",
             row.policy,
             if row.configmap.is_empty() {
                 "-"
@@ -202,6 +228,7 @@ fn print_table(rows: &[Row]) {
             short(candidate.and_then(|c| c.serving_digest.as_ref())),
             candidate.map_or("-", |c| c.status),
             shadow,
+            row.pins.len(),
             message
         );
     }
@@ -217,9 +244,13 @@ mod tests {
     use super::*;
 
     fn map(name: &str, policy: &str, candidate: bool) -> ConfigMap {
+        map_in(name, policy, candidate.then_some(CANDIDATE_ROLE))
+    }
+
+    fn map_in(name: &str, policy: &str, role: Option<&str>) -> ConfigMap {
         let mut labels = BTreeMap::from([(POLICY_LABEL.to_owned(), policy.to_owned())]);
-        if candidate {
-            labels.insert(ROLE_LABEL.to_owned(), CANDIDATE_ROLE.to_owned());
+        if let Some(role) = role {
+            labels.insert(ROLE_LABEL.to_owned(), role.to_owned());
         }
         ConfigMap {
             metadata: ObjectMeta {
@@ -251,6 +282,22 @@ mod tests {
         assert_eq!(
             rows[1].candidate.as_ref().map(|c| c.configmap.as_str()),
             Some("candidate-reports")
+        );
+    }
+
+    #[test]
+    fn pins_sit_on_their_policys_row_and_are_no_candidate() {
+        let mut pins = map_in("pins-etl", "etl", Some(PINS_ROLE));
+        pins.data = Some(BTreeMap::from([(
+            "team-b".to_owned(),
+            "sha256:ab".to_owned(),
+        )]));
+        let rows = side_by_side(&[pins, map("policy-etl", "etl", false)]);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert!(rows[0].candidate.is_none(), "{rows:?}");
+        assert_eq!(
+            rows[0].pins.get("team-b").map(String::as_str),
+            Some("sha256:ab")
         );
     }
 }

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
 use policyhost::policies::configmap;
 use policyhost::policies::report::Annotations;
 use policyhost::policies::revisions::History;
@@ -61,8 +63,25 @@ async fn served(policy: &Policy, name: &str, namespace: &str) -> anyhow::Result<
 pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
     block_on(async {
         let (client, namespace) = args.cluster.connect().await?;
-        let policy = Policy::new(client, &namespace, &args.name);
+        let policy = Policy::new(client.clone(), &namespace, &args.name);
         let Served { history, current } = served(&policy, &args.name, &namespace).await?;
+        // The targets pinned to each digest, if the pins can be read.
+        let pins: Api<ConfigMap> = Api::namespaced(client, &namespace);
+        let pins = pins
+            .get_opt(&configmap::pins_name(&args.name))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|map| map.data)
+            .unwrap_or_default();
+        let pinned_to = |digest: &str| {
+            let targets: Vec<&str> = pins
+                .iter()
+                .filter(|(_, value)| value.strip_prefix("sha256:") == Some(digest))
+                .map(|(target, _)| target.as_str())
+                .collect();
+            targets.join(",")
+        };
         if history.0.is_empty() {
             println!(
                 "policy {} has no history yet: the host keeps a version once it serves (`--policy-history`)",
@@ -71,7 +90,7 @@ pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         println!(
-            "   DIGEST                                                                   SERVED                    BY"
+            "   DIGEST                                                                   SERVED                    BY                PINNED"
         );
         for served in &history.0 {
             let mark = if Some(&served.digest) == current.as_ref() {
@@ -80,8 +99,11 @@ pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
                 " "
             };
             println!(
-                "{mark}  sha256:{}  {:<24}  {}",
-                served.digest, served.at, served.by
+                "{mark}  sha256:{}  {:<24}  {:<16}  {}",
+                served.digest,
+                served.at,
+                served.by,
+                pinned_to(&served.digest)
             );
         }
         Ok(ExitCode::SUCCESS)
