@@ -485,6 +485,80 @@ async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_
         !message.contains("ApiError") && !message.contains('\n') && message.len() <= 600,
         "one line, the server's words once: {message}"
     );
+    // Not retried until something changes: a retry with this setup's
+    // backoff (50 ms doubling) would apply the Pod again several times
+    // within the window.
+    if let Some(log) = env.requests() {
+        let since = log.mark();
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let applies = log
+            .since(since)
+            .into_iter()
+            .filter(|r| r.verb == "patch" && r.name == "renamed-worker-0")
+            .count();
+        assert_eq!(applies, 0, "the refused apply is not retried");
+    }
+    let events = crate::common::publishing::events_about(
+        &env,
+        &env.namespace,
+        ("DataJob", "renamed"),
+        "ImmutableChange",
+    )
+    .await;
+    assert_eq!(events.len(), 1, "one Event: {events:?}");
+    assert!(
+        events[0].count.unwrap_or(1) == 1 && events[0].series.is_none(),
+        "recorded once: {events:?}"
+    );
+}
+
+/// A candidate asking for a name another DataJob's child holds is refused
+/// as the serving apply would refuse it, before any request reaches the
+/// API server, and `policy diff` names the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_asking_for_a_name_another_datajob_holds_is_refused_without_a_request() {
+    let env = Env::start_with(OperatorSetup::configmaps()).await;
+    push(&env, "fanout", &guest_bytes("fanout")).await;
+    push(&env, "claims-name", &guest_bytes("claims-name")).await;
+    env.create_job("holder", "claims-name", json!({"name": "taker-extra"}))
+        .await;
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    eventually("the holder's ConfigMap", || async {
+        maps.get_opt("taker-extra").await.ok()?.map(drop)
+    })
+    .await;
+    push_candidate(
+        &env,
+        "fanout",
+        &guest_bytes("fanout-next"),
+        &for_every_namespace(),
+    )
+    .await;
+    let since = env.requests().map(|log| log.mark());
+    create_labelled(&env, "taker", &[(EXTRA_LABEL, "1")]).await;
+    wait_succeeded(&env, "taker").await;
+    let summary = summary_when(&env, "fanout", "a refusal", |s| s.refused >= 1).await;
+    let refused = &summary.jobs[0].refused;
+    assert!(
+        refused.iter().any(|line| line
+            .starts_with("ConfigMap:taker-extra: already exists and is ")
+            && line.contains("holder")),
+        "{summary:?}"
+    );
+    let kubeconfig = env.kubeconfig_file();
+    let shown = text(&fanout_command(&env, &kubeconfig, "diff"));
+    assert!(
+        shown.contains("REFUSED ConfigMap:taker-extra: already exists and is "),
+        "{shown}"
+    );
+    if let (Some(log), Some(since)) = (env.requests(), since) {
+        let sent = log
+            .since(since)
+            .into_iter()
+            .filter(|r| r.name == "taker-extra" && r.verb != "get" && r.verb != "list")
+            .count();
+        assert_eq!(sent, 0, "no request for the held name");
+    }
 }
 
 /// A candidate that differs in every child of a wide DataJob cannot make
