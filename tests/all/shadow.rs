@@ -49,6 +49,17 @@ async fn push_candidate(
     push_map(env, &map).await
 }
 
+/// Publishes `fanout-next` as the candidate of `fanout`, for every namespace.
+async fn push_next_candidate(env: &Env) -> Annotations {
+    push_candidate(
+        env,
+        "fanout",
+        &guest_bytes("fanout-next"),
+        &for_every_namespace(),
+    )
+    .await
+}
+
 /// The candidate summary the host wrote on `candidate-<policy>`, once
 /// `done` holds for it.
 async fn summary_when(
@@ -299,13 +310,7 @@ async fn an_identical_candidate_answers_the_same_on_every_call_and_promote_swaps
 async fn a_candidate_adding_a_child_to_one_datajob_in_ten_differs_for_exactly_that_one() {
     let env = Env::start_with(OperatorSetup::configmaps()).await;
     push(&env, "fanout", &guest_bytes("fanout")).await;
-    push_candidate(
-        &env,
-        "fanout",
-        &guest_bytes("fanout-next"),
-        &for_every_namespace(),
-    )
-    .await;
+    push_next_candidate(&env).await;
     let names: Vec<String> = (0..10).map(|i| format!("job-{i}")).collect();
     for name in &names {
         let labels: &[(&str, &str)] = if name == "job-3" {
@@ -386,13 +391,7 @@ async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_
         .await
         .loaded_digest
         .expect("loads");
-    push_candidate(
-        &env,
-        "fanout",
-        &guest_bytes("fanout-next"),
-        &for_every_namespace(),
-    )
-    .await;
+    push_next_candidate(&env).await;
     create_labelled(&env, "renamed", &[(RENAME_LABEL, "yes")]).await;
     wait_succeeded(&env, "renamed").await;
     // Its Pod exists now: the next shadow call's dry run is an update.
@@ -527,13 +526,7 @@ async fn a_candidate_asking_for_a_name_another_datajob_holds_is_refused_without_
         maps.get_opt("taker-extra").await.ok()?.map(drop)
     })
     .await;
-    push_candidate(
-        &env,
-        "fanout",
-        &guest_bytes("fanout-next"),
-        &for_every_namespace(),
-    )
-    .await;
+    push_next_candidate(&env).await;
     let since = env.requests().map(|log| log.mark());
     create_labelled(&env, "taker", &[(EXTRA_LABEL, "1")]).await;
     wait_succeeded(&env, "taker").await;
@@ -569,13 +562,7 @@ async fn a_candidates_dry_runs_stay_within_its_budget() {
     let env = Env::start_with(OperatorSetup::configmaps()).await;
     push(&env, "fanout", &guest_bytes("fanout")).await;
     let started = std::time::Instant::now();
-    push_candidate(
-        &env,
-        "fanout",
-        &guest_bytes("fanout-next"),
-        &for_every_namespace(),
-    )
-    .await;
+    push_next_candidate(&env).await;
     let wide = DRY_RUN_BURST + 10;
     create_workers(&env, "wide", wide, &[(RENAME_LABEL, "yes")]).await;
     let summary = summary_when(&env, "fanout", "children left unchecked", |s| {
