@@ -1,12 +1,14 @@
 //! Policy delivery benchmark: the time from a policy ConfigMap's update to
-//! the new digest serving, with a compile (a digest never seen: cache miss)
-//! and without (a digest compiled before: cache hit); and the time until the
-//! DataJobs of the policy have been reconciled by the new version.
+//! the new digest serving, with a compile (a digest never seen: cache miss),
+//! without (a digest compiled before: cache hit), and by rollback (the
+//! ConfigMap asks for a version served before, `data.revision`: its
+//! revision is read, then a hit); and the time until the DataJobs of the
+//! policy have been reconciled by the new version.
 //!
 //! ```sh
 //! cargo xtask guests
 //! cargo bench -p policyhost-tests --bench delivery
-//! DELIVERY_BENCH_MISSES=50 DELIVERY_BENCH_HITS=200 cargo bench -p policyhost-tests --bench delivery
+//! DELIVERY_BENCH_MISSES=50 DELIVERY_BENCH_HITS=200 DELIVERY_BENCH_ROLLBACKS=100 cargo bench -p policyhost-tests --bench delivery
 //! ```
 //!
 //! devcluster and the operator (watching the policy ConfigMaps of its
@@ -51,7 +53,6 @@ struct Sample {
 /// Pushes `component`; returns when the registry serves it and when the
 /// status of each of the `job_count` DataJobs names it.
 async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
-    let digest = Digest::of(component).to_hex();
     let map = configmap::build(
         "fanout",
         &env.policy_namespace,
@@ -60,10 +61,22 @@ async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
         Compression::Auto,
     )
     .expect("a policy ConfigMap");
+    apply(env, &map, Digest::of(component), job_count).await
+}
+
+/// Applies `map`, which serves `digest`; returns when the registry serves
+/// it and when the status of each of the `job_count` DataJobs names it.
+async fn apply(
+    env: &Env,
+    map: &k8s_openapi::api::core::v1::ConfigMap,
+    digest: Digest,
+    job_count: usize,
+) -> Sample {
+    let digest = digest.to_hex();
     let registry = &env.operator().shared.registry;
     let mut changes = registry.subscribe();
     let started = Instant::now();
-    publish::apply(&env.client, &map).await.expect("apply");
+    publish::apply(&env.client, map).await.expect("apply");
     let serves = || {
         registry
             .get("fanout")
@@ -116,7 +129,7 @@ async fn swap(env: &Env, component: &[u8], job_count: usize) -> Sample {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     let reconciled = started.elapsed();
-    publish::wait_observed(&env.client, &map, Duration::from_secs(60))
+    publish::wait_observed(&env.client, map, Duration::from_secs(60))
         .await
         .expect("the operator reports on the ConfigMap");
     Sample {
@@ -158,6 +171,7 @@ fn report(what: &str, samples: &[Sample]) {
 async fn bench() {
     let misses = env_number("DELIVERY_BENCH_MISSES", 30);
     let hits = env_number("DELIVERY_BENCH_HITS", 100);
+    let rollbacks = env_number("DELIVERY_BENCH_ROLLBACKS", 50);
     let mut setup = OperatorSetup::configmaps();
     setup.workers = 8;
     let env = Env::start_with(setup).await;
@@ -179,7 +193,7 @@ async fn bench() {
     }
     swap(&env, &b, JOBS).await;
     println!(
-        "delivery bench: {misses} cache misses, {hits} cache hits, {JOBS} DataJobs; load average {} at start",
+        "delivery bench: {misses} cache misses, {hits} cache hits, {rollbacks} rollbacks, {JOBS} DataJobs; load average {} at start",
         load_average_text()
     );
 
@@ -194,8 +208,16 @@ async fn bench() {
     for i in 0..hits {
         cached.push(swap(&env, if i % 2 == 0 { &a } else { &b }, JOBS).await);
     }
+    // Back and forth between a and b again, each time by rollback.
+    let mut rolled = Vec::new();
+    for i in 0..rollbacks {
+        let digest = Digest::of(if i % 2 == 0 { &a } else { &b });
+        let map = configmap::rollback("fanout", &env.policy_namespace, digest);
+        rolled.push(apply(&env, &map, digest, JOBS).await);
+    }
     report("miss", &compiled);
     report("hit", &cached);
+    report("rollback", &rolled);
     println!("load average {} at the end", load_average_text());
     for line in env.operator().metrics.render().lines().filter(|l| {
         l.starts_with("policyhost_policy_load_duration_seconds_sum")
