@@ -174,6 +174,11 @@ async fn bench() {
     let rollbacks = env_number("DELIVERY_BENCH_ROLLBACKS", 50);
     let mut setup = OperatorSetup::configmaps();
     setup.workers = 8;
+    // `DELIVERY_BENCH_HISTORY=0`: no revision kept (and no rollback).
+    setup.policy_history = env_number(
+        "DELIVERY_BENCH_HISTORY",
+        policyhost::policies::revisions::DEFAULT_KEEP,
+    );
     let env = Env::start_with(setup).await;
     let fanout = common::guest_bytes("fanout");
     // A run id: the cache-miss versions are digests no run compiled before.
