@@ -145,6 +145,8 @@ pub struct Metrics {
     pub fenced_writes: Counter,
     /// 1 for the version of each policy in service.
     pub policy_info: Family<PolicyDigest, Gauge>,
+    /// The bytes of compiled code each pinned version keeps loaded.
+    pub policy_pinned_code_bytes: Family<PolicyDigest, Gauge>,
     /// Rejected policy versions by policy and reason.
     pub policy_load_errors_total: Family<PolicyReason, Counter>,
     /// Time from a policy ConfigMap's change to its version in service.
@@ -287,6 +289,11 @@ impl Default for Metrics {
             policy_info: registry.add(
                 "policy_info",
                 "1 for the version (component digest) of each policy in service",
+                Family::default(),
+            ),
+            policy_pinned_code_bytes: registry.add(
+                "policy_pinned_code_bytes",
+                "Bytes of compiled code each version some DataJobs are pinned to keeps loaded (one series per policy and digest)",
                 Family::default(),
             ),
             policy_load_errors_total: registry.add(
@@ -492,6 +499,23 @@ impl Metrics {
         }
     }
 
+    /// The versions of `policy` pinned now, with their code's bytes, in
+    /// place of those pinned before (`before`, digests).
+    pub fn policy_pinned(&self, policy: &str, before: &[String], now: &[(String, usize)]) {
+        let labels = |digest: &str| PolicyDigest {
+            policy: policy.to_owned(),
+            digest: digest.to_owned(),
+        };
+        for old in before {
+            self.policy_pinned_code_bytes.remove(&labels(old));
+        }
+        for (digest, bytes) in now {
+            self.policy_pinned_code_bytes
+                .get_or_create(&labels(digest))
+                .set(i64::try_from(*bytes).unwrap_or(i64::MAX));
+        }
+    }
+
     /// Counts a rejected version of `policy`.
     pub fn policy_rejected(&self, policy: &str, reason: &str) {
         self.policy_load_errors_total
@@ -659,6 +683,7 @@ mod tests {
             leader,
             fenced_writes,
             policy_info,
+            policy_pinned_code_bytes,
             policy_load_errors_total,
             policy_load_duration,
             reconcile_latency,
@@ -719,6 +744,12 @@ mod tests {
                 digest: "d".to_owned(),
             })
             .set(1);
+        policy_pinned_code_bytes
+            .get_or_create(&PolicyDigest {
+                policy: "p".to_owned(),
+                digest: "d".to_owned(),
+            })
+            .set(1);
         policy_load_errors_total
             .get_or_create(&PolicyReason {
                 policy: "p".to_owned(),
@@ -759,6 +790,7 @@ mod tests {
                 "leader gauge",
                 "fenced_writes counter",
                 "policy_info gauge",
+                "policy_pinned_code_bytes gauge",
                 "policy_load_errors counter",
                 "policy_load_duration_seconds histogram",
                 "reconcile_latency_seconds histogram",

@@ -282,6 +282,19 @@ async fn a_pinned_namespace_and_datajob_keep_their_versions_through_a_promote_un
         note.contains("(code "),
         "each pinned version's memory: {note}"
     );
+    let pinned_code = |digest: &str| {
+        let series =
+            format!(r#"policyhost_policy_pinned_code_bytes{{policy="fanout",digest="{digest}"}} "#);
+        env.operator()
+            .metrics
+            .render()
+            .lines()
+            .find_map(|line| line.strip_prefix(&series)?.parse::<u64>().ok())
+    };
+    assert!(
+        pinned_code(&h1).is_some_and(|bytes| bytes > 0),
+        "the metric says it too"
+    );
     reconciled_by(&env, "a", &h1).await;
     reconciled_by(&env, "b", &h1).await;
     let own = format!("{namespace}/b");
@@ -378,4 +391,9 @@ async fn a_pinned_namespace_and_datajob_keep_their_versions_through_a_promote_un
     for name in ["a", "b", "c"] {
         reconciled_by(&env, name, &h3).await;
     }
+    assert_eq!(
+        pinned_code(&h1),
+        None,
+        "nothing pinned, nothing kept loaded for it"
+    );
 }

@@ -35,6 +35,7 @@ impl Inner {
             Err(refused) => return self.rejected(record, refused).await,
         };
         let note = note(&pinned);
+        self.count_pinned(&record.policy, Some(&pinned));
         self.registry.pin(&record.policy, Some(pinned));
         let annotations = Annotations {
             observed: record.fingerprint.clone(),
@@ -44,6 +45,27 @@ impl Inner {
         };
         self.report(record, annotations, false, "PinsApplied", &note)
             .await;
+    }
+
+    /// The pinned-code metric of `policy`, from the pins in force to
+    /// `pinned` (none: unpinned).
+    pub(super) fn count_pinned(&self, policy: &str, pinned: Option<&Pinned>) {
+        let digests = |pinned: &Pinned| pinned.versions.keys().map(Digest::to_hex).collect();
+        let before: Vec<String> = self
+            .registry
+            .pinned(policy)
+            .map(|pinned| digests(&pinned))
+            .unwrap_or_default();
+        let now: Vec<(String, usize)> = pinned
+            .map(|pinned| {
+                pinned
+                    .versions
+                    .iter()
+                    .map(|(digest, version)| (digest.to_hex(), version.policy.code_bytes()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.metrics.policy_pinned(policy, &before, &now);
     }
 
     async fn pinned(&self, record: &Record, content: &Content) -> Result<Pinned, Refused> {

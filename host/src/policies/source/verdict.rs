@@ -607,6 +607,7 @@ impl Inner {
         }
         let policy = claim.policy.as_str();
         if claim.role == Asked::Pins {
+            self.count_pinned(policy, None);
             self.registry.pin(policy, None);
             info!(%policy, configmap = %key, "pins out of force: their ConfigMap is gone");
         }
