@@ -282,7 +282,9 @@ impl ConfigMapSource {
 /// Each time this replica becomes leader, writes on each ConfigMap the
 /// verdict it reached as a follower: a version pushed while no replica led
 /// (say, between a leader's death and its Lease's expiry) is loaded by every
-/// replica, and written by none until then.
+/// replica, and written by none until then. Such a version has no revision
+/// either: its ConfigMap is loaded again (a compile-cache hit), which keeps
+/// one.
 async fn report_on_leadership(inner: Arc<Inner>) {
     let mut leading = inner.config.leadership.subscribe();
     loop {
@@ -300,11 +302,36 @@ async fn report_on_leadership(inner: Arc<Inner>) {
                     warn!(configmap = %key, error = %Chain(&error), "cannot annotate the policy ConfigMap");
                 }
             }
+            let unrecorded = unrecorded(&inner.store.all(), &inner.state().reported);
+            for key in unrecorded {
+                info!(configmap = %key, "serving a version no leader kept a revision of: loading it again");
+                inner
+                    .pending()
+                    .entry(key.clone())
+                    .or_insert(Pending::Refetch);
+                inner.queue.add(key);
+            }
         }
         if leading.changed().await.is_err() {
             return;
         }
     }
+}
+
+/// The serving ConfigMaps whose version in service, as this replica
+/// reported it, is not the one their history names last served.
+fn unrecorded(records: &[Arc<Record>], reported: &HashMap<ObjectKey, Reported>) -> Vec<ObjectKey> {
+    records
+        .iter()
+        .filter(|record| record.role == Role::Serving.into())
+        .filter(|record| {
+            reported.get(&record.key).is_some_and(|reported| {
+                let serving = reported.annotations.loaded_digest.as_ref();
+                serving.is_some() && serving != record.recorded.as_ref()
+            })
+        })
+        .map(|record| record.key.clone())
+        .collect()
 }
 
 /// Feeds the watch into the store and queues every change of content.
@@ -518,4 +545,50 @@ impl Inner {
 fn source_future_should_be_send(source: ConfigMapSource) {
     fn assert_send<T: Send>(_: T) {}
     assert_send(source.run(std::future::pending()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_loads_again_only_what_serves_without_a_revision() {
+        let serving = |name: &str, recorded: Option<&str>| {
+            let mut record = verdict::tests::record(name, name, Role::Serving);
+            record.recorded = recorded.map(str::to_owned);
+            Arc::new(record)
+        };
+        let reported = |name: &str, digest: Option<&str>| {
+            let record = verdict::tests::record(name, name, Role::Serving);
+            let reported = Reported {
+                claim: record.claim(),
+                annotations: Annotations {
+                    loaded_digest: digest.map(str::to_owned),
+                    ..Annotations::default()
+                },
+            };
+            (record.key, reported)
+        };
+        let mut candidate = verdict::tests::record("candidate-c", "c", Role::Candidate);
+        candidate.recorded = None;
+        let records = [
+            serving("kept", Some("d1")),
+            serving("missed", Some("d1")),
+            serving("never", None),
+            serving("refused", None),
+            Arc::new(candidate),
+        ];
+        let reported = HashMap::from([
+            reported("kept", Some("d1")),
+            reported("missed", Some("d2")),
+            reported("never", Some("d3")),
+            reported("refused", None),
+            reported("candidate-c", Some("d4")),
+        ]);
+        let keys: Vec<String> = unrecorded(&records, &reported)
+            .iter()
+            .map(|key| key.name().to_owned())
+            .collect();
+        assert_eq!(keys, ["missed", "never"]);
+    }
 }

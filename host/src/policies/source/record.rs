@@ -102,6 +102,9 @@ pub struct Record {
     /// The policy the host last recorded it as providing
     /// ([`PROVIDES_ANNOTATION`]).
     pub provides: Option<String>,
+    /// The digest its history ([`revisions::History`]) names last served:
+    /// the version a leader last kept a revision of.
+    pub recorded: Option<String>,
 }
 
 impl Record {
@@ -128,6 +131,11 @@ impl Record {
                 .as_ref()
                 .and_then(|annotations| annotations.get(PROVIDES_ANNOTATION))
                 .cloned(),
+            recorded: revisions::History::read(meta.annotations.as_ref())
+                .0
+                .into_iter()
+                .next()
+                .map(|served| served.digest),
         }
     }
 

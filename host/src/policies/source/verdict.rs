@@ -637,10 +637,10 @@ impl Inner {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn record(name: &str, policy: &str, role: impl Into<Asked>) -> Record {
+    pub(in super::super) fn record(name: &str, policy: &str, role: impl Into<Asked>) -> Record {
         Record {
             key: ObjectKey::namespaced("policyhost-system", name),
             uid: format!("uid-{name}"),
@@ -650,6 +650,7 @@ mod tests {
             fingerprint: "f".into(),
             foreign: None,
             provides: None,
+            recorded: None,
         }
     }
 
