@@ -302,7 +302,11 @@ async fn report_on_leadership(inner: Arc<Inner>) {
                     warn!(configmap = %key, error = %Chain(&error), "cannot annotate the policy ConfigMap");
                 }
             }
-            let unrecorded = unrecorded(&inner.store.all(), &inner.state().reported);
+            let unrecorded = if inner.revisions.keep > 0 {
+                unrecorded(&inner.store.all(), &inner.state().reported)
+            } else {
+                Vec::new()
+            };
             for key in unrecorded {
                 info!(configmap = %key, "serving a version no leader kept a revision of: loading it again");
                 inner
