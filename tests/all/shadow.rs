@@ -394,6 +394,12 @@ async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_
     push_next_candidate(&env).await;
     create_labelled(&env, "renamed", &[(RENAME_LABEL, "yes")]).await;
     wait_succeeded(&env, "renamed").await;
+    let before = env
+        .pods()
+        .get("renamed-worker-0")
+        .await
+        .expect("the worker Pod")
+        .resource_version();
     // Its Pod exists now: the next shadow call's dry run is an update.
     shadow_once_more(&env, "fanout", "renamed").await;
     let summary = summary_when(&env, "fanout", "a refusal", |s| s.refused >= 1).await;
@@ -428,12 +434,14 @@ async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_
         .get();
     assert!(refused >= 1, "the metric counts it");
 
-    // The dry runs wrote nothing: the Pod keeps the serving version's container.
+    // The dry runs wrote nothing: the Pod is the same object, with the
+    // serving version's container.
     let pod = env
         .pods()
         .get("renamed-worker-0")
         .await
         .expect("the worker Pod");
+    assert_eq!(pod.resource_version(), before, "not written");
     let names: Vec<String> = pod
         .spec
         .map(|spec| spec.containers.into_iter().map(|c| c.name).collect())
