@@ -205,6 +205,21 @@ impl Kept {
     }
 }
 
+impl Kept {
+    /// The settings it keeps, pinned to `digest` whatever its `data`
+    /// says: a revision read back serves the component asked for, or none.
+    ///
+    /// # Errors
+    ///
+    /// The first key of its `data` that does not read.
+    pub fn settings(&self, digest: Digest) -> Result<Settings, crate::data_keys::KeyError> {
+        Settings::parse(&self.data).map(|settings| Settings {
+            sha256: Some(digest),
+            ..settings
+        })
+    }
+}
+
 /// What went wrong with a revision.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::Inner;
 use super::record::{Content, Record};
 use super::verdict::Refused;
-use crate::policies::configmap::{self, Settings};
+use crate::policies::configmap;
 use crate::policies::load;
 use crate::policies::pins::Pins;
 use crate::policies::registry::{Pinned, Version};
@@ -91,12 +91,8 @@ impl Inner {
             .read(&record.policy, digest)
             .await
             .map_err(|error| load_error(error.into()))?;
-        // Whatever the revision says, the component must be the one pinned.
-        let settings = Settings::parse(&kept.data)
-            .map(|settings| Settings {
-                sha256: Some(digest),
-                ..settings
-            })
+        let settings = kept
+            .settings(digest)
             .map_err(|error| load_error(configmap::Error::from(error).into()))?;
         let (outbound, pull) = self
             .grants

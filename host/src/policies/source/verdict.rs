@@ -272,11 +272,7 @@ impl Inner {
         };
         revisions::check_alone(digest, settings, &content.binary_data)?;
         let kept = self.revisions.read(&record.policy, digest).await?;
-        // Whatever the revision says, the component must be the one asked for.
-        content.settings = Settings::parse(&kept.data).map(|settings| Settings {
-            sha256: Some(digest),
-            ..settings
-        });
+        content.settings = kept.settings(digest);
         content.binary_data = kept.binary_data;
         content.again = true;
         Ok(())
