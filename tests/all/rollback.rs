@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use policyhost::metrics::PolicyResult;
 use policyhost::policies::configmap;
 use policyhost::policies::revisions;
 use policyhost::runtime::Digest;
@@ -333,6 +334,40 @@ async fn a_pinned_namespace_and_datajob_keep_their_versions_through_a_promote_un
         "fanout",
     );
     push_map(&env, &candidate).await;
+    // Every DataJob is pinned: the candidate is compared with the serving
+    // version only, so a reconcile of a pinned one calls no candidate.
+    let reconciles = || {
+        env.operator()
+            .metrics
+            .reconcile_total
+            .get_or_create(&PolicyResult {
+                policy: "fanout".into(),
+                result: "success".into(),
+            })
+            .get()
+    };
+    let before = reconciles();
+    let poke = json!({"metadata": {"annotations": {"test.policyhost.dev/poke": "1"}}});
+    env.jobs()
+        .patch("a", &PatchParams::default(), &Patch::Merge(poke))
+        .await
+        .expect("annotate a");
+    eventually("a reconciled again", || async {
+        (reconciles() > before).then_some(())
+    })
+    .await;
+    let shadowed: Vec<String> = env
+        .operator()
+        .metrics
+        .render()
+        .lines()
+        .filter(|line| line.starts_with(r#"policyhost_shadow_calls_total{policy="fanout""#))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        shadowed.is_empty(),
+        "no shadow call beside a pinned version: {shadowed:?}"
+    );
     let promoted = policy_command(&env, &["promote", "fanout", "--force", "--wait"]);
     assert!(
         text(&promoted).contains(&format!("serving sha256:{h3}")),
