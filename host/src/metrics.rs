@@ -149,6 +149,8 @@ pub struct Metrics {
     pub policy_pinned_code_bytes: Family<PolicyDigest, Gauge>,
     /// Rejected policy versions by policy and reason.
     pub policy_load_errors_total: Family<PolicyReason, Counter>,
+    /// Rollout transitions (a step, a pause, a rollback), by policy and reason.
+    pub rollout_transitions_total: Family<PolicyReason, Counter>,
     /// Time from a policy ConfigMap's change to its version in service.
     pub policy_load_duration: HistogramFamily<PolicyLabel>,
     /// Time from a key's enqueue (the change that made it work) to the end
@@ -299,6 +301,11 @@ impl Default for Metrics {
             policy_load_errors_total: registry.add(
                 "policy_load_errors",
                 "Policy versions rejected, by policy and reason",
+                Family::default(),
+            ),
+            rollout_transitions_total: registry.add(
+                "rollout_transitions",
+                "Rollout transitions, by policy and reason (StepStarted, Paused, Resumed, Complete, RolledBack, Aborted)",
                 Family::default(),
             ),
             policy_load_duration: registry.add(
@@ -526,6 +533,16 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a transition of `policy`'s rollout.
+    pub fn rollout_moved(&self, policy: &str, reason: &str) {
+        self.rollout_transitions_total
+            .get_or_create(&PolicyReason {
+                policy: policy.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
     /// The metrics in the Prometheus text format.
     #[must_use]
     pub fn render(&self) -> String {
@@ -685,6 +702,7 @@ mod tests {
             policy_info,
             policy_pinned_code_bytes,
             policy_load_errors_total,
+            rollout_transitions_total,
             policy_load_duration,
             reconcile_latency,
             events_dropped_total,
@@ -756,6 +774,12 @@ mod tests {
                 reason: "DigestMismatch".to_owned(),
             })
             .inc();
+        rollout_transitions_total
+            .get_or_create(&PolicyReason {
+                policy: "p".to_owned(),
+                reason: "RolledBack".to_owned(),
+            })
+            .inc();
         policy_load_duration.get_or_create(&policy).observe(0.1);
         reconcile_latency.observe(0.1);
         events_dropped_total.get_or_create(&policy).inc();
@@ -792,6 +816,7 @@ mod tests {
                 "policy_info gauge",
                 "policy_pinned_code_bytes gauge",
                 "policy_load_errors counter",
+                "rollout_transitions counter",
                 "policy_load_duration_seconds histogram",
                 "reconcile_latency_seconds histogram",
                 "events_dropped counter",

@@ -38,6 +38,9 @@ pub const ROLE_LABEL: &str = "policyhost.dev/role";
 pub const CANDIDATE_ROLE: &str = "candidate";
 /// The [`ROLE_LABEL`] value of a policy's pins ([`crate::policies::pins`]).
 pub const PINS_ROLE: &str = "pins";
+/// The [`ROLE_LABEL`] value of a policy's rollout plan
+/// ([`crate::policies::rollout`]).
+pub const ROLLOUT_ROLE: &str = "rollout";
 /// The label that marks a grant ConfigMap; its value is the policy's name.
 pub const GRANT_LABEL: &str = "policyhost.dev/grant";
 
@@ -78,6 +81,9 @@ pub const EXAMINED_ANNOTATION: &str = "policyhost.dev/faults-examined";
 /// The serving versions of a policy, newest first (JSON, on its serving
 /// ConfigMap): what `policy history` shows and `policy rollback` picks from.
 pub const HISTORY_ANNOTATION: &str = "policyhost.dev/history";
+/// Where a rollout is (JSON, on its rollout ConfigMap): written by the
+/// leader, read by every replica ([`crate::policies::rollout::Status`]).
+pub const ROLLOUT_STATUS_ANNOTATION: &str = "policyhost.dev/rollout-status";
 
 // Revision ConfigMaps, written by the host only.
 
@@ -142,6 +148,7 @@ mod tests {
             SHADOW_ANNOTATION,
             EXAMINED_ANNOTATION,
             HISTORY_ANNOTATION,
+            ROLLOUT_STATUS_ANNOTATION,
             REVISION_OF_LABEL,
             REVISION_DIGEST_ANNOTATION,
             SERVED_AT_ANNOTATION,

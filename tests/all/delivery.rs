@@ -729,8 +729,13 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
     assert!(rows[0]["loadedAt"].is_string());
     assert_eq!(rows[0]["allowedNamespaces"], allowed.as_str());
     let registry = &env.operator().shared.registry;
-    assert!(registry.get_for("fanout", &env.namespace, "any").is_ok());
-    assert!(registry.get_for("fanout", "team-c", "any").is_err());
+    let caller = |namespace| policyhost::policies::Caller {
+        namespace,
+        name: "any",
+        uid: "any",
+    };
+    assert!(registry.get_for("fanout", &caller(&env.namespace)).is_ok());
+    assert!(registry.get_for("fanout", &caller("team-c")).is_err());
 
     // Refused before anything is written: the same checks as `policy check`.
     let out = policyhost(&[

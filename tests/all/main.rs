@@ -31,6 +31,7 @@ mod policy_guide;
 mod polyglot;
 mod rbac;
 mod rollback;
+mod rollout;
 mod runtime;
 mod scaffold;
 mod shadow;

@@ -20,23 +20,9 @@ use serde_json::json;
 use crate::common::cluster::{Env, OperatorSetup, eventually, phase};
 use crate::common::for_every_namespace;
 use crate::common::guest_bytes;
-use crate::common::process::{policyhost, text};
-use crate::common::publishing::{policy_map, push, push_map, wait_event};
+use crate::common::process::text;
+use crate::common::publishing::{policy_command, policy_map, push, push_map, wait_event};
 use crate::common::variants::version;
-
-/// `policyhost policy ARGS…` in this test's policy namespace and cluster.
-fn policy_command(env: &Env, args: &[&str]) -> std::process::Output {
-    let kubeconfig = env.kubeconfig_file();
-    let mut all = vec!["policy"];
-    all.extend_from_slice(args);
-    all.extend([
-        "--namespace",
-        env.policy_namespace.as_str(),
-        "--kubeconfig",
-        kubeconfig.to_str().expect("a UTF-8 path"),
-    ]);
-    policyhost(&all)
-}
 
 /// Waits until DataJob `name` says `digest` reconciled it last.
 async fn reconciled_by(env: &Env, name: &str, digest: &str) {

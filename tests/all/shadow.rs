@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
 use crate::common::process::{policyhost, text};
-use crate::common::publishing::{policy_map, push, push_map, wait_event};
+use crate::common::publishing::{policy_map, push, push_candidate, push_map, wait_event};
 use crate::common::variants::version;
 use crate::common::{for_every_namespace, guest, guest_bytes};
 use policyhost::vocabulary::POLICY_LABEL;
@@ -35,18 +35,6 @@ const RENAME_LABEL: &str = "policyhost.dev/test-rename";
 
 fn fanout(replicas: u32) -> Value {
     json!({"replicas": replicas, "image": "busybox:1.36", "command": ["true"]})
-}
-
-/// Publishes `component` as the candidate of `policy` and waits for the
-/// host's verdict.
-async fn push_candidate(
-    env: &Env,
-    policy: &str,
-    component: &[u8],
-    settings: &Settings,
-) -> Annotations {
-    let map = configmap::into_candidate(policy_map(env, policy, component, settings), policy);
-    push_map(env, &map).await
 }
 
 /// Publishes `fanout-next` as the candidate of `fanout`, for every namespace.

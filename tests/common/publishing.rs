@@ -46,6 +46,32 @@ pub async fn push(env: &Env, name: &str, component: &[u8]) -> Annotations {
     .await
 }
 
+/// Publishes `component` as the candidate of `policy` and waits for the
+/// host's verdict.
+pub async fn push_candidate(
+    env: &Env,
+    policy: &str,
+    component: &[u8],
+    settings: &Settings,
+) -> Annotations {
+    let map = configmap::into_candidate(policy_map(env, policy, component, settings), policy);
+    push_map(env, &map).await
+}
+
+/// `policyhost policy ARGS…` in this test's policy namespace and cluster.
+pub fn policy_command(env: &Env, args: &[&str]) -> std::process::Output {
+    let kubeconfig = env.kubeconfig_file();
+    let mut all = vec!["policy"];
+    all.extend_from_slice(args);
+    all.extend([
+        "--namespace",
+        env.policy_namespace.as_str(),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("a UTF-8 path"),
+    ]);
+    super::process::policyhost(&all)
+}
+
 /// Applies the platform team's grant of `policy` (`grant-<policy>`) with
 /// `data`.
 pub async fn apply_grant(env: &Env, policy: &str, data: BTreeMap<String, String>) {

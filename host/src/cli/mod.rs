@@ -29,6 +29,7 @@ mod registry;
 mod reload;
 mod replay;
 mod rollback;
+mod rollout;
 mod run;
 mod status;
 mod terminal;
@@ -141,6 +142,11 @@ enum PolicyCommand {
     Pin(pin::PinArgs),
     /// Let a pinned namespace or DataJob follow the serving version again.
     Unpin(pin::UnpinArgs),
+    /// Roll a policy's candidate out to its DataJobs step by step (a
+    /// share, or namespaces, at a time), judged against the serving
+    /// version at each step and rolled back by the host when it falls
+    /// behind; or show, pause, resume or abort the rollout.
+    Rollout(rollout::RolloutArgs),
     /// Create a policy crate that builds and passes its tests as generated.
     ///
     /// A small policy (one Pod per DataJob), a unit test, a golden case and
@@ -214,6 +220,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Policy(PolicyCommand::History(args)) => rollback::history(&args),
         Command::Policy(PolicyCommand::Rollback(args)) => rollback::rollback(&args),
         Command::Policy(PolicyCommand::Pin(args)) => pin::pin(&args),
+        Command::Policy(PolicyCommand::Rollout(args)) => rollout::run(&args),
         Command::Policy(PolicyCommand::Unpin(args)) => pin::unpin(&args),
         Command::Policy(PolicyCommand::New(args)) => new::run(&args),
         Command::CompileComponent(args) => {

@@ -17,7 +17,7 @@ use kube::ResourceExt;
 
 use super::Shared;
 use crate::crd::DataJob;
-use crate::policies::Unavailable;
+use crate::policies::{Caller, Unavailable};
 use crate::runtime::Policy;
 
 /// Why a DataJob may not call its policy now.
@@ -65,7 +65,14 @@ pub(crate) fn policy(shared: &Shared, job: &DataJob) -> Result<Arc<Policy>, Deni
     }
     shared
         .registry
-        .get_for(&job.spec.policy, &namespace, &job.name_any())
+        .get_for(
+            &job.spec.policy,
+            &Caller {
+                namespace: &namespace,
+                name: &job.name_any(),
+                uid: job.metadata.uid.as_deref().unwrap_or_default(),
+            },
+        )
         .map_err(Denied::Policy)
 }
 

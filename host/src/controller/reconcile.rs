@@ -19,9 +19,13 @@ use crate::cache::{Cached as _, ChildRecord, ObjectKey, owner_key_of};
 use crate::chain::{Chain, display_chain};
 use crate::crd::{DataJob, PolicyRef};
 use crate::policies::Unavailable;
+use crate::policies::rollout::Signal;
 use crate::projection;
-use crate::runtime::{self, Context, Input, Reconciled};
+use crate::runtime::{self, Context, Input, Policy, Reconciled};
 use crate::shadow;
+
+/// The phase a policy reports for a run that failed.
+const FAILED: &str = "Failed";
 
 /// What the queue should do with the key after a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +67,16 @@ impl Failure {
         }
     }
 
+    /// What the pass came to for a rollout's gates: a guest's fault, or a
+    /// write the API server refused; none when no version was called.
+    fn signal(&self) -> Option<Signal> {
+        match self {
+            Self::Denied(_) => None,
+            Self::Guest(_) => Some(Signal::Fault),
+            Self::Apply(_) => Some(Signal::Refused),
+        }
+    }
+
     /// Invalid params only change with the spec, which re-queues the DataJob
     /// anyway; a missing or refusing policy re-queues it when the policy
     /// changes.
@@ -89,28 +103,26 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         shared.settling.settled(key);
         return Next::AwaitChange;
     };
-    let access = access::policy(shared, &job);
-    // A policy still loading after a start: nothing is done or written
-    // until it serves or is refused, either of which queues the DataJob.
-    if let Err(access::Denied::Policy(Unavailable::Loading)) = access {
-        return Next::AwaitChange;
-    }
-    // A DataJob refused for its namespace gets nothing, not even the
-    // finalizer: no call, no cleanup to wait for when it is deleted.
-    if job.metadata.deletion_timestamp.is_none()
-        && let Err(denied) = access
-        && denied.refuses_the_job()
-    {
-        let started = Instant::now();
-        let children = owner_key_of(&job)
-            .map(|owner| shared.children.of(&owner))
-            .unwrap_or_default();
-        let done = fail(shared, &job, None, &Failure::Denied(denied), &children).await;
-        shared
-            .metrics
-            .reconciled(&job.spec.policy, done.result, started.elapsed());
-        return done.next;
-    }
+    // The version is chosen once per pass: the pass calls it and no other.
+    let access = match access::policy(shared, &job) {
+        // A policy still loading after a start: nothing is done or written
+        // until it serves or is refused, either of which queues the DataJob.
+        Err(access::Denied::Policy(Unavailable::Loading)) => return Next::AwaitChange,
+        // A DataJob refused for its namespace gets nothing, not even the
+        // finalizer: no call, no cleanup to wait for when it is deleted.
+        Err(denied) if job.metadata.deletion_timestamp.is_none() && denied.refuses_the_job() => {
+            let started = Instant::now();
+            let children = owner_key_of(&job)
+                .map(|owner| shared.children.of(&owner))
+                .unwrap_or_default();
+            let done = fail(shared, &job, None, &Failure::Denied(denied), &children).await;
+            shared
+                .metrics
+                .reconciled(&job.spec.policy, done.result, started.elapsed());
+            return done.next;
+        }
+        access => access,
+    };
     // The finalizer first: added before any side effect; a deleted DataJob
     // is cleaned up, never reconciled.
     if let Some(next) = super::finalizer::step(shared, key, &job).await {
@@ -141,20 +153,26 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         };
     }
 
-    let done = match run_policy(shared, &job, &children, attempt).await {
+    let acting = access.as_ref().ok().map(|policy| policy.digest());
+    let done = match run_policy(shared, &job, access, &children, attempt).await {
         Ok((policy, reconciled)) => succeed(shared, &job, &policy, reconciled, &children).await,
         Err((policy, failure)) => fail(shared, &job, policy, &failure, &children).await,
     };
+    if let (Some(digest), Some(signal)) = (acting, done.signal) {
+        shared.registry.observe(&policy_name, digest, signal);
+    }
     shared
         .metrics
         .reconciled(&policy_name, done.result, started.elapsed());
     done.next
 }
 
-/// How a reconcile ended: what to do next, and the result label for metrics.
+/// How a reconcile ended: what to do next, the result label for metrics,
+/// and what the pass came to for a rollout's gates (none: no version acted).
 struct Done {
     next: Next,
     result: &'static str,
+    signal: Option<Signal>,
 }
 
 type PolicyOutcome = Result<(PolicyRef, Reconciled), (Option<PolicyRef>, Failure)>;
@@ -163,10 +181,11 @@ type PolicyOutcome = Result<(PolicyRef, Reconciled), (Option<PolicyRef>, Failure
 async fn run_policy(
     shared: &Shared,
     job: &Arc<DataJob>,
+    access: Result<Arc<Policy>, access::Denied>,
     children: &[Arc<ChildRecord>],
     attempt: u32,
 ) -> PolicyOutcome {
-    let policy = access::policy(shared, job).map_err(|denied| (None, Failure::Denied(denied)))?;
+    let policy = access.map_err(|denied| (None, Failure::Denied(denied)))?;
     let acting = PolicyRef {
         name: policy.name().to_owned(),
         digest: policy.digest().to_string(),
@@ -232,9 +251,21 @@ async fn succeed(
         return Done {
             next: Next::AwaitChange,
             result: "success",
+            signal: Some(Signal::Answered),
         };
     }
     shared.settling.settled(&key);
+    let turned_failed = reconciled.status.phase == FAILED
+        && job
+            .status
+            .as_ref()
+            .and_then(|status| status.phase.as_deref())
+            != Some(FAILED);
+    let signal = if turned_failed {
+        Signal::Failed
+    } else {
+        Signal::Answered
+    };
     let mut conditions = vec![ready(reconciled.children.len(), &summary)];
     conditions.extend(reconciled.status.conditions.iter().map(NewCondition::from));
     let update = StatusUpdate {
@@ -249,6 +280,7 @@ async fn succeed(
         return Done {
             next: Next::Retry,
             result: "StatusFailed",
+            signal: Some(signal),
         };
     }
     shared
@@ -260,6 +292,7 @@ async fn succeed(
             Next::RequeueAfter(shared.asks.requeue_after(ms))
         }),
         result: "success",
+        signal: Some(signal),
     }
 }
 
@@ -328,6 +361,7 @@ async fn fail(
     Done {
         next,
         result: reason,
+        signal: failure.signal(),
     }
 }
 

@@ -156,7 +156,7 @@ impl Manifest {
             }
             layers => return Err(LayoutError::Layers(format!("{} layers", layers.len()))),
         };
-        let digest = parse_digest(&layer.digest)
+        let digest = Digest::parse(&layer.digest)
             .ok_or_else(|| LayoutError::Digest(super::shown(&layer.digest)))?;
         Ok((manifest, digest))
     }
@@ -178,18 +178,6 @@ impl Manifest {
     pub fn component_size(&self) -> u64 {
         self.layers.first().map_or(0, |layer| layer.size)
     }
-}
-
-/// `sha256:<64 lowercase hex>` as a digest.
-#[must_use]
-pub fn parse_digest(text: &str) -> Option<Digest> {
-    let hex = text.strip_prefix("sha256:")?;
-    if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return None;
-    }
-    let mut bytes = [0u8; 32];
-    hex::decode_to_slice(hex, &mut bytes).ok()?;
-    Some(Digest(bytes))
 }
 
 /// The config blob `policy push --oci` writes: what the component is.

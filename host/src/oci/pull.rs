@@ -427,7 +427,7 @@ impl Puller {
             .layers
             .iter()
             .map(|layer| {
-                let digest = artifact::parse_digest(&layer.digest)?;
+                let digest = Digest::parse(&layer.digest)?;
                 Some((
                     self.cache.get(&digest, MAX_PAYLOAD_BYTES)?,
                     annotation(layer),
@@ -491,7 +491,7 @@ impl Puller {
             .filter(|layer| layer.media_type == signature::PAYLOAD_TYPE)
             .take(MAX_SIGNATURES)
         {
-            let Some(digest) = artifact::parse_digest(&layer.digest) else {
+            let Some(digest) = Digest::parse(&layer.digest) else {
                 continue;
             };
             let payload = self

@@ -243,7 +243,7 @@ impl Payload {
         if payload.critical.kind != PAYLOAD_KIND {
             return None;
         }
-        super::artifact::parse_digest(&payload.critical.image.docker_manifest_digest)
+        crate::runtime::Digest::parse(&payload.critical.image.docker_manifest_digest)
     }
 }
 

@@ -54,7 +54,7 @@ use crate::fair::Share;
 use crate::oci::Reference;
 use crate::quantity::{format_bytes, format_millis, parse_bytes, parse_duration, parse_integer};
 use crate::runtime::{AllowedKind, Digest, PolicyLimits};
-use crate::vocabulary::{CANDIDATE_ROLE, POLICY_LABEL, ROLE_LABEL};
+use crate::vocabulary::{CANDIDATE_ROLE, PINS_ROLE, POLICY_LABEL, ROLE_LABEL, ROLLOUT_ROLE};
 
 /// `binaryData` key of the component.
 pub const MODULE_KEY: &str = "policy.wasm";
@@ -236,27 +236,19 @@ pub enum Error {
         /// The policy its label names.
         policy: String,
     },
-    /// The host is strict about tenancy and a candidate's ConfigMap is not
-    /// `candidate-<policy>`: who may shadow a policy is who may write that
-    /// name.
+    /// The host is strict about tenancy and a ConfigMap labelled with a
+    /// role (a candidate, pins, a rollout) is not `<role>-<policy>`: who
+    /// may write that name is who may change that part of the policy.
     #[error(
-        "ConfigMap {configmap} is labelled as a candidate of policy `{policy}`; on this host only the ConfigMap `candidate-{policy}` may be its candidate"
+        "ConfigMap {configmap} is labelled as the {role} of policy `{policy}`; on this host only the ConfigMap `{role}-{policy}` may hold it"
     )]
-    CandidateNameMismatch {
+    RoleNameMismatch {
         /// The ConfigMap's name.
         configmap: String,
         /// The policy its label names.
         policy: String,
-    },
-    /// On a strict host, pins come only from `pins-<name>`.
-    #[error(
-        "ConfigMap {configmap} is labelled as the pins of policy `{policy}`; on this host only the ConfigMap `pins-{policy}` may hold its pins"
-    )]
-    PinsNameMismatch {
-        /// The ConfigMap's name.
-        configmap: String,
-        /// The policy its label names.
-        policy: String,
+        /// Its role label: `candidate`, `pins` or `rollout`.
+        role: &'static str,
     },
     /// A pin does not read.
     #[error(transparent)]
@@ -275,9 +267,7 @@ impl Error {
             Self::Key(_) | Self::KindNotManaged { .. } | Self::NamespacesRequired => {
                 "InvalidConfig"
             }
-            Self::NameMismatch { .. }
-            | Self::CandidateNameMismatch { .. }
-            | Self::PinsNameMismatch { .. } => "NameMismatch",
+            Self::NameMismatch { .. } | Self::RoleNameMismatch { .. } => "NameMismatch",
             Self::Pin(_) => "InvalidPin",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::InvalidName(_) => "InvalidName",
@@ -544,13 +534,19 @@ pub fn configmap_name(policy: &str) -> String {
 /// The name of the ConfigMap `policy push --shadow` writes for policy `name`.
 #[must_use]
 pub fn candidate_name(policy: &str) -> String {
-    format!("candidate-{policy}")
+    format!("{CANDIDATE_ROLE}-{policy}")
 }
 
 /// The ConfigMap holding the pins of `policy`: `pins-<policy>`.
 #[must_use]
 pub fn pins_name(policy: &str) -> String {
-    format!("pins-{policy}")
+    format!("{PINS_ROLE}-{policy}")
+}
+
+/// The ConfigMap holding the rollout plan of `policy`: `rollout-<policy>`.
+#[must_use]
+pub fn rollout_name(policy: &str) -> String {
+    format!("{ROLLOUT_ROLE}-{policy}")
 }
 
 /// Checks that `name` can be a policy name: a DNS-1123 label.

@@ -12,8 +12,11 @@ pub mod refusal;
 mod registry;
 pub mod report;
 pub mod revisions;
+pub mod rollout;
 pub mod source;
 pub mod tenancy;
 
-pub use registry::{Change, Entry, Pinned, Registry, Rejection, Role, Slot, Unavailable, Version};
+pub use registry::{
+    Caller, Change, Entry, Pinned, Registry, Rejection, Role, Slot, Unavailable, Version,
+};
 pub use source::ConfigMapSource;

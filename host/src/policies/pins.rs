@@ -93,16 +93,10 @@ impl Pins {
             {
                 return Err(Error::Key(key.clone()));
             }
-            let digest = value
-                .trim()
-                .strip_prefix("sha256:")
-                .and_then(|hex| hex::decode(hex).ok())
-                .and_then(|bytes| bytes.try_into().ok())
-                .map(Digest)
-                .ok_or_else(|| Error::Value {
-                    key: key.clone(),
-                    value: value.clone(),
-                })?;
+            let digest = Digest::parse(value.trim()).ok_or_else(|| Error::Value {
+                key: key.clone(),
+                value: value.clone(),
+            })?;
             let target = Target {
                 namespace: namespace.to_owned(),
                 datajob: datajob.map(str::to_owned),

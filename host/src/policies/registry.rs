@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 
 use super::access::Access;
 use super::pins::Pins;
+use super::rollout::{Canary, Signal};
 use crate::runtime::{Digest, Policy};
 
 /// Why a policy name has no version to call.
@@ -154,6 +155,8 @@ pub struct Entry {
     pub candidate: Slot,
     /// The versions pinned DataJobs keep, if any.
     pub pinned: Option<Arc<Pinned>>,
+    /// The DataJobs its candidate serves, while a rollout runs.
+    pub canary: Option<Arc<Canary>>,
     /// When the serving version was taken out of service, if it was and
     /// nothing came since.
     pub removed_at: Option<SystemTime>,
@@ -172,12 +175,32 @@ impl Entry {
         }
     }
 
+    /// The candidate, if a canary in force routes to it.
+    fn canary_version(&self) -> Option<&Arc<Version>> {
+        let canary = self.canary.as_ref()?;
+        self.candidate
+            .version
+            .as_ref()
+            .filter(|version| version.policy.digest() == canary.digest)
+    }
+
     fn slot_mut(&mut self, role: Role) -> &mut Slot {
         match role {
             Role::Serving => &mut self.serving,
             Role::Candidate => &mut self.candidate,
         }
     }
+}
+
+/// The DataJob a version is chosen for.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+    /// Its uid (a rollout's share is by its hash).
+    pub uid: &'a str,
 }
 
 /// A change of one role of one policy, as [`Registry::subscribe`] announces it.
@@ -236,37 +259,95 @@ impl Registry {
         }
     }
 
-    /// The version of `name` for the DataJob `namespace/datajob`: the one
-    /// it is pinned to, else the serving version, if DataJobs of
-    /// `namespace` may call it. The version and its access are read under
-    /// one lock, so a swap that changes both is never seen half done.
-    pub fn get_for(
-        &self,
-        name: &str,
-        namespace: &str,
-        datajob: &str,
-    ) -> Result<Arc<Policy>, Unavailable> {
+    /// The version of `name` for the DataJob `caller`: the one it is
+    /// pinned to, else the candidate if a rollout reaches it and the
+    /// candidate allows its namespace, else the serving version; refused if
+    /// that one does not allow its namespace. Everything is read under one
+    /// lock, so a swap or a step is never seen half done; a pass calls
+    /// this once, so no DataJob is answered by two versions in one pass.
+    pub fn get_for(&self, name: &str, caller: &Caller<'_>) -> Result<Arc<Policy>, Unavailable> {
         let entries = self.read();
         let entry = entries.get(name);
         let pinned = entry
             .and_then(|entry| entry.pinned.as_ref())
             .and_then(|pinned| {
-                let digest = pinned.pins.of(namespace, datajob)?;
+                let digest = pinned.pins.of(caller.namespace, caller.name)?;
                 pinned.versions.get(&digest)
             });
+        let canary = entry.and_then(Entry::canary_version).filter(|version| {
+            version.access.allows(caller.namespace)
+                && entry
+                    .and_then(|entry| entry.canary.as_ref())
+                    .is_some_and(|canary| canary.reach.includes(caller.namespace, caller.uid))
+        });
         let serving = entry.and_then(|entry| entry.serving.version.as_ref());
-        match pinned.or(serving) {
+        match pinned.or(canary).or(serving) {
             Some(version) => {
-                if version.access.allows(namespace) {
+                if version.access.allows(caller.namespace) {
                     Ok(Arc::clone(&version.policy))
                 } else {
                     Err(Unavailable::NotAllowed {
-                        namespace: namespace.to_owned(),
+                        namespace: caller.namespace.to_owned(),
                         allowed: version.access.clone(),
                     })
                 }
             }
             None => Err(Self::unavailable(entry)),
+        }
+    }
+
+    /// Puts `canary` in force for `name` (none: the candidate serves no
+    /// DataJob). The DataJobs of the policy are re-queued when the
+    /// DataJobs it reaches changed; the same step keeps counting.
+    pub fn roll_out(&self, name: &str, canary: Option<Canary>) {
+        let moved = {
+            let mut entries = self.write();
+            let entry = entries.entry(name.to_owned()).or_default();
+            let same = |now: &Canary, new: &Canary| {
+                now.digest == new.digest && now.reach == new.reach && now.step == new.step
+            };
+            match (&entry.canary, canary) {
+                (Some(now), Some(new)) if same(now, &new) => false,
+                (None, None) => false,
+                (now, new) => {
+                    let moved = now.as_ref().map(|c| (c.digest, c.reach.clone()))
+                        != new.as_ref().map(|c| (c.digest, c.reach.clone()));
+                    entry.canary = new.map(Arc::new);
+                    moved
+                }
+            }
+        };
+        if moved {
+            self.announce(name.to_owned(), Role::Serving);
+        }
+    }
+
+    /// The canary in force for `name`, if any.
+    #[must_use]
+    pub fn canary(&self, name: &str) -> Option<Arc<Canary>> {
+        self.read().get(name).and_then(|entry| entry.canary.clone())
+    }
+
+    /// Counts what a pass of `name`'s version `digest` came to, while a
+    /// rollout of it runs: for its candidate, or for its serving version
+    /// over the same period. Other versions (pinned ones) do not count.
+    pub fn observe(&self, name: &str, digest: Digest, signal: Signal) {
+        let entries = self.read();
+        let Some(entry) = entries.get(name) else {
+            return;
+        };
+        let Some(canary) = &entry.canary else {
+            return;
+        };
+        if canary.digest == digest {
+            canary.tally.count(true, signal);
+        } else if entry
+            .serving
+            .version
+            .as_ref()
+            .is_some_and(|serving| serving.policy.digest() == digest)
+        {
+            canary.tally.count(false, signal);
         }
     }
 
@@ -527,7 +608,16 @@ mod tests {
         ));
         assert!(
             matches!(
-                registry.get_for("p", "team-a", "job").unwrap_err(),
+                registry
+                    .get_for(
+                        "p",
+                        &Caller {
+                            namespace: "team-a",
+                            name: "job",
+                            uid: "u"
+                        }
+                    )
+                    .unwrap_err(),
                 Unavailable::Rejected(_)
             ),
             "no version in service: why, whatever the namespace"

@@ -31,6 +31,7 @@
 //! annotations. A host shared by teams runs [`Tenancy::Strict`].
 
 use super::configmap::{self, Error};
+use crate::vocabulary::{CANDIDATE_ROLE, PINS_ROLE, ROLLOUT_ROLE};
 
 /// How far the host trusts the people who publish policies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,28 +75,39 @@ impl Tenancy {
     ///
     /// # Errors
     ///
-    /// [`Error::CandidateNameMismatch`] on a strict host when `configmap` is
+    /// [`Error::RoleNameMismatch`] on a strict host when `configmap` is
     /// not `candidate-<policy>`.
     pub fn check_candidate(self, configmap: &str, policy: &str) -> Result<(), Error> {
-        self.check_name(configmap, &configmap::candidate_name(policy), || {
-            Error::CandidateNameMismatch {
-                configmap: configmap.to_owned(),
-                policy: policy.to_owned(),
-            }
-        })
+        self.check_role(configmap, policy, CANDIDATE_ROLE)
     }
 
     /// Whether the ConfigMap `configmap` may hold the pins of `policy`.
     ///
     /// # Errors
     ///
-    /// [`Error::PinsNameMismatch`] on a strict host when `configmap` is
+    /// [`Error::RoleNameMismatch`] on a strict host when `configmap` is
     /// not `pins-<policy>`.
     pub fn check_pins(self, configmap: &str, policy: &str) -> Result<(), Error> {
-        self.check_name(configmap, &configmap::pins_name(policy), || {
-            Error::PinsNameMismatch {
+        self.check_role(configmap, policy, PINS_ROLE)
+    }
+
+    /// Whether the ConfigMap `configmap` may hold the rollout of `policy`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RoleNameMismatch`] on a strict host when `configmap` is
+    /// not `rollout-<policy>`.
+    pub fn check_rollout(self, configmap: &str, policy: &str) -> Result<(), Error> {
+        self.check_role(configmap, policy, ROLLOUT_ROLE)
+    }
+
+    /// On a strict host, `configmap` must be `<role>-<policy>`.
+    fn check_role(self, configmap: &str, policy: &str, role: &'static str) -> Result<(), Error> {
+        self.check_name(configmap, &format!("{role}-{policy}"), || {
+            Error::RoleNameMismatch {
                 configmap: configmap.to_owned(),
                 policy: policy.to_owned(),
+                role,
             }
         })
     }
@@ -163,7 +175,7 @@ mod tests {
             assert_eq!(
                 error.to_string(),
                 format!(
-                    "ConfigMap {configmap} is labelled as a candidate of policy `etl`; on this host only the ConfigMap `candidate-etl` may be its candidate"
+                    "ConfigMap {configmap} is labelled as the candidate of policy `etl`; on this host only the ConfigMap `candidate-etl` may hold it"
                 )
             );
         }

@@ -21,7 +21,9 @@ use super::publish;
 use crate::policies::configmap;
 use crate::policies::report::Annotations;
 use crate::shadow::summary::{Examined, Summary};
-use crate::vocabulary::{CANDIDATE_ROLE, EXAMINED_ANNOTATION, POLICY_LABEL, ROLE_LABEL};
+use crate::vocabulary::{
+    CANDIDATE_ROLE, EXAMINED_ANNOTATION, POLICY_LABEL, ROLE_LABEL, ROLLOUT_STATUS_ANNOTATION,
+};
 
 /// Why a candidate cannot be read, marked or promoted.
 #[derive(Debug, thiserror::Error)]
@@ -61,11 +63,13 @@ pub enum Error {
     },
     /// The candidate faulted since its faults were last shown.
     #[error(
-        "the candidate of policy `{policy}` faulted {faults} times, {examined} of them shown by `policy diff`: examine the others (`policyhost policy diff {policy}`) or promote with --force"
+        "the candidate of policy `{policy}` faulted {faults} times, {examined} of them shown by `policy diff`: examine the others (`policyhost policy diff {policy}`) or {to} with --force"
     )]
     UnexaminedFaults {
         /// The policy.
         policy: String,
+        /// What it was refused for: `promote`, `roll it out`.
+        to: &'static str,
         /// Faults so far.
         faults: u64,
         /// Faults `policy diff` has shown.
@@ -74,11 +78,13 @@ pub enum Error {
     /// The API server refused children of the candidate in dry runs since
     /// its refusals were last shown.
     #[error(
-        "the API server refused {refused} children of the candidate of policy `{policy}` in dry runs, {examined} of them shown by `policy diff`: examine the others (`policyhost policy diff {policy}`) or promote with --force"
+        "the API server refused {refused} children of the candidate of policy `{policy}` in dry runs, {examined} of them shown by `policy diff`: examine the others (`policyhost policy diff {policy}`) or {to} with --force"
     )]
     UnexaminedRefusals {
         /// The policy.
         policy: String,
+        /// What it was refused for: `promote`, `roll it out`.
+        to: &'static str,
         /// Refusals so far.
         refused: u64,
         /// Refusals `policy diff` has shown.
@@ -87,11 +93,13 @@ pub enum Error {
     /// The candidate's calls were compared with a serving version that no
     /// longer serves: they say nothing of the one that does.
     #[error(
-        "the candidate of policy `{policy}` was compared with sha256:{compared}, which no longer serves (sha256:{serving} does): wait for its calls beside the serving version (`policyhost policy diff {policy}`) or promote with --force"
+        "the candidate of policy `{policy}` was compared with sha256:{compared}, which no longer serves (sha256:{serving} does): wait for its calls beside the serving version (`policyhost policy diff {policy}`) or {to} with --force"
     )]
     ComparedWithReplaced {
         /// The policy.
         policy: String,
+        /// What it was refused for: `promote`, `roll it out`.
+        to: &'static str,
         /// The serving digest its calls were compared with.
         compared: String,
         /// The serving digest now.
@@ -177,7 +185,12 @@ impl Candidate {
     /// # Errors
     ///
     /// [`Error::ComparedWithReplaced`] when they were compared with another.
-    pub fn check_compared_with(&self, policy: &str, serving: Option<&str>) -> Result<(), Error> {
+    pub fn check_compared_with(
+        &self,
+        policy: &str,
+        serving: Option<&str>,
+        to: &'static str,
+    ) -> Result<(), Error> {
         let Some(summary) = self.current_summary() else {
             return Ok(());
         };
@@ -185,6 +198,7 @@ impl Candidate {
             Some(serving) if !summary.serving.is_empty() && summary.serving != serving => {
                 Err(Error::ComparedWithReplaced {
                     policy: policy.to_owned(),
+                    to,
                     compared: summary.serving.clone(),
                     serving: serving.to_owned(),
                 })
@@ -288,47 +302,89 @@ impl Policy {
     /// [`Error::UnexaminedRefusals`], [`Error::ComparedWithReplaced`], or
     /// the API's refusal.
     pub async fn promote(&self, client: &Client, force: bool) -> Result<ConfigMap, Error> {
-        let candidate = self.candidate().await?;
-        candidate.check_loaded(&self.name)?;
-        if !force {
-            let serving = self
-                .serving()
-                .await?
-                .and_then(|map| Annotations::read(map.annotations()).loaded_digest);
-            candidate.check_compared_with(&self.name, serving.as_deref())?;
-            if let Some(summary) = candidate.current_summary() {
-                if candidate.unexamined_faults() > 0 {
-                    return Err(Error::UnexaminedFaults {
-                        policy: self.name.clone(),
-                        faults: summary.faults,
-                        examined: candidate.examined.of(summary),
-                    });
-                }
-                if candidate.unexamined_refusals() > 0 {
-                    return Err(Error::UnexaminedRefusals {
-                        policy: self.name.clone(),
-                        refused: summary.refused,
-                        examined: candidate.examined.refused_of(summary),
-                    });
-                }
-            }
-        }
+        let candidate = self.ready(force, "promote").await?;
         let serving = configmap::promoted(&candidate.map, &self.name);
         let applied = publish::apply(client, &serving).await?;
-        let name = configmap::candidate_name(&self.name);
+        self.retire(&configmap::candidate_name(&self.name)).await?;
+        // A rollout of it is over: it serves every DataJob now.
+        match self.retire(&configmap::rollout_name(&self.name)).await {
+            Err(Error::Api { source, .. }) if matches!(*source, kube::Error::Api(ref status) if status.code == 404) =>
+                {}
+            other => other?,
+        }
+        Ok(applied)
+    }
+
+    /// The candidate, if it may act on DataJobs (be promoted, `to`, or
+    /// rolled out): in service and, unless `force`, with no fault or
+    /// dry-run refusal `policy diff` has not shown, compared with the
+    /// serving version in service.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`], [`Error::NotLoaded`], [`Error::UnexaminedFaults`],
+    /// [`Error::UnexaminedRefusals`], [`Error::ComparedWithReplaced`].
+    pub async fn ready(&self, force: bool, to: &'static str) -> Result<Candidate, Error> {
+        let candidate = self.candidate().await?;
+        candidate.check_loaded(&self.name)?;
+        if force {
+            return Ok(candidate);
+        }
+        let serving = self
+            .serving()
+            .await?
+            .and_then(|map| Annotations::read(map.annotations()).loaded_digest);
+        candidate.check_compared_with(&self.name, serving.as_deref(), to)?;
+        if let Some(summary) = candidate.current_summary() {
+            if candidate.unexamined_faults() > 0 {
+                return Err(Error::UnexaminedFaults {
+                    policy: self.name.clone(),
+                    to,
+                    faults: summary.faults,
+                    examined: candidate.examined.of(summary),
+                });
+            }
+            if candidate.unexamined_refusals() > 0 {
+                return Err(Error::UnexaminedRefusals {
+                    policy: self.name.clone(),
+                    to,
+                    refused: summary.refused,
+                    examined: candidate.examined.refused_of(summary),
+                });
+            }
+        }
+        Ok(candidate)
+    }
+
+    /// Takes the labels and content off the ConfigMap `name`: the host no
+    /// longer reads it, and its name stays the team's.
+    async fn retire(&self, name: &str) -> Result<(), Error> {
         let retire = json!({
-            "metadata": { "labels": { POLICY_LABEL: null, ROLE_LABEL: null } },
+            "metadata": {
+                "labels": { POLICY_LABEL: null, ROLE_LABEL: null },
+                "annotations": { ROLLOUT_STATUS_ANNOTATION: null },
+            },
             "data": null,
             "binaryData": null,
         });
         self.api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(retire))
+            .patch(name, &PatchParams::default(), &Patch::Merge(retire))
             .await
-            .map_err(|source| self.api_error("patch", &name, source))?;
-        Ok(applied)
+            .map(|_| ())
+            .map_err(|source| self.api_error("patch", name, source))
     }
 
-    fn api_error(&self, action: &'static str, name: &str, source: kube::Error) -> Error {
+    /// The policy's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(super) fn api(&self) -> &Api<ConfigMap> {
+        &self.api
+    }
+
+    pub(super) fn api_error(&self, action: &'static str, name: &str, source: kube::Error) -> Error {
         Error::Api {
             action,
             namespace: self.namespace.clone(),
@@ -426,6 +482,7 @@ mod tests {
         other.examined.serving = "s-before".into();
         assert_eq!(other.unexamined_faults(), 3);
         let error = Error::UnexaminedFaults {
+            to: "promote",
             policy: "etl".into(),
             faults: 5,
             examined: 3,
@@ -447,7 +504,9 @@ mod tests {
         });
         assert_eq!(newer.unexamined_faults(), 0, "not this version's faults");
         assert!(
-            newer.check_compared_with("etl", Some("s-2")).is_ok(),
+            newer
+                .check_compared_with("etl", Some("s-2"), "promote")
+                .is_ok(),
             "nor its comparison"
         );
     }
@@ -455,10 +514,14 @@ mod tests {
     #[test]
     fn a_candidate_compared_with_a_replaced_version_is_refused() {
         let compared = candidate(true, None, 0, 0);
-        assert!(compared.check_compared_with("etl", Some("s")).is_ok());
-        assert!(compared.check_compared_with("etl", None).is_ok());
+        assert!(
+            compared
+                .check_compared_with("etl", Some("s"), "promote")
+                .is_ok()
+        );
+        assert!(compared.check_compared_with("etl", None, "promote").is_ok());
         let error = compared
-            .check_compared_with("etl", Some("s-2"))
+            .check_compared_with("etl", Some("s-2"), "promote")
             .unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -466,6 +529,10 @@ mod tests {
         );
         let mut uncompared = candidate(true, None, 0, 0);
         uncompared.summary = Some(Summary::new("d".into()));
-        assert!(uncompared.check_compared_with("etl", Some("s-2")).is_ok());
+        assert!(
+            uncompared
+                .check_compared_with("etl", Some("s-2"), "promote")
+                .is_ok()
+        );
     }
 }

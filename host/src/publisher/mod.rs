@@ -7,3 +7,4 @@ pub mod candidate;
 #[cfg(feature = "dev")]
 pub mod dev_registry;
 pub mod publish;
+pub mod rollout;

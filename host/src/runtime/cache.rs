@@ -22,6 +22,18 @@ impl Digest {
         Self(Sha256::digest(bytes).into())
     }
 
+    /// `sha256:` and 64 lowercase hexadecimal digits, as a digest.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let hex = text.strip_prefix("sha256:")?;
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(hex, &mut bytes).ok()?;
+        Some(Self(bytes))
+    }
+
     /// Lowercase hex, as written in `status.policy.digest`.
     #[must_use]
     pub fn to_hex(&self) -> String {

@@ -232,20 +232,22 @@ impl Shadow {
             .collect()
     }
 
-    /// Keeps the inputs of one call of `policy`'s version `acting`, if it
-    /// is the serving version (not one a DataJob is pinned to: the
-    /// candidate is compared with the serving version only) and has a
-    /// candidate to call on them or calls are recorded: the candidate is
-    /// called once the serving call has answered ([`Beside::reconcile`],
+    /// Keeps the inputs of one call of `policy`'s version `acting` when
+    /// calls are recorded (whichever version acts: serving, pinned, or the
+    /// candidate where a rollout reaches), or when it is the serving
+    /// version and has a candidate to call on them (the candidate is
+    /// compared with the serving version only): the candidate is called
+    /// once the serving call has answered ([`Beside::reconcile`],
     /// [`Beside::cleanup`]).
     #[must_use]
     pub fn beside(self: &Arc<Self>, policy: &str, acting: Digest, input: &Input) -> Option<Beside> {
-        let candidate = self.registry.version(policy, Role::Candidate);
+        let serving = self.registry.version(policy, Role::Serving);
+        let candidate = self
+            .registry
+            .version(policy, Role::Candidate)
+            .filter(|candidate| candidate.policy.digest() != acting)
+            .filter(|_| serving.is_some_and(|serving| serving.policy.digest() == acting));
         if candidate.is_none() && self.recorder.is_none() {
-            return None;
-        }
-        let serving = self.registry.version(policy, Role::Serving)?;
-        if serving.policy.digest() != acting {
             return None;
         }
         let candidate = candidate.map(|version| {

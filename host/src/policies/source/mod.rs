@@ -62,6 +62,7 @@
 mod pinning;
 mod pulls;
 mod record;
+mod rollouts;
 pub mod verdict;
 
 use std::collections::HashMap;
@@ -138,6 +139,8 @@ struct State {
     owners: HashMap<Claim, ObjectKey>,
     /// ConfigMap → what it last reported.
     reported: HashMap<ObjectKey, Reported>,
+    /// Policy → its rollout in force.
+    rollouts: HashMap<String, rollouts::Rollout>,
 }
 
 /// What a ConfigMap last reported, and for which claim.
@@ -263,6 +266,15 @@ impl ConfigMapSource {
             }
         });
         tasks.spawn(report_on_leadership(Arc::clone(&inner)));
+        let driving = Arc::clone(&inner);
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(rollouts::TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                driving.drive_rollouts().await;
+            }
+        });
         let (every, reloads) = (inner.config.secret_refresh, Arc::clone(&inner));
         tasks.spawn(async move {
             grants

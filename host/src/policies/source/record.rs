@@ -17,6 +17,7 @@ use crate::cache::{Cached, ObjectKey};
 use crate::data_keys::KeyError;
 use crate::vocabulary::{
     CANDIDATE_ROLE, PINNED_ANNOTATION, PINS_ROLE, POLICY_LABEL, PROVIDES_ANNOTATION, ROLE_LABEL,
+    ROLLOUT_ROLE, ROLLOUT_STATUS_ANNOTATION,
 };
 
 /// The role a ConfigMap's `policyhost.dev/role` label asks for.
@@ -27,6 +28,9 @@ pub enum Asked {
     Role(Role),
     /// `pins`: not a version, the policy's pins ([`crate::policies::pins`]).
     Pins,
+    /// `rollout`: not a version, the plan by which its candidate reaches
+    /// its DataJobs ([`crate::policies::rollout`]).
+    Rollout,
     /// A role the host does not know: the ConfigMap is refused.
     Unknown(String),
 }
@@ -42,6 +46,7 @@ impl Asked {
             None => Self::Role(Role::Serving),
             Some(CANDIDATE_ROLE) => Self::Role(Role::Candidate),
             Some(PINS_ROLE) => Self::Pins,
+            Some(ROLLOUT_ROLE) => Self::Rollout,
             Some(other) => Self::Unknown(other.to_owned()),
         }
     }
@@ -51,7 +56,7 @@ impl Asked {
     pub fn known(&self) -> Option<Role> {
         match self {
             Self::Role(role) => Some(*role),
-            Self::Pins | Self::Unknown(_) => None,
+            Self::Pins | Self::Rollout | Self::Unknown(_) => None,
         }
     }
 }
@@ -67,6 +72,7 @@ impl std::fmt::Display for Asked {
         match self {
             Self::Role(role) => role.fmt(f),
             Self::Pins => f.write_str("pins"),
+            Self::Rollout => f.write_str("rollout"),
             Self::Unknown(role) => write!(f, "role `{role}`"),
         }
     }
@@ -105,6 +111,9 @@ pub struct Record {
     /// The digest its history ([`revisions::History`]) names last served:
     /// the version a leader last kept a revision of.
     pub recorded: Option<String>,
+    /// Where its rollout is, as the leader wrote it
+    /// ([`ROLLOUT_STATUS_ANNOTATION`]): every replica routes by it.
+    pub rollout: Option<String>,
 }
 
 impl Record {
@@ -136,6 +145,11 @@ impl Record {
                 .into_iter()
                 .next()
                 .map(|served| served.digest),
+            rollout: meta
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.get(ROLLOUT_STATUS_ANNOTATION))
+                .cloned(),
         }
     }
 
@@ -165,6 +179,7 @@ impl Record {
             && old.role == self.role
             && old.uid == self.uid
             && old.foreign == self.foreign
+            && old.rollout == self.rollout
     }
 
     /// The Event reference to the ConfigMap.

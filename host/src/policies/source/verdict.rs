@@ -24,7 +24,7 @@ use crate::apply::events;
 use crate::cache::ObjectKey;
 use crate::chain::{Chain, display_chain};
 use crate::grants;
-use crate::vocabulary::{CANDIDATE_ROLE, PINS_ROLE, POLICY_LABEL, ROLE_LABEL};
+use crate::vocabulary::{CANDIDATE_ROLE, PINS_ROLE, POLICY_LABEL, ROLE_LABEL, ROLLOUT_ROLE};
 
 /// What a ConfigMap offered to serve, for its revision and its report.
 pub(super) struct Offered {
@@ -47,10 +47,11 @@ pub enum Refused {
     Unnamed,
     /// The `policyhost.dev/role` label names no role the host knows.
     #[error(
-        "the `{label}` label is `{0}`; the roles are `{candidate}` and `{pins}` (no label: the serving version)",
+        "the `{label}` label is `{0}`; the roles are `{candidate}`, `{pins}` and `{rollout}` (no label: the serving version)",
         label = ROLE_LABEL,
         candidate = CANDIDATE_ROLE,
-        pins = PINS_ROLE
+        pins = PINS_ROLE,
+        rollout = ROLLOUT_ROLE
     )]
     UnknownRole(String),
     /// The host's tenancy does not let this ConfigMap offer the version.
@@ -102,6 +103,8 @@ pub enum Held {
     Version(Role),
     /// Its pins.
     Pins,
+    /// Its rollout plan.
+    Rollout,
 }
 
 /// Who else holds what a ConfigMap claims, as the source sees it.
@@ -137,6 +140,7 @@ pub fn admit(record: &Record, tenancy: Tenancy, holders: &Holders) -> Result<Hel
             tenancy.check_candidate(name, policy),
         ),
         Asked::Pins => (Held::Pins, tenancy.check_pins(name, policy)),
+        Asked::Rollout => (Held::Rollout, tenancy.check_rollout(name, policy)),
         Asked::Unknown(role) => return Err(Refused::UnknownRole(role.clone())),
     };
     allowed.map_err(Refused::Tenancy)?;
@@ -184,6 +188,10 @@ impl Inner {
             Ok(Held::Version(role)) => role,
             Ok(Held::Pins) => {
                 self.pin(record, &content).await;
+                return After::Done;
+            }
+            Ok(Held::Rollout) => {
+                self.roll_out(record, &content).await;
                 return After::Done;
             }
             Err(refused) => {
@@ -607,6 +615,10 @@ impl Inner {
             self.registry.pin(policy, None);
             info!(%policy, configmap = %key, "pins out of force: their ConfigMap is gone");
         }
+        if claim.role == Asked::Rollout {
+            self.stop_rollout(policy);
+            info!(%policy, configmap = %key, "rollout out of force: its ConfigMap is gone");
+        }
         if let Some(role) = claim.role.known() {
             let removed = self.registry.remove(role, policy);
             if role == Role::Serving {
@@ -627,7 +639,7 @@ impl Inner {
         }
     }
 
-    fn api(&self, key: &ObjectKey) -> Api<ConfigMap> {
+    pub(super) fn api(&self, key: &ObjectKey) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), key.namespace().unwrap_or_default())
     }
 }
@@ -647,6 +659,7 @@ pub(super) mod tests {
             foreign: None,
             provides: None,
             recorded: None,
+            rollout: None,
         }
     }
 
@@ -744,6 +757,18 @@ pub(super) mod tests {
                 verdict: None,
             },
             Row {
+                record: record("rollout-etl", "etl", Asked::Rollout),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: None,
+            },
+            Row {
+                record: record("rollout-reports", "etl", Asked::Rollout),
+                tenancy: Tenancy::Strict,
+                holders: free.clone(),
+                verdict: Some("NameMismatch"),
+            },
+            Row {
                 record: record("etl-b", "etl", Role::Serving),
                 tenancy: Tenancy::SingleTeam,
                 holders: held_by("etl-a"),
@@ -774,6 +799,7 @@ pub(super) mod tests {
                 let asked = match held {
                     Held::Version(role) => Asked::Role(*role),
                     Held::Pins => Asked::Pins,
+                    Held::Rollout => Asked::Rollout,
                 };
                 assert_eq!(asked, row.record.role, "row {i}: the role asked");
             }
@@ -812,7 +838,7 @@ pub(super) mod tests {
         );
         assert_eq!(
             reason(unknown).unwrap().1,
-            "the `policyhost.dev/role` label is `shadow`; the roles are `candidate` and `pins` (no label: the serving version)"
+            "the `policyhost.dev/role` label is `shadow`; the roles are `candidate`, `pins` and `rollout` (no label: the serving version)"
         );
     }
 
