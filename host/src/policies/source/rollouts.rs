@@ -190,7 +190,7 @@ impl Inner {
         };
         self.route(policy, &rollout.plan, Some(&next));
         let reason = format!("Rollout{}", next.reason);
-        info!(%policy, reason, message = %next.message, "rollout moved");
+        info!(%policy, reason, note = %next.message, "rollout moved");
         self.metrics.rollout_moved(policy, &next.reason);
         let mut seen = Record::clone(record);
         seen.resource_version = map.metadata.resource_version.unwrap_or_default();
