@@ -776,11 +776,16 @@ async fn teams_publish_as_the_real_authorizer_decides(env: &Env, objects: &[Valu
         policy_as(&team_a, &["history", "reports"]),
         policy_as(&team_a, &["pin", "reports", "team-a", "00"]),
         policy_as(&team_a, &["unpin", "reports", "team-a"]),
+        policy_as(&team_a, &["rollout", "reports", "start", "--force"]),
+        policy_as(&team_a, &["rollout", "reports", "status"]),
+        policy_as(&team_a, &["rollout", "reports", "pause"]),
+        policy_as(&team_a, &["rollout", "reports", "resume"]),
+        policy_as(&team_a, &["rollout", "reports", "abort"]),
     ] {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success() && stderr.contains("forbidden"),
-            "team A on team B's candidate and history: {stderr}"
+            "team A on team B's candidate, history, pins and rollout: {stderr}"
         );
     }
     // Its own promote is authorized: it promotes, or says the candidate is
@@ -880,7 +885,7 @@ async fn with_the_guide_s_rbac_a_team_may_replace_its_own_policy_but_not_another
         .iter()
         .filter(|o| o["kind"] == "ConfigMap")
         .collect();
-    assert_eq!(precreated.len(), 6, "three ConfigMaps per team's policy");
+    assert_eq!(precreated.len(), 8, "four ConfigMaps per team's policy");
     for map in precreated {
         let map: ConfigMap = serde_json::from_value(map.clone()).expect("a ConfigMap");
         maps.create(&PostParams::default(), &map)

@@ -304,6 +304,8 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "monitoring::",
         "operator::",
         "ownership::",
+        "rollback::",
+        "rollout::",
         "shadow::",
     ],
     &["differential::", "--include-ignored", "--nocapture"],
