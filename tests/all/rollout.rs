@@ -13,13 +13,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::policies::configmap;
 use policyhost::policies::rollout::{Phase, Status};
 use policyhost::shadow::record;
 use policyhost::vocabulary::{POLICY_LABEL, ROLLOUT_STATUS_ANNOTATION};
 use serde_json::{Value, json};
 
-use crate::common::cluster::{Env, OperatorSetup, condition, eventually};
+use crate::common::cluster::{Env, OperatorSetup, condition, create_namespace, eventually};
 use crate::common::process::text;
 use crate::common::publishing::{policy_command, push, push_candidate, wait_event};
 use crate::common::variants::version;
@@ -388,4 +389,164 @@ async fn a_canary_serves_its_hashed_share_rolls_back_when_it_faults_and_steps_on
         .expect("still there");
     assert!(map.labels().get(POLICY_LABEL).is_none(), "retired: {map:?}");
     assert!(map.data.unwrap_or_default().is_empty(), "retired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume_do_what_they_say()
+{
+    let mut env = Env::cluster_only().await;
+    let ci = format!("{}-ci", env.namespace);
+    create_namespace(&env.client, &ci).await;
+    env.start_operator(OperatorSetup {
+        extra_namespaces: vec![ci.clone()],
+        ..OperatorSetup::configmaps()
+    })
+    .await;
+    let first = guest_bytes("fanout");
+    let h1 = push(&env, "fanout", &first)
+        .await
+        .loaded_digest
+        .expect("v1 serves");
+    let params = json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"]});
+    let ci_jobs: Api<DataJob> = Api::namespaced(env.client.clone(), &ci);
+    for i in 0..3 {
+        env.create_job(&format!("main-{i}"), "fanout", params.clone())
+            .await;
+        let job = DataJob::new(
+            &format!("ci-{i}"),
+            DataJobSpec {
+                policy: "fanout".into(),
+                params: params.as_object().cloned().unwrap_or_default(),
+                ..DataJobSpec::default()
+            },
+        );
+        ci_jobs
+            .create(&PostParams::default(), &job)
+            .await
+            .expect("create a CI DataJob");
+    }
+    // Which version answered each DataJob last, by namespace.
+    let versions = || async {
+        let mut by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for api in [env.jobs(), ci_jobs.clone()] {
+            for job in api.list(&ListParams::default()).await.ok()?.items {
+                let digest = job
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.policy.as_ref())?
+                    .digest
+                    .clone();
+                by.entry(job.namespace().unwrap_or_default())
+                    .or_default()
+                    .insert(digest);
+            }
+        }
+        Some(by)
+    };
+    let expect = |main: &str, in_ci: &str| {
+        BTreeMap::from([
+            (env.namespace.clone(), BTreeSet::from([main.to_owned()])),
+            (ci.clone(), BTreeSet::from([in_ci.to_owned()])),
+        ])
+    };
+    let wait_versions = |what: &'static str, want: BTreeMap<String, BTreeSet<String>>| {
+        let versions = &versions;
+        async move {
+            eventually(what, || async { versions().await.filter(|by| *by == want) }).await;
+        }
+    };
+    wait_versions("every DataJob on v1", expect(&h1, &h1)).await;
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let empty: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": configmap::rollout_name("fanout")}
+    }))
+    .expect("a ConfigMap");
+    maps.create(&PostParams::default(), &empty)
+        .await
+        .expect("create rollout-fanout");
+    let h2 = push_candidate(
+        &env,
+        "fanout",
+        &version(&first, "second"),
+        &for_every_namespace(),
+    )
+    .await
+    .loaded_digest
+    .expect("the candidate loads");
+
+    rollout(
+        &env,
+        &[
+            "start",
+            "--step",
+            &ci,
+            "--step",
+            "100%",
+            "--step-wait",
+            "1h",
+        ],
+    );
+    wait_versions("the CI namespace on v2, the other on v1", expect(&h1, &h2)).await;
+
+    rollout(&env, &["pause"]);
+    let paused = wait_phase(&env, Phase::Paused).await;
+    assert_eq!(paused.step, 0);
+    let status = policy_command(&env, &["rollout", "fanout", "status"]);
+    assert!(
+        text(&status).contains("phase:  Paused, step 1 of 2"),
+        "{}",
+        text(&status)
+    );
+
+    // A plan that does not read is refused, and the rollout in force stays.
+    let patch = |data: Value| {
+        let maps = maps.clone();
+        async move {
+            maps.patch(
+                &configmap::rollout_name("fanout"),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({ "data": data })),
+            )
+            .await
+            .expect("patch the plan");
+        }
+    };
+    patch(json!({"stepWait": "soon"})).await;
+    let refused = wait_event(
+        &env,
+        &configmap::rollout_name("fanout"),
+        "PolicyRejected",
+        "data.stepWait",
+    )
+    .await;
+    assert!(
+        refused
+            .message
+            .unwrap_or_default()
+            .contains("InvalidConfig")
+    );
+    assert!(
+        env.operator().shared.registry.canary("fanout").is_some(),
+        "still in force"
+    );
+    patch(json!({"stepWait": "1h"})).await;
+
+    rollout(&env, &["abort"]);
+    let aborted = wait_phase(&env, Phase::Aborted).await;
+    assert!(
+        aborted.message.contains("back on the serving version"),
+        "{}",
+        aborted.message
+    );
+    wait_versions("every DataJob back on v1", expect(&h1, &h1)).await;
+
+    // After an abort, resume starts again from the first step.
+    rollout(&env, &["resume"]);
+    eventually("the rollout started again", || async {
+        rollout_status(&env)
+            .await
+            .filter(|s| s.phase == Phase::Progressing && s.reason == "StepStarted")
+    })
+    .await;
+    wait_versions("the CI namespace on v2 again", expect(&h1, &h2)).await;
 }

@@ -6,17 +6,20 @@
 //! cargo bench -p policyhost-tests --bench shadow
 //! SHADOW_BENCH_JOBS=300 SHADOW_BENCH_POKES=200 SHADOW_BENCH_ROUNDS=2 cargo bench -p policyhost-tests --bench shadow
 //! SHADOW_BENCH_CANDIDATE=differing cargo bench -p policyhost-tests --bench shadow
+//! SHADOW_BENCH_CANDIDATE=same,canary cargo bench -p policyhost-tests --bench shadow
 //! ```
 //!
 //! devcluster and the operator (2 call threads, 8 workers) run in this
 //! process, a fresh pair per run; runs alternate without and with a
-//! candidate (ABBA…), so drift of a shared machine falls on both. The
-//! candidate (`SHADOW_BENCH_CANDIDATE`) is `same`, `fanout` under another
+//! candidate (ABBA…, or ABCCBA… for a list of candidates), so drift of a
+//! shared machine falls on each. A candidate (`SHADOW_BENCH_CANDIDATE`) is `same`, `fanout` under another
 //! digest: every shadow call that is made answers `same`; or `differing`,
 //! `fanout-next` with every DataJob labelled for its renamed container:
 //! every shadow call made differs, and its workers go to the API server as
 //! dry runs (refused once the Pods exist), whose requests count among the
-//! operator's. Each run has two phases:
+//! operator's; or `canary`, `fanout` under another digest rolled out to
+//! half of the DataJobs (a rollout step of 50 %): the serving path while
+//! a rollout routes each pass. Each run has two phases:
 //!
 //! - **burst** (saturated): `SHADOW_BENCH_JOBS` fanout DataJobs (2 workers
 //!   each) created at once. Their calls queue for the 2 call threads, so
@@ -41,11 +44,13 @@ use common::cluster::{Env, OperatorSetup};
 use common::publishing::push;
 use common::variants::version;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use policyhost::crd::DataJob;
 use policyhost::metrics::PolicyResult;
 use policyhost::policies::configmap;
+use policyhost::vocabulary::{POLICY_LABEL, ROLE_LABEL, ROLLOUT_ROLE};
 use policyhost_measure::{load_average_text, percentile_ms};
 use serde_json::json;
 
@@ -64,6 +69,10 @@ enum Candidate {
     /// `fanout-next` renaming every DataJob's container: answers otherwise,
     /// and the API server refuses its Pods.
     Differing,
+    /// `fanout` under another digest, rolled out to half of the DataJobs
+    /// (a rollout's step of 50 %): those are served by it, the others by
+    /// the serving version with it beside.
+    Canary,
 }
 
 impl Candidate {
@@ -72,6 +81,7 @@ impl Candidate {
             Self::No => "no",
             Self::Same => "same",
             Self::Differing => "differing",
+            Self::Canary => "canary",
         }
     }
 }
@@ -160,7 +170,7 @@ async fn run(candidate: Candidate, jobs: usize, pokes: usize) -> Run {
     push(&env, "fanout", &fanout).await;
     let component = match candidate {
         Candidate::No => None,
-        Candidate::Same => Some(version(&fanout, "candidate")),
+        Candidate::Same | Candidate::Canary => Some(version(&fanout, "candidate")),
         Candidate::Differing => Some(common::guest_bytes("fanout-next")),
     };
     if let Some(component) = component {
@@ -173,7 +183,11 @@ async fn run(candidate: Candidate, jobs: usize, pokes: usize) -> Run {
             ),
             "fanout",
         );
-        common::publishing::push_map(&env, &map).await;
+        let loaded = common::publishing::push_map(&env, &map).await;
+        if candidate == Candidate::Canary {
+            let digest = loaded.loaded_digest.expect("the candidate loads");
+            roll_out_half(&env, &digest).await;
+        }
     }
     let log = env.requests().expect("devcluster's request log");
     let mut out = Run {
@@ -245,6 +259,28 @@ async fn run(candidate: Candidate, jobs: usize, pokes: usize) -> Run {
     out
 }
 
+/// Rolls the candidate `digest` of fanout out to half of its DataJobs (one
+/// step of 50 %, for an hour), and waits until the host routes by it.
+async fn roll_out_half(env: &Env, digest: &str) {
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let plan: ConfigMap = serde_json::from_value(json!({
+        "metadata": {
+            "name": configmap::rollout_name("fanout"),
+            "labels": {POLICY_LABEL: "fanout", ROLE_LABEL: ROLLOUT_ROLE},
+        },
+        "data": {"digest": format!("sha256:{digest}"), "steps": "50%", "stepWait": "1h"},
+    }))
+    .expect("a rollout ConfigMap");
+    maps.create(&PostParams::default(), &plan)
+        .await
+        .expect("create the rollout");
+    let registry = &env.operator().shared.registry;
+    common::cluster::eventually("the canary in force", || async {
+        registry.canary("fanout").map(|_| ())
+    })
+    .await;
+}
+
 /// Creates the fanout DataJob `name` (two workers), labelled for the
 /// renamed container when the candidate differs.
 async fn create(api: &Api<DataJob>, name: &str, candidate: Candidate) {
@@ -282,23 +318,31 @@ async fn bench() {
     let jobs = env_number("SHADOW_BENCH_JOBS", 200);
     let pokes = env_number("SHADOW_BENCH_POKES", 100);
     let rounds = env_number("SHADOW_BENCH_ROUNDS", 1);
-    let candidate = match std::env::var("SHADOW_BENCH_CANDIDATE").as_deref() {
-        Ok("differing") => Candidate::Differing,
-        Ok("same") | Err(_) => Candidate::Same,
-        Ok(other) => panic!("SHADOW_BENCH_CANDIDATE={other}: same or differing"),
-    };
+    let arms: Vec<Candidate> = std::env::var("SHADOW_BENCH_CANDIDATE")
+        .unwrap_or_else(|_| "same".to_owned())
+        .split(',')
+        .map(|arm| match arm.trim() {
+            "same" => Candidate::Same,
+            "differing" => Candidate::Differing,
+            "canary" => Candidate::Canary,
+            other => {
+                panic!("SHADOW_BENCH_CANDIDATE={other}: same, differing or canary (or a list)")
+            }
+        })
+        .collect();
+    let labels: Vec<&str> = arms.iter().map(|arm| arm.label()).collect();
     println!(
         "shadow bench: {jobs} DataJobs, {pokes} pokes, {rounds} rounds (ABBA), candidate {}; load average {} at start",
-        candidate.label(),
+        labels.join(", "),
         load_average_text()
     );
     let mut runs = Vec::new();
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            [Candidate::No, candidate]
-        } else {
-            [candidate, Candidate::No]
-        };
+        let mut order = vec![Candidate::No];
+        order.extend(&arms);
+        if round % 2 == 1 {
+            order.reverse();
+        }
         for candidate in order {
             let run = run(candidate, jobs, pokes).await;
             println!(
