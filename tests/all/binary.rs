@@ -191,3 +191,40 @@ fn the_crd_in_deploy_is_the_one_the_binary_prints() {
         "deploy/crd.yaml is stale: regenerate it with `policyhost crd > deploy/crd.yaml`"
     );
 }
+
+#[test]
+fn dev_rolls_the_next_version_out_step_by_step_and_promotes_it() {
+    let kubeconfig = crate::common::scratch().join("dev-rollout.kubeconfig");
+    let next = crate::common::guest("fanout-next");
+    let output = dev_sample(&kubeconfig)
+        .arg("--apply")
+        .arg(workspace().join("docs/examples/rollout.yaml"))
+        .arg("--rollout")
+        .arg(format!("fanout={}", next.display()))
+        .output()
+        .expect("run policyhost dev --rollout");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "policyhost dev --rollout failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let digest =
+        policyhost::runtime::Digest::of(&crate::common::guest_bytes("fanout-next")).to_hex();
+    for step in [
+        "rollout: StepStarted: step 1 of 2: the candidate serves 50% of DataJobs",
+        "rollout: StepStarted: step 2 of 2: the candidate serves 100% of DataJobs (step 1 held every gate",
+        "rollout: Complete: complete: the candidate serves 100% of DataJobs",
+        &format!("policyhost policy promote fanout: sha256:{digest} serves every DataJob"),
+    ] {
+        assert!(stdout.contains(step), "{step}:\n{stdout}");
+    }
+    // The summary after the promote: all nine DataJobs by the next version.
+    let after = &stdout[stdout.find("policyhost policy promote").expect("promoted")..];
+    let by_next = after
+        .lines()
+        .filter(|line| line.starts_with("data-team/") && line.contains(&digest[..12]))
+        .count();
+    assert_eq!(by_next, 9, "{after}");
+}

@@ -102,7 +102,9 @@ fn print_help() {
          \x20             --keep-running keeps it serving; --real runs it on the real control\n\
          \x20             plane instead; --registry ships the policy through a local OCI\n\
          \x20             registry; --lang python|typescript runs the fanout written in that\n\
-         \x20             language, through the registry (ARGS go to `policyhost dev`)\n\
+         \x20             language, through the registry; --rollout then rolls fanout's next\n\
+         \x20             version out to half of nine DataJobs, then all, and promotes it\n\
+         \x20             (ARGS go to `policyhost dev`)\n\
          bench scale [ARGS]\n\
          \x20             build guests and release binaries, run the operator at scale\n\
          \x20             in both cache modes (ARGS go to tests/benches/scale.rs;\n\
@@ -467,10 +469,25 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
         args.push("--registry-dir".to_owned());
         args.push(demo.join("registry").display().to_string());
     }
+    // A second step: the policy's next version rolled out to half of the
+    // DataJobs, then all, and promoted.
+    if extra.iter().any(|arg| arg == "--rollout") {
+        args.push("--apply".to_owned());
+        args.push(
+            root.join("docs/examples/rollout.yaml")
+                .display()
+                .to_string(),
+        );
+        args.push("--rollout".to_owned());
+        args.push(format!(
+            "fanout={}",
+            guest_dir().join("fanout_next.wasm").display()
+        ));
+    }
     let mut rest = extra.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
-            "--keep-running" | "--real" | "--registry" => {}
+            "--keep-running" | "--real" | "--registry" | "--rollout" => {}
             "--lang" => {
                 rest.next();
             }

@@ -26,6 +26,7 @@ use policyhost::operator::Operator;
 use policyhost::projection;
 use policyhost::runtime::ChildPhase;
 
+use super::dev_rollout::{self, RolloutArg};
 use super::duration::{self, DurationArg};
 use super::leader::LeaderArgs;
 use super::operate::OperatorArgs;
@@ -80,6 +81,12 @@ pub(crate) struct DevArgs {
     /// Where `--registry` keeps its state, certificates and credentials.
     #[arg(long, default_value = "target/dev-registry", value_name = "DIR")]
     registry_dir: PathBuf,
+    /// Once the DataJobs of `--apply` have settled, roll the component
+    /// FILE out as the candidate of POLICY (half of its DataJobs, then all,
+    /// 3 s a step), print each step, and promote it when the rollout
+    /// completes.
+    #[arg(long, value_name = "POLICY=FILE", requires = "until_settled")]
+    rollout: Option<RolloutArg>,
 }
 
 pub(crate) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
@@ -169,7 +176,17 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
     let code = if args.until_settled {
         let settled = settle(&shared, &jobs, args.settle_timeout.0).await;
         print_summary(&shared, &jobs);
-        if settled? {
+        let mut succeeded = settled?;
+        if let Some(rollout) = &args.rollout {
+            let serving =
+                dev_rollout::roll_out(&client, &namespace, rollout, args.settle_timeout.0).await?;
+            succeeded &= match serving {
+                Some(digest) => reconciled_by(&shared, &jobs, &digest, args.settle_timeout.0).await,
+                None => false,
+            };
+            print_summary(&shared, &jobs);
+        }
+        if succeeded {
             ExitCode::SUCCESS
         } else {
             ExitCode::FAILURE
@@ -346,6 +363,31 @@ async fn settle(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until `digest` last reconciled every DataJob; false on timeout.
+async fn reconciled_by(
+    shared: &Shared,
+    jobs: &[ObjectKey],
+    digest: &str,
+    timeout: Duration,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        let all = jobs.iter().all(|key| {
+            shared.jobs.get(key).is_some_and(|job| {
+                job.status
+                    .as_ref()
+                    .and_then(|status| status.policy.as_ref())
+                    .is_some_and(|policy| policy.digest == digest)
+            })
+        });
+        if all {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
 }
 
 fn phase_name(phase: ChildPhase) -> &'static str {
