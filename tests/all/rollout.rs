@@ -497,6 +497,13 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
         "{}",
         text(&status)
     );
+    let listed = policy_command(&env, &["list"]);
+    let row = text(&listed)
+        .lines()
+        .find(|line| line.starts_with("fanout "))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("fanout's row: {}", text(&listed)));
+    assert!(row.contains(" Paused 1 "), "{row}");
 
     // A plan that does not read is refused, and the rollout in force stays.
     let patch = |data: Value| {

@@ -18,7 +18,10 @@ use serde::Serialize;
 
 use super::cluster::{ClusterArgs, block_on};
 use super::terminal::{self, println};
-use policyhost::vocabulary::{PINS_ROLE, POLICY_LABEL, ROLE_LABEL};
+use policyhost::policies::rollout::Status;
+use policyhost::vocabulary::{
+    PINS_ROLE, POLICY_LABEL, ROLE_LABEL, ROLLOUT_ROLE, ROLLOUT_STATUS_ANNOTATION,
+};
 
 /// Arguments of `policy list`.
 #[derive(Debug, Args)]
@@ -75,6 +78,12 @@ struct Row {
     /// Why the host refused the pins (those in force before stay).
     #[serde(skip_serializing_if = "Option::is_none")]
     pins_error: Option<String>,
+    /// Where the rollout of its candidate is, as the host wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rollout: Option<Status>,
+    /// Why the host refused the rollout's plan (the one in force stays).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rollout_error: Option<String>,
 }
 
 /// Largest component `list` inflates to digest it.
@@ -114,7 +123,24 @@ fn side_by_side(maps: &[ConfigMap]) -> Vec<Row> {
             serving.pins_error = Annotations::read(pins.annotations()).error;
         }
     }
-    let is_candidate = |map: &ConfigMap| role(map).is_some_and(|role| role.as_str() != PINS_ROLE);
+    for rollout in maps
+        .iter()
+        .filter(|m| role(m).as_deref() == Some(ROLLOUT_ROLE))
+    {
+        let policy = rollout.labels().get(POLICY_LABEL);
+        if let Some(serving) = rows.iter_mut().find(|r| Some(&r.policy) == policy) {
+            serving.rollout = Status::read(
+                rollout
+                    .annotations()
+                    .get(ROLLOUT_STATUS_ANNOTATION)
+                    .map(String::as_str),
+            );
+            serving.rollout_error = Annotations::read(rollout.annotations()).error;
+        }
+    }
+    let is_candidate = |map: &ConfigMap| {
+        role(map).is_some_and(|role| role.as_str() != PINS_ROLE && role.as_str() != ROLLOUT_ROLE)
+    };
     for candidate in maps.iter().filter(|m| is_candidate(m)) {
         let mut shown = row(candidate);
         shown.shadow = Summary::read(Some(candidate.annotations()));
@@ -137,6 +163,8 @@ fn side_by_side(maps: &[ConfigMap]) -> Vec<Row> {
                 shadow: None,
                 pins: BTreeMap::new(),
                 pins_error: None,
+                rollout: None,
+                rollout_error: None,
             }),
         }
     }
@@ -176,6 +204,8 @@ fn row(map: &ConfigMap) -> Row {
         shadow: None,
         pins: BTreeMap::new(),
         pins_error: None,
+        rollout: None,
+        rollout_error: None,
     }
 }
 
@@ -185,7 +215,7 @@ fn short(digest: Option<&String>) -> String {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} MESSAGE",
+        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} {:<14} MESSAGE",
         "POLICY",
         "CONFIGMAP",
         "DIGEST",
@@ -195,7 +225,8 @@ fn print_table(rows: &[Row]) {
         "CANDIDATE",
         "CAND-STAT",
         "SAME/DIFF/FAULT/SKIP",
-        "PINS"
+        "PINS",
+        "ROLLOUT"
     );
     for row in rows {
         let candidate = row.candidate.as_deref();
@@ -208,13 +239,18 @@ fn print_table(rows: &[Row]) {
                     .or_else(|| r.clamped.as_ref().map(|c| format!("clamped: {c}")))
             })
             .or_else(|| row.pins_error.as_ref().map(|e| format!("pins: {e}")))
+            .or_else(|| row.rollout_error.as_ref().map(|e| format!("rollout: {e}")))
             .unwrap_or_default();
+        let rollout = row.rollout.as_ref().map_or_else(
+            || "-".to_owned(),
+            |status| format!("{:?} {}", status.phase, status.step + 1),
+        );
         let shadow = candidate.and_then(|c| c.shadow.as_ref()).map_or_else(
             || "-".to_owned(),
             |s| format!("{}/{}/{}/{}", s.same, s.differs, s.faults, s.skipped),
         );
         println!(
-            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} {}",
+            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} {:<14} {}",
             row.policy,
             if row.configmap.is_empty() {
                 "-"
@@ -229,6 +265,7 @@ fn print_table(rows: &[Row]) {
             candidate.map_or("-", |c| c.status),
             shadow,
             row.pins.len(),
+            rollout,
             message
         );
     }
@@ -283,6 +320,29 @@ mod tests {
             rows[1].candidate.as_ref().map(|c| c.configmap.as_str()),
             Some("candidate-reports")
         );
+    }
+
+    #[test]
+    fn a_rollout_sits_on_its_policys_row_and_is_no_candidate() {
+        let mut rollout = map_in("rollout-etl", "etl", Some(ROLLOUT_ROLE));
+        let status = Status {
+            digest: "ab".repeat(32),
+            phase: policyhost::policies::rollout::Phase::Progressing,
+            step: 1,
+            step_started_ms: 1,
+            paused_after_ms: None,
+            reason: "StepStarted".into(),
+            message: "step 2 of 3".into(),
+            at_ms: 1,
+        };
+        rollout.metadata.annotations = Some(BTreeMap::from([(
+            ROLLOUT_STATUS_ANNOTATION.to_owned(),
+            status.to_annotation(),
+        )]));
+        let rows = side_by_side(&[rollout, map("policy-etl", "etl", false)]);
+        assert_eq!(rows.len(), 1, "no candidate row for the rollout");
+        assert!(rows[0].candidate.is_none());
+        assert_eq!(rows[0].rollout.as_ref(), Some(&status));
     }
 
     #[test]
