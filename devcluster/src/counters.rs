@@ -39,6 +39,9 @@ pub struct Request {
     /// The response's status code (201 when a write created the object), 0
     /// until answered; a watch is answered when its stream starts.
     pub code: u16,
+    /// Whether it asked for a dry run (`dryRun=All`): checked and answered,
+    /// never stored.
+    pub dry_run: bool,
 }
 
 /// The counter key: a request without namespace and name.
@@ -186,6 +189,7 @@ mod tests {
             seq: 0,
             unix_micros: 0,
             code: 0,
+            dry_run: false,
         }
     }
 

@@ -389,8 +389,28 @@ async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_
         .expect("the worker Pod")
         .resource_version();
     // Its Pod exists now: the next shadow call's dry run is an update.
+    let log = env.requests();
+    let mark = log.as_ref().map(|log| log.mark());
     shadow_once_more(&env, "fanout", "renamed").await;
     let summary = summary_when(&env, "fanout", "a refusal", |s| s.refused >= 1).await;
+    // What the operator sent for the worker since: dry runs only (the
+    // request log, or the real API server's audit log).
+    if let (Some(log), Some(mark)) = (&log, mark) {
+        let writes: Vec<_> = eventually("the dry run in the request log", || async {
+            let writes: Vec<_> = log
+                .operator_since(mark, &env.namespace)
+                .into_iter()
+                .filter(|r| r.resource == "pods" && r.name == "renamed-worker-0")
+                .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
+                .collect();
+            (!writes.is_empty()).then_some(writes)
+        })
+        .await;
+        assert!(
+            writes.iter().all(|r| r.dry_run),
+            "only dry runs for the worker: {writes:?}"
+        );
+    }
     let job = format!("{}/renamed", env.namespace);
     let listed = summary
         .jobs

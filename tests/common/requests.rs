@@ -120,5 +120,9 @@ fn request(event: &Value) -> Option<Request> {
             .as_u64()
             .and_then(|c| u16::try_from(c).ok())
             .unwrap_or_default(),
+        dry_run: event["requestURI"]
+            .as_str()
+            .and_then(|uri| uri.split_once('?'))
+            .is_some_and(|(_, query)| query.split('&').any(|pair| pair == "dryRun=All")),
     })
 }

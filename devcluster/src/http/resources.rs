@@ -125,6 +125,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Result<Response> {
         seq: 0,
         unix_micros: 0,
         code: 0,
+        dry_run: query.dry_run,
     });
     let result: Result<Response> = async {
         let latency = app.faults.latency();

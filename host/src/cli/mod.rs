@@ -11,6 +11,7 @@ mod check;
 mod cluster;
 #[cfg(feature = "dev")]
 mod dev;
+#[cfg(feature = "dev")]
 mod dev_rollout;
 mod diff;
 mod duration;
