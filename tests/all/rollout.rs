@@ -556,4 +556,19 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
     })
     .await;
     wait_versions("the CI namespace on v2 again", expect(&h1, &h2)).await;
+
+    // Another candidate is not the one planned: the DataJobs it reached go
+    // back to the serving version at once, and nothing moves on.
+    push_candidate(
+        &env,
+        "fanout",
+        &version(&first, "third"),
+        &for_every_namespace(),
+    )
+    .await;
+    wait_versions(
+        "every DataJob back on v1 for another candidate",
+        expect(&h1, &h1),
+    )
+    .await;
 }

@@ -175,6 +175,12 @@ impl Entry {
         }
     }
 
+    /// Whether a change of `role` changes what serves some DataJobs beside
+    /// the serving version: the candidate, while a canary is in force.
+    fn routes_candidate(&self, role: Role) -> bool {
+        role == Role::Candidate && self.canary.is_some()
+    }
+
     /// The candidate, if a canary in force routes to it.
     fn canary_version(&self) -> Option<&Arc<Version>> {
         let canary = self.canary.as_ref()?;
@@ -408,17 +414,18 @@ impl Registry {
     /// version in that role (and its access). Returns the version it replaced.
     pub fn install(&self, role: Role, version: Version) -> Option<Arc<Version>> {
         let name = version.policy.name().to_owned();
-        let previous = {
+        let (previous, routed) = {
             let mut entries = self.write();
             let entry = entries.entry(name.clone()).or_default();
             if role == Role::Serving {
                 entry.removed_at = None;
             }
+            let routed = entry.routes_candidate(role);
             let slot = entry.slot_mut(role);
             slot.rejected = None;
-            slot.version.replace(Arc::new(version))
+            (slot.version.replace(Arc::new(version)), routed)
         };
-        self.announce(name, role);
+        self.announce_routed(name, role, routed);
         previous
     }
 
@@ -474,16 +481,17 @@ impl Registry {
     /// version, [`get`](Self::get) answers [`Unavailable::Removed`] until
     /// another version comes; the other role keeps its version.
     pub fn remove(&self, role: Role, name: &str) -> Option<Arc<Version>> {
-        let removed = {
+        let (removed, routed) = {
             let mut entries = self.write();
             let entry = entries.entry(name.to_owned()).or_default();
             if role == Role::Serving {
                 entry.removed_at = Some(SystemTime::now());
                 entry.expected = 0;
             }
-            std::mem::take(entry.slot_mut(role)).version
+            let routed = entry.routes_candidate(role);
+            (std::mem::take(entry.slot_mut(role)).version, routed)
         };
-        self.announce(name.to_owned(), role);
+        self.announce_routed(name.to_owned(), role, routed);
         removed
     }
 
@@ -503,6 +511,16 @@ impl Registry {
     #[must_use]
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changed.subscribe()
+    }
+
+    /// Announces a change of `role`; a change of a candidate a canary
+    /// routes DataJobs to (`routed`) changes what serves them, and is
+    /// announced as a serving change too, so that they are re-queued.
+    fn announce_routed(&self, policy: String, role: Role, routed: bool) {
+        if routed {
+            self.announce(policy.clone(), Role::Serving);
+        }
+        self.announce(policy, role);
     }
 
     fn announce(&self, policy: String, role: Role) {
