@@ -141,6 +141,20 @@ fn recorded_calls(dir: &Path) -> BTreeMap<String, Vec<(u64, String)>> {
     calls
 }
 
+/// The platform team's part: `rollout-fanout`, empty, beside the policy's
+/// other ConfigMaps. Returns the policy namespace's ConfigMaps.
+async fn create_rollout_map(env: &Env) -> Api<ConfigMap> {
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+    let empty: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": configmap::rollout_name("fanout")}
+    }))
+    .expect("a ConfigMap");
+    maps.create(&PostParams::default(), &empty)
+        .await
+        .expect("create rollout-fanout");
+    maps
+}
+
 fn rollout(env: &Env, args: &[&str]) {
     let mut all = vec!["rollout", "fanout"];
     all.extend_from_slice(args);
@@ -199,15 +213,7 @@ async fn a_canary_serves_its_hashed_share_rolls_back_when_it_faults_and_steps_on
         share.len()
     );
     let seen = watch_statuses(&env);
-    // The platform team creates the policy's rollout ConfigMap beside its others.
-    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
-    let empty: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": configmap::rollout_name("fanout")}
-    }))
-    .expect("a ConfigMap");
-    maps.create(&PostParams::default(), &empty)
-        .await
-        .expect("create rollout-fanout");
+    let maps = create_rollout_map(&env).await;
 
     // A candidate that faults on every call: rolled back within its first
     // step, once it made 5 calls, by the faults gate.
@@ -456,14 +462,7 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
         }
     };
     wait_versions("every DataJob on v1", expect(&h1, &h1)).await;
-    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
-    let empty: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": configmap::rollout_name("fanout")}
-    }))
-    .expect("a ConfigMap");
-    maps.create(&PostParams::default(), &empty)
-        .await
-        .expect("create rollout-fanout");
+    let maps = create_rollout_map(&env).await;
     let h2 = push_candidate(
         &env,
         "fanout",
