@@ -33,6 +33,8 @@ def _apply(builder, calls):
             args = [build.RestartPolicy(args[0])]
         elif method == "access_mode":
             args = [build.AccessMode(args[0])]
+        elif method == "update_strategy":
+            args = [build.UpdateStrategy(args[0])]
         getattr(builder, method)(*args)
     return builder
 

@@ -101,6 +101,19 @@ export type RestartPolicy = "Always" | "OnFailure" | "Never";
  */
 export type AccessMode = "ReadWriteOnce" | "ReadOnlyMany" | "ReadWriteMany" | "ReadWriteOncePod";
 
+/** The annotation that declares a child's update strategy: the one `policyhost.dev/*` key a policy sets. */
+export const UPDATE_STRATEGY_ANNOTATION = "policyhost.dev/update-strategy";
+
+/**
+ * What the host does with a child that exists and no longer matches the
+ * policy's manifest: `InPlace` applies the change (the default; a change
+ * refused as immutable is the DataJob's `ImmutableChange`); `Recreate`
+ * deletes and creates it anew when the change is refused as immutable (a
+ * finished Pod keeps its old form, the record of its run); `RecreateAlways`
+ * does so on every change; `OnDelete` leaves it until it is gone.
+ */
+export type UpdateStrategy = "InPlace" | "Recreate" | "RecreateAlways" | "OnDelete";
+
 /** `label` and `annotation`, shared by every builder. */
 abstract class Metadata {
   protected labels = new Map<string, string>();
@@ -117,6 +130,11 @@ abstract class Metadata {
   annotation(key: string, value: string): this {
     this.annotations.set(key, value);
     return this;
+  }
+
+  /** Declares how the host changes this child once it exists. */
+  updateStrategy(strategy: UpdateStrategy): this {
+    return this.annotation(UPDATE_STRATEGY_ANNOTATION, strategy);
   }
 
   protected checkMetadata(): void {

@@ -11,7 +11,7 @@ mod cases {
 
     use policyhost_sdk::build::{
         AccessMode, BatchJob, ConfigMap, Container, PersistentVolumeClaim, Pod, RestartPolicy,
-        Service,
+        Service, UpdateStrategy,
     };
     use policyhost_sdk::testing::JobFixture;
     use policyhost_sdk::{DesiredChild, PolicyError};
@@ -60,6 +60,16 @@ mod cases {
         }
     }
 
+    fn strategy(value: &Value) -> UpdateStrategy {
+        match value.as_str() {
+            Some("InPlace") => UpdateStrategy::InPlace,
+            Some("Recreate") => UpdateStrategy::Recreate,
+            Some("RecreateAlways") => UpdateStrategy::RecreateAlways,
+            Some("OnDelete") => UpdateStrategy::OnDelete,
+            _ => panic!("not an update strategy: {value}"),
+        }
+    }
+
     fn access_mode(value: &Value) -> AccessMode {
         match value.as_str() {
             Some("ReadWriteOnce") => AccessMode::ReadWriteOnce,
@@ -102,6 +112,7 @@ mod cases {
             match $method {
                 "label" => Some($builder.label(text(&$args[0]), text(&$args[1]))),
                 "annotation" => Some($builder.annotation(text(&$args[0]), text(&$args[1]))),
+                "update_strategy" => Some($builder.update_strategy(strategy(&$args[0]))),
                 _ => None,
             }
         };

@@ -7,7 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
 /// The prefix of every label and annotation key the host sets: a child may
-/// carry none of its own.
+/// carry none of its own but [`UPDATE_STRATEGY_ANNOTATION`].
 pub const RESERVED_PREFIX: &str = "policyhost.dev/";
 
 // Children.
@@ -19,6 +19,10 @@ pub const DATAJOB_LABEL: &str = "policyhost.dev/datajob";
 /// The annotation holding a hash of the manifest the host last applied to a
 /// child: an unchanged desired child is not applied again.
 pub const APPLIED_HASH_ANNOTATION: &str = "policyhost.dev/applied-hash";
+/// The annotation by which a policy declares how a child of its changes
+/// ([`crate::runtime::UpdateStrategy`]): the one key with the host's prefix
+/// that a policy sets, and the host reads.
+pub const UPDATE_STRATEGY_ANNOTATION: &str = "policyhost.dev/update-strategy";
 
 // DataJobs.
 
@@ -132,6 +136,7 @@ mod tests {
             MANAGED_BY_LABEL,
             DATAJOB_LABEL,
             APPLIED_HASH_ANNOTATION,
+            UPDATE_STRATEGY_ANNOTATION,
             FINALIZER,
             FORCE_RELEASE_ANNOTATION,
             POLICY_LABEL,

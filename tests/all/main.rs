@@ -35,3 +35,4 @@ mod rollout;
 mod runtime;
 mod scaffold;
 mod shadow;
+mod update_strategy;

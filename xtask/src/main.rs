@@ -309,6 +309,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "rollback::",
         "rollout::",
         "shadow::",
+        "update_strategy::",
     ],
     &["differential::", "--include-ignored", "--nocapture"],
 ];

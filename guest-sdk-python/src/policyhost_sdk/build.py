@@ -138,6 +138,27 @@ class AccessMode(enum.Enum):
         return cls(kinds.PERSISTENT_VOLUME_CLAIM_ACCESS_MODE)
 
 
+UPDATE_STRATEGY_ANNOTATION = "policyhost.dev/update-strategy"
+"""The annotation that declares a child's update strategy: the one
+``policyhost.dev/*`` key a policy sets."""
+
+
+class UpdateStrategy(enum.Enum):
+    """What the host does with a child that exists and no longer matches the
+    policy's manifest (every builder's ``update_strategy``)."""
+
+    IN_PLACE = "InPlace"
+    """Apply the change to the object as it is (the default); a change the
+    API server refuses as immutable is the DataJob's ``ImmutableChange``."""
+    RECREATE = "Recreate"
+    """Apply in place; when refused as immutable, delete the child and create
+    it anew. A finished Pod keeps its old form: it is the record of its run."""
+    RECREATE_ALWAYS = "RecreateAlways"
+    """Delete and create anew on every change, finished Pods included."""
+    ON_DELETE = "OnDelete"
+    """Leave the child as it is until it is gone; the next one is new."""
+
+
 class _Metadata:
     """``label`` and ``annotation``, shared by every builder."""
 
@@ -155,6 +176,10 @@ class _Metadata:
         """Sets an annotation (a key set twice takes the last value)."""
         self._annotations[key] = value
         return self
+
+    def update_strategy(self, strategy: UpdateStrategy):
+        """Declares how the host changes this child once it exists."""
+        return self.annotation(UPDATE_STRATEGY_ANNOTATION, UpdateStrategy(strategy).value)
 
     def _check_metadata(self) -> None:
         _check_labels(self._labels)

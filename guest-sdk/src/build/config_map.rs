@@ -99,6 +99,20 @@ mod tests {
     }
 
     #[test]
+    fn an_update_strategy_is_declared_by_its_annotation() {
+        use crate::build::UpdateStrategy;
+        let child = ConfigMap::new("cfg")
+            .update_strategy(UpdateStrategy::OnDelete)
+            .build()
+            .unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&child.manifest).unwrap();
+        assert_eq!(
+            manifest["metadata"]["annotations"],
+            json!({ "policyhost.dev/update-strategy": "OnDelete" })
+        );
+    }
+
+    #[test]
     fn a_bad_data_key_is_refused() {
         assert!(ConfigMap::new("cfg").data("a/b", "v").build().is_err());
         assert!(ConfigMap::new("Cfg").build().is_err());

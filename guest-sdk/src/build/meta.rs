@@ -123,6 +123,12 @@ macro_rules! metadata_setters {
                 self.meta.annotations.set(key.into(), value.into());
                 self
             }
+
+            /// Declares how the host changes this child once it exists
+            /// (the annotation [`UPDATE_STRATEGY_ANNOTATION`](crate::build::UPDATE_STRATEGY_ANNOTATION)).
+            pub fn update_strategy(self, strategy: crate::build::UpdateStrategy) -> Self {
+                self.annotation(crate::build::UPDATE_STRATEGY_ANNOTATION, strategy.as_str())
+            }
         }
     };
 }

@@ -57,6 +57,7 @@ mod persistent_volume_claim;
 mod pod;
 mod pod_template;
 mod service;
+mod strategy;
 
 pub use batch_job::BatchJob;
 pub use config_map::ConfigMap;
@@ -67,6 +68,7 @@ pub use persistent_volume_claim::{AccessMode, PersistentVolumeClaim};
 pub use pod::{Pod, RestartPolicy};
 pub use pod_template::{PodTemplate, TemplatePod};
 pub use service::Service;
+pub use strategy::{UPDATE_STRATEGY_ANNOTATION, UpdateStrategy};
 
 /// Why a builder refused to build.
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,10 @@
 //! labels are set here whatever the manifest said. A child whose manifest
 //! hash matches the one it was last applied with is not sent again, so a
 //! steady state costs no writes, and a new child costs one.
+//!
+//! A child that exists and changed is updated as its manifest declares
+//! ([`UpdateStrategy`]): applied in place, deleted (UID precondition) to be
+//! created anew once it is gone, or left as it is until it is gone.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -35,7 +39,7 @@ use super::fields;
 use super::ownership::{self, Conflict, Holder, Verdict};
 use crate::cache::{ChildRecord, Children, ObjectKey};
 use crate::crd::DataJob;
-use crate::runtime::ValidChild;
+use crate::runtime::{ChildPhase, UpdateStrategy, ValidChild};
 use crate::vocabulary::{
     APPLIED_HASH_ANNOTATION, DATAJOB_LABEL, FIELD_MANAGER, MANAGED_BY_LABEL, created_by_operator,
 };
@@ -114,6 +118,18 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The API server refused to delete a child to create it anew
+    /// ([`UpdateStrategy::Recreate`]).
+    #[error("{kind} {name}: delete to recreate failed")]
+    Recreate {
+        /// The child's kind.
+        kind: String,
+        /// The child's name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The API server refused to delete a child no longer desired.
     #[error("{kind} {name}: prune failed")]
     Prune {
@@ -139,6 +155,7 @@ impl Error {
             | Self::Lookup { .. }
             | Self::Create { .. }
             | Self::Apply { .. }
+            | Self::Recreate { .. }
             | Self::Prune { .. } => "ApplyFailed",
         }
     }
@@ -152,26 +169,29 @@ impl Error {
     /// child's deletion can.
     #[must_use]
     pub fn is_immutable_change(&self) -> bool {
-        let Self::Apply {
-            source: kube::Error::Api(status),
-            ..
-        } = self
-        else {
-            return false;
-        };
-        let says = |text: &str| {
-            text.contains("immutable")
-                || text.contains("may not change")
-                || text.contains("updates may not")
-        };
-        status.code == 422
-            && (says(&status.message)
-                || status
-                    .details
-                    .iter()
-                    .flat_map(|details| &details.causes)
-                    .any(|cause| says(&cause.message)))
+        matches!(self, Self::Apply { source, .. } if refuses_as_immutable(source))
     }
+}
+
+/// True when the API server refused a write for changing what may not
+/// change (a 422 whose message or causes say so).
+#[must_use]
+pub fn refuses_as_immutable(error: &kube::Error) -> bool {
+    let kube::Error::Api(status) = error else {
+        return false;
+    };
+    let says = |text: &str| {
+        text.contains("immutable")
+            || text.contains("may not change")
+            || text.contains("updates may not")
+    };
+    status.code == 422
+        && (says(&status.message)
+            || status
+                .details
+                .iter()
+                .flat_map(|details| &details.causes)
+                .any(|cause| says(&cause.message)))
 }
 
 /// The first conflict, and how many more there are.
@@ -198,6 +218,20 @@ pub struct Summary {
     /// Desired children that exist but are being deleted (kind and name):
     /// not as the policy asked until they are gone and created again.
     pub terminating: Vec<(String, String)>,
+    /// Children deleted this pass to be created anew in their new form
+    /// (also among `terminating`).
+    pub recreated: u32,
+    /// Children that differ from the manifest and keep their earlier form:
+    /// `OnDelete`, or a finished Pod a `Recreate` could not change in place.
+    pub held: u32,
+}
+
+impl Summary {
+    /// Whether the pass wrote anything to the children.
+    #[must_use]
+    pub fn wrote(&self) -> bool {
+        self.applied + self.pruned + self.recreated > 0
+    }
 }
 
 /// What to do with one desired child.
@@ -211,6 +245,11 @@ pub(super) enum Step {
     Create,
     /// This DataJob's object with this UID: apply the manifest to it.
     Update(Target),
+    /// This DataJob's object, changed, declared `RecreateAlways`: delete it
+    /// to create it anew.
+    Recreate(Target),
+    /// This DataJob's object, changed, declared `OnDelete`: leave it be.
+    Held,
 }
 
 /// The object an update applies to.
@@ -220,6 +259,9 @@ pub(super) struct Target {
     /// Whether fields of the operator's create are to be handed to its
     /// apply first ([`super::fields`]).
     fields_from_create: bool,
+    /// A Pod that has run to its end: the record of a run, which
+    /// `Recreate` never replaces.
+    pub(super) finished_pod: bool,
 }
 
 /// A desired child as the host places it: its manifest and API resource.
@@ -249,18 +291,21 @@ pub async fn reconcile_children(
     let mut summary = Summary::default();
     let mut conflicts = Vec::new();
     let mut updates = Vec::new();
+    let mut recreations = Vec::new();
     let api = |resource| -> Api<DynamicObject> {
         Api::namespaced_with(client.clone(), &namespace, resource)
     };
     for (planned, step) in plan {
         match step {
             Step::Unchanged => summary.unchanged += 1,
+            Step::Held => summary.held += 1,
             Step::Terminating => {
                 let child = planned.child;
                 summary
                     .terminating
                     .push((child.kind.clone(), child.name.clone()));
             }
+            Step::Recreate(target) => recreations.push((planned, target)),
             Step::Create => match create(&api(planned.resource), &planned, &uid).await? {
                 Created::New => summary.applied += 1,
                 Created::Ours(target) => updates.push((planned, target)),
@@ -277,8 +322,29 @@ pub async fn reconcile_children(
         return Err(Error::Conflict { conflicts });
     }
     for (planned, target) in updates {
-        update(&api(planned.resource), planned, &target).await?;
-        summary.applied += 1;
+        let api = api(planned.resource);
+        match update(&api, &planned, &target).await {
+            Ok(()) => summary.applied += 1,
+            Err(error)
+                if planned.child.update == UpdateStrategy::Recreate
+                    && error.is_immutable_change() =>
+            {
+                if target.finished_pod {
+                    summary.held += 1;
+                } else {
+                    recreations.push((planned, target));
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    for (planned, target) in recreations {
+        recreate(&api(planned.resource), &planned, &target).await?;
+        let child = planned.child;
+        summary.recreated += 1;
+        summary
+            .terminating
+            .push((child.kind.clone(), child.name.clone()));
     }
     summary.pruned = prune(client, caches, &namespace, desired, current).await?;
     Ok(summary)
@@ -323,10 +389,18 @@ pub(super) fn plan<'a>(
             Some(record) if record.applied_hash.as_deref() == Some(hash.as_str()) => {
                 Step::Unchanged
             }
-            Some(record) => Step::Update(Target {
-                uid: record.uid.clone(),
-                fields_from_create: record.fields_from_create,
-            }),
+            Some(record) => {
+                let target = Target {
+                    uid: record.uid.clone(),
+                    fields_from_create: record.fields_from_create,
+                    finished_pod: is_finished_pod(&record),
+                };
+                match child.update {
+                    UpdateStrategy::OnDelete => Step::Held,
+                    UpdateStrategy::RecreateAlways => Step::Recreate(target),
+                    UpdateStrategy::InPlace | UpdateStrategy::Recreate => Step::Update(target),
+                }
+            }
             None => {
                 let key = ObjectKey::namespaced(namespace.as_str(), child.name.as_str());
                 if let Some(Verdict::Taken(holder)) =
@@ -409,6 +483,8 @@ async fn create(api: &Api<DynamicObject>, planned: &Planned<'_>, job_uid: &str) 
                     fields_from_create: created_by_operator(
                         found.metadata.managed_fields.as_deref().unwrap_or_default(),
                     ),
+                    // Created an instant ago by this DataJob's earlier pass.
+                    finished_pod: false,
                 }),
                 Verdict::Taken(holder) => Created::Taken(holder),
             })
@@ -434,7 +510,7 @@ pub(super) fn created(planned: &Planned<'_>) -> Result<DynamicObject> {
 
 /// Applies the manifest to the object `target`: the API server refuses
 /// the apply if the name now holds another object, or none.
-async fn update(api: &Api<DynamicObject>, planned: Planned<'_>, target: &Target) -> Result<()> {
+async fn update(api: &Api<DynamicObject>, planned: &Planned<'_>, target: &Target) -> Result<()> {
     let child = planned.child;
     let refused = |source| Error::Apply {
         kind: child.kind.clone(),
@@ -447,9 +523,13 @@ async fn update(api: &Api<DynamicObject>, planned: Planned<'_>, target: &Target)
             .map_err(refused)?;
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&child.name, &params, &applied(planned.manifest, target))
-        .await
-        .map_err(refused)?;
+    api.patch(
+        &child.name,
+        &params,
+        &applied(planned.manifest.clone(), target),
+    )
+    .await
+    .map_err(refused)?;
     debug!(kind = %child.kind, name = %child.name, "child applied");
     Ok(())
 }
@@ -462,6 +542,46 @@ pub(super) fn applied(mut manifest: Map<String, Value>, target: &Target) -> Patc
         metadata.insert("uid".into(), Value::String(target.uid.clone()));
     }
     Patch::Apply(Value::Object(manifest))
+}
+
+/// Deletes the object `target` to create it anew: its Deleted event brings
+/// the DataJob back, to a pass that creates it in its new form.
+async fn recreate(api: &Api<DynamicObject>, planned: &Planned<'_>, target: &Target) -> Result<()> {
+    let child = planned.child;
+    delete(api, &child.name, &target.uid)
+        .await
+        .map_err(|source| Error::Recreate {
+            kind: child.kind.clone(),
+            name: child.name.clone(),
+            source,
+        })?;
+    debug!(kind = %child.kind, name = %child.name, "child deleted to be recreated");
+    Ok(())
+}
+
+/// Deletes the object `uid` named `name`, if it still is there: never an
+/// object that replaced it under the same name.
+async fn delete(api: &Api<DynamicObject>, name: &str, uid: &str) -> kube::Result<()> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        // Already gone, or replaced by another object of the same name.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+/// A Pod that ran to its end.
+fn is_finished_pod(record: &ChildRecord) -> bool {
+    let child = &record.child;
+    child.api_version == "v1"
+        && child.kind == "Pod"
+        && matches!(child.phase, ChildPhase::Succeeded | ChildPhase::Failed)
 }
 
 /// Deletes the controlled children that are not desired, each with a UID
@@ -487,25 +607,13 @@ async fn prune(
             continue;
         };
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(record.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        match api.delete(&child.name, &params).await {
-            Ok(_) => {}
-            // Already gone, or replaced by another object of the same name.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(source) => {
-                return Err(Error::Prune {
-                    kind: child.kind.clone(),
-                    name: child.name.clone(),
-                    source,
-                });
-            }
-        }
+        delete(&api, &child.name, &record.uid)
+            .await
+            .map_err(|source| Error::Prune {
+                kind: child.kind.clone(),
+                name: child.name.clone(),
+                source,
+            })?;
         debug!(kind = %child.kind, name = %child.name, "child pruned");
         pruned += 1;
     }
@@ -611,6 +719,7 @@ mod tests {
             kind: "ConfigMap".into(),
             name: "c".into(),
             manifest: manifest.to_string(),
+            update: UpdateStrategy::InPlace,
         }
     }
 

@@ -22,11 +22,11 @@ use std::sync::Arc;
 use kube::api::{Api, DynamicObject, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::children::{Error, Planned, Step, applied, created, plan};
+use super::children::{Error, Planned, Step, applied, created, plan, refuses_as_immutable};
 use crate::cache::{ChildRecord, Children};
 use crate::chain::display_chain;
 use crate::crd::DataJob;
-use crate::runtime::ValidChild;
+use crate::runtime::{UpdateStrategy, ValidChild};
 use crate::vocabulary::FIELD_MANAGER;
 
 /// What the server said of the children a result would write.
@@ -81,7 +81,11 @@ pub async fn dry_run(
     };
     let namespace = job.namespace().unwrap_or_default();
     for (planned, step) in planned {
-        if matches!(step, Step::Unchanged | Step::Terminating) {
+        // A child to recreate is deleted first, and one held not written.
+        if matches!(
+            step,
+            Step::Unchanged | Step::Terminating | Step::Held | Step::Recreate(_)
+        ) {
             continue;
         }
         if !permit() {
@@ -91,20 +95,42 @@ pub async fn dry_run(
         outcome.sent += 1;
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &namespace, planned.resource);
-        if let Err(why) = send(&api, &planned, &step).await {
-            outcome.refused.push(Refused {
+        match send(&api, &planned, &step).await {
+            Ok(()) => {}
+            // What the real pass recreates (or, a finished Pod, holds).
+            Err(Sent::Server(error))
+                if planned.child.update == UpdateStrategy::Recreate
+                    && refuses_as_immutable(&error) => {}
+            Err(error) => outcome.refused.push(Refused {
                 kind: planned.child.kind.clone(),
                 name: planned.child.name.clone(),
-                why,
-            });
+                why: error.to_string(),
+            }),
         }
     }
     outcome
 }
 
+/// Why a dry run did not pass.
+enum Sent {
+    /// The manifest could not be made an object (never for a valid child).
+    Manifest(Error),
+    /// The API server refused it.
+    Server(kube::Error),
+}
+
+impl fmt::Display for Sent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Manifest(error) => f.write_str(&display_chain(error)),
+            Self::Server(error) => f.write_str(&display_chain(error)),
+        }
+    }
+}
+
 /// One dry run; a create that finds the name taken is not refused here
 /// (the real pass asks whose it is).
-async fn send(api: &Api<DynamicObject>, planned: &Planned<'_>, step: &Step) -> Result<(), String> {
+async fn send(api: &Api<DynamicObject>, planned: &Planned<'_>, step: &Step) -> Result<(), Sent> {
     let sent = match step {
         Step::Update(target) => {
             let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
@@ -114,7 +140,7 @@ async fn send(api: &Api<DynamicObject>, planned: &Planned<'_>, step: &Step) -> R
                 .map(drop)
         }
         _ => {
-            let object = created(planned).map_err(|error| display_chain(&error))?;
+            let object = created(planned).map_err(Sent::Manifest)?;
             let params = PostParams {
                 dry_run: true,
                 field_manager: Some(FIELD_MANAGER.to_owned()),
@@ -125,7 +151,7 @@ async fn send(api: &Api<DynamicObject>, planned: &Planned<'_>, step: &Step) -> R
             }
         }
     };
-    sent.map_err(|error| display_chain(&error))
+    sent.map_err(Sent::Server)
 }
 
 /// A result the plan refused before any request, child by child.
@@ -144,6 +170,7 @@ fn refusals(error: &Error) -> Vec<Refused> {
         | Error::Lookup { kind, name, .. }
         | Error::Create { kind, name, .. }
         | Error::Apply { kind, name, .. }
+        | Error::Recreate { kind, name, .. }
         | Error::Prune { kind, name, .. } => {
             let text = display_chain(error);
             let why = text

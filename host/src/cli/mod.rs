@@ -311,7 +311,7 @@ fn print_error(reason: &str, error: &dyn std::error::Error, hint: Option<&str>) 
 #[cfg(test)]
 mod tests {
     use policyhost::runtime::output::{ReportedCondition, ReportedEvent, ReportedStatus};
-    use policyhost::runtime::{Cleaned, Reconciled, ValidChild};
+    use policyhost::runtime::{Cleaned, Reconciled, UpdateStrategy, ValidChild};
     use serde_json::json;
 
     use super::yaml;
@@ -335,6 +335,7 @@ mod tests {
                     "metadata": {"name": "etl-0", "labels": {"shard": "0", "tier": "on"}},
                     "spec": {"containers": [{"name": "w", "args": ["--rate", "1.5", ""]}]}})
                 .to_string(),
+                update: UpdateStrategy::InPlace,
             }],
             status: ReportedStatus {
                 phase: "Running".into(),

@@ -63,6 +63,10 @@ impl Failure {
         match self {
             Self::Denied(denied) => denied.to_string(),
             Self::Guest(error) => display_chain(error),
+            Self::Apply(error) if error.is_immutable_change() => format!(
+                "{} (the update strategy Recreate replaces such a child, OnDelete keeps it)",
+                display_chain(error)
+            ),
             Self::Apply(error) => display_chain(error),
         }
     }
@@ -245,7 +249,7 @@ async fn succeed(
     };
     debug!(job = %job.key(), ?summary, "children reconciled");
     let key = job.key();
-    if summary.applied + summary.pruned > 0 && shared.settling.defer(&key) {
+    if summary.wrote() && shared.settling.defer(&key) {
         // The watch events of these writes bring the DataJob back, to a
         // pass that sees the children as they now are (`settle`).
         return Done {
@@ -306,6 +310,15 @@ async fn succeed(
 /// condition, so the status is not written again.
 fn ready(desired: usize, summary: &Summary) -> NewCondition {
     match summary.terminating.as_slice() {
+        [] if summary.held > 0 => NewCondition::new(
+            READY,
+            true,
+            "Reconciled",
+            format!(
+                "{desired} desired children, as the policy asked ({} kept in their earlier form by their update strategy)",
+                summary.held
+            ),
+        ),
         [] => NewCondition::new(
             READY,
             true,
@@ -394,6 +407,7 @@ mod tests {
             unchanged: 2,
             pruned: 0,
             terminating: Vec::new(),
+            ..Summary::default()
         };
         let ok = ready(3, &summary);
         assert!(ok.status);
@@ -405,6 +419,18 @@ mod tests {
             ..summary.clone()
         };
         assert_eq!(ready(3, &steady), ok, "the same state, the same condition");
+        let kept = ready(
+            3,
+            &Summary {
+                held: 1,
+                ..steady.clone()
+            },
+        );
+        assert!(kept.status, "a child kept by its strategy is as asked");
+        assert_eq!(
+            kept.message,
+            "3 desired children, as the policy asked (1 kept in their earlier form by their update strategy)"
+        );
 
         let pod = |name: &str| ("Pod".to_owned(), name.to_owned());
         let one = Summary {

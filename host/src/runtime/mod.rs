@@ -88,7 +88,7 @@ pub use limiter::{MemoryAccount, MemoryLimiter};
 pub use limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
 pub use load::{Policy, PolicySpec};
 pub use logs::LogRate;
-pub use output::{AllowedKind, Cleaned, Reconciled, ValidChild};
+pub use output::{AllowedKind, Cleaned, Reconciled, UpdateStrategy, ValidChild};
 
 use store::StoreState;
 use streams::Reach;

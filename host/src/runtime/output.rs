@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 pub mod metadata;
 mod scan;
 pub(crate) mod status;
+pub mod strategy;
 mod unique;
 
 #[cfg(feature = "fuzzing")]
@@ -24,6 +25,7 @@ use super::error::{Error, Result};
 use super::kinds::{CHILD_KINDS, ChildKind};
 use super::limits::Limits;
 use crate::outbound::Redactor;
+pub use strategy::UpdateStrategy;
 
 /// A kind a policy may create (`apiVersion` + `kind`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -106,6 +108,9 @@ pub struct ValidChild {
     /// The object to apply, as JSON text.
     #[serde(serialize_with = "embedded_json")]
     pub manifest: String,
+    /// How it changes once it exists, as the manifest declares.
+    #[serde(skip)]
+    pub update: UpdateStrategy,
 }
 
 impl ValidChild {
@@ -429,11 +434,16 @@ fn validate_child(
     if let Err(rule) = metadata::check(&metadata) {
         return fail(rule);
     }
+    let update = match UpdateStrategy::declared(&child.manifest) {
+        Ok(update) => update,
+        Err(rule) => return fail(rule),
+    };
     Ok(ValidChild {
         api_version: child.api_version,
         kind: child.kind,
         name: child.name,
         manifest: child.manifest,
+        update,
     })
 }
 

@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::vocabulary::RESERVED_PREFIX;
+use crate::vocabulary::{RESERVED_PREFIX, UPDATE_STRATEGY_ANNOTATION};
 use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 
@@ -138,10 +138,11 @@ pub struct Metadata<'a> {
     pub reserved_annotation: Option<Cow<'a, str>>,
 }
 
-/// Whether a label or annotation key is the host's.
+/// Whether a label or annotation key is the host's: all with its prefix
+/// but the update strategy a policy declares ([`super::strategy`]).
 #[must_use]
 pub fn is_reserved(key: &str) -> bool {
-    key.starts_with(RESERVED_PREFIX)
+    key.starts_with(RESERVED_PREFIX) && key != UPDATE_STRATEGY_ANNOTATION
 }
 
 /// The metadata rule a child breaks, if any, as an `InvalidOutput` rule.

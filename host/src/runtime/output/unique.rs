@@ -68,6 +68,7 @@ mod tests {
             kind: kind.into(),
             name: name.into(),
             manifest: String::new(),
+            update: super::super::UpdateStrategy::InPlace,
         }
     }
 
