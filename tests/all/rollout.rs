@@ -487,6 +487,37 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
     );
     wait_versions("the CI namespace on v2, the other on v1", expect(&h1, &h2)).await;
 
+    // A pin comes before the rollout: one CI DataJob pinned to v1 goes back
+    // to it inside the step, its neighbours stay on v2; unpinned, it
+    // follows the step again.
+    let pins = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(configmap::pins_name("fanout")),
+            ..kube::api::ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    maps.create(&PostParams::default(), &pins)
+        .await
+        .expect("create pins-fanout");
+    let one = format!("{ci}/ci-0");
+    let pinned = policy_command(&env, &["pin", "fanout", &one, &h1, "--wait"]);
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    let both = BTreeMap::from([
+        (env.namespace.clone(), BTreeSet::from([h1.clone()])),
+        (ci.clone(), BTreeSet::from([h1.clone(), h2.clone()])),
+    ]);
+    wait_versions("the pinned CI DataJob on v1 inside the step", both).await;
+    let on_v1 = ci_jobs.get("ci-0").await.expect("ci-0");
+    assert_eq!(
+        on_v1.status.and_then(|s| s.policy).map(|p| p.digest),
+        Some(h1.clone()),
+        "the pinned DataJob is the one on v1"
+    );
+    let unpinned = policy_command(&env, &["unpin", "fanout", &one, "--wait"]);
+    assert!(unpinned.status.success(), "{}", text(&unpinned));
+    wait_versions("unpinned, back in the step", expect(&h1, &h2)).await;
+
     rollout(&env, &["pause"]);
     let paused = wait_phase(&env, Phase::Paused).await;
     assert_eq!(paused.step, 0);
