@@ -14,7 +14,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use policyhost::crd::{DataJob, DataJobSpec};
-use policyhost::policies::configmap;
+use policyhost::policies::configmap::{self, Settings};
 use policyhost::policies::rollout::{Phase, Status};
 use policyhost::shadow::record;
 use policyhost::vocabulary::{POLICY_LABEL, ROLLOUT_STATUS_ANNOTATION};
@@ -403,11 +403,11 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
     let mut env = Env::cluster_only().await;
     let ci = format!("{}-ci", env.namespace);
     create_namespace(&env.client, &ci).await;
-    env.start_operator(OperatorSetup {
+    let setup = || OperatorSetup {
         extra_namespaces: vec![ci.clone()],
         ..OperatorSetup::configmaps()
-    })
-    .await;
+    };
+    env.start_operator(setup()).await;
     let first = guest_bytes("fanout");
     let h1 = push(&env, "fanout", &first)
         .await
@@ -432,9 +432,11 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
             .expect("create a CI DataJob");
     }
     // Which version answered each DataJob last, by namespace.
+    let main_jobs = env.jobs();
+    let main_namespace = env.namespace.clone();
     let versions = || async {
         let mut by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for api in [env.jobs(), ci_jobs.clone()] {
+        for api in [main_jobs.clone(), ci_jobs.clone()] {
             for job in api.list(&ListParams::default()).await.ok()?.items {
                 let digest = job
                     .status
@@ -451,7 +453,7 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
     };
     let expect = |main: &str, in_ci: &str| {
         BTreeMap::from([
-            (env.namespace.clone(), BTreeSet::from([main.to_owned()])),
+            (main_namespace.clone(), BTreeSet::from([main.to_owned()])),
             (ci.clone(), BTreeSet::from([in_ci.to_owned()])),
         ])
     };
@@ -504,7 +506,7 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
     let pinned = policy_command(&env, &["pin", "fanout", &one, &h1, "--wait"]);
     assert!(pinned.status.success(), "{}", text(&pinned));
     let both = BTreeMap::from([
-        (env.namespace.clone(), BTreeSet::from([h1.clone()])),
+        (main_namespace.clone(), BTreeSet::from([h1.clone()])),
         (ci.clone(), BTreeSet::from([h1.clone(), h2.clone()])),
     ]);
     wait_versions("the pinned CI DataJob on v1 inside the step", both).await;
@@ -518,9 +520,21 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
     assert!(unpinned.status.success(), "{}", text(&unpinned));
     wait_versions("unpinned, back in the step", expect(&h1, &h2)).await;
 
+    // Another leader (here: the operator started again) carries the
+    // rollout on from the step the annotation says, the same wait.
+    let before = wait_phase(&env, Phase::Progressing).await;
+    env.stop_operator().await;
+    env.start_operator(setup()).await;
+    wait_versions("after a new leader, still the step", expect(&h1, &h2)).await;
+
     rollout(&env, &["pause"]);
     let paused = wait_phase(&env, Phase::Paused).await;
-    assert_eq!(paused.step, 0);
+    // Written by the new leader's driver: the step it found, not restarted.
+    assert_eq!(
+        (paused.step, paused.step_started_ms),
+        (before.step, before.step_started_ms),
+        "the same step, its wait not started again"
+    );
     let status = policy_command(&env, &["rollout", "fanout", "status"]);
     assert!(
         text(&status).contains("phase:  Paused, step 1 of 2"),
@@ -599,6 +613,24 @@ async fn a_namespace_step_reaches_that_namespace_only_and_pause_abort_and_resume
     wait_versions(
         "every DataJob back on v1 for another candidate",
         expect(&h1, &h1),
+    )
+    .await;
+
+    // A step reaches only the namespaces the candidate allows: the others
+    // stay on the serving version.
+    let only_main = Settings::parse(&BTreeMap::from([(
+        "allowedNamespaces".to_owned(),
+        env.namespace.clone(),
+    )]))
+    .expect("settings");
+    let h4 = push_candidate(&env, "fanout", &version(&first, "fourth"), &only_main)
+        .await
+        .loaded_digest
+        .expect("the candidate loads");
+    rollout(&env, &["start", "--step", "100%", "--step-wait", "1h"]);
+    wait_versions(
+        "the candidate where it is allowed, v1 elsewhere",
+        expect(&h4, &h1),
     )
     .await;
 }
