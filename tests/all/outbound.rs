@@ -694,16 +694,7 @@ mod operator {
         );
         grant(&env, &cloud.origin()).await;
 
-        env.jobs()
-            .delete("etl", &DeleteParams::default())
-            .await
-            .expect("delete the DataJob");
-        let jobs = env.jobs();
-        eventually("etl to be released", || {
-            let jobs = jobs.clone();
-            async move { matches!(jobs.get_opt("etl").await, Ok(None)).then_some(()) }
-        })
-        .await;
+        env.delete_job_and_wait("etl").await;
         let deleted = cloud.ledger()[&bucket].deleted;
         assert!(deleted.is_some(), "the DataJob went before its bucket");
         assert_eq!(cloud.live(), 0);
@@ -1173,7 +1164,8 @@ mod operator {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_candidates_outbound_requests_never_leave_the_host() {
+    async fn a_candidates_outbound_requests_never_leave_the_host_and_the_serving_calls_answers_are_replayed()
+     {
         let cloud = Cloud::start();
         let env = Env::start_with(OperatorSetup {
             outbound_roots: vec![cloud.ca()],
@@ -1184,29 +1176,7 @@ mod operator {
         push_bucket(&env).await;
         served_with_grant(&env).await;
         let candidate = common::variants::version(&guest_bytes("bucket"), "next");
-        let map = configmap::into_candidate(
-            configmap::build(
-                "bucket",
-                &env.policy_namespace,
-                &candidate,
-                &for_every_namespace(),
-                Compression::Auto,
-            )
-            .expect("the candidate's ConfigMap"),
-            "bucket",
-        );
-        publish::apply(&env.client, &map)
-            .await
-            .expect("push the candidate");
-        let shared = Arc::clone(&env.operator().shared);
-        eventually("the candidate in service with the policy's grant", || {
-            let shared = Arc::clone(&shared);
-            async move {
-                let candidate = shared.registry.version("bucket", Role::Candidate)?;
-                candidate.policy.outbound().is_some().then_some(())
-            }
-        })
-        .await;
+        push_candidate_of(&env, "bucket", &candidate).await;
 
         env.create_job("etl", "bucket", json!({ "service": cloud.origin() }))
             .await;
@@ -1214,11 +1184,12 @@ mod operator {
             condition(job, "BucketReady").is_some_and(|c| c.status == "True")
         })
         .await;
-        let summary = eventually("the candidate's refused requests", || {
+        let shared = Arc::clone(&env.operator().shared);
+        let summary = eventually("the candidate compared", || {
             let shared = Arc::clone(&shared);
             async move {
                 let summary = shared.shadow.summary("bucket")?;
-                (summary.outbound_refused > 0).then_some(summary)
+                (summary.same > 0).then_some(summary)
             }
         })
         .await;
@@ -1235,15 +1206,153 @@ mod operator {
         assert!(sent > 0);
         assert_eq!(cloud.requests(), sent, "{summary:?}");
         assert_eq!(cloud.live(), 1, "one bucket, the serving version's");
-        // Each refused request ended as a serving call's refusal does, an
-        // error code the candidate answered with, never as a fault.
-        assert_eq!(summary.faults, 0, "{summary:?}");
-        assert!(
-            summary.jobs.iter().any(|job| job
-                .differences
-                .iter()
-                .any(|d| d.contains("HttpRequestDenied"))),
+        // The same requests got the serving call's answers: the same
+        // answer, nothing refused, no fault.
+        let summary = shared.shadow.summary("bucket").expect("a summary");
+        assert_eq!(
+            (summary.differs, summary.faults, summary.outbound_refused),
+            (0, 0, 0),
             "{summary:?}"
         );
+    }
+
+    /// The shadow cleanup: the candidate's `cleanup` asks to delete
+    /// another path than the serving version's. The request the two share
+    /// is answered from the serving call's record; the other is refused and
+    /// never sent; `policy diff` shows both lists side by side.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_candidates_cleanup_shows_what_it_would_delete_outside_and_sends_nothing() {
+        let cloud = Cloud::start();
+        let env = Env::start_with(OperatorSetup {
+            outbound_roots: vec![cloud.ca()],
+            ..OperatorSetup::configmaps()
+        })
+        .await;
+        let origin = cloud.origin();
+        grant_policy(&env, "http-probe", &origin, None).await;
+        let serving = guest_bytes("http-probe");
+        push(&env, "http-probe").await;
+        let shared = Arc::clone(&env.operator().shared);
+        eventually("http-probe in service with its grant", || {
+            let shared = Arc::clone(&shared);
+            async move {
+                shared
+                    .registry
+                    .get("http-probe")
+                    .ok()
+                    .filter(|p| p.outbound().is_some())
+            }
+        })
+        .await;
+        let candidate = common::variants::version(&serving, "next");
+        push_candidate_of(&env, "http-probe", &candidate).await;
+        let digest =
+            |policy: &Arc<policyhost::runtime::Policy>| policy.digest().to_hex()[..12].to_owned();
+        let h1 = digest(&shared.registry.get("http-probe").expect("serving"));
+        let h2 = digest(
+            &shared
+                .registry
+                .version("http-probe", Role::Candidate)
+                .expect("the candidate")
+                .policy,
+        );
+        env.create_job(
+            "probe",
+            "http-probe",
+            json!({ "cleanup": [
+                { "method": "GET", "url": format!("{origin}/buckets/shared") },
+                { "method": "DELETE", "url": format!("{origin}/buckets/{{digest}}") },
+            ] }),
+        )
+        .await;
+        env.wait_job("probe", "reconciled", |job| {
+            condition(job, "Ready").is_some_and(|c| c.status == "True")
+        })
+        .await;
+        env.delete_job_and_wait("probe").await;
+        let summary = eventually("the candidate's cleanup compared", || {
+            let shared = Arc::clone(&shared);
+            async move {
+                let summary = shared.shadow.summary("http-probe")?;
+                summary
+                    .jobs
+                    .iter()
+                    .any(|job| job.call == "cleanup")
+                    .then_some(summary)
+            }
+        })
+        .await;
+        let cleanup = summary
+            .jobs
+            .iter()
+            .find(|job| job.call == "cleanup")
+            .expect("the cleanup's difference");
+        let expected = format!(
+            "/outbound/1: expected \"DELETE {origin}/buckets/{h1}\", got \"DELETE {origin}/buckets/{h2}\""
+        );
+        assert!(
+            cleanup.differences.contains(&expected),
+            "{expected} in {cleanup:?}"
+        );
+        assert!(
+            !cleanup
+                .differences
+                .iter()
+                .any(|d| d.starts_with("/outbound/0")),
+            "the shared request is the same: {cleanup:?}"
+        );
+        assert_eq!(summary.outbound_refused, 1, "{summary:?}");
+        // The cloud saw the serving cleanup's two requests only.
+        env.wait_idle().await;
+        assert_eq!(cloud.requests(), 2);
+        // `policy diff` reads the summary the host writes on the candidate.
+        let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.policy_namespace);
+        eventually("the cleanup's difference on candidate-http-probe", || {
+            let maps = maps.clone();
+            async move {
+                let map = maps.get_opt("candidate-http-probe").await.ok()??;
+                let written = policyhost::shadow::Summary::read(map.metadata.annotations.as_ref())?;
+                written
+                    .jobs
+                    .iter()
+                    .any(|job| job.call == "cleanup")
+                    .then_some(())
+            }
+        })
+        .await;
+        let shown = crate::common::publishing::policy_command(&env, &["diff", "http-probe"]);
+        let shown = crate::common::process::text(&shown);
+        assert!(
+            shown.contains(&format!("DELETE {origin}/buckets/{h2}")),
+            "{shown}"
+        );
+    }
+
+    /// Publishes `component` as the candidate of `policy` and waits until
+    /// it is in service with the policy's grant.
+    async fn push_candidate_of(env: &Env, policy: &str, component: &[u8]) {
+        let map = configmap::into_candidate(
+            configmap::build(
+                policy,
+                &env.policy_namespace,
+                component,
+                &for_every_namespace(),
+                Compression::Auto,
+            )
+            .expect("the candidate's ConfigMap"),
+            policy,
+        );
+        publish::apply(&env.client, &map)
+            .await
+            .expect("push the candidate");
+        let shared = Arc::clone(&env.operator().shared);
+        eventually("the candidate in service with the policy's grant", || {
+            let shared = Arc::clone(&shared);
+            async move {
+                let candidate = shared.registry.version(policy, Role::Candidate)?;
+                candidate.policy.outbound().is_some().then_some(())
+            }
+        })
+        .await;
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::metrics::PolicyResult;
 use policyhost::policies::Role;
@@ -158,20 +158,6 @@ fn short_timeout() -> Settings {
         ("allowedNamespaces".to_owned(), "*".to_owned()),
     ]))
     .expect("settings")
-}
-
-/// Deletes DataJob `name` and waits until it is gone.
-async fn delete_and_wait_released(env: &Env, name: &str) {
-    env.jobs()
-        .delete(name, &DeleteParams::default())
-        .await
-        .expect("delete the DataJob");
-    let jobs = env.jobs();
-    eventually(&format!("{name} to be released"), || {
-        let jobs = jobs.clone();
-        async move { matches!(jobs.get_opt(name).await, Ok(None)).then_some(()) }
-    })
-    .await;
 }
 
 /// The digest of the version of `policy` the operator serves.
@@ -637,7 +623,7 @@ async fn a_candidate_that_loops_in_reconcile_and_cleanup_is_counted_as_faults_an
 
     // Cleanup too: the candidate's cleanup loops, the serving version's
     // answers done, and the DataJob goes.
-    delete_and_wait_released(&env, "a").await;
+    env.delete_job_and_wait("a").await;
     let cleaned = format!("{}/a", env.namespace);
     let summary = summary_when(&env, "fanout", "a cleanup fault", |s| {
         s.jobs
@@ -897,7 +883,7 @@ async fn promote_relies_only_on_the_evidence_of_the_pair_it_compares() {
     .await;
     // ...then the DataJob goes, and a newer serving version is pushed:
     // nothing compares the candidate with it.
-    delete_and_wait_released(&env, "a").await;
+    env.delete_job_and_wait("a").await;
     let newer = push(&env, "fanout", &version(&fanout_bytes, "newer"))
         .await
         .loaded_digest

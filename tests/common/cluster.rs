@@ -423,6 +423,21 @@ impl Env {
             .expect("create the DataJob")
     }
 
+    /// Deletes DataJob `name` and waits until it is gone (released by
+    /// its cleanup).
+    pub async fn delete_job_and_wait(&self, name: &str) {
+        self.jobs()
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+            .expect("delete the DataJob");
+        let jobs = self.jobs();
+        eventually(&format!("{name} to be released"), || {
+            let jobs = jobs.clone();
+            async move { matches!(jobs.get_opt(name).await, Ok(None)).then_some(()) }
+        })
+        .await;
+    }
+
     /// Merge-patches a DataJob's spec.
     pub async fn patch_spec(&self, name: &str, spec: Value) {
         self.jobs()

@@ -67,11 +67,11 @@ fn call(runtime: &Runtime, policy: &policyhost::Policy, case: &Golden) -> (&'sta
     match case.call {
         Kind::Reconcile => (
             "reconcile",
-            Answer::of(&runtime.reconcile_offline(policy, &input).result),
+            Answer::of(&runtime.reconcile_offline(policy, &input, &[]).result),
         ),
         Kind::Cleanup => (
             "cleanup",
-            Answer::of(&runtime.cleanup_offline(policy, &input).result),
+            Answer::of(&runtime.cleanup_offline(policy, &input, &[]).result),
         ),
     }
 }

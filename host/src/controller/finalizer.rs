@@ -211,7 +211,7 @@ async fn clean(
     let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
     let called = shared.runtime.cleanup(policy, input).await;
     if let Some(shadow) = shadow {
-        shadow.cleanup(&called.result);
+        shadow.cleanup(&called);
     }
     let took = started.elapsed();
     let fault = called.result.as_ref().err().map(runtime::Error::reason);

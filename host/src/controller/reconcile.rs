@@ -207,7 +207,7 @@ async fn run_policy(
     let tenant = policy.tenant().clone();
     let outcome = shared.runtime.reconcile(policy, input).await;
     if let Some(shadow) = shadow {
-        shadow.reconcile(&outcome.result, || shadow::Applying {
+        shadow.reconcile(&outcome, || shadow::Applying {
             job: Arc::clone(job),
             children: children.to_vec(),
             tenant,

@@ -16,6 +16,8 @@ use wasmtime_wasi_http::{
 
 use super::client::{Client, Exchange, Sent};
 use super::origin::{Origin, Scheme};
+use super::record::{Recorded, Recording, Slot, exchanges};
+use super::replay::Fixtures;
 use super::timeouts::Timeouts;
 use super::{Outbound, OutboundReport, Refusal, Tally};
 
@@ -39,20 +41,27 @@ pub(crate) struct CallHttp {
 
 pub(crate) struct CallHooks {
     outbound: Arc<Outbound>,
-    client: Client,
+    answers: Answers,
     deadline: Instant,
     made: u32,
     tally: Arc<Tally>,
+    recording: Recording,
     call: Arc<(Arc<str>, String)>,
 }
 
-/// The hooks of a call without a grant, or of a shadow call: every
-/// request is denied, and counted as [`Refusal::Shadow`] when the call is
-/// a shadow call.
-struct Denied {
-    tally: Arc<Tally>,
-    shadow: bool,
+/// Who answers an admitted request.
+enum Answers {
+    /// The network, through the host's client.
+    Network(Client),
+    /// The version's fixtures (`policy test`, `policy run --http-fixtures`).
+    Fixtures(Fixtures),
+    /// The serving call's record, for a shadow call: a request it did not
+    /// make is refused as [`Refusal::Shadow`].
+    Served(Fixtures),
 }
+
+/// The hooks of a call without a grant: every request is denied.
+struct Denied;
 
 impl WasiHttpHooks for Denied {
     fn send_request(
@@ -61,60 +70,77 @@ impl WasiHttpHooks for Denied {
         _options: Option<RequestOptions>,
         _guest_io: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Pending {
-        if self.shadow {
-            self.tally.refused(Refusal::Shadow);
-        }
         Box::new(ready(Err(Error::HttpRequestDenied)))
     }
+}
+
+/// Who a call is, for the log: its policy and `namespace/name`.
+pub(crate) struct Caller {
+    pub(crate) policy: Arc<str>,
+    pub(crate) job: String,
 }
 
 impl CallHttp {
     /// A call of a policy without a grant.
     pub(crate) fn none() -> Self {
-        Self::denying(false)
-    }
-
-    /// A shadow call of a granted policy: its requests are refused and
-    /// counted, so that its result can say so.
-    pub(crate) fn shadow() -> Self {
-        Self::denying(true)
-    }
-
-    fn denying(shadow: bool) -> Self {
         Self {
             ctx: WasiHttpCtx::new(),
             granted: None,
-            denied: Denied {
-                tally: Arc::default(),
-                shadow,
-            },
+            denied: Denied,
         }
     }
 
-    /// A call of `policy` on DataJob `job` (`namespace/name`) under
-    /// `outbound`, whose requests end at `deadline`.
+    /// A call of `caller` under `outbound`, whose requests end at
+    /// `deadline`: sent by `client`, or answered by the version's fixtures.
     pub(crate) fn granted(
         outbound: Arc<Outbound>,
         client: Client,
         deadline: Instant,
-        policy: Arc<str>,
-        job: String,
+        caller: Caller,
     ) -> Self {
+        let answers = match outbound.fixtures.clone() {
+            Some(fixtures) => Answers::Fixtures(fixtures),
+            None => Answers::Network(client),
+        };
+        Self::with(outbound, answers, deadline, caller)
+    }
+
+    /// A shadow call of a granted policy: no request leaves the host; one
+    /// the serving call (its record `served`) made the same way gets its
+    /// answer, any other is refused and counted.
+    pub(crate) fn shadow(
+        outbound: Arc<Outbound>,
+        served: &[Recorded],
+        deadline: Instant,
+        caller: Caller,
+    ) -> Self {
+        let fixtures = Fixtures::default();
+        fixtures.install(exchanges(served));
+        Self::with(outbound, Answers::Served(fixtures), deadline, caller)
+    }
+
+    fn with(outbound: Arc<Outbound>, answers: Answers, deadline: Instant, caller: Caller) -> Self {
         Self {
             ctx: WasiHttpCtx::new(),
             granted: Some(CallHooks {
                 outbound,
-                client,
+                answers,
                 deadline,
                 made: 0,
                 tally: Arc::default(),
-                call: Arc::new((policy, job)),
+                recording: Recording::default(),
+                call: Arc::new((caller.policy, caller.job)),
             }),
-            denied: Denied {
-                tally: Arc::default(),
-                shadow: false,
-            },
+            denied: Denied,
         }
+    }
+
+    /// The requests the call made, and their answers.
+    pub(crate) fn recorded(&self) -> Vec<Recorded> {
+        self.granted
+            .as_ref()
+            .map(|hooks| hooks.recording.take())
+            .unwrap_or_default()
     }
 
     /// The context and hooks `wasi:http` works with.
@@ -130,7 +156,7 @@ impl CallHttp {
     pub(crate) fn report(&self) -> OutboundReport {
         self.granted
             .as_ref()
-            .map_or_else(|| self.denied.tally.report(), |hooks| hooks.tally.report())
+            .map_or_else(OutboundReport::default, |hooks| hooks.tally.report())
     }
 }
 
@@ -223,25 +249,55 @@ impl WasiHttpHooks for CallHooks {
         options: Option<RequestOptions>,
         _guest_io: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Pending {
-        match self.admit(request, options.as_ref()) {
-            Ok(exchange) => match self.outbound.fixtures.clone() {
-                Some(fixtures) => {
-                    Box::new(fixtures.answer(exchange.request, exchange.request_limit))
+        let slot = self
+            .recording
+            .start(request.method(), request.uri().to_string());
+        let sent: Pending = match self.admit(request, options.as_ref()) {
+            Ok(mut exchange) => {
+                if let Some(slot) = &slot {
+                    exchange.request = slot.request(exchange.request);
                 }
-                // On the network runtime's threads, the exchange still logs
-                // within the call's span, to the call's subscriber.
-                None => Box::new(
-                    self.client
-                        .clone()
-                        .send(exchange)
-                        .in_current_span()
-                        .with_current_subscriber(),
-                ),
-            },
+                match &self.answers {
+                    Answers::Fixtures(fixtures) => Box::new(fixtures.clone().answer(
+                        exchange.request,
+                        exchange.request_limit,
+                        None,
+                    )),
+                    Answers::Served(served) => Box::new(served.clone().answer(
+                        exchange.request,
+                        exchange.request_limit,
+                        Some(Arc::clone(&self.tally)),
+                    )),
+                    // On the network runtime's threads, the exchange still
+                    // logs within the call's span, to the call's subscriber.
+                    Answers::Network(client) => Box::new(
+                        client
+                            .clone()
+                            .send(exchange)
+                            .in_current_span()
+                            .with_current_subscriber(),
+                    ),
+                }
+            }
             Err(Rejected::Invalid) => Box::new(ready(Err(Error::HttpRequestUriInvalid))),
             Err(Rejected::Refused(refusal, origin)) => {
                 Box::new(ready(Err(self.refuse(refusal, origin.as_ref()))))
             }
+        };
+        match slot {
+            Some(slot) => Box::new(recorded(slot, sent)),
+            None => sent,
+        }
+    }
+}
+
+/// `sent`, its answer recorded in `slot`.
+async fn recorded(slot: Slot, sent: Pending) -> Result<Sent, Error> {
+    match Box::into_pin(sent).await {
+        Ok((response, done)) => Ok((slot.response(response), done)),
+        Err(error) => {
+            slot.failed(&error);
+            Err(error)
         }
     }
 }

@@ -38,6 +38,7 @@ mod client;
 pub mod grant;
 mod hooks;
 pub mod origin;
+pub mod record;
 pub mod redact;
 mod replay;
 mod timeouts;
@@ -50,8 +51,9 @@ use http::{HeaderName, HeaderValue};
 
 pub use client::{Client, ClientConfig};
 pub use grant::{Credential, Grant};
-pub(crate) use hooks::{CallHttp, add_to_linker};
+pub(crate) use hooks::{CallHttp, Caller, add_to_linker};
 pub use origin::{Origin, OriginPattern};
+pub use record::Recorded;
 pub use redact::{RedactError, Redactor};
 pub use replay::{Fixtures, grant_for};
 
@@ -227,7 +229,8 @@ pub enum Refusal {
     /// The policy has `concurrency` requests in flight.
     Concurrency,
     /// The call is a candidate's shadow call, which must have no side
-    /// effect: no request leaves the host.
+    /// effect: no request leaves the host, and one the serving call did
+    /// not make the same way has no answer to replay.
     Shadow,
 }
 

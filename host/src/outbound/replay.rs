@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt as _, Full};
-use policyhost_sdk::http::{Exchange, Method, Replay};
+use policyhost_sdk::http::{Exchange, Replay};
 use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::body::Bounded;
@@ -17,6 +17,8 @@ use super::client::Sent;
 use super::grant::Grant;
 use super::origin::OriginPattern;
 use super::origin::PatternError;
+use super::record::method_of;
+use super::{Refusal, Tally};
 
 /// The exchanges the next calls are answered from. Cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -42,13 +44,15 @@ impl Fixtures {
         self.with(|replay| replay.finish())
     }
 
-    /// The answer to one admitted request.
+    /// The answer to one admitted request; one not in the fixtures is
+    /// denied, and counted as a shadow's refusal in `shadow`'s tally.
     pub(crate) async fn answer(
         self,
         request: Request<WasiBody>,
         limit: u64,
+        shadow: Option<Arc<Tally>>,
     ) -> Result<Sent, Error> {
-        let method = method(request.method()).ok_or(Error::HttpRequestMethodInvalid)?;
+        let method = method_of(request.method()).ok_or(Error::HttpRequestMethodInvalid)?;
         let url = request.uri().to_string();
         let far = tokio::time::Instant::now() + std::time::Duration::from_secs(3600);
         let body = Bounded::request(request.into_body(), limit, far)
@@ -61,7 +65,10 @@ impl Fixtures {
                 error_named(&code)
             }
             unexpected => {
-                tracing::warn!(target: "policyhost::outbound", %unexpected, "request not in the fixtures");
+                match &shadow {
+                    Some(tally) => tally.refused(Refusal::Shadow),
+                    None => tracing::warn!(target: "policyhost::outbound", %unexpected, "request not in the fixtures"),
+                }
                 Error::HttpRequestDenied
             }
         })?;
@@ -111,18 +118,6 @@ fn origin_of(url: &str) -> Result<OriginPattern, PatternError> {
         .and_then(|start| url[start..].find(['/', '?']).map(|end| start + end))
         .unwrap_or(url.len());
     OriginPattern::parse(&url[..cut])
-}
-
-fn method(method: &http::Method) -> Option<Method> {
-    Some(match *method {
-        http::Method::GET => Method::Get,
-        http::Method::HEAD => Method::Head,
-        http::Method::POST => Method::Post,
-        http::Method::PUT => Method::Put,
-        http::Method::PATCH => Method::Patch,
-        http::Method::DELETE => Method::Delete,
-        _ => return None,
-    })
 }
 
 /// The `wasi:http` error of a fixture's `error` (its case in

@@ -18,7 +18,7 @@ use super::logs::{GuestLog, whole_lines};
 use super::output::{self, Cleaned, Reconciled};
 use super::store::StoreState;
 use super::wasi::{self, Capture};
-use crate::outbound::{CallHttp, Client, OutboundReport};
+use crate::outbound::{CallHttp, Caller, Client, OutboundReport, Recorded};
 
 /// The inputs of one call: the DataJob, its children, the context.
 #[derive(Debug, Clone)]
@@ -39,6 +39,8 @@ pub struct Outcome<T> {
     pub result: Result<T>,
     /// Fuel, time and memory used.
     pub report: CallReport,
+    /// The outbound requests it made, and their answers.
+    pub requests: Vec<Recorded>,
 }
 
 /// What one call cost.
@@ -81,12 +83,14 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 
 /// Whether a call's requests may leave the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Network {
+pub enum Network<'a> {
     /// As the policy's grant allows (none without one).
     Granted,
     /// Never: a candidate's shadow call, which must have no side effect.
-    /// Its requests are refused and counted ([`crate::outbound::Refusal::Shadow`]).
-    Refused,
+    /// A request the serving call made the same way (its record) gets the
+    /// same answer; any other is refused and counted
+    /// ([`crate::outbound::Refusal::Shadow`]).
+    Offline(&'a [Recorded]),
 }
 
 /// Calls `reconcile` on the current thread and checks its result.
@@ -94,7 +98,7 @@ pub(crate) fn reconcile(
     (engine, client): (&Engine, &Client),
     policy: &Policy,
     input: &Input,
-    network: Network,
+    network: Network<'_>,
 ) -> Outcome<Reconciled> {
     run(
         (engine, client, network),
@@ -119,7 +123,7 @@ pub(crate) fn cleanup(
     (engine, client): (&Engine, &Client),
     policy: &Policy,
     input: &Input,
-    network: Network,
+    network: Network<'_>,
 ) -> Outcome<Cleaned> {
     run(
         (engine, client, network),
@@ -169,7 +173,7 @@ type Answer<T> = wasmtime::Result<std::result::Result<T, WitPolicyError>>;
 
 /// Runs one call on the current thread (a pool thread, or a CLI).
 fn run<T, U>(
-    (engine, client, network): (&Engine, &Client, Network),
+    (engine, client, network): (&Engine, &Client, Network<'_>),
     policy: &Policy,
     input: &Input,
     entry: &'static str,
@@ -196,25 +200,26 @@ fn run<T, U>(
     let timeout = policy.limits.timeout;
     let until = started + timeout;
     let mut clock = VirtualClock::new(ctx.now_unix_ms, timeout);
+    let caller = || Caller {
+        policy: policy.name.clone(),
+        job: job.clone(),
+    };
     let http = match (&policy.outbound, network) {
         (None, _) => CallHttp::none(),
-        (Some(_), Network::Refused) => {
-            // Its requests are refused at once, but the refusal reaches the
-            // guest through a task of wasi:http's: a wait on it must be
-            // real (and short), else it would read as never ready.
+        (Some(outbound), network) => {
+            // Even a shadow's answers reach the guest through a task of
+            // wasi:http's: a wait on it must be real (and short), else it
+            // would read as never ready.
             clock = clock.with_real_waits(until);
-            CallHttp::shadow()
-        }
-        (Some(outbound), Network::Granted) => {
-            clock = clock.with_real_waits(until);
-            let network = started + outbound.grant().network_budget(timeout);
-            CallHttp::granted(
-                Arc::clone(outbound),
-                client.clone(),
-                network,
-                policy.name.clone(),
-                job.clone(),
-            )
+            let deadline = started + outbound.grant().network_budget(timeout);
+            match network {
+                Network::Granted => {
+                    CallHttp::granted(Arc::clone(outbound), client.clone(), deadline, caller())
+                }
+                Network::Offline(served) => {
+                    CallHttp::shadow(Arc::clone(outbound), served, deadline, caller())
+                }
+            }
         }
     };
     let state = StoreState {
@@ -250,6 +255,7 @@ fn run<T, U>(
     let fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     let memory = store.data().limiter.account();
     let outbound = store.data().http.report();
+    let requests = store.data().http.recorded();
     let mut log = store.into_data().log;
     let (out, out_dropped) = stdout.take();
     let (err, err_dropped) = stderr.take();
@@ -285,7 +291,11 @@ fn run<T, U>(
     if let Err(error) = &result {
         tracing::debug!(reason = error.reason(), %error, fuel_consumed, "policy call failed");
     }
-    Outcome { result, report }
+    Outcome {
+        result,
+        report,
+        requests,
+    }
 }
 
 enum Failure {

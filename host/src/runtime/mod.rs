@@ -71,7 +71,7 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 
 use crate::fair::{Gate, Share, Tenant};
-use crate::outbound::{Client, ClientConfig};
+use crate::outbound::{Client, ClientConfig, Recorded};
 
 pub use bindings::{
     Child, ChildPhase, CleanupResult, Condition, Context, DataJob, DesiredChild, Event, KeyValue,
@@ -304,15 +304,25 @@ impl Runtime {
     }
 
     /// Calls `reconcile` on the current thread, no request leaving the
-    /// host: what a candidate's shadow call does, and a replay of recorded
-    /// calls.
-    pub fn reconcile_offline(&self, policy: &Policy, input: &Input) -> Outcome<Reconciled> {
-        call::reconcile(self.parts(), policy, input, Network::Refused)
+    /// host: what a candidate's shadow call does (beside the serving call
+    /// whose requests were `served`), and a replay of recorded calls.
+    pub fn reconcile_offline(
+        &self,
+        policy: &Policy,
+        input: &Input,
+        served: &[Recorded],
+    ) -> Outcome<Reconciled> {
+        call::reconcile(self.parts(), policy, input, Network::Offline(served))
     }
 
     /// Calls `cleanup` on the current thread, no request leaving the host.
-    pub fn cleanup_offline(&self, policy: &Policy, input: &Input) -> Outcome<Cleaned> {
-        call::cleanup(self.parts(), policy, input, Network::Refused)
+    pub fn cleanup_offline(
+        &self,
+        policy: &Policy,
+        input: &Input,
+        served: &[Recorded],
+    ) -> Outcome<Cleaned> {
+        call::cleanup(self.parts(), policy, input, Network::Offline(served))
     }
 
     fn parts(&self) -> (&engine::Engine, &Client) {
@@ -338,7 +348,8 @@ impl Runtime {
         spare: Spare,
         policy: Arc<Policy>,
         input: Input,
-        call: fn(&Self, &Policy, &Input) -> Outcome<T>,
+        served: Vec<Recorded>,
+        call: fn(&Self, &Policy, &Input, &[Recorded]) -> Outcome<T>,
     ) -> Outcome<T> {
         let this = self.clone();
         let timeout = policy.limits.timeout;
@@ -346,7 +357,7 @@ impl Runtime {
             .inner
             .pool
             .run(Some(self.bound(timeout)), move || {
-                call(&this, &policy, &input)
+                call(&this, &policy, &input, &served)
             })
             .await
             .unwrap_or_else(|error| failed_outcome(error, timeout));
@@ -456,6 +467,7 @@ fn failed_outcome<T>(error: pool::Error, timeout: Duration) -> Outcome<T> {
         pool::Error::Closed => Outcome {
             result: Err(pool_failed(error)),
             report: CallReport::default(),
+            requests: Vec::new(),
         },
         pool::Error::Overran { bound } => Outcome {
             result: Err(Error::DeadlineExceeded { timeout }),
@@ -464,6 +476,7 @@ fn failed_outcome<T>(error: pool::Error, timeout: Duration) -> Outcome<T> {
                 thread_replaced: true,
                 ..CallReport::default()
             },
+            requests: Vec::new(),
         },
     }
 }

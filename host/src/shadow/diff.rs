@@ -168,6 +168,22 @@ impl Answer {
         }
     }
 
+    /// The answer with `requests` (request lines) as its `outbound`: what
+    /// the call asked of the network is part of what it answered. A fault
+    /// stays a fault.
+    #[must_use]
+    pub fn with_outbound(self, requests: Vec<String>) -> Self {
+        match self {
+            Self::Result(mut value) => {
+                if let Value::Object(fields) = &mut value {
+                    fields.insert("outbound".into(), Value::from(requests));
+                }
+                Self::Result(value)
+            }
+            fault @ Self::Fault { .. } => fault,
+        }
+    }
+
     /// The answer as it is compared ([`view`]): a fault is `{"fault": REASON}`.
     #[must_use]
     pub fn compared(&self) -> Value {

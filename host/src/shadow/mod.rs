@@ -38,9 +38,11 @@
 //!   deadline, which the host's maxima cap. It runs after the serving call,
 //!   off the reconcile's path; its only API requests are the dry runs,
 //!   which write nothing.
-//! - A shadow call has no side effect: outbound HTTP is refused
-//!   ([`crate::outbound::Refusal::Shadow`]), and the summary says how many
-//!   requests were.
+//! - A shadow call has no side effect: no outbound request leaves the
+//!   host. One the serving call made the same way is answered from the
+//!   serving call's record ([`crate::outbound::record`]); any other is
+//!   refused ([`crate::outbound::Refusal::Shadow`]), and the summary says
+//!   how many were. Both calls' requests are compared with the answers.
 //!
 //! # Caveats
 //! - The context is the serving call's except `policyDigest`, which is
@@ -71,6 +73,7 @@ use crate::cache::{ChildRecord, Children};
 use crate::crd::DataJob;
 use crate::fair::{self, Share, Tenant};
 use crate::metrics::Metrics;
+use crate::outbound::Recorded;
 use crate::policies::{Registry, Role, Version};
 use crate::runtime::{self, Digest, Input, Policy, Runtime, ValidChild};
 
@@ -341,6 +344,24 @@ impl Shadowed for runtime::Cleaned {
     }
 }
 
+/// The two answers, each with the outbound requests its call made (as
+/// `outbound`, a list of request lines), when either made any: a cleanup
+/// that would reach something else outside differs there.
+fn with_requests(
+    serving: Answer,
+    candidate: Answer,
+    served: Vec<String>,
+    asked: Vec<String>,
+) -> (Answer, Answer) {
+    if served.is_empty() && asked.is_empty() {
+        return (serving, candidate);
+    }
+    (
+        serving.with_outbound(served),
+        candidate.with_outbound(asked),
+    )
+}
+
 /// What happens beside one serving call: its record, and the candidate's
 /// shadow call.
 pub struct Beside {
@@ -358,7 +379,7 @@ impl Beside {
     /// API server as dry runs, for what `applying` holds.
     pub fn reconcile(
         self,
-        serving: &runtime::Result<runtime::Reconciled>,
+        serving: &runtime::Outcome<runtime::Reconciled>,
         applying: impl FnOnce() -> Applying,
     ) {
         self.call(
@@ -370,7 +391,7 @@ impl Beside {
     }
 
     /// Calls the candidate's `cleanup` beside the serving version's answer.
-    pub fn cleanup(self, serving: &runtime::Result<runtime::Cleaned>) {
+    pub fn cleanup(self, serving: &runtime::Outcome<runtime::Cleaned>) {
         self.call(
             "cleanup",
             serving,
@@ -386,8 +407,8 @@ impl Beside {
     fn call<T: Shadowed>(
         self,
         entry: &'static str,
-        serving: &runtime::Result<T>,
-        offline: fn(&Runtime, &Policy, &Input) -> runtime::Outcome<T>,
+        serving: &runtime::Outcome<T>,
+        offline: fn(&Runtime, &Policy, &Input, &[Recorded]) -> runtime::Outcome<T>,
         applying: Option<impl FnOnce() -> Applying>,
     ) {
         let Self {
@@ -410,7 +431,8 @@ impl Beside {
         if call.is_none() && shadow.recorder.is_none() {
             return;
         }
-        let serving: Result<T, Answer> = match serving {
+        let served = serving.requests.clone();
+        let serving: Result<T, Answer> = match &serving.result {
             Ok(value) => Ok(value.clone()),
             Err(error) => Err(Answer::of_error(error)),
         };
@@ -425,9 +447,17 @@ impl Beside {
             };
             let job = format!("{}/{}", input.job.namespace, input.job.name);
             let serving_digest = input.ctx.policy_digest.clone();
+            let redactor = candidate.redactor().clone();
+            let lines = |requests: &[Recorded]| -> Vec<String> {
+                requests
+                    .iter()
+                    .map(|r| redactor.redact(&r.line()).into_owned())
+                    .collect()
+            };
+            let served_lines = lines(&served);
             let outcome = shadow
                 .runtime
-                .shadow(spare, candidate, input, offline)
+                .shadow(spare, candidate, input, served, offline)
                 .await;
             let refused = u64::from(
                 outcome
@@ -435,7 +465,13 @@ impl Beside {
                     .outbound
                     .refused(crate::outbound::Refusal::Shadow),
             );
-            let verdict = compare(&serving, &Answer::of(&outcome.result));
+            let (serving, candidate) = with_requests(
+                serving,
+                Answer::of(&outcome.result),
+                served_lines,
+                lines(&outcome.requests),
+            );
+            let verdict = compare(&serving, &candidate);
             let checked = match (&verdict, &outcome.result, &applying) {
                 (Verdict::Differs(_), Ok(answer), Some(applying)) => {
                     shadow

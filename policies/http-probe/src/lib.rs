@@ -20,7 +20,10 @@
 //!
 //! Params: `{"requests": [{"method": "GET", "url": "...", "headers": {...},
 //! "body": "...", "timeoutsMs": {"connect", "firstByte", "betweenBytes"}}],
-//! "publish": false}`. Outputs: `{"results": [{"status", "headers", "body"}
+//! "cleanup": [...], "publish": false}`: `cleanup`, when set, lists the
+//! requests `cleanup` makes instead of `requests`. `{digest}` in a URL is
+//! the first 12 hex digits of the acting version's digest, so two versions
+//! of the probe ask for different paths. Outputs: `{"results": [{"status", "headers", "body"}
 //! | {"error", "refused"}], "sentHeaders": [...]}`; it logs each result at
 //! info. `cleanup` answers `done` once every request got a 2xx or 404.
 
@@ -47,6 +50,9 @@ pub struct Params {
     /// The requests, in order.
     #[serde(default)]
     pub requests: Vec<Planned>,
+    /// The requests `cleanup` makes, if not `requests`.
+    #[serde(default)]
+    pub cleanup: Option<Vec<Planned>>,
     /// Publish the first answer everywhere (see the crate's docs).
     #[serde(default)]
     pub publish: bool,
@@ -121,11 +127,13 @@ pub enum Seen {
     },
 }
 
-fn probe(params: &Params) -> (Vec<Seen>, Vec<Vec<(String, String)>>) {
+fn probe(planned: &[Planned], ctx: &Context) -> (Vec<Seen>, Vec<Vec<(String, String)>>) {
+    let digest = ctx.policy_digest.get(..12).unwrap_or_default();
     let mut seen = Vec::new();
     let mut sent = Vec::new();
-    for planned in &params.requests {
-        let mut request = Request::new(planned.method.clone(), &planned.url)
+    for planned in planned {
+        let url = planned.url.replace("{digest}", digest);
+        let mut request = Request::new(planned.method.clone(), &url)
             .body(planned.body.clone())
             .timeouts(planned.timeouts_ms.timeouts());
         for (name, value) in &planned.headers {
@@ -207,8 +215,8 @@ fn publish(job: &Job, results: &[Seen], outputs: &serde_json::Value) -> Result<R
 impl Policy for HttpProbe {
     type Params = Params;
 
-    fn reconcile(job: &Job, params: Params, _: &[Child], _: &Context) -> Result<Reconcile> {
-        let (results, sent_headers) = probe(&params);
+    fn reconcile(job: &Job, params: Params, _: &[Child], ctx: &Context) -> Result<Reconcile> {
+        let (results, sent_headers) = probe(&params.requests, ctx);
         let outputs = serde_json::json!({ "results": results, "sentHeaders": sent_headers });
         if params.publish {
             return publish(job, &results, &outputs);
@@ -220,7 +228,7 @@ impl Policy for HttpProbe {
 
     fn cleanup(job: &Job, _: &[Child], ctx: &Context) -> Result<Cleanup> {
         let params: Params = job.params()?;
-        let (results, _) = probe(&params);
+        let (results, _) = probe(params.cleanup.as_ref().unwrap_or(&params.requests), ctx);
         if params.publish && ctx.attempt <= 1 {
             let (_, headers) = first_answer(&results).unwrap_or_default();
             return Err(PolicyError::failed_with(format!(
