@@ -557,6 +557,41 @@ mod tests {
     }
 
     #[test]
+    fn a_child_declares_its_update_strategy_and_no_other_host_key() {
+        let declared = |annotations: Value| {
+            pod(
+                "w-0",
+                json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "w-0", "annotations": annotations}}),
+            )
+        };
+        let ok = check(vec![declared(
+            json!({"policyhost.dev/update-strategy": "OnDelete"}),
+        )])
+        .unwrap();
+        assert_eq!(ok.children[0].update, UpdateStrategy::OnDelete);
+        assert_eq!(
+            check(vec![good_pod("w-0")]).unwrap().children[0].update,
+            UpdateStrategy::InPlace
+        );
+        let (location, rule) = rule_of(
+            check(vec![declared(
+                json!({"policyhost.dev/update-strategy": "Rolling"}),
+            )])
+            .unwrap_err(),
+        );
+        assert_eq!(location, "children[0] (Pod w-0)");
+        assert!(rule.contains("\"Rolling\", not one of InPlace"), "{rule}");
+        let (_, rule) = rule_of(
+            check(vec![declared(
+                json!({"policyhost.dev/update-strategies": "x"}),
+            )])
+            .unwrap_err(),
+        );
+        assert!(rule.contains("keys are the host's"), "{rule}");
+    }
+
+    #[test]
     fn a_kind_outside_the_allow_list_is_refused() {
         let child = DesiredChild {
             api_version: "rbac.authorization.k8s.io/v1".into(),
