@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
 use crate::common::process::{policyhost, text};
-use crate::common::publishing::{policy_map, push, push_candidate, push_map, wait_event};
+use crate::common::publishing::{dry_runs, policy_map, push, push_candidate, push_map, wait_event};
 use crate::common::variants::version;
 use crate::common::{for_every_namespace, guest, guest_bytes};
 use policyhost::vocabulary::POLICY_LABEL;
@@ -417,15 +417,7 @@ async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_
         !refusal.contains("Status {"),
         "one line, no debug dump: {refusal}"
     );
-    let refused = env
-        .operator()
-        .metrics
-        .shadow_dry_runs_total
-        .get_or_create(&PolicyResult {
-            policy: "fanout".into(),
-            result: "refused".into(),
-        })
-        .get();
+    let refused = dry_runs(&env, "fanout", "refused");
     assert!(refused >= 1, "the metric counts it");
 
     // The dry runs wrote nothing: the Pod is the same object, with the

@@ -17,7 +17,7 @@ use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
 use crate::common::for_every_namespace;
 use crate::common::guest_bytes;
 use crate::common::process::text;
-use crate::common::publishing::{policy_command, push, push_candidate};
+use crate::common::publishing::{dry_runs, policy_command, push, push_candidate};
 
 /// The label `fanout-next` renames the workers' container for.
 const RENAME_LABEL: &str = "policyhost.dev/test-rename";
@@ -68,9 +68,10 @@ fn pod_phase(pod: &Pod) -> Option<&str> {
     pod.status.as_ref().and_then(|s| s.phase.as_deref())
 }
 
-/// Publishes `fanout-next` as the candidate and promotes it, with no
-/// `--force`: none of these strategies leaves a refusal to examine.
-async fn promote_the_rename(env: &Env) -> String {
+/// Publishes `fanout-next` as the candidate, has it shadow each of
+/// `jobs` (whose Pods exist: its dry runs are updates), and promotes it
+/// with no `--force`: none of these strategies leaves a refusal.
+async fn promote_the_rename(env: &Env, jobs: &[&str]) -> String {
     let candidate = push_candidate(
         env,
         "fanout",
@@ -80,6 +81,33 @@ async fn promote_the_rename(env: &Env) -> String {
     .await
     .loaded_digest
     .expect("the candidate loads");
+    let differs = || {
+        env.operator()
+            .metrics
+            .shadow_calls_total
+            .get_or_create(&PolicyResult {
+                policy: "fanout".into(),
+                result: "differs".into(),
+            })
+            .get()
+    };
+    let before = differs();
+    for job in jobs {
+        let poke = json!({"metadata": {"annotations": {"test.policyhost.dev/poke": "1"}}});
+        env.jobs()
+            .patch(job, &PatchParams::default(), &Patch::Merge(poke))
+            .await
+            .expect("annotate the DataJob");
+    }
+    eventually("a differing shadow call for each DataJob", || async {
+        (differs() >= before + jobs.len() as u64).then_some(())
+    })
+    .await;
+    assert_eq!(
+        dry_runs(env, "fanout", "refused"),
+        0,
+        "a child kept or recreated is never refused"
+    );
     let promoted = policy_command(env, &["promote", "fanout"]);
     assert!(promoted.status.success(), "{}", text(&promoted));
     candidate
@@ -110,7 +138,7 @@ async fn on_delete_keeps_finished_pods_as_they_ran_and_new_datajobs_get_the_new_
     .await;
     assert_eq!(containers(&before), ["worker"]);
 
-    let candidate = promote_the_rename(&env).await;
+    let candidate = promote_the_rename(&env, &["kept"]).await;
     answered_by(&env, "kept", &candidate, "1 kept in their earlier form").await;
     let after = env
         .pods()
@@ -124,20 +152,20 @@ async fn on_delete_keeps_finished_pods_as_they_ran_and_new_datajobs_get_the_new_
         "not written"
     );
     assert_eq!(containers(&after), ["worker"], "its record as it ran");
-    let refused = env
-        .operator()
-        .metrics
-        .shadow_dry_runs_total
-        .get_or_create(&PolicyResult {
-            policy: "fanout".into(),
-            result: "refused".into(),
-        })
-        .get();
-    assert_eq!(refused, 0, "a child kept as it is is never refused");
 
     create(&env, "fresh", "OnDelete", false).await;
     let fresh = worker_when(&env, "fresh", "created", |_| true).await;
     assert_eq!(containers(&fresh), ["main"], "a new DataJob, the new form");
+
+    // Once someone deletes the kept Pod, the next one has the new form.
+    env.pods()
+        .delete("kept-worker-0", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete the kept Pod");
+    worker_when(&env, "kept", "created again with the new name", |pod| {
+        pod.uid() != before.uid() && containers(pod) == ["main"]
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +188,7 @@ async fn recreate_replaces_a_running_pod_keeps_a_finished_one_and_recreate_alway
     })
     .await;
 
-    let candidate = promote_the_rename(&env).await;
+    let candidate = promote_the_rename(&env, &["running", "finished", "always"]).await;
     for (job, before) in [("running", &running), ("always", &always)] {
         let after = worker_when(&env, job, "created anew with the new name", |pod| {
             pod.uid() != before.uid() && containers(pod) == ["main"]

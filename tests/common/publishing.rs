@@ -139,3 +139,16 @@ pub async fn wait_event(env: &Env, name: &str, reason: &str, text: &str) -> Even
     )
     .await
 }
+
+/// The operator's count of `policy`'s shadow dry runs that came to `result`
+/// (`accepted`, `refused`, `unchecked`).
+pub fn dry_runs(env: &Env, policy: &str, result: &str) -> u64 {
+    env.operator()
+        .metrics
+        .shadow_dry_runs_total
+        .get_or_create(&policyhost::metrics::PolicyResult {
+            policy: policy.to_owned(),
+            result: result.to_owned(),
+        })
+        .get()
+}
