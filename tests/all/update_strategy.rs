@@ -9,6 +9,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Patch, PatchParams};
+use policyhost::crd::{DataJob, DataJobSpec};
 use policyhost::metrics::PolicyResult;
 use policyhost::vocabulary::UPDATE_STRATEGY_ANNOTATION;
 use serde_json::json;
@@ -31,18 +32,22 @@ async fn create(env: &Env, name: &str, strategy: &str, running: bool) {
     if running {
         annotations[RUN_SECONDS] = json!("-1");
     }
-    env.create_job(
+    let params = json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"],
+        "podAnnotations": annotations});
+    // Labelled from its creation: its first pass already renames.
+    let mut job = DataJob::new(
         name,
-        "fanout",
-        json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"],
-            "podAnnotations": annotations}),
-    )
-    .await;
-    let label = json!({"metadata": {"labels": { RENAME_LABEL: "yes" }}});
+        DataJobSpec {
+            policy: "fanout".into(),
+            params: params.as_object().cloned().unwrap_or_default(),
+            ..DataJobSpec::default()
+        },
+    );
+    job.metadata.labels = Some([(RENAME_LABEL.to_owned(), "yes".to_owned())].into());
     env.jobs()
-        .patch(name, &PatchParams::default(), &Patch::Merge(label))
+        .create(&kube::api::PostParams::default(), &job)
         .await
-        .expect("label the DataJob");
+        .expect("create the DataJob");
 }
 
 /// The worker Pod of DataJob `job` once `done` holds for it.
