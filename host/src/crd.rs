@@ -40,6 +40,23 @@ pub struct DataJobSpec {
     pub cleanup: Option<CleanupSpec>,
 }
 
+impl DataJob {
+    /// A DataJob `namespace/name` of `policy`, with no params: what a tool
+    /// or a test starts from.
+    #[must_use]
+    pub fn of_policy(namespace: &str, name: &str, policy: &str) -> Self {
+        let mut job = Self::new(
+            name,
+            DataJobSpec {
+                policy: policy.to_owned(),
+                ..DataJobSpec::default()
+            },
+        );
+        job.metadata.namespace = Some(namespace.to_owned());
+        job
+    }
+}
+
 /// How hard the host tries to clean up before it reports `CleanupBlocked`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -84,6 +101,47 @@ pub struct DataJobStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_free_form_object")]
     pub outputs: Option<Map<String, Value>>,
+    /// The last decisions of its policy, oldest first (`policyhost explain`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Decision>,
+}
+
+/// One serving call and what the host did with its answer. Digests and
+/// names only: no body, header or query string of any request, so nothing
+/// the host injected (a grant's credentials) and nothing a service answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// When the call was made.
+    pub at: Time,
+    /// `reconcile` or `cleanup`.
+    pub call: String,
+    /// The digest (`sha256:…`) of the version that answered.
+    pub version: String,
+    /// The digest of the input: the DataJob as the policy saw it and its
+    /// children, not the clock or the attempt.
+    pub input: String,
+    /// The digest of the answer; none when the call faulted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// What the pass came to: the `Ready` reason (`Reconciled`,
+    /// `ApplyFailed`, …), the cleanup's (`Done`, `RetryAfter`) or the fault.
+    pub outcome: String,
+    /// The writes to children, one line each (`created Pod hello-1`,
+    /// `refused: …` for the one the API server refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<String>,
+    /// The reasons of the Events published.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
+    /// The outbound requests: method, origin and path, and the answer's
+    /// status or error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbound: Vec<String>,
+    /// Fuel the call used.
+    pub fuel: u64,
+    /// Its wall-clock time, in microseconds.
+    pub micros: u64,
 }
 
 /// Which policy version acted.

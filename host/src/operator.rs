@@ -107,6 +107,8 @@ pub struct Options {
     /// `policy test --replay` (off by default: see [`crate::shadow::record`]
     /// for who may read them).
     pub record_calls: Option<shadow::record::Config>,
+    /// Decisions kept per DataJob (`status.decisions`); 0 keeps none.
+    pub decision_history: usize,
     /// Retry pacing of failed reconciles.
     pub backoff: Backoff,
     /// The policy runtime.
@@ -215,6 +217,7 @@ impl Default for Options {
             streaming_lists: StreamingLists::Auto,
             child_settle: Duration::from_secs(1),
             record_calls: None,
+            decision_history: controller::DEFAULT_DECISIONS,
             backoff: Backoff::default(),
             runtime: RuntimeConfig::default(),
             cleanup: Budget::default(),
@@ -365,6 +368,7 @@ impl Operator {
                 children: options.children,
                 policy_namespace: options.policy_namespace.clone(),
                 record_calls: options.record_calls.clone(),
+                decision_history: options.decision_history,
             },
         );
         Ok(Self {

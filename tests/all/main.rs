@@ -12,6 +12,7 @@ mod cli;
 mod compilation;
 mod delivery;
 mod deploy;
+mod explain;
 mod fairness;
 mod finalizer;
 mod fuzz_corpus;

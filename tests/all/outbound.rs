@@ -562,6 +562,7 @@ mod operator {
 
     use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
     use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+    use policyhost::crd::DataJob;
     use policyhost::policies::Role;
     use policyhost::policies::configmap::{self, Compression};
     use policyhost::policies::tenancy::Tenancy;
@@ -1136,6 +1137,29 @@ mod operator {
             .and_then(|c| c.last_error.clone())
             .unwrap_or_default();
         assert!(cleanup.contains("back: [redacted]"), "{cleanup}");
+        // The decision record names each request by method, origin and path
+        // and holds neither the header the host injected nor the answer.
+        let outbound = |job: &DataJob, call: &str| -> Vec<String> {
+            let decisions = job.status.as_ref().map(|s| s.decisions.clone());
+            let decisions = decisions.unwrap_or_default();
+            let called = decisions.iter().filter(|d| d.call == call);
+            called.flat_map(|d| d.outbound.clone()).collect()
+        };
+        let echo = format!("GET {origin}/echo 200");
+        assert!(
+            outbound(&running, "reconcile").contains(&echo),
+            "{running:?}"
+        );
+        let cleaned = outbound(&failed, "cleanup");
+        assert!(!cleaned.is_empty(), "the cleanup's requests: {failed:?}");
+        for (what, text) in [("reconcile", text(&running)), ("cleanup", text(&failed))] {
+            let decisions = &text[text.find("\"decisions\"").expect("decisions")..];
+            assert!(!decisions.contains("authorization"), "{what}: {decisions}");
+            assert!(
+                !decisions.contains("redacted"),
+                "{what}: no answer is kept: {decisions}"
+            );
+        }
         assert!(
             events
                 .iter()

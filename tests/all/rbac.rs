@@ -788,6 +788,18 @@ async fn teams_publish_as_the_real_authorizer_decides(env: &Env, objects: &[Valu
             "team A on team B's candidate, history, pins and rollout: {stderr}"
         );
     }
+    // Another team's DataJobs, and so their decisions, are not its to read.
+    let out = std::process::Command::new(policyhost_bin())
+        .args(["explain", "team-b/nightly", "--kubeconfig"])
+        .arg(&team_a)
+        .env("POLICYHOST_LOG", "warn")
+        .output()
+        .expect("run policyhost explain");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("forbidden"),
+        "team A explaining team B's DataJob: {stderr}"
+    );
     // Its own promote is authorized: it promotes, or says the candidate is
     // not in service (an operator of another test on this cluster may have
     // loaded it, or none did).

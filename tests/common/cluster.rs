@@ -174,6 +174,8 @@ pub struct OperatorSetup {
     pub teams: policyhost::fair::Teams,
     /// Revisions kept per policy (`--policy-history`).
     pub policy_history: usize,
+    /// Decisions kept per DataJob (`--decision-history`).
+    pub decision_history: usize,
 }
 
 impl OperatorSetup {
@@ -201,6 +203,7 @@ impl OperatorSetup {
             registries: policyhost::operator::Registries::default(),
             teams: policyhost::fair::Teams::default(),
             policy_history: policyhost::policies::revisions::DEFAULT_KEEP,
+            decision_history: policyhost::controller::DEFAULT_DECISIONS,
         }
     }
 
@@ -303,6 +306,7 @@ impl Env {
             record_calls: setup.record_calls.clone(),
             registries: setup.registries.clone(),
             policy_history: setup.policy_history,
+            decision_history: setup.decision_history,
             ..defaults
         };
         let api = setup.api.clone().unwrap_or_else(|| self.config.clone());

@@ -298,6 +298,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "asks::",
         "binary::",
         "delivery::",
+        "explain::",
         "deploy::",
         "fairness::",
         "finalizer::",

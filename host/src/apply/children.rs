@@ -25,6 +25,7 @@
 //! created anew once it is gone, or left as it is until it is gone.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -209,18 +210,13 @@ fn describe(conflicts: &[Conflict]) -> String {
 /// What one apply pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
-    /// Children created or changed.
-    pub applied: u32,
+    /// The writes to children, in the order they were made.
+    pub writes: Vec<Written>,
     /// Children already as desired.
     pub unchanged: u32,
-    /// Children deleted because they are no longer desired.
-    pub pruned: u32,
     /// Desired children that exist but are being deleted (kind and name):
     /// not as the policy asked until they are gone and created again.
     pub terminating: Vec<(String, String)>,
-    /// Children deleted this pass to be created anew in their new form
-    /// (also among `terminating`).
-    pub recreated: u32,
     /// Children that differ from the manifest and keep their earlier form:
     /// `OnDelete`, or a finished Pod a `Recreate` could not change in place.
     pub held: u32,
@@ -230,7 +226,51 @@ impl Summary {
     /// Whether the pass wrote anything to the children.
     #[must_use]
     pub fn wrote(&self) -> bool {
-        self.applied + self.pruned + self.recreated > 0
+        !self.writes.is_empty()
+    }
+
+    fn wrote_to(&mut self, verb: Verb, child: &ValidChild) {
+        self.writes.push(Written {
+            verb,
+            kind: child.kind.clone(),
+            name: child.name.clone(),
+        });
+    }
+}
+
+/// One write the API server took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// What was done.
+    pub verb: Verb,
+    /// The child's kind.
+    pub kind: String,
+    /// The child's name.
+    pub name: String,
+}
+
+/// What a write did to a child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// Created.
+    Created,
+    /// Changed by server-side apply.
+    Applied,
+    /// Deleted, to be created in its new form.
+    Recreated,
+    /// Deleted: no longer desired.
+    Pruned,
+}
+
+impl fmt::Display for Written {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verb = match self.verb {
+            Verb::Created => "created",
+            Verb::Applied => "applied",
+            Verb::Recreated => "deleted to recreate",
+            Verb::Pruned => "pruned",
+        };
+        write!(f, "{verb} {} {}", self.kind, self.name)
     }
 }
 
@@ -284,11 +324,11 @@ pub async fn reconcile_children(
     job: &DataJob,
     desired: &[ValidChild],
     current: &[Arc<ChildRecord>],
-) -> Result<Summary> {
+    summary: &mut Summary,
+) -> Result<()> {
     let namespace = job.namespace().unwrap_or_default();
     let uid = job.uid().unwrap_or_default();
     let plan = plan(caches, instance, job, desired, current)?;
-    let mut summary = Summary::default();
     let mut conflicts = Vec::new();
     let mut updates = Vec::new();
     let mut recreations = Vec::new();
@@ -307,7 +347,7 @@ pub async fn reconcile_children(
             }
             Step::Recreate(target) => recreations.push((planned, target)),
             Step::Create => match create(&api(planned.resource), &planned, &uid).await? {
-                Created::New => summary.applied += 1,
+                Created::New => summary.wrote_to(Verb::Created, planned.child),
                 Created::Ours(target) => updates.push((planned, target)),
                 Created::Taken(holder) => conflicts.push(Conflict {
                     kind: planned.child.kind.clone(),
@@ -324,7 +364,7 @@ pub async fn reconcile_children(
     for (planned, target) in updates {
         let api = api(planned.resource);
         match update(&api, &planned, &target).await {
-            Ok(()) => summary.applied += 1,
+            Ok(()) => summary.wrote_to(Verb::Applied, planned.child),
             Err(error)
                 if planned.child.update == UpdateStrategy::Recreate
                     && error.is_immutable_change() =>
@@ -341,13 +381,12 @@ pub async fn reconcile_children(
     for (planned, target) in recreations {
         recreate(&api(planned.resource), &planned, &target).await?;
         let child = planned.child;
-        summary.recreated += 1;
+        summary.wrote_to(Verb::Recreated, child);
         summary
             .terminating
             .push((child.kind.clone(), child.name.clone()));
     }
-    summary.pruned = prune(client, caches, &namespace, desired, current).await?;
-    Ok(summary)
+    prune(client, caches, &namespace, desired, current, summary).await
 }
 
 /// Decides each desired child's step from the cache alone, and refuses the
@@ -585,19 +624,19 @@ fn is_finished_pod(record: &ChildRecord) -> bool {
 }
 
 /// Deletes the controlled children that are not desired, each with a UID
-/// precondition; returns how many.
+/// precondition.
 async fn prune(
     client: &Client,
     caches: &dyn Children,
     namespace: &str,
     desired: &[ValidChild],
     current: &[Arc<ChildRecord>],
-) -> Result<u32> {
+    summary: &mut Summary,
+) -> Result<()> {
     let wanted: HashSet<(&str, &str)> = desired
         .iter()
         .map(|c| (c.kind.as_str(), c.name.as_str()))
         .collect();
-    let mut pruned = 0;
     for record in current {
         let child = &record.child;
         if child.deleting || wanted.contains(&(child.kind.as_str(), child.name.as_str())) {
@@ -615,9 +654,13 @@ async fn prune(
                 source,
             })?;
         debug!(kind = %child.kind, name = %child.name, "child pruned");
-        pruned += 1;
+        summary.writes.push(Written {
+            verb: Verb::Pruned,
+            kind: child.kind.clone(),
+            name: child.name.clone(),
+        });
     }
-    Ok(pruned)
+    Ok(())
 }
 
 /// The manifest to apply, with the host's placement, and its hash.

@@ -123,6 +123,7 @@ pub fn build(
         children: Some(count(children)),
         cleanup: current.cleanup,
         outputs: update.outputs.or(current.outputs),
+        decisions: current.decisions,
     }
 }
 
@@ -235,7 +236,8 @@ pub fn refused(error: &kube::Error) -> bool {
 /// What to write when the server refused `status`: only what the host
 /// owns, which is small and always accepted — phase, generation, policy
 /// version, child counts, the cleanup record (so a Terminating DataJob keeps
-/// its attempts and backoff) and the finalizer's conditions — with
+/// its attempts and backoff), the bounded decision record and the
+/// finalizer's conditions — with
 /// `Ready=False` [`STATUS_REJECTED`] quoting the refusal. The policy's
 /// message, conditions and outputs are dropped.
 #[must_use]
@@ -286,6 +288,7 @@ pub fn fallback(status: DataJobStatus, error: &kube::Error) -> DataJobStatus {
         children: status.children,
         cleanup: status.cleanup,
         outputs: None,
+        decisions: status.decisions,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Where a command that talks to the cluster finds it: the kubeconfig and
 //! the host's policy namespace.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -21,14 +21,18 @@ pub(crate) struct ClusterArgs {
 impl ClusterArgs {
     /// A client of the cluster and the policy namespace.
     pub(crate) async fn connect(&self) -> anyhow::Result<(Client, String)> {
-        let config = policyhost::operator::client_config(self.kubeconfig.as_deref()).await?;
-        let namespace = self
-            .namespace
-            .clone()
-            .unwrap_or_else(|| config.default_namespace.clone());
-        let client = Client::try_from(config).context("cannot build the Kubernetes client")?;
-        Ok((client, namespace))
+        let (client, namespace) = connect(self.kubeconfig.as_deref()).await?;
+        Ok((client, self.namespace.clone().unwrap_or(namespace)))
     }
+}
+
+/// A client from `kubeconfig` (found as kubectl finds one without it), and
+/// the namespace its context names.
+pub(crate) async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<(Client, String)> {
+    let config = policyhost::operator::client_config(kubeconfig).await?;
+    let namespace = config.default_namespace.clone();
+    let client = Client::try_from(config).context("cannot build the Kubernetes client")?;
+    Ok((client, namespace))
 }
 
 /// Runs one command's async body on a runtime of its own.

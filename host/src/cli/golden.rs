@@ -45,6 +45,11 @@ pub(crate) struct TestArgs {
     /// `policy diff` shows a candidate's. No request leaves the machine.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["cases", "bless"])]
     replay: Option<PathBuf>,
+    /// With `--replay`, only the recorded calls whose input has this digest
+    /// (`sha256:…`, or its first digits, as `policyhost explain` shows a
+    /// decision's input).
+    #[arg(long, value_name = "DIGEST", requires = "replay")]
+    input: Option<String>,
     /// Rewrite the `expected` of every case whose result differs with the
     /// component's result, instead of failing (as `POLICYHOST_BLESS=1 cargo
     /// test` does natively); review the diff before committing it.
@@ -58,7 +63,8 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     let bytes = args.component.read(&args.registry)?;
     let name = args.component.name();
     if let Some(recorded) = &args.replay {
-        return super::replay::run(&bytes, &args.component, recorded, &args.limits);
+        let input = args.input.as_deref();
+        return super::replay::run(&bytes, &args.component, recorded, input, &args.limits);
     }
     let files = case_files(&args.cases)?;
     let runtime = super::runtime(1)?;

@@ -15,6 +15,7 @@ mod dev;
 mod dev_rollout;
 mod diff;
 mod duration;
+mod explain;
 mod fixtures;
 mod golden;
 mod input;
@@ -65,6 +66,11 @@ enum Command {
     /// error, policy and digest, age of the deletion (`--all-terminating`:
     /// every DataJob being deleted, as a table).
     Status(status::StatusArgs),
+    /// Show a DataJob's last decisions, oldest first: the version that
+    /// answered, the digests of its input and answer, what the host wrote,
+    /// the Events and outbound requests, fuel and time, and what changed
+    /// from one decision to the next.
+    Explain(explain::ExplainArgs),
     /// Work with policy components: check, run and measure them locally,
     /// publish them to a cluster and list what it serves.
     #[command(subcommand)]
@@ -211,6 +217,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Dev(args) => dev::run(&args),
         Command::Crd => print_crd(),
         Command::Status(args) => status::run(&args),
+        Command::Explain(args) => explain::run(&args),
         Command::Policy(PolicyCommand::Check(args)) => check::run(&args),
         Command::Policy(PolicyCommand::Run(args)) => run::run(&args),
         Command::Policy(PolicyCommand::Bench(args)) => bench::run(&args),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use policyhost::asks::Asks;
+use policyhost::controller::decisions::{DEFAULT_DECISIONS, MAX_HISTORY};
 use policyhost::fair::{Share, TeamError, Teams};
 use policyhost::finalizer::Budget;
 use policyhost::oci::signature::{Trusted, TrustedKey};
@@ -108,6 +109,11 @@ pub(crate) struct OperatorArgs {
     /// Cases kept per policy with `--record-calls`: the oldest is overwritten.
     #[arg(long, default_value_t = 200, value_name = "N")]
     record_calls_max: u32,
+    /// Decisions kept per DataJob in its `status.decisions`
+    /// (`policyhost explain`): digests, versions and what the host wrote,
+    /// at most 20; 0 keeps none.
+    #[arg(long, default_value_t = DEFAULT_DECISIONS, value_name = "N", value_parser = decision_history)]
+    decision_history: usize,
     /// Failed cleanup calls before a deleted DataJob is reported
     /// `CleanupBlocked`, unless its `spec.cleanup.maxAttempts` says otherwise.
     #[arg(long, value_name = "N", default_value_t = Budget::default().max_attempts)]
@@ -340,6 +346,7 @@ impl OperatorArgs {
             grant_secret_refresh: self.grant_secret_refresh.0,
             policy_history: self.policy_history,
             child_settle: self.child_settle.0,
+            decision_history: self.decision_history,
             record_calls: self.record_calls.clone().map(|dir| record::Config {
                 dir,
                 per_policy: self.record_calls_max,
@@ -427,6 +434,17 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         operator.run(super::shutdown_signal()).await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `--decision-history`: at most [`MAX_HISTORY`].
+fn decision_history(text: &str) -> Result<usize, String> {
+    let n: usize = text.parse().map_err(|e| format!("{e}"))?;
+    if n > MAX_HISTORY {
+        return Err(format!(
+            "at most {MAX_HISTORY} decisions are kept per DataJob"
+        ));
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use policyhost::runtime::{PolicySpec, Runtime};
 use policyhost::shadow::Summary;
 use policyhost::shadow::diff::{Answer, compare};
+use policyhost::shadow::record::input_digest;
 use policyhost_sdk::testing::{Golden, Kind};
 
 use super::LimitArgs;
@@ -20,9 +21,22 @@ pub(crate) fn run(
     bytes: &[u8],
     component: &ComponentSource,
     recorded: &Path,
+    input: Option<&str>,
     limits: &LimitArgs,
 ) -> anyhow::Result<ExitCode> {
-    let files = case_files(&[recorded.to_path_buf()])?;
+    let mut files = case_files(&[recorded.to_path_buf()])?;
+    if let Some(digest) = input {
+        let digest = digest.strip_prefix("sha256:").unwrap_or(digest);
+        let wanted = format!("sha256:{digest}");
+        files.retain(|file| {
+            Golden::load(file).is_ok_and(|case| input_digest(&input_of(&case)).starts_with(&wanted))
+        });
+        anyhow::ensure!(
+            !files.is_empty(),
+            "no call recorded in {} has the input {wanted}: the recorder keeps the last --record-calls-max per policy",
+            recorded.display()
+        );
+    }
     let runtime = super::runtime(1)?;
     let spec = PolicySpec::new(component.name()).limits(limits.policy_limits());
     let Some(checked) = super::check::checked_for_grant(&runtime, spec, bytes) else {

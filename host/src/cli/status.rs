@@ -17,6 +17,7 @@ use kube::{Client, ResourceExt};
 use policyhost::crd::DataJob;
 use policyhost::finalizer::{Pending, TERMINATING};
 
+use super::cluster::{block_on, connect};
 use super::terminal::{eprintln, print};
 use policyhost::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
@@ -42,14 +43,8 @@ pub(crate) struct StatusArgs {
 }
 
 pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
-        let config = policyhost::operator::client_config(args.kubeconfig.as_deref()).await?;
-        let default_namespace = config.default_namespace.clone();
-        let client = Client::try_from(config).context("cannot build the Kubernetes client")?;
+    block_on(async {
+        let (client, default_namespace) = connect(args.kubeconfig.as_deref()).await?;
         let now = Timestamp::now();
         if args.all_terminating {
             let api: Api<DataJob> = match &args.namespace {
@@ -70,31 +65,36 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         let target = args.target.as_deref().unwrap_or_default();
-        let (namespace, name) = match target.split_once('/') {
-            Some((namespace, name)) => (namespace.to_owned(), name),
-            None => (
-                args.namespace.clone().unwrap_or(default_namespace),
-                target,
-            ),
-        };
-        let api: Api<DataJob> = Api::namespaced(client, &namespace);
-        match api
-            .get_opt(name)
-            .await
-            .with_context(|| format!("cannot read DataJob {namespace}/{name}"))?
-        {
+        let namespace = args.namespace.clone().unwrap_or(default_namespace);
+        Ok(match one(client, &namespace, target).await? {
             Some(job) => {
                 print!("{}", block(&job, now));
-                Ok(ExitCode::SUCCESS)
+                ExitCode::SUCCESS
             }
-            None => {
-                eprintln!(
-                    "DataJob {namespace}/{name} does not exist (deleted and released, or never created)"
-                );
-                Ok(ExitCode::FAILURE)
-            }
-        }
+            None => ExitCode::FAILURE,
+        })
     })
+}
+
+/// The DataJob `target` (`NAME` in `namespace`, or `NAMESPACE/NAME`); none,
+/// said on stderr, when it does not exist.
+pub(crate) async fn one(
+    client: Client,
+    namespace: &str,
+    target: &str,
+) -> anyhow::Result<Option<DataJob>> {
+    let (namespace, name) = target.split_once('/').unwrap_or((namespace, target));
+    let api: Api<DataJob> = Api::namespaced(client, namespace);
+    let job = api
+        .get_opt(name)
+        .await
+        .with_context(|| format!("cannot read DataJob {namespace}/{name}"))?;
+    if job.is_none() {
+        eprintln!(
+            "DataJob {namespace}/{name} does not exist (deleted and released, or never created)"
+        );
+    }
+    Ok(job)
 }
 
 /// Where a DataJob's finalizer stands, in words.
@@ -372,7 +372,7 @@ fn shorten(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-    use policyhost::crd::{CleanupStatus, DataJobSpec, DataJobStatus, PolicyRef};
+    use policyhost::crd::{CleanupStatus, DataJobStatus, PolicyRef};
 
     use super::*;
 
@@ -381,14 +381,7 @@ mod tests {
     }
 
     fn blocked_job() -> DataJob {
-        let mut job = DataJob::new(
-            "etl",
-            DataJobSpec {
-                policy: "flaky".into(),
-                ..DataJobSpec::default()
-            },
-        );
-        job.metadata.namespace = Some("team".into());
+        let mut job = DataJob::of_policy("team", "etl", "flaky");
         job.metadata.uid = Some("u-1".into());
         job.metadata.finalizers = Some(vec!["example.com/keep".into(), FINALIZER.into()]);
         job.metadata.deletion_timestamp = Some(Time(at(1_000)));

@@ -208,10 +208,17 @@ async fn clean(
         },
     };
     let started = Instant::now();
+    let mut decision =
+        shared
+            .decisions
+            .start("cleanup", &format!("sha256:{}", acting.digest), &input);
     let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
     let called = shared.runtime.cleanup(policy, input).await;
     if let Some(shadow) = shadow {
         shadow.cleanup(&called);
+    }
+    if let Some(decision) = &mut decision {
+        decision.answered(&called);
     }
     let took = started.elapsed();
     let fault = called.result.as_ref().err().map(runtime::Error::reason);
@@ -234,6 +241,15 @@ async fn clean(
         Outcome::Failed { reason, .. } => reason.as_str(),
     };
     shared.metrics.cleaned(&acting.name, result, took);
+    if let Some(decision) = decision {
+        let (said, events) = match &outcome {
+            Outcome::Done => ("Done", Vec::new()),
+            Outcome::RetryAfter(_) => ("RetryAfter", Vec::new()),
+            Outcome::Failed { reason, .. } => (reason.as_str(), vec![CLEANUP_FAILED.to_owned()]),
+        };
+        let decision = decision.decided(said, Vec::new(), events);
+        shared.decisions.record(job, decision);
+    }
 
     let now = Timestamp::now();
     let finalizers = &shared.finalizers;
@@ -410,7 +426,12 @@ async fn report_unavailable(shared: &Shared, job: &DataJob, message: &str, newly
     }
 }
 
-async fn write_status(shared: &Shared, job: &DataJob, status: DataJobStatus) -> kube::Result<()> {
+async fn write_status(
+    shared: &Shared,
+    job: &DataJob,
+    mut status: DataJobStatus,
+) -> kube::Result<()> {
+    shared.decisions.stamp(job, &mut status);
     job_status::write(&api(shared, job), &shared.status_writes, job, status)
         .await
         .map(|_| ())

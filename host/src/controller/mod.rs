@@ -28,6 +28,7 @@
 //!   ([`crate::leader::FenceLayer`]).
 
 mod access;
+pub mod decisions;
 pub mod finalizer;
 pub mod reconcile;
 mod settle;
@@ -56,6 +57,7 @@ use crate::runtime::Runtime;
 use crate::shadow::{self, Shadow};
 use crate::watch::{self, WatchedChildren};
 
+pub use decisions::{DEFAULT_DECISIONS, Decisions};
 pub use reconcile::Next;
 
 /// How the controller runs.
@@ -83,6 +85,8 @@ pub struct Config {
     pub policy_namespace: Option<String>,
     /// Where serving calls are recorded (`--record-calls`), if they are.
     pub record_calls: Option<shadow::record::Config>,
+    /// Decisions kept per DataJob (`status.decisions`); 0 keeps none.
+    pub decision_history: usize,
 }
 
 /// What the workers share.
@@ -117,6 +121,8 @@ pub struct Shared {
     pub leadership: Leadership,
     /// What the last status writes left, so a lagging cache cannot hide one.
     pub status_writes: status::Writes,
+    /// Each DataJob's last decisions, written with its status.
+    pub decisions: Decisions,
     /// DataJobs whose last pass changed children and left the status to
     /// the next one.
     pub settling: settle::Settling,
@@ -196,6 +202,7 @@ impl Controller {
             ),
             leadership: config.leadership.clone(),
             status_writes: status::Writes::default(),
+            decisions: Decisions::new(config.decision_history),
             settling: settle::Settling::default(),
             asks: config.asks,
             policy_namespace: config.policy_namespace.clone(),

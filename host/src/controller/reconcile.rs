@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use tracing::{debug, warn};
 
+use super::decisions::Called;
 use super::{Shared, access};
 use crate::apply::children::{self, Summary};
 use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
@@ -104,6 +105,7 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
         // Gone: its children go with it through garbage collection.
         shared.finalizers.forget(key);
         shared.status_writes.forget(key);
+        shared.decisions.forget(key);
         shared.settling.settled(key);
         return Next::AwaitChange;
     };
@@ -119,7 +121,8 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
             let children = owner_key_of(&job)
                 .map(|owner| shared.children.of(&owner))
                 .unwrap_or_default();
-            let done = fail(shared, &job, None, &Failure::Denied(denied), &children).await;
+            let denied = Failure::Denied(denied);
+            let done = fail(shared, &job, None, &denied, &children, None, Vec::new()).await;
             shared
                 .metrics
                 .reconciled(&job.spec.policy, done.result, started.elapsed());
@@ -159,8 +162,21 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
 
     let acting = access.as_ref().ok().map(|policy| policy.digest());
     let done = match run_policy(shared, &job, access, &children, attempt).await {
-        Ok((policy, reconciled)) => succeed(shared, &job, &policy, reconciled, &children).await,
-        Err((policy, failure)) => fail(shared, &job, policy, &failure, &children).await,
+        Ok((policy, reconciled, called)) => {
+            succeed(shared, &job, &policy, reconciled, &children, called).await
+        }
+        Err((policy, failure, called)) => {
+            fail(
+                shared,
+                &job,
+                policy,
+                &failure,
+                &children,
+                called,
+                Vec::new(),
+            )
+            .await
+        }
     };
     if let (Some(digest), Some(signal)) = (acting, done.signal) {
         shared.registry.observe(&policy_name, digest, signal);
@@ -179,7 +195,8 @@ struct Done {
     signal: Option<Signal>,
 }
 
-type PolicyOutcome = Result<(PolicyRef, Reconciled), (Option<PolicyRef>, Failure)>;
+type PolicyOutcome =
+    Result<(PolicyRef, Reconciled, Option<Called>), (Option<PolicyRef>, Failure, Option<Called>)>;
 
 /// Calls the DataJob's policy with its children and a fresh context.
 async fn run_policy(
@@ -189,7 +206,7 @@ async fn run_policy(
     children: &[Arc<ChildRecord>],
     attempt: u32,
 ) -> PolicyOutcome {
-    let policy = access.map_err(|denied| (None, Failure::Denied(denied)))?;
+    let policy = access.map_err(|denied| (None, Failure::Denied(denied), None))?;
     let acting = PolicyRef {
         name: policy.name().to_owned(),
         digest: policy.digest().to_string(),
@@ -203,9 +220,16 @@ async fn run_policy(
             policy_digest: acting.digest.clone(),
         },
     };
+    let mut called =
+        shared
+            .decisions
+            .start("reconcile", &format!("sha256:{}", acting.digest), &input);
     let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
     let tenant = policy.tenant().clone();
     let outcome = shared.runtime.reconcile(policy, input).await;
+    if let Some(called) = &mut called {
+        called.answered(&outcome);
+    }
     if let Some(shadow) = shadow {
         shadow.reconcile(&outcome, || shadow::Applying {
             job: Arc::clone(job),
@@ -218,8 +242,8 @@ async fn run_policy(
         .metrics
         .guest_call(&acting.name, &outcome.report, fault);
     match outcome.result {
-        Ok(reconciled) => Ok((acting, reconciled)),
-        Err(error) => Err((Some(acting), Failure::Guest(error))),
+        Ok(reconciled) => Ok((acting, reconciled, called)),
+        Err(error) => Err((Some(acting), Failure::Guest(error), called)),
     }
 }
 
@@ -230,7 +254,9 @@ async fn succeed(
     policy: &PolicyRef,
     reconciled: Reconciled,
     children: &[Arc<ChildRecord>],
+    called: Option<Called>,
 ) -> Done {
+    let mut summary = Summary::default();
     let applied = children::reconcile_children(
         &shared.client,
         &*shared.children,
@@ -238,16 +264,22 @@ async fn succeed(
         job,
         &reconciled.children,
         children,
+        &mut summary,
     )
     .await;
-    let summary: Summary = match applied {
-        Ok(summary) => summary,
-        Err(error) => {
-            let failure = Failure::Apply(error);
-            return fail(shared, job, Some(policy.clone()), &failure, children).await;
-        }
-    };
+    let writes = summary.writes.iter().map(ToString::to_string).collect();
+    if let Err(error) = applied {
+        let failure = Failure::Apply(error);
+        let policy = Some(policy.clone());
+        return fail(shared, job, policy, &failure, children, called, writes).await;
+    }
     debug!(job = %job.key(), ?summary, "children reconciled");
+    let ready = ready(reconciled.children.len(), &summary);
+    if let Some(called) = called {
+        let events = reconciled.events.iter().map(|e| e.reason.clone()).collect();
+        let decision = called.decided(&ready.reason, writes, events);
+        shared.decisions.record(job, decision);
+    }
     let key = job.key();
     if summary.wrote() && shared.settling.defer(&key) {
         // The watch events of these writes bring the DataJob back, to a
@@ -270,7 +302,7 @@ async fn succeed(
     } else {
         Signal::Answered
     };
-    let mut conditions = vec![ready(reconciled.children.len(), &summary)];
+    let mut conditions = vec![ready];
     conditions.extend(reconciled.status.conditions.iter().map(NewCondition::from));
     let update = StatusUpdate {
         phase: Some(reconciled.status.phase.clone()),
@@ -342,18 +374,28 @@ fn ready(desired: usize, summary: &Summary) -> NewCondition {
     }
 }
 
-/// Records a failure: a `Ready=False` condition naming it and a warning Event.
-/// Nothing is applied.
+/// Records a failure: a `Ready=False` condition naming it and a warning Event,
+/// and the decision of the call that led to it, if one did (`writes`: those
+/// that went through before it). Nothing more is applied.
 async fn fail(
     shared: &Shared,
     job: &DataJob,
     policy: Option<PolicyRef>,
     failure: &Failure,
     children: &[Arc<ChildRecord>],
+    called: Option<Called>,
+    mut writes: Vec<String>,
 ) -> Done {
     let reason = failure.reason();
     let message = failure.message();
     warn!(job = %job.key(), reason, error = %message, "reconcile failed");
+    if let Some(called) = called {
+        if let Failure::Apply(error) = failure {
+            writes.push(format!("refused: {}", display_chain(error)));
+        }
+        let decision = called.decided(reason, writes, vec![reason.to_owned()]);
+        shared.decisions.record(job, decision);
+    }
     let update = StatusUpdate {
         conditions: vec![NewCondition::new(READY, false, reason, message.clone())],
         policy,
@@ -384,7 +426,8 @@ async fn write_status(
     update: StatusUpdate,
     children: &[Arc<ChildRecord>],
 ) -> kube::Result<()> {
-    let status = status::build(job, update, children, Timestamp::now());
+    let mut status = status::build(job, update, children, Timestamp::now());
+    shared.decisions.stamp(job, &mut status);
     let api: Api<DataJob> =
         Api::namespaced(shared.client.clone(), &job.namespace().unwrap_or_default());
     status::write(&api, &shared.status_writes, job, status)
@@ -403,9 +446,12 @@ mod tests {
     #[test]
     fn ready_is_true_only_when_no_desired_child_is_being_deleted() {
         let summary = Summary {
-            applied: 1,
+            writes: vec![children::Written {
+                verb: children::Verb::Created,
+                kind: "Pod".into(),
+                name: "w-0".into(),
+            }],
             unchanged: 2,
-            pruned: 0,
             terminating: Vec::new(),
             ..Summary::default()
         };
@@ -414,7 +460,7 @@ mod tests {
         assert_eq!(ok.reason, "Reconciled");
         assert_eq!(ok.message, "3 desired children, as the policy asked");
         let steady = Summary {
-            applied: 0,
+            writes: Vec::new(),
             unchanged: 3,
             ..summary.clone()
         };

@@ -39,7 +39,7 @@ use super::machine::{
 };
 use super::patch;
 use super::status::{self, Record};
-use crate::crd::{DataJob, DataJobSpec};
+use crate::crd::DataJob;
 use crate::queue::Backoff;
 use crate::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
@@ -174,14 +174,7 @@ impl Server {
 
     fn create(&mut self) {
         self.uids += 1;
-        let mut job = DataJob::new(
-            "j",
-            DataJobSpec {
-                policy: "p".into(),
-                ..DataJobSpec::default()
-            },
-        );
-        job.metadata.namespace = Some("ns".into());
+        let mut job = DataJob::of_policy("ns", "j", "p");
         job.metadata.uid = Some(format!("uid-{}", self.uids));
         job.metadata.generation = Some(1);
         self.commit(serde_json::to_value(&job).unwrap());

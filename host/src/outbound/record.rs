@@ -68,6 +68,29 @@ impl Recorded {
         }
     }
 
+    /// The request and its answer for a DataJob's decision record:
+    /// `DELETE https://s.example.com/buckets/a 204`. Method, origin and
+    /// path only: no user info, query, header or body, which may hold what
+    /// the host injected or a service answered.
+    #[must_use]
+    pub fn outline(&self) -> String {
+        let answer = match &self.answer {
+            Answer::Pending => "no answer".to_owned(),
+            Answer::Response { status, .. } => status.to_string(),
+            Answer::Failed(error) => error.clone(),
+        };
+        let target = match self.url.parse::<http::Uri>() {
+            Ok(uri) => {
+                let scheme = uri.scheme_str().unwrap_or("http");
+                let host = uri.host().unwrap_or_default();
+                let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+                format!("{scheme}://{host}{port}{}", uri.path())
+            }
+            Err(_) => "(a URL that does not parse)".to_owned(),
+        };
+        format!("{} {target} {answer}", self.method)
+    }
+
     /// The exchange a shadow call is answered with, when the request had
     /// an answer to replay: a cut body is replayed as the size error the
     /// candidate would not otherwise see.
@@ -369,5 +392,41 @@ mod tests {
             assert!(recording.start(&http::Method::GET, "u".into()).is_some());
         }
         assert!(recording.start(&http::Method::GET, "u".into()).is_none());
+    }
+
+    #[test]
+    fn the_outline_keeps_method_origin_path_and_answer_and_nothing_else() {
+        let recorded = |url: &str, answer| Recorded {
+            method: Method::Delete,
+            url: url.into(),
+            body: Some("ab".into()),
+            answer,
+        };
+        let response = Answer::Response {
+            status: 204,
+            headers: vec![("set-cookie".into(), "session=s3cret".into())],
+            body: b"token s3cret".to_vec(),
+            cut: false,
+        };
+        assert_eq!(
+            recorded(
+                "https://u:s3cret@s.example.com:8443/b/a?key=s3cret#f",
+                response
+            )
+            .outline(),
+            "DELETE https://s.example.com:8443/b/a 204"
+        );
+        assert_eq!(
+            recorded(
+                "http://s.example.com/",
+                Answer::Failed("ConnectionTimeout".into())
+            )
+            .outline(),
+            "DELETE http://s.example.com/ ConnectionTimeout"
+        );
+        assert_eq!(
+            recorded("not a url", Answer::Pending).outline(),
+            "DELETE (a URL that does not parse) no answer"
+        );
     }
 }

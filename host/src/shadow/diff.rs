@@ -14,6 +14,7 @@
 //! by the policy's publishers, not by whoever may read the Secrets.
 
 use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
 
 use crate::runtime;
 #[cfg(test)]
@@ -181,6 +182,19 @@ impl Answer {
                 Self::Result(value)
             }
             fault @ Self::Fault { .. } => fault,
+        }
+    }
+
+    /// The digest (`sha256:…`) of a result's JSON; none for a fault, whose
+    /// message may name addresses and times.
+    #[must_use]
+    pub fn digest(&self) -> Option<String> {
+        match self {
+            Self::Result(value) => Some(format!(
+                "sha256:{}",
+                hex::encode(Sha256::digest(value.to_string()))
+            )),
+            Self::Fault { .. } => None,
         }
     }
 

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
 use tracing::warn;
 
 use crate::runtime::{ChildPhase, Input, KeyValue};
@@ -94,8 +95,48 @@ fn write(dir: &Path, file: &Path, case: &Value) -> std::io::Result<()> {
 #[must_use]
 pub fn case(entry: &str, input: &Input, expected: Value) -> Value {
     let job = &input.job;
+    json!({
+        "description": format!("recorded {} of {}/{}", entry, job.namespace, job.name),
+        "call": entry,
+        "job": job_of(input),
+        "children": children_of(input),
+        "context": {
+            "nowUnixMs": input.ctx.now_unix_ms,
+            "attempt": input.ctx.attempt,
+            "policyDigest": input.ctx.policy_digest,
+        },
+        "expected": expected,
+    })
+}
+
+/// The digest (`sha256:…`) of what a call was given about the cluster: the
+/// DataJob and its children as a golden case holds them, not the context
+/// (clock, attempt, version). Two calls on the same state have one digest,
+/// which `policy test --replay --input` finds among recorded cases.
+#[must_use]
+pub fn input_digest(input: &Input) -> String {
+    let state = json!({ "job": job_of(input), "children": children_of(input) });
+    format!("sha256:{}", hex::encode(Sha256::digest(state.to_string())))
+}
+
+fn job_of(input: &Input) -> Value {
+    let job = &input.job;
     let parsed = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
-    let children: Vec<Value> = input
+    json!({
+        "name": job.name,
+        "namespace": job.namespace,
+        "uid": job.uid,
+        "generation": job.generation,
+        "labels": map(&job.labels),
+        "annotations": map(&job.annotations),
+        "params": parsed(&job.params),
+        "status": job.status.as_deref().map_or(Value::Null, parsed),
+        "deletionUnixMs": job.deletion_unix_ms,
+    })
+}
+
+fn children_of(input: &Input) -> Value {
+    input
         .children
         .iter()
         .map(|child| {
@@ -109,29 +150,7 @@ pub fn case(entry: &str, input: &Input, expected: Value) -> Value {
                 "labels": map(&child.labels),
             })
         })
-        .collect();
-    json!({
-        "description": format!("recorded {} of {}/{}", entry, job.namespace, job.name),
-        "call": entry,
-        "job": {
-            "name": job.name,
-            "namespace": job.namespace,
-            "uid": job.uid,
-            "generation": job.generation,
-            "labels": map(&job.labels),
-            "annotations": map(&job.annotations),
-            "params": parsed(&job.params),
-            "status": job.status.as_deref().map_or(Value::Null, parsed),
-            "deletionUnixMs": job.deletion_unix_ms,
-        },
-        "children": children,
-        "context": {
-            "nowUnixMs": input.ctx.now_unix_ms,
-            "attempt": input.ctx.attempt,
-            "policyDigest": input.ctx.policy_digest,
-        },
-        "expected": expected,
-    })
+        .collect()
 }
 
 fn map(pairs: &[KeyValue]) -> Map<String, Value> {
