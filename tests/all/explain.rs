@@ -35,6 +35,17 @@ fn explain(env: &Env, name: &str) -> String {
     text(&out)
 }
 
+/// The operator's reconcile passes of `fanout` so far.
+fn reconciled(env: &Env) -> u64 {
+    let metrics = env.operator().metrics.render();
+    let counted = metrics
+        .lines()
+        .filter(|l| l.starts_with("policyhost_reconcile_total{policy=\"fanout\""));
+    counted
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// The `N` of `… over N recorded calls …`.
 fn replayed(out: &str) -> usize {
     let (_, after) = out.split_once(" over ").expect("a replay summary");
@@ -61,11 +72,14 @@ async fn each_decision_is_recorded_explained_and_its_input_found_among_the_recor
         .expect("fanout serves");
     let params = json!({"replicas": 1, "image": "busybox:1.36", "command": ["true"]});
     env.create_job("explained", "fanout", params).await;
-    let done = env
-        .wait_job("explained", "Succeeded", |job| {
-            phase(job) == Some("Succeeded")
-        })
-        .await;
+    env.wait_job("explained", "Succeeded", |job| {
+        phase(job) == Some("Succeeded")
+    })
+    .await;
+    // The passes the last Pod changes bring, then nothing more to do.
+    env.wait_idle().await;
+    let jobs = env.jobs();
+    let done = jobs.get("explained").await.expect("the DataJob");
     let record = decisions(&done);
     assert!(record.len() >= 2, "{record:#?}");
     let first = &record[0];
@@ -149,13 +163,42 @@ async fn each_decision_is_recorded_explained_and_its_input_found_among_the_recor
         text(&missing)
     );
 
+    // Annotations the policy ignores: a pass each. The first answers
+    // without the `Succeeded` Event the pass that saw the phase turn sent,
+    // a decision of its own; the next answers the same and writes nothing:
+    // no decision is added, and the status is not written for it.
+    let poke = |n: u32| {
+        let (jobs, env) = (jobs.clone(), &env);
+        async move {
+            let passes = reconciled(env);
+            let poke = json!({"metadata": {"annotations": {"example.com/touched": n.to_string()}}});
+            jobs.patch("explained", &PatchParams::default(), &Patch::Merge(poke))
+                .await
+                .expect("annotate the DataJob");
+            eventually("a pass over the annotated DataJob", || async {
+                (reconciled(env) > passes).then_some(())
+            })
+            .await;
+            env.wait_idle().await;
+            jobs.get("explained").await.expect("the DataJob")
+        }
+    };
+    let once = poke(1).await;
+    assert_eq!(decisions(&once).len(), record.len() + 1, "{once:#?}");
+    let twice = poke(2).await;
+    assert_eq!(
+        decisions(&twice),
+        decisions(&once),
+        "the same decision again"
+    );
+    assert_eq!(twice.status, once.status, "no status write");
+    let record = decisions(&twice);
+
     // A new spec: a new input, a new answer, one more worker created.
     let more = json!({"spec": {"params": {"replicas": 2}}});
-    env.jobs()
-        .patch("explained", &PatchParams::default(), &Patch::Merge(more))
+    jobs.patch("explained", &PatchParams::default(), &Patch::Merge(more))
         .await
         .expect("patch the DataJob");
-    let jobs = env.jobs();
     let grown = eventually("a decision creating the second worker", || async {
         let job = jobs.get("explained").await.ok()?;
         let record = decisions(&job);

@@ -9,9 +9,10 @@
 //! status to the next pass (`settle`); its decision waits here until then.
 //!
 //! A call that decides what the newest decision says again (the same
-//! version, input and answer, and nothing written) is not added: a DataJob
-//! polled every minute keeps its earlier decisions, and its status is not
-//! written for nothing. Each decision is bounded: [`MAX_LINES`] lines of
+//! version and answer, and nothing written) is not added, even when its
+//! input differs (an annotation the policy ignores): a DataJob polled every
+//! minute or annotated by a tool keeps its earlier decisions, and its
+//! status is not written for a decision that changed nothing. Each decision is bounded: [`MAX_LINES`] lines of
 //! [`MAX_LINE`] bytes per list, so at most
 //! [`MAX_HISTORY`] × about 6 KiB per DataJob, about 400 bytes typically.
 
@@ -111,12 +112,14 @@ impl Decisions {
     }
 }
 
-/// True when `decision` says what `newest` says, but for the time and cost.
+/// True when `decision` wrote nothing and says what `newest` says, but for
+/// the input that led to it, the time and the cost.
 fn repeats(newest: &Decision, decision: &Decision) -> bool {
     decision.writes.is_empty()
         && decision.outbound.is_empty()
         && Decision {
             at: newest.at.clone(),
+            input: newest.input.clone(),
             fuel: newest.fuel,
             micros: newest.micros,
             ..decision.clone()
@@ -226,7 +229,7 @@ mod tests {
             "a new leader carries on"
         );
 
-        let mut again = decision("sha256:1", &[]);
+        let mut again = decision("sha256:annotated", &[]);
         again.fuel = 99;
         decisions.record(&earlier, again);
         decisions.stamp(&earlier, &mut status);
@@ -239,9 +242,12 @@ mod tests {
             status.decisions[1].fuel, 10,
             "the first of the repeats stays"
         );
+        assert_eq!(status.decisions[1].input, "sha256:1");
 
         decisions.record(&earlier, decision("sha256:1", &["applied Pod a"]));
-        decisions.record(&earlier, decision("sha256:2", &[]));
+        let mut answered = decision("sha256:2", &[]);
+        answered.answer = Some("sha256:b".into());
+        decisions.record(&earlier, answered);
         decisions.stamp(&earlier, &mut status);
         assert_eq!(
             inputs(&status),
