@@ -63,7 +63,7 @@ impl Decisions {
     #[must_use]
     pub fn start(&self, call: &'static str, version: &str, input: &Input) -> Option<Called> {
         (self.keep > 0).then(|| Called {
-            at: Timestamp::now(),
+            at: whole_second(Timestamp::now()),
             call,
             version: version.to_owned(),
             input: input_digest(input),
@@ -166,6 +166,12 @@ impl Called {
     }
 }
 
+/// `now` as the API server keeps a time (whole seconds), so that the
+/// record kept here equals the one the cache reads back.
+fn whole_second(now: Timestamp) -> Timestamp {
+    Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
 fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
@@ -265,20 +271,40 @@ mod tests {
         );
     }
 
-    #[test]
-    fn none_is_kept_or_written_when_the_history_is_zero() {
-        let decisions = Decisions::new(0);
-        let earlier = job(vec![decision("sha256:0", &[])]);
-        let input = Input {
-            job: crate::projection::data_job(&earlier),
+    fn input(job: &DataJob) -> Input {
+        Input {
+            job: crate::projection::data_job(job),
             children: Vec::new(),
             ctx: crate::runtime::Context {
                 now_unix_ms: 0,
                 attempt: 1,
                 policy_digest: String::new(),
             },
-        };
-        assert!(decisions.start("reconcile", "sha256:v", &input).is_none());
+        }
+    }
+
+    #[test]
+    fn a_decision_keeps_its_time_as_the_api_server_does_so_the_cache_reads_back_the_same() {
+        let earlier = job(Vec::new());
+        let called = Decisions::new(1).start("reconcile", "sha256:v", &input(&earlier));
+        let decision = called
+            .expect("kept")
+            .decided("Reconciled", Vec::new(), Vec::new());
+        let round_trip: Decision =
+            serde_json::from_value(serde_json::to_value(&decision).unwrap()).unwrap();
+        assert_eq!(round_trip, decision);
+        assert!(decision.input.starts_with("sha256:") && decision.input.len() == 71);
+    }
+
+    #[test]
+    fn none_is_kept_or_written_when_the_history_is_zero() {
+        let decisions = Decisions::new(0);
+        let earlier = job(vec![decision("sha256:0", &[])]);
+        assert!(
+            decisions
+                .start("reconcile", "sha256:v", &input(&earlier))
+                .is_none()
+        );
         let mut status = earlier.status.clone().unwrap();
         decisions.stamp(&earlier, &mut status);
         assert!(
@@ -290,7 +316,7 @@ mod tests {
     #[test]
     fn each_list_is_bounded_and_says_how_much_it_left_out() {
         let called = Called {
-            at: Timestamp::now(),
+            at: whole_second(Timestamp::now()),
             call: "reconcile",
             version: "sha256:v".into(),
             input: "sha256:i".into(),
