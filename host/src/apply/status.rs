@@ -2,6 +2,7 @@
 //! written through the status subresource only when it changed.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::cache::{Cached as _, ChildRecord, ObjectKey};
@@ -127,31 +128,45 @@ pub fn build(
     }
 }
 
-/// What the operator's own status writes left behind: each DataJob's
-/// resourceVersion after the last one.
+/// What the operator's own status writes left behind: for each DataJob,
+/// the resourceVersion after the last one and a fingerprint of the status
+/// it wrote.
 ///
 /// The cache can lag a write: a reconcile that starts before the write's
 /// watch event arrives sees the status from before it. If the status it
 /// builds equals that stale one (a policy swapped back to the version the
 /// stale status names), skipping the write would leave the newer status
 /// on the server, and a status-only watch event queues nothing. So a
-/// status is only taken as already written when the cached copy is the one
-/// the last write produced, or when there was no write to lag behind.
+/// status the cache shows is only taken as already written when the cached
+/// copy is the one the last write produced, when the last write wrote this
+/// very status (a later change of the DataJob's metadata, an annotation,
+/// costs no status write), or when there was no write to lag behind.
 #[derive(Debug, Default)]
-pub struct Writes(Mutex<HashMap<ObjectKey, String>>);
+pub struct Writes(Mutex<HashMap<ObjectKey, Written>>);
+
+/// The last status write to one DataJob.
+#[derive(Debug)]
+struct Written {
+    version: String,
+    status: u64,
+}
 
 impl Writes {
-    /// Whether `job`'s cached status can be trusted to be the server's.
-    fn caught_up(&self, key: &ObjectKey, job: &DataJob) -> bool {
+    /// Whether the server has `status`, which `job`'s cached copy shows.
+    fn has(&self, key: &ObjectKey, job: &DataJob, status: &DataJobStatus) -> bool {
         match self.lock().get(key) {
             None => true,
-            Some(written) => job.metadata.resource_version.as_ref() == Some(written),
+            Some(written) => {
+                job.metadata.resource_version.as_ref() == Some(&written.version)
+                    || written.status == fingerprint(status)
+            }
         }
     }
 
-    fn record(&self, key: ObjectKey, written: &DataJob) {
+    fn record(&self, key: ObjectKey, written: &DataJob, status: &DataJobStatus) {
         if let Some(version) = written.metadata.resource_version.clone() {
-            self.lock().insert(key, version);
+            let status = fingerprint(status);
+            self.lock().insert(key, Written { version, status });
         }
     }
 
@@ -162,9 +177,18 @@ impl Writes {
 
     /// Plain map operations cannot leave it torn, so a poisoned lock is
     /// still consistent.
-    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, String>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, Written>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A status's fingerprint: its JSON, hashed (one process compares them).
+fn fingerprint(status: &DataJobStatus) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_string(status)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Writes `status` unless the DataJob already has it (per a cache that has
@@ -200,7 +224,7 @@ async fn apply(
     status: &DataJobStatus,
 ) -> kube::Result<bool> {
     let key = job.key();
-    if job.status.as_ref() == Some(status) && writes.caught_up(&key, job) {
+    if job.status.as_ref() == Some(status) && writes.has(&key, job, status) {
         return Ok(false);
     }
     let body = json!({
@@ -215,7 +239,7 @@ async fn apply(
             &Patch::Apply(body),
         )
         .await?;
-    writes.record(key, &written);
+    writes.record(key, &written, status);
     Ok(true)
 }
 
@@ -320,23 +344,32 @@ mod tests {
             job.metadata.resource_version = Some(version.into());
             job
         };
+        let status = |phase: &str| DataJobStatus {
+            phase: Some(phase.into()),
+            ..DataJobStatus::default()
+        };
+        let (stale, written) = (status("Running"), status("Succeeded"));
         let key = at("1").key();
-        assert!(writes.caught_up(&key, &at("1")), "no write to lag behind");
-        writes.record(key.clone(), &at("7"));
+        assert!(writes.has(&key, &at("1"), &stale), "no write to lag behind");
+        writes.record(key.clone(), &at("7"), &written);
         assert!(
-            !writes.caught_up(&key, &at("6")),
-            "the cache predates the write"
+            !writes.has(&key, &at("6"), &stale),
+            "the cache predates the write, which wrote another status"
         );
         assert!(
-            writes.caught_up(&key, &at("7")),
+            writes.has(&key, &at("7"), &stale),
             "the cache shows the write"
         );
         assert!(
-            !writes.caught_up(&key, &at("8")),
-            "a later change: write once more"
+            writes.has(&key, &at("8"), &written),
+            "a later change of the DataJob: the status written is the one built"
+        );
+        assert!(
+            !writes.has(&key, &at("8"), &stale),
+            "a later change, and a status the last write did not write"
         );
         writes.forget(&key);
-        assert!(writes.caught_up(&key, &at("6")));
+        assert!(writes.has(&key, &at("6"), &stale));
     }
 
     fn job_with(status: Option<DataJobStatus>) -> DataJob {
