@@ -196,7 +196,6 @@ async fn each_decision_is_recorded_explained_and_its_input_found_among_the_recor
     let writes = log.operator_since(mark, &env.namespace);
     let status_writes = writes.iter().filter(|r| r.subresource == "status").count();
     assert_eq!(status_writes, 0, "no status write: {writes:?}");
-    let record = decisions(&twice);
 
     // A new spec: a new input, a new answer, one more worker created.
     let more = json!({"spec": {"params": {"replicas": 2}}});

@@ -20,7 +20,8 @@
 //! 4. starts the operator as its own process, serving only the `fanout`
 //!    policy, and waits for `/readyz`: `policyhost run` (`indexed`), or
 //!    `naive-operator`, the same operator on the naive cache
-//!    (`bench/naive-cache`, `naive`);
+//!    (`bench/naive-cache`, `naive`), or `policyhost run --decision-history
+//!    0` (`unrecorded`: `indexed` without the DataJobs' decision records);
 //! 5. creates `--jobs` DataJobs (`fanout`, `replicas: 5`, workers annotated
 //!    to run forever) at once and watches their status until each has
 //!    converged: its status written for the current generation and counting
@@ -155,9 +156,9 @@ impl Args {
                     if let Some(mode) = args
                         .modes
                         .iter()
-                        .find(|m| !["indexed", "naive"].contains(&m.as_str()))
+                        .find(|m| !["indexed", "naive", "unrecorded"].contains(&m.as_str()))
                     {
-                        bail!("unknown mode {mode} (indexed or naive)");
+                        bail!("unknown mode {mode} (indexed, naive or unrecorded)");
                     }
                 }
                 "--servers" => {
@@ -744,10 +745,37 @@ struct Run {
     job_latency_p99_s: f64,
     reconciles: f64,
     requests: BTreeMap<String, u64>,
+    /// Decisions in each DataJob's `status.decisions` at convergence (mean).
+    decisions_per_job: f64,
+    /// Their size as JSON per DataJob (mean bytes).
+    decision_bytes_per_job: f64,
     steady: Steady,
     memory: Vec<Sample>,
     /// `(seconds since the DataJobs were created, DataJobs converged)`.
     converged: Vec<(f64, usize)>,
+}
+
+/// The DataJobs' decision records: decisions and their bytes as JSON, each
+/// a mean per DataJob.
+async fn decision_record(client: &Client) -> anyhow::Result<(f64, f64)> {
+    let api: Api<DataJob> = Api::namespaced(client.clone(), JOBS_NAMESPACE);
+    let jobs = api.list(&ListParams::default()).await?.items;
+    let records: Vec<_> = jobs
+        .iter()
+        .map(|job| {
+            job.status
+                .as_ref()
+                .map(|s| s.decisions.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    let count = records.len().max(1) as f64;
+    let decisions = records.iter().map(Vec::len).sum::<usize>() as f64;
+    let mut bytes = 0;
+    for record in records.iter().filter(|record| !record.is_empty()) {
+        bytes += serde_json::to_vec(record)?.len();
+    }
+    Ok((decisions / count, bytes as f64 / count))
 }
 
 async fn run_mode(
@@ -820,6 +848,11 @@ async fn run_mode(
     let addr = format!("127.0.0.1:{port}");
     let mut command = match mode {
         "naive" => Command::new(binary("naive-operator")?),
+        "unrecorded" => {
+            let mut command = Command::new(binary("policyhost")?);
+            command.args(["run", "--decision-history", "0"]);
+            command
+        }
         _indexed => {
             let mut command = Command::new(binary("policyhost")?);
             command.arg("run");
@@ -944,6 +977,7 @@ async fn run_mode(
     run.latency_count = latency.last().map_or(0.0, |b| b.1);
     run.reconciles = metric(&metrics, "policyhost_reconcile_total");
     run.requests = server.operator_requests(mark).await?;
+    (run.decisions_per_job, run.decision_bytes_per_job) = decision_record(&client).await?;
     let pods = pod_count(&client).await?;
     ensure!(
         pods == args.pods + args.jobs * args.replicas,
@@ -1115,6 +1149,12 @@ fn markdown(report: &Report) -> String {
         "per DataJob, created → converged p50 / p99 (s)",
         &|r| format!("{:.3} / {:.3}", r.job_latency_p50_s, r.job_latency_p99_s),
     );
+    row(&mut out, "decisions per DataJob, their JSON bytes", &|r| {
+        format!(
+            "{:.1}, {:.0} B",
+            r.decisions_per_job, r.decision_bytes_per_job
+        )
+    });
     row(&mut out, "operator CPU until converged (s)", &|r| {
         format!("{:.1}", r.cpu_converged_s)
     });
@@ -1261,6 +1301,7 @@ fn color(run: &Run) -> RGBColor {
         ("real", "naive") => RGBColor(230, 140, 20),
         ("real", _) => RGBColor(20, 150, 90),
         (_, "naive") => RGBColor(200, 50, 40),
+        (_, "unrecorded") => RGBColor(120, 120, 120),
         _ => RGBColor(30, 90, 200),
     }
 }

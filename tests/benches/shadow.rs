@@ -19,7 +19,9 @@
 //! dry runs (refused once the Pods exist), whose requests count among the
 //! operator's; or `canary`, `fanout` under another digest rolled out to
 //! half of the DataJobs (a rollout step of 50 %): the serving path while
-//! a rollout routes each pass. Each run has two phases:
+//! a rollout routes each pass; or `unrecorded`, no candidate and no
+//! decision record (`--decision-history 0`), against which `no` (the
+//! default record) shows what the record costs. Each run has two phases:
 //!
 //! - **burst** (saturated): `SHADOW_BENCH_JOBS` fanout DataJobs (2 workers
 //!   each) created at once. Their calls queue for the 2 call threads, so
@@ -73,6 +75,9 @@ enum Candidate {
     /// (a rollout's step of 50 %): those are served by it, the others by
     /// the serving version with it beside.
     Canary,
+    /// None, and no decision record kept (`--decision-history 0`): what
+    /// the record costs the serving path, against `No`.
+    Unrecorded,
 }
 
 impl Candidate {
@@ -82,6 +87,7 @@ impl Candidate {
             Self::Same => "same",
             Self::Differing => "differing",
             Self::Canary => "canary",
+            Self::Unrecorded => "unrecorded",
         }
     }
 }
@@ -165,11 +171,14 @@ fn reconciles(env: &Env) -> u64 {
 async fn run(candidate: Candidate, jobs: usize, pokes: usize) -> Run {
     let mut setup = OperatorSetup::configmaps();
     setup.workers = 8;
+    if candidate == Candidate::Unrecorded {
+        setup.decision_history = 0;
+    }
     let env = Env::start_with(setup).await;
     let fanout = common::guest_bytes("fanout");
     push(&env, "fanout", &fanout).await;
     let component = match candidate {
-        Candidate::No => None,
+        Candidate::No | Candidate::Unrecorded => None,
         Candidate::Same | Candidate::Canary => Some(version(&fanout, "candidate")),
         Candidate::Differing => Some(common::guest_bytes("fanout-next")),
     };
@@ -325,9 +334,10 @@ async fn bench() {
             "same" => Candidate::Same,
             "differing" => Candidate::Differing,
             "canary" => Candidate::Canary,
-            other => {
-                panic!("SHADOW_BENCH_CANDIDATE={other}: same, differing or canary (or a list)")
-            }
+            "unrecorded" => Candidate::Unrecorded,
+            other => panic!(
+                "SHADOW_BENCH_CANDIDATE={other}: same, differing, canary or unrecorded (or a list)"
+            ),
         })
         .collect();
     let labels: Vec<&str> = arms.iter().map(|arm| arm.label()).collect();
