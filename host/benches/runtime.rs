@@ -1,5 +1,6 @@
 //! Runtime benchmarks: one `fanout` reconcile with 10 children, instance
-//! per call, compiled to WebAssembly vs natively; compile and cache-hit loads.
+//! per call, compiled to WebAssembly vs natively, and the digests its
+//! decision record takes; compile and cache-hit loads.
 //!
 //! ```sh
 //! cargo xtask guests
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use policyhost::runtime::{Input, PolicySpec, Runtime, RuntimeConfig, reference};
+use policyhost::shadow::diff::answer_digest;
+use policyhost::shadow::record::input_digest;
 use policyhost_measure::{Process, cpu_seconds, percentile_ms};
 use policyhost_sdk::testing::{ChildFixture, JobFixture};
 
@@ -71,7 +74,8 @@ fn calls(c: &mut Criterion) {
         .expect("load fanout");
     let input = reference::fanout(10);
     let check = runtime.reconcile_blocking(&policy, &input);
-    assert_eq!(check.result.expect("fanout reconciles").children.len(), 10);
+    let reconciled = check.result.as_ref().expect("fanout reconciles");
+    assert_eq!(reconciled.children.len(), 10);
 
     let native = Native::new(&input);
     side_by_side(&runtime, &policy, &input, &native);
@@ -84,6 +88,11 @@ fn calls(c: &mut Criterion) {
     assert_eq!(native.reconcile().expect("native").children.len(), 10);
     group.bench_function("native", |b| {
         b.iter(|| native.reconcile().is_ok());
+    });
+    // What a serving call's decision record adds to it: the digests of its
+    // input and its answer.
+    group.bench_function("decision-digests", |b| {
+        b.iter(|| (input_digest(&input), answer_digest(&check.result)));
     });
     group.finish();
 }

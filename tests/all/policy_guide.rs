@@ -171,6 +171,16 @@ fn every_command_of_the_policy_guide_runs_as_written() {
         .map(|(_, o)| o)
         .expect("get datajobs");
     assert!(datajobs.contains("Succeeded"), "{datajobs}");
+    let explained = outputs
+        .iter()
+        .find(|(c, _)| c.starts_with("policyhost explain"))
+        .map(|(_, o)| o)
+        .expect("explain");
+    assert!(
+        explained.contains("decisions recorded, oldest first")
+            && explained.contains("created Pod etl-nightly-worker-0"),
+        "{explained}"
+    );
     drop(background);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,7 +28,7 @@ use crate::crd::{DataJob, DataJobStatus, Decision};
 use crate::outbound::Recorded;
 use crate::runtime::output::status::truncate;
 use crate::runtime::{CallReport, Input, Outcome};
-use crate::shadow::diff::Answer;
+use crate::shadow::diff::answer_digest;
 use crate::shadow::record::input_digest;
 
 /// The decisions kept per DataJob unless `--decision-history` says otherwise.
@@ -141,7 +141,7 @@ pub struct Called {
 impl Called {
     /// Takes in what the call answered and asked of the network.
     pub fn answered<T: serde::Serialize>(&mut self, outcome: &Outcome<T>) {
-        self.answer = Answer::of(&outcome.result).digest();
+        self.answer = answer_digest(&outcome.result);
         self.outbound = outcome.requests.iter().map(Recorded::outline).collect();
         self.report = outcome.report;
     }

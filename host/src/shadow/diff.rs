@@ -185,19 +185,6 @@ impl Answer {
         }
     }
 
-    /// The digest (`sha256:…`) of a result's JSON; none for a fault, whose
-    /// message may name addresses and times.
-    #[must_use]
-    pub fn digest(&self) -> Option<String> {
-        match self {
-            Self::Result(value) => Some(format!(
-                "sha256:{}",
-                hex::encode(Sha256::digest(value.to_string()))
-            )),
-            Self::Fault { .. } => None,
-        }
-    }
-
     /// The answer as it is compared ([`view`]): a fault is `{"fault": REASON}`.
     #[must_use]
     pub fn compared(&self) -> Value {
@@ -205,6 +192,40 @@ impl Answer {
             Self::Result(value) => view(value.clone()),
             Self::Fault { reason, .. } => serde_json::json!({ "fault": reason }),
         }
+    }
+}
+
+/// The digest (`sha256:…`) of a call's answer: its result, or the policy's
+/// own error, as JSON; none for a fault, whose message may name addresses
+/// and times. The JSON goes straight into the hash, no tree of it built:
+/// every serving call's decision takes one.
+#[must_use]
+pub fn answer_digest<T: serde::Serialize>(result: &runtime::Result<T>) -> Option<String> {
+    match result {
+        Ok(value) => json_digest(value),
+        Err(runtime::Error::PolicyError(error)) => json_digest(error),
+        Err(_) => None,
+    }
+}
+
+/// The digest (`sha256:…`) of `value` as JSON.
+pub(crate) fn json_digest<T: serde::Serialize>(value: &T) -> Option<String> {
+    let mut hashing = Hashing(Sha256::new());
+    serde_json::to_writer(&mut hashing, value).ok()?;
+    Some(format!("sha256:{}", hex::encode(hashing.0.finalize())))
+}
+
+/// Bytes written into a hash.
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

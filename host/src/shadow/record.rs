@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use serde_json::{Map, Value, json};
-use sha2::{Digest as _, Sha256};
 use tracing::warn;
 
 use crate::runtime::{ChildPhase, Input, KeyValue};
@@ -116,7 +115,7 @@ pub fn case(entry: &str, input: &Input, expected: Value) -> Value {
 #[must_use]
 pub fn input_digest(input: &Input) -> String {
     let state = json!({ "job": job_of(input), "children": children_of(input) });
-    format!("sha256:{}", hex::encode(Sha256::digest(state.to_string())))
+    super::diff::json_digest(&state).unwrap_or_default()
 }
 
 fn job_of(input: &Input) -> Value {
