@@ -14,7 +14,7 @@
 //! minute or annotated by a tool keeps its earlier decisions, and its
 //! status is not written for a decision that changed nothing. Each decision is bounded: [`MAX_LINES`] lines of
 //! [`MAX_LINE`] bytes per list, so at most
-//! [`MAX_HISTORY`] × about 6 KiB per DataJob, about 400 bytes typically.
+//! [`MAX_HISTORY`] × about 6 KiB per DataJob, about 450 bytes of JSON typically.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
