@@ -478,6 +478,16 @@ async fn a_candidate_the_api_server_would_refuse_shows_each_refusal_and_promote_
         !message.contains("ApiError") && !message.contains('\n') && message.len() <= 600,
         "one line, the server's words once: {message}"
     );
+    // The pass's decision names the write the server refused, and its code.
+    let record = job.status.as_ref().map(|s| s.decisions.clone());
+    let record = record.unwrap_or_default();
+    let newest = record.last().expect("a decision");
+    assert_eq!(newest.outcome, "ImmutableChange", "{record:?}");
+    assert!(
+        newest.writes.iter().any(|w| w
+            .starts_with("refused: Pod renamed-worker-0: server-side apply failed: 422 Invalid: ")),
+        "{record:?}"
+    );
     // Not retried until something changes: a retry with this setup's
     // backoff (50 ms doubling) would apply the Pod again several times
     // within the window.

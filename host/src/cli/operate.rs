@@ -451,6 +451,15 @@ fn decision_history(text: &str) -> Result<usize, String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn at_most_twenty_decisions_are_kept_per_datajob() {
+        assert_eq!(decision_history("0"), Ok(0));
+        assert_eq!(decision_history("20"), Ok(20));
+        let refused = decision_history("21").unwrap_err();
+        assert!(refused.contains("at most 20"), "{refused}");
+        assert!(decision_history("five").is_err());
+    }
+
     /// `CompileArgs` parsed from `args`, as the operator's flags.
     fn compile_config(args: &[&str]) -> compile::CompileConfig {
         #[derive(clap::Parser)]
