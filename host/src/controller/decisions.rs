@@ -27,7 +27,7 @@ use crate::cache::{Cached as _, ObjectKey};
 use crate::crd::{DataJob, DataJobStatus, Decision};
 use crate::outbound::Recorded;
 use crate::runtime::output::status::truncate;
-use crate::runtime::{CallReport, Input, Outcome};
+use crate::runtime::{CallReport, Digest, Input, Outcome};
 use crate::shadow::diff::answer_digest;
 use crate::shadow::record::input_digest;
 
@@ -58,14 +58,14 @@ impl Decisions {
         }
     }
 
-    /// The start of a decision about a call of `version` (`sha256:…`) on
-    /// `input`; none when no decision is kept.
+    /// The start of a decision about a call of `version` on `input`; none
+    /// when no decision is kept.
     #[must_use]
-    pub fn start(&self, call: &'static str, version: &str, input: &Input) -> Option<Called> {
+    pub fn start(&self, call: &'static str, version: Digest, input: &Input) -> Option<Called> {
         (self.keep > 0).then(|| Called {
             at: whole_second(Timestamp::now()),
             call,
-            version: version.to_owned(),
+            version: format!("sha256:{version}"),
             input: input_digest(input),
             answer: None,
             outbound: Vec::new(),
@@ -286,7 +286,7 @@ mod tests {
     #[test]
     fn a_decision_keeps_its_time_as_the_api_server_does_so_the_cache_reads_back_the_same() {
         let earlier = job(Vec::new());
-        let called = Decisions::new(1).start("reconcile", "sha256:v", &input(&earlier));
+        let called = Decisions::new(1).start("reconcile", Digest::of(b"v"), &input(&earlier));
         let decision = called
             .expect("kept")
             .decided("Reconciled", Vec::new(), Vec::new());
@@ -302,7 +302,7 @@ mod tests {
         let earlier = job(vec![decision("sha256:0", &[])]);
         assert!(
             decisions
-                .start("reconcile", "sha256:v", &input(&earlier))
+                .start("reconcile", Digest::of(b"v"), &input(&earlier))
                 .is_none()
         );
         let mut status = earlier.status.clone().unwrap();

@@ -208,10 +208,7 @@ async fn clean(
         },
     };
     let started = Instant::now();
-    let mut decision =
-        shared
-            .decisions
-            .start("cleanup", &format!("sha256:{}", acting.digest), &input);
+    let mut decision = shared.decisions.start("cleanup", policy.digest(), &input);
     let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
     let called = shared.runtime.cleanup(policy, input).await;
     if let Some(shadow) = shadow {

@@ -220,10 +220,7 @@ async fn run_policy(
             policy_digest: acting.digest.clone(),
         },
     };
-    let mut called =
-        shared
-            .decisions
-            .start("reconcile", &format!("sha256:{}", acting.digest), &input);
+    let mut called = shared.decisions.start("reconcile", policy.digest(), &input);
     let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
     let tenant = policy.tenant().clone();
     let outcome = shared.runtime.reconcile(policy, input).await;
