@@ -67,6 +67,27 @@ pub struct Config {
     pub seed: u64,
     /// Faults active from the start.
     pub faults: Faults,
+    /// The feature gates that change what the API serves.
+    pub features: Features,
+}
+
+/// kube-apiserver's feature gates that devcluster follows: with a gate
+/// off, the requests it governs are answered as a server without it
+/// answers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// `ShardedListAndWatch`: lists and watches honour `shardSelector` and
+    /// lists echo it in `metadata.shardInfo`; off, the parameter is
+    /// ignored. On by default, as on the test control plane.
+    pub sharded_list_and_watch: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Self {
+            sharded_list_and_watch: true,
+        }
+    }
 }
 
 impl Default for Config {
@@ -77,6 +98,7 @@ impl Default for Config {
             watch_history: 10_000,
             seed: 0x5eed,
             faults: Faults::default(),
+            features: Features::default(),
         }
     }
 }
@@ -116,6 +138,7 @@ impl DevCluster {
                 store.clone(),
             )),
             server_addr: addr.to_string(),
+            features: config.features,
         });
         bootstrap(&app, config.pods.is_some())?;
         let mut background = vec![tokio::spawn(gc::run(

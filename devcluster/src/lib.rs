@@ -41,11 +41,12 @@ mod rand;
 mod resource;
 pub mod schema;
 mod selector;
+mod sharding;
 mod status;
 mod store;
 mod table;
 
-pub use cluster::{Config, DevCluster, Error, Result};
+pub use cluster::{Config, DevCluster, Error, Features, Result};
 pub use counters::Counters;
 pub use faults::{ErrorRule, FaultControls, Faults};
 pub use pods::PodSimulation;

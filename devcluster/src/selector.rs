@@ -309,17 +309,21 @@ pub(crate) struct Selectors {
     pub(crate) labels: LabelSelector,
     /// The field selector.
     pub(crate) fields: FieldSelector,
+    /// The shard selector, where the feature gate serves one.
+    pub(crate) shard: Option<crate::sharding::ShardSelector>,
 }
 
 impl Selectors {
-    /// Whether the object passes both.
+    /// Whether the object passes all three.
     pub(crate) fn matches(&self, meta: &Meta) -> bool {
-        self.labels.matches(&meta.labels) && self.fields.matches(meta)
+        self.labels.matches(&meta.labels)
+            && self.fields.matches(meta)
+            && self.shard.as_ref().is_none_or(|s| s.matches(meta))
     }
 
-    /// Whether both are empty.
+    /// Whether none selects anything.
     pub(crate) fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
+        self.labels.is_empty() && self.fields.is_empty() && self.shard.is_none()
     }
 }
 

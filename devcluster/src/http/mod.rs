@@ -39,6 +39,8 @@ pub(crate) struct App {
     pub(crate) faults: Arc<FaultControls>,
     /// `host:port` clients reach the server at.
     pub(crate) server_addr: String,
+    /// The feature gates.
+    pub(crate) features: crate::Features,
 }
 
 /// The router serving `app`.

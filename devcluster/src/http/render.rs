@@ -42,6 +42,19 @@ impl Include {
 }
 
 /// What to render, fixed per request.
+/// A list's `metadata`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListMeta {
+    /// `resourceVersion`.
+    pub(crate) rv: u64,
+    /// `continue`.
+    pub(crate) cont: Option<String>,
+    /// `remainingItemCount`.
+    pub(crate) remaining: Option<u64>,
+    /// `shardInfo.selector`: the shard selector applied, canonically.
+    pub(crate) shard: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct View {
     /// The resource type.
@@ -155,13 +168,13 @@ impl View {
     }
 
     /// A list response body.
-    pub(crate) fn list(
-        &self,
-        items: Vec<Arc<Stored>>,
-        rv: u64,
-        cont: Option<String>,
-        remaining: Option<u64>,
-    ) -> Body {
+    pub(crate) fn list(&self, items: Vec<Arc<Stored>>, meta: &ListMeta) -> Body {
+        let ListMeta {
+            rv,
+            cont,
+            remaining,
+            shard,
+        } = meta.clone();
         if self.output == Output::Table {
             let rows = items.iter().map(|o| self.row(o)).collect();
             return Body::from(table::table(&self.columns, rows, rv, cont, remaining).to_string());
@@ -177,11 +190,19 @@ impl View {
             ),
         };
         let mut meta = json!({"resourceVersion": rv.to_string()});
-        if let Some(c) = cont {
-            meta["continue"] = json!(c);
+        // A custom resource list is unstructured in kube-apiserver: it
+        // always carries `continue`, and has no `shardInfo` to set (the
+        // shard selector still filters it).
+        match cont {
+            Some(c) => meta["continue"] = json!(c),
+            None if self.rt.custom => meta["continue"] = json!(""),
+            None => {}
         }
         if let Some(n) = remaining {
             meta["remainingItemCount"] = json!(n);
+        }
+        if let Some(selector) = shard.filter(|_| !self.rt.custom) {
+            meta["shardInfo"] = json!({"selector": selector});
         }
         let head = format!(
             "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",

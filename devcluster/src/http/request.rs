@@ -94,6 +94,9 @@ pub(crate) enum RvMatch {
 pub(crate) struct Query {
     pub(crate) label_selector: String,
     pub(crate) field_selector: String,
+    /// `shardSelector`, as sent (`None` when absent or empty: kube-apiserver
+    /// treats an empty one as absent).
+    pub(crate) shard_selector: Option<String>,
     pub(crate) resource_version: Option<String>,
     pub(crate) rv_match: Option<RvMatch>,
     pub(crate) limit: usize,
@@ -124,6 +127,7 @@ pub(crate) fn parse_query(q: Option<&str>) -> Result<Query> {
         match k.as_ref() {
             "labelSelector" => out.label_selector = v.into_owned(),
             "fieldSelector" => out.field_selector = v.into_owned(),
+            "shardSelector" => out.shard_selector = Some(v.into_owned()).filter(|s| !s.is_empty()),
             "resourceVersion" => out.resource_version = Some(v.into_owned()),
             "resourceVersionMatch" => {
                 out.rv_match = Some(match v.as_ref() {

@@ -9,7 +9,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::render::{Include, View};
+use super::render::{Include, ListMeta, View};
 use super::request::{self, Output, Query, RvMatch, Target};
 use super::watch;
 use super::{App, header, json_response};
@@ -21,6 +21,7 @@ use crate::pagination::Token;
 use crate::patch::{self, PatchType};
 use crate::resource::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector, Selectors};
+use crate::sharding::ShardSelector;
 use crate::status::{self, ApiError, Result};
 use crate::store::{self, ListQuery};
 
@@ -318,7 +319,20 @@ impl Ctx<'_> {
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
             fields: FieldSelector::parse(&fields, &allowed)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            shard: self.shard_selector()?,
         })
+    }
+
+    /// The request's shard selector where the `ShardedListAndWatch` gate is
+    /// on; a malformed one is kube-apiserver's 500 (its registry returns a
+    /// plain error, which carries no status of its own).
+    fn shard_selector(&self) -> Result<Option<ShardSelector>> {
+        match &self.query.shard_selector {
+            Some(text) if self.app.features.sharded_list_and_watch => ShardSelector::parse(text)
+                .map(Some)
+                .map_err(|e| ApiError::unknown(format!("invalid shard selector: {e}"))),
+            _ => Ok(None),
+        }
     }
 
     fn get(&self) -> Result<Response> {
@@ -407,7 +421,15 @@ impl Ctx<'_> {
         let cont = page.next.map(|after| Token { rv: page.rv, after }.encode());
         Ok(json_response(
             StatusCode::OK,
-            self.view.list(page.items, page.rv, cont, page.remaining),
+            self.view.list(
+                page.items,
+                &ListMeta {
+                    rv: page.rv,
+                    cont,
+                    remaining: page.remaining,
+                    shard: selectors.shard.as_ref().map(ShardSelector::canonical),
+                },
+            ),
         ))
     }
 
@@ -695,7 +717,13 @@ impl Ctx<'_> {
         );
         Ok(json_response(
             StatusCode::OK,
-            list_view.list(out, rv, None, None),
+            list_view.list(
+                out,
+                &ListMeta {
+                    rv,
+                    ..ListMeta::default()
+                },
+            ),
         ))
     }
 }

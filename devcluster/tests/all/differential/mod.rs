@@ -85,8 +85,8 @@ const fn known_at(
 }
 
 const WORDING: &str = "decode and parse errors are worded by devcluster's own \
-    parsers (serde_json, its selector parser, its continue tokens), not Go's; \
-    code and reason agree";
+    parsers (serde_json, its selector parser, its continue tokens, the CEL syntax \
+    of a shard selector), not Go's; code and reason agree";
 
 const PATCHED_OBJECT: &str = "a JSON or merge patch whose result does not fit the \
     kind's Go type is refused quoting that result, which devcluster writes with \
@@ -110,6 +110,12 @@ const KNOWN: &[Known] = &[
         WORDING,
     ),
     known_at("reads", "a malformed continue token", "/message", WORDING),
+    known_at(
+        "sharding",
+        "refused: shardRange(object.metadata.uid",
+        "/message",
+        WORDING,
+    ),
     known_at(
         "crud",
         "create from an unsupported media type",
@@ -273,4 +279,12 @@ async fn kubectl_prints_the_same_against_devcluster_and_the_real_api_server() {
     let real = real_kubeconfig();
     let report = kubectl::compare_all(&real).await;
     assert_no_unknown("kubectl sessions", &report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real API server (POLICYHOST_TEST_KUBECONFIG); `cargo xtask test` runs it"]
+async fn shard_ranges_split_objects_by_the_fnv_of_their_uid_on_both_servers() {
+    let real = real_kubeconfig();
+    scenarios::shard_ranges_split_by_uid(&session::Server::devcluster().await).await;
+    scenarios::shard_ranges_split_by_uid(&session::Server::real(&real).await).await;
 }

@@ -34,6 +34,7 @@ enum Scenario {
     Pods,
     Claims,
     Types,
+    Sharding,
 }
 
 const SCENARIOS: &[Scenario] = &[
@@ -48,6 +49,7 @@ const SCENARIOS: &[Scenario] = &[
     Scenario::Pods,
     Scenario::Claims,
     Scenario::Types,
+    Scenario::Sharding,
 ];
 
 impl Scenario {
@@ -70,6 +72,7 @@ impl Scenario {
             Self::Pods => pods(&mut s).await,
             Self::Claims => claims(&mut s).await,
             Self::Types => types(&mut s).await,
+            Self::Sharding => sharding(&mut s).await,
         }
         s.finish().await
     }
@@ -1147,4 +1150,225 @@ async fn types(s: &mut Session<'_>) {
         &path(CMS, "applied"),
     )
     .await;
+}
+
+/// 64-bit FNV-1a, the hash of `shardRange` (Go's `hash/fnv`).
+pub fn fnv1a_64(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// `shardRange(field, start, end)` with 16-digit bounds (`end` may be 2^64).
+pub fn shard_range(field: &str, start: u64, end: Option<u64>) -> String {
+    let end = end.map_or_else(
+        || "0x10000000000000000".to_owned(),
+        |e| format!("{e:#018x}"),
+    );
+    format!("shardRange({field}, '{start:#018x}', '{end}')")
+}
+
+/// Shard selectors over the namespace's hash, which both servers share (a
+/// uid differs between them; `shard_ranges_split_by_uid` checks those):
+/// lists, pages, watches and custom resources, and each refusal.
+async fn sharding(s: &mut Session<'_>) {
+    const NS: &str = "object.metadata.namespace";
+    for name in ["s1", "s2", "s3"] {
+        s.post(&format!("create {name}"), CMS, cm(name, json!({})))
+            .await;
+    }
+    let hash = fnv1a_64(&s.namespace);
+    let ours = shard_range(NS, hash, hash.checked_add(1));
+    let other = if hash == 0 {
+        shard_range(NS, 1, None)
+    } else {
+        shard_range(NS, 0, Some(hash))
+    };
+    let query = |selector: &str| format!("shardSelector={}", urlencode(selector));
+    s.get("its own range", &format!("{CMS}?{}", query(&ours)))
+        .await;
+    s.get("another range", &format!("{CMS}?{}", query(&other)))
+        .await;
+    s.get(
+        "ranges joined",
+        &format!("{CMS}?{}", query(&format!("{other} || {ours}"))),
+    )
+    .await;
+    s.get(
+        "a page of its range",
+        &format!("{CMS}?limit=2&{}", query(&ours)),
+    )
+    .await;
+    s.get(
+        "with a label selector",
+        &format!("{CMS}?labelSelector=tier%3Da&{}", query(&ours)),
+    )
+    .await;
+    s.get("an empty selector", &format!("{CMS}?shardSelector="))
+        .await;
+    s.post("create a DataJob", DATAJOBS, datajob("j", json!({})))
+        .await;
+    s.get("DataJobs in range", &format!("{DATAJOBS}?{}", query(&ours)))
+        .await;
+    let from = rv(&s.get("list", CMS).await);
+    s.watch(
+        "a watch of its range",
+        &format!("{CMS}?watch=1&resourceVersion={from}&{}", query(&ours)),
+        Session::events(2),
+        async |s: &mut Session<'_>| {
+            s.post("create s4", CMS, cm("s4", json!({}))).await;
+            s.delete("delete s1", &path(CMS, "s1"), None).await;
+        },
+    )
+    .await;
+    s.watch(
+        "a watch of another range",
+        &format!(
+            "{CMS}?watch=1&timeoutSeconds=2&resourceVersion={from}&{}",
+            query(&other)
+        ),
+        |_: &[Value]| false,
+        async |_: &mut Session<'_>| {},
+    )
+    .await;
+    let bounds = [
+        ("'0x0'", "'0x8000000000000000'"),
+        ("'ff'", "'0x8000000000000000'"),
+        ("'0x'", "'0x8000000000000000'"),
+        ("'0x0000000000000000'", "'0x800000000000000g'"),
+        ("'0x0000000000000000'", "'0x20000000000000000'"),
+        ("'0x0000000000000000'", "'0x100000000000000000'"),
+        ("'0x8000000000000000'", "'0x8000000000000000'"),
+        ("0", "'0x8000000000000000'"),
+    ];
+    for (start, end) in bounds {
+        let selector = format!("shardRange(object.metadata.uid, {start}, {end})");
+        s.get(
+            &format!("refused: {selector}"),
+            &format!("{CMS}?{}", query(&selector)),
+        )
+        .await;
+    }
+    let zero = "'0x0000000000000000'";
+    let half = "'0x8000000000000000'";
+    for selector in [
+        format!("shardRange(object.metadata.name, {zero}, {half})"),
+        format!("shardRange(object.metadata.uid, {zero})"),
+        format!(
+            "shardRange(object.metadata.uid, {zero}, {half}) || shardRange({NS}, {zero}, {half})"
+        ),
+        format!(
+            "shardRange(object.metadata.uid, {zero}, {half}) && shardRange(object.metadata.uid, {zero}, {half})"
+        ),
+        "uidRange(object.metadata.uid)".to_owned(),
+        "object.metadata.uid".to_owned(),
+        "shardRange(object.metadata.uid".to_owned(),
+    ] {
+        s.get(
+            &format!("refused: {selector}"),
+            &format!("{CMS}?{}", query(&selector)),
+        )
+        .await;
+    }
+    s.get(
+        "refused on a watch",
+        &format!("{CMS}?watch=1&{}", query("shardRange(object.metadata.uid)")),
+    )
+    .await;
+}
+
+/// On `server`: four quarter ranges of the uid hash split a namespace's
+/// objects exactly as FNV-1a of each uid says, in lists and in a watch.
+/// Not compared between the servers, whose uids differ: each is held to
+/// the hash.
+pub async fn shard_ranges_split_by_uid(server: &Server) {
+    const UID: &str = "object.metadata.uid";
+    let namespace = format!("shard-uid-{}-{}", server.name, std::process::id());
+    let mut s = Session::start(server, &namespace).await;
+    let quarter = |q: u64| {
+        let start = q << 62;
+        shard_range(UID, start, (q < 3).then(|| (q + 1) << 62))
+    };
+    let in_quarter = |uid: &str| fnv1a_64(uid) >> 62;
+    for i in 0..24 {
+        s.post("create", CMS, cm(&format!("u{i}"), json!({}))).await;
+    }
+    let all = s.get("list", CMS).await;
+    let uid_of = |item: &Value| item["metadata"]["uid"].as_str().unwrap().to_owned();
+    let mut seen = 0;
+    for q in 0..4 {
+        let page = s
+            .get(
+                "quarter",
+                &format!("{CMS}?shardSelector={}", urlencode(&quarter(q))),
+            )
+            .await;
+        assert_eq!(
+            page["metadata"]["shardInfo"]["selector"],
+            quarter(q),
+            "{}: {page}",
+            server.name
+        );
+        let mut got: Vec<String> = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(uid_of)
+            .collect();
+        let mut want: Vec<String> = all["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(uid_of)
+            .filter(|uid| in_quarter(uid) == q)
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{}: quarter {q}", server.name);
+        seen += got.len();
+    }
+    assert_eq!(seen, 24, "{}: every object in one quarter", server.name);
+    let from = rv(&all);
+    s.watch(
+        "a quarter's events",
+        &format!(
+            "{CMS}?watch=1&timeoutSeconds=3&resourceVersion={from}&shardSelector={}",
+            urlencode(&quarter(0))
+        ),
+        |_: &[Value]| false,
+        async |s: &mut Session<'_>| {
+            for i in 24..48 {
+                s.post("create", CMS, cm(&format!("u{i}"), json!({}))).await;
+            }
+        },
+    )
+    .await;
+    let events = s.last();
+    let created = s.get("list", CMS).await;
+    let mut want: Vec<String> = created["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| {
+            item["metadata"]["name"].as_str().unwrap()[1..]
+                .parse::<u32>()
+                .unwrap()
+                >= 24
+        })
+        .map(uid_of)
+        .filter(|uid| in_quarter(uid) == 0)
+        .collect();
+    let mut got: Vec<String> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            assert_eq!(event["type"], "ADDED", "{}: {event}", server.name);
+            uid_of(&event["object"])
+        })
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{}: the quarter's watch", server.name);
+    s.finish().await;
 }

@@ -348,6 +348,14 @@ impl<'a> Session<'a> {
         move |events| events.len() >= count
     }
 
+    /// The body of the answer recorded last.
+    pub fn last(&self) -> Value {
+        self.exchanges
+            .last()
+            .map(|e| e.body.clone())
+            .unwrap_or_default()
+    }
+
     /// The answers, normalised; deletes the namespace.
     pub async fn finish(self) -> Vec<Exchange> {
         let _ = self
