@@ -27,6 +27,7 @@ pub mod queue;
 pub mod runtime;
 pub mod server;
 pub mod shadow;
+pub mod shard;
 pub mod throttle;
 pub mod tls;
 pub mod vocabulary;
