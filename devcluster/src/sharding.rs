@@ -459,7 +459,7 @@ mod tests {
             )
         );
         let h = fnv1a_64(b"team-a");
-        let inside = h < 0x4000_0000_0000_0000 || h >= 1 << 63;
+        let inside = !(0x4000_0000_0000_0000..1 << 63).contains(&h);
         assert_eq!(s.matches(&meta("x", "team-a")), inside);
     }
 

@@ -143,6 +143,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Writes the leader fence refused (sent while not leading).
     pub fenced_writes: Counter,
+    /// The shard buckets this replica serves (of 64; all without shards).
+    pub shard_buckets: Gauge,
+    /// The DataJobs of the buckets it serves, as cached.
+    pub shard_datajobs: Gauge,
     /// 1 for the version of each policy in service.
     pub policy_info: Family<PolicyDigest, Gauge>,
     /// The bytes of compiled code each pinned version keeps loaded.
@@ -281,6 +285,16 @@ impl Default for Metrics {
             leader: registry.add(
                 "leader",
                 "1 while this replica holds the leader Lease and reconciles, 0 while it follows",
+                Gauge::default(),
+            ),
+            shard_buckets: registry.add(
+                "shard_buckets",
+                "The shard buckets (of 64) whose DataJobs this replica serves: all of them without shards",
+                Gauge::default(),
+            ),
+            shard_datajobs: registry.add(
+                "shard_datajobs",
+                "The cached DataJobs of the buckets this replica serves",
                 Gauge::default(),
             ),
             fenced_writes: registry.add(
@@ -699,6 +713,8 @@ mod tests {
             finalizer_conflicts,
             leader,
             fenced_writes,
+            shard_buckets,
+            shard_datajobs,
             policy_info,
             policy_pinned_code_bytes,
             policy_load_errors_total,
@@ -756,6 +772,8 @@ mod tests {
         finalizer_conflicts.inc();
         leader.set(1);
         fenced_writes.inc();
+        shard_buckets.set(1);
+        shard_datajobs.set(1);
         policy_info
             .get_or_create(&PolicyDigest {
                 policy: "p".to_owned(),
@@ -812,6 +830,8 @@ mod tests {
                 "force_releases counter",
                 "finalizer_conflicts counter",
                 "leader gauge",
+                "shard_buckets gauge",
+                "shard_datajobs gauge",
                 "fenced_writes counter",
                 "policy_info gauge",
                 "policy_pinned_code_bytes gauge",

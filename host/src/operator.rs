@@ -29,6 +29,7 @@ use crate::queue::Backoff;
 use crate::runtime::{self, AllowedKind, Runtime, RuntimeConfig};
 use crate::server::{self, Readiness};
 use crate::shadow;
+use crate::shard::{Membership, Serving};
 use crate::throttle::WriteThrottleLayer;
 use crate::watch;
 
@@ -119,6 +120,10 @@ pub struct Options {
     pub asks: Asks,
     /// Leader election; `None` leads at once, alone (one replica, `dev`).
     pub leader: Option<leader::Config>,
+    /// Shards instead of one leader: each replica holds a member Lease
+    /// (`<lease_name>-<identity>`) and serves its share of the DataJobs
+    /// ([`crate::shard`]). Exclusive with `leader`.
+    pub shards: Option<leader::Config>,
     /// How children are cached: [`watch::indexed`] (the design), or a
     /// baseline a benchmark measures it against.
     pub children: watch::ChildCaching,
@@ -223,6 +228,7 @@ impl Default for Options {
             cleanup: Budget::default(),
             asks: Asks::default(),
             leader: None,
+            shards: None,
             children: watch::indexed,
             registries: Registries::default(),
         }
@@ -323,6 +329,9 @@ pub enum Error {
     /// The leader election settings are unusable.
     #[error("invalid leader election settings")]
     Leader(#[source] leader::Error),
+    /// Both a leader election and shards were asked for.
+    #[error("leader election and shards exclude each other: choose one")]
+    LeaderAndShards,
 }
 
 /// An operator ready to run: client built, kinds discovered, policies loaded,
@@ -332,8 +341,24 @@ pub struct Operator {
     policies: Option<ConfigMapSource>,
     metrics: Arc<Metrics>,
     listener: Option<TcpListener>,
-    elector: Option<Elector>,
+    coordinator: Option<Coordinator>,
     leadership: Leadership,
+}
+
+/// Who decides what this replica may do: a leader election, or the shards'
+/// membership.
+enum Coordinator {
+    Leader(Box<Elector>),
+    Shards(Box<Membership>),
+}
+
+impl Coordinator {
+    async fn run(self, stop: impl Future<Output = ()>) {
+        match self {
+            Self::Leader(elector) => elector.run(stop).await,
+            Self::Shards(membership) => membership.run(stop).await,
+        }
+    }
 }
 
 impl Operator {
@@ -348,7 +373,8 @@ impl Operator {
         let Link {
             client,
             leadership,
-            elector,
+            publishing,
+            coordinator,
             watch,
             child_kinds,
         } = link;
@@ -365,6 +391,7 @@ impl Operator {
                 cleanup: options.cleanup,
                 asks: options.asks,
                 leadership: leadership.clone(),
+                publishing,
                 children: options.children,
                 policy_namespace: options.policy_namespace.clone(),
                 record_calls: options.record_calls.clone(),
@@ -376,7 +403,7 @@ impl Operator {
             policies: versions.source,
             metrics,
             listener,
-            elector,
+            coordinator,
             leadership,
         })
     }
@@ -433,8 +460,8 @@ impl Operator {
         // controller has stopped: until then the reconciles in flight may
         // still write.
         let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
-        let elector = self.elector.map(|elector| {
-            tokio::spawn(elector.run(async {
+        let elector = self.coordinator.map(|coordinator| {
+            tokio::spawn(coordinator.run(async {
                 let _ = release_rx.await;
             }))
         });
@@ -496,8 +523,13 @@ impl Operator {
 /// watches start.
 struct Link {
     client: Client,
+    /// Whether this replica may write at all (the fence).
     leadership: Leadership,
-    elector: Option<Elector>,
+    /// Whether it writes what one replica writes for all (policy
+    /// ConfigMaps' reports, candidate summaries): the leader, or the shard
+    /// owning the first bucket.
+    publishing: Leadership,
+    coordinator: Option<Coordinator>,
     watch: watch::Config,
     child_kinds: Vec<ApiResource>,
 }
@@ -508,19 +540,46 @@ impl Link {
         options: &Options,
         metrics: &Metrics,
     ) -> Result<Self, Error> {
-        let (leadership, elector) = match &options.leader {
-            Some(election) => {
+        let serving = if options.shards.is_some() {
+            Serving::sharded()
+        } else {
+            Serving::everything()
+        };
+        // A Lease has its own client: renewals must go out although the
+        // fence is closed, and must not queue behind throttled writes.
+        let (leadership, publishing, coordinator) = match (&options.leader, &options.shards) {
+            (Some(_), Some(_)) => return Err(Error::LeaderAndShards),
+            (Some(election), None) => {
                 election.validate().map_err(Error::Leader)?;
                 let leadership = Leadership::elected();
-                // The Lease has its own client: renewals must go out
-                // although the fence is closed, and must not queue behind
-                // throttled writes.
                 let lease_client = plain_client(config.clone(), options)?;
                 let elector = Elector::new(lease_client, election.clone(), leadership.clone())
                     .map_err(Error::Leader)?;
-                (leadership, Some(elector))
+                (
+                    leadership.clone(),
+                    leadership,
+                    Some(Coordinator::Leader(Box::new(elector))),
+                )
             }
-            None => (Leadership::unelected(), None),
+            (None, Some(shards)) => {
+                let (leadership, publishing) = (Leadership::elected(), Leadership::elected());
+                let lease_client = plain_client(config.clone(), options)?;
+                let membership = Membership::new(
+                    lease_client,
+                    shards.clone(),
+                    &options.instance,
+                    leadership.clone(),
+                    serving.clone(),
+                )
+                .map_err(Error::Leader)?
+                .publishing(publishing.clone());
+                (
+                    leadership,
+                    publishing,
+                    Some(Coordinator::Shards(Box::new(membership))),
+                )
+            }
+            (None, None) => (Leadership::unelected(), Leadership::unelected(), None),
         };
         let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
         let client = client(config, options, &fence)?;
@@ -539,6 +598,29 @@ impl Link {
             StreamingLists::Never => false,
             StreamingLists::Auto => watch::streaming_lists_supported(&client, &scopes[0]).await,
         };
+        let server_shards = match &options.shards {
+            Some(shards) => {
+                match crate::shard::probe::server_filters(&client, &shards.namespace).await {
+                    Ok(filters) => {
+                        info!(
+                            server_shards = filters,
+                            "{}",
+                            if filters {
+                                "the API server filters DataJobs by shard"
+                            } else {
+                                "the API server ignores shard selectors (feature gate ShardedListAndWatch off?): every DataJob is sent and each shard keeps its own"
+                            }
+                        );
+                        filters
+                    }
+                    Err(error) => {
+                        warn!(error = %crate::chain::Chain(&error), "cannot tell whether the API server filters by shard: each shard checks every DataJob itself");
+                        false
+                    }
+                }
+            }
+            None => false,
+        };
         info!(
             streaming_lists,
             "watch streams start with {}",
@@ -551,12 +633,15 @@ impl Link {
         Ok(Self {
             client,
             leadership,
-            elector,
+            publishing,
+            coordinator,
             watch: watch::Config {
                 scopes,
                 instance: options.instance.clone(),
                 streaming_lists,
                 child_settle: options.child_settle,
+                serving,
+                server_shards,
             },
             child_kinds,
         })
@@ -606,7 +691,7 @@ impl Versions {
                     workers: 1,
                     secret_refresh: options.grant_secret_refresh,
                     instance: options.instance.clone(),
-                    leadership: link.leadership.clone(),
+                    leadership: link.publishing.clone(),
                     history: options.policy_history,
                 },
             )

@@ -16,6 +16,9 @@ pub const RESERVED_PREFIX: &str = "policyhost.dev/";
 pub const MANAGED_BY_LABEL: &str = "policyhost.dev/managed-by";
 /// The label every child carries, naming its DataJob.
 pub const DATAJOB_LABEL: &str = "policyhost.dev/datajob";
+/// Label on every child: the shard bucket of its DataJob's uid, so that the
+/// shard serving the DataJob selects its children too.
+pub const SHARD_LABEL: &str = "policyhost.dev/shard";
 /// The annotation holding a hash of the manifest the host last applied to a
 /// child: an unchanged desired child is not applied again.
 pub const APPLIED_HASH_ANNOTATION: &str = "policyhost.dev/applied-hash";

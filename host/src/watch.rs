@@ -28,7 +28,8 @@ use crate::chain::Chain;
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
-use crate::vocabulary::MANAGED_BY_LABEL;
+use crate::shard::{Bucket, Serving, Share};
+use crate::vocabulary::{MANAGED_BY_LABEL, SHARD_LABEL};
 
 /// How the operator watches the cluster.
 #[derive(Debug, Clone)]
@@ -44,13 +45,26 @@ pub struct Config {
     /// changes of a burst (its children created, scheduled, started one by
     /// one) within it cost one pass and at most one status write.
     pub child_settle: Duration,
+    /// The buckets to watch: every object, or a shard's share.
+    pub serving: Serving,
+    /// Whether the API server applies a `shardSelector` (else the share is
+    /// only checked here, on every object it sends).
+    pub server_shards: bool,
 }
 
 impl Config {
-    /// The label selector of the operator's children.
+    /// The label selector of the operator's children in `share` (all of
+    /// them for `None`).
     #[must_use]
-    pub fn child_selector(&self) -> String {
-        format!("{MANAGED_BY_LABEL}={}", self.instance)
+    pub fn child_selector(&self, share: Option<Share>) -> String {
+        let mine = format!("{MANAGED_BY_LABEL}={}", self.instance);
+        match share {
+            Some(share) if share != Share::ALL => {
+                let buckets: Vec<String> = share.buckets().map(|b| b.index().to_string()).collect();
+                format!("{mine},{SHARD_LABEL} in ({})", buckets.join(","))
+            }
+            _ => mine,
+        }
     }
 
     /// The watcher's settings: these labels selected, if any, and a
@@ -127,25 +141,40 @@ pub async fn data_jobs(
     queue: Arc<WorkQueue<ObjectKey>>,
 ) {
     let streams = config.scopes.iter().map(|scope| {
-        let api: Api<DataJob> = match scope {
-            Scope::Cluster => Api::all(client.clone()),
-            Scope::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
-        };
-        let events = watcher::watcher(api, config.watcher_config(None));
-        drive(
-            events,
-            scope.clone(),
-            store.clone(),
-            cache::slim_data_job,
-            {
+        let stream = config.serving.stream();
+        let start = {
+            let (client, config, store, queue) = (
+                client.clone(),
+                config.clone(),
+                store.clone(),
+                Arc::clone(&queue),
+            );
+            let scope = scope.clone();
+            move |share: Option<Share>| -> BoxFuture<'static, ()> {
+                let client = match share.filter(|_| config.server_shards) {
+                    Some(share) => with_shard_selector(&client, share),
+                    None => client.clone(),
+                };
+                let api: Api<DataJob> = match &scope {
+                    Scope::Cluster => Api::all(client),
+                    Scope::Namespace(namespace) => Api::namespaced(client, namespace),
+                };
+                let events = watcher::watcher(api, config.watcher_config(None));
                 let queue = Arc::clone(&queue);
-                move |change: &Change<DataJob>| {
-                    if let Some(key) = data_job_work(change) {
-                        queue.add(key);
-                    }
-                }
-            },
-        )
+                Box::pin(drive(
+                    owned(events, share, Owner::Itself, config.serving.clone(), stream),
+                    scope.clone(),
+                    store.clone(),
+                    cache::slim_data_job,
+                    move |change: &Change<DataJob>| {
+                        if let Some(key) = data_job_work(change) {
+                            queue.add(key);
+                        }
+                    },
+                ))
+            }
+        };
+        sharded(&config, stream, scope, &store, start)
     });
     futures::future::join_all(streams).await;
 }
@@ -160,30 +189,161 @@ async fn children(
     queue: Arc<WorkQueue<ObjectKey>>,
     foreign: Foreign,
 ) {
-    let selector = config.child_selector();
     let streams = config.scopes.iter().map(|scope| {
-        let api = child_api(&client, scope, &cache.resource);
-        let events = watcher::watcher(api, config.watcher_config(Some(&selector)));
-        drive(
-            events,
-            scope.clone(),
-            cache.store.clone(),
-            |object: ChildObject| ChildRecord::from_object(&object),
-            {
+        let stream = config.serving.stream();
+        let start = {
+            let (client, config, cache, queue, foreign) = (
+                client.clone(),
+                config.clone(),
+                cache.clone(),
+                Arc::clone(&queue),
+                foreign.clone(),
+            );
+            let scope = scope.clone();
+            move |share: Option<Share>| -> BoxFuture<'static, ()> {
+                let api = child_api(&client, &scope, &cache.resource);
+                let selector = config.child_selector(share);
+                let events = watcher::watcher(api, config.watcher_config(Some(&selector)));
                 let queue = Arc::clone(&queue);
                 let foreign = foreign.clone();
                 let kind = cache.resource.kind.clone();
                 let settle = config.child_settle;
-                move |change: &Change<ChildRecord>| {
-                    foreign.observe(&kind, change);
-                    for key in child_work(change) {
-                        queue.add_coalesced(key, settle);
-                    }
-                }
-            },
-        )
+                Box::pin(drive(
+                    owned(
+                        events,
+                        share,
+                        Owner::Controller,
+                        config.serving.clone(),
+                        stream,
+                    ),
+                    scope.clone(),
+                    cache.store.clone(),
+                    |object: ChildObject| ChildRecord::from_object(&object),
+                    move |change: &Change<ChildRecord>| {
+                        foreign.observe(&kind, change);
+                        for key in child_work(change) {
+                            queue.add_coalesced(key, settle);
+                        }
+                    },
+                ))
+            }
+        };
+        sharded(&config, stream, scope, &cache.store, start)
     });
     futures::future::join_all(streams).await;
+}
+
+/// Runs the watch `start` makes for the share to watch, and starts it
+/// again each time that share changes (a shard's membership moved
+/// buckets): the new stream's first list replaces what the store held.
+/// An empty share watches nothing and empties the store. Unsharded, runs
+/// one watch of everything.
+async fn sharded<T, V>(
+    config: &Config,
+    stream: usize,
+    scope: &Scope,
+    store: &Store<T, V>,
+    start: impl Fn(Option<Share>) -> BoxFuture<'static, ()>,
+) where
+    T: Cached,
+    V: IndexValue,
+{
+    let mut watched = config.serving.watched();
+    loop {
+        let share = *watched.borrow_and_update();
+        match share {
+            Some(share) if share.is_empty() => {
+                for event in [cache::Event::Init, cache::Event::InitDone] {
+                    drop(store.apply_in(scope, event));
+                }
+                config.serving.listed(stream, share);
+                if watched.changed().await.is_err() {
+                    return;
+                }
+            }
+            _ => {
+                tokio::select! {
+                    () = start(share) => return,
+                    changed = watched.changed() => if changed.is_err() { return },
+                }
+            }
+        }
+    }
+}
+
+/// Which uid puts an object in a bucket.
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    /// Its own (a DataJob).
+    Itself,
+    /// Its controller's (a child follows its DataJob); an object without
+    /// one is kept, as no DataJob reads it.
+    Controller,
+}
+
+/// The events of `share`'s objects only, whatever the server filtered
+/// (watch events carry no `shardInfo`, and a server without the feature
+/// gate sends everything); reports the stream `listed` at the end of each
+/// list.
+fn owned<K: Resource + Send + 'static>(
+    events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+    share: Option<Share>,
+    owner: Owner,
+    serving: Serving,
+    stream: usize,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
+    let keep = move |object: &K| {
+        let Some(share) = share else { return true };
+        let meta = object.meta();
+        let uid = match owner {
+            Owner::Itself => meta.uid.as_deref(),
+            Owner::Controller => match meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.controller == Some(true))
+            {
+                Some(reference) => Some(reference.uid.as_str()),
+                None => return true,
+            },
+        };
+        uid.is_some_and(|uid| share.contains(Bucket::of_uid(uid)))
+    };
+    events.filter_map(move |event| {
+        let event = match event {
+            Ok(watcher::Event::Apply(object)) if !keep(&object) => None,
+            Ok(watcher::Event::InitApply(object)) if !keep(&object) => None,
+            Ok(watcher::Event::InitDone) => {
+                serving.listed(stream, share.unwrap_or(Share::ALL));
+                Some(Ok(watcher::Event::InitDone))
+            }
+            other => Some(other),
+        };
+        std::future::ready(event)
+    })
+}
+
+/// A client whose every request carries `shardSelector` for `share`: the
+/// lists and watches of kube's watcher, which has no such setting.
+fn with_shard_selector(client: &Client, share: Share) -> Client {
+    let Some(selector) = share.selector() else {
+        return client.clone();
+    };
+    let param = format!(
+        "shardSelector={}",
+        form_urlencoded::byte_serialize(selector.as_bytes()).collect::<String>()
+    );
+    let inner = client.clone();
+    let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        let uri = request.uri().to_string();
+        let joined = if uri.contains('?') { '&' } else { '?' };
+        if let Ok(uri) = format!("{uri}{joined}{param}").parse() {
+            *request.uri_mut() = uri;
+        }
+        async move { inner.send(request).await }
+    });
+    Client::new(service, client.default_namespace())
 }
 
 /// True when the API server answers a streaming list (`sendInitialEvents`,

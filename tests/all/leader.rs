@@ -9,32 +9,18 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::common::cluster::{Env, create_namespace, eventually, phase};
-use crate::common::deployment::issued_token_kubeconfig;
+use crate::common::cluster::{Env, eventually, phase};
 use crate::common::faults::{FaultProxy, Refuse};
-use crate::common::process::{Replica, kubeconfig_with_token, policy_dir};
+use crate::common::process::Replica;
+use crate::common::replicas::{LEASE, RENEW, RETRY, ops_namespace, replica_args, replica_identity};
 use crate::common::requests::Request;
 
-/// Election timing of the test replicas: short, so failover takes seconds.
-const LEASE: Duration = Duration::from_secs(4);
-const RENEW: Duration = Duration::from_secs(3);
-const RETRY: Duration = Duration::from_millis(500);
 /// Scheduling slack on a loaded machine.
 const SLACK: Duration = Duration::from_millis(1500);
 
 const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
-
-/// A namespace for the replicas' Lease, like `policyhost-system`.
-async fn ops_namespace(env: &Env) -> String {
-    let name = format!("{}-ops", env.namespace);
-    create_namespace(&env.client, &name).await;
-    name
-}
 
 /// Two replicas, `replica-a` leading and `replica-b` following, each with
 /// an identity of its own that the request log records.
@@ -51,27 +37,8 @@ struct Pair {
 impl Pair {
     async fn start(env: &Env, ops: &str) -> Self {
         let base = env.kubeconfig_file();
-        let policies = policy_dir(&["fanout"], &env.namespace);
-        let policies = policies.to_string_lossy().into_owned();
-        let timing = [
-            format!("{}s", LEASE.as_secs()),
-            format!("{}ms", RENEW.as_millis()),
-            format!("{}ms", RETRY.as_millis()),
-        ];
-        let args = [
-            "--namespace",
-            env.namespace.as_str(),
-            "--policy-dir",
-            policies.as_str(),
-            "--lease-namespace",
-            ops,
-            "--lease-duration",
-            timing[0].as_str(),
-            "--renew-deadline",
-            timing[1].as_str(),
-            "--retry-period",
-            timing[2].as_str(),
-        ];
+        let args = replica_args(env, ops);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let scratch = crate::common::scratch();
         let mut identities = Vec::new();
         let mut replica = async |name: &str| {
@@ -104,41 +71,6 @@ impl Pair {
             a_proxy,
         }
     }
-}
-
-/// Writes `kubeconfig` for replica `name` and returns the user it
-/// authenticates as: on devcluster a bearer token naming it; on a real
-/// cluster a ServiceAccount `name` of namespace `ops`, bound to
-/// `cluster-admin` (the replicas' permissions are not the subject here).
-async fn replica_identity(
-    env: &Env,
-    admin: &std::path::Path,
-    ops: &str,
-    name: &str,
-    kubeconfig: &std::path::Path,
-) -> String {
-    if env.cluster.is_some() {
-        kubeconfig_with_token(admin, name, kubeconfig);
-        return name.to_owned();
-    }
-    let accounts: Api<ServiceAccount> = Api::namespaced(env.client.clone(), ops);
-    let account = serde_json::from_value(json!({"metadata": {"name": name}})).expect("an account");
-    accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("create the replica's ServiceAccount");
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": format!("{ops}-{name}")},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ops}],
-    }))
-    .expect("a binding");
-    Api::<ClusterRoleBinding>::all(env.client.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("bind the replica's ServiceAccount");
-    issued_token_kubeconfig(admin, ops, name, kubeconfig);
-    format!("system:serviceaccount:{ops}:{name}")
 }
 
 /// Waits until `/leaderz` answers 200.

@@ -36,4 +36,5 @@ mod rollout;
 mod runtime;
 mod scaffold;
 mod shadow;
+mod shards;
 mod update_strategy;

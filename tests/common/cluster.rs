@@ -231,12 +231,21 @@ impl Env {
 
     /// A cluster with the CRD and a fresh namespace, no operator yet.
     pub async fn cluster_only() -> Self {
+        Self::cluster_with(devcluster::Features::default()).await
+    }
+
+    /// [`cluster_only`](Self::cluster_only), a devcluster with these
+    /// feature gates (a real cluster has its own).
+    pub async fn cluster_with(features: devcluster::Features) -> Self {
         let (cluster, config) = match real_cluster_config().await {
             Some(config) => (None, config),
             None => {
-                let cluster = DevCluster::start(fast_pods())
-                    .await
-                    .expect("start devcluster");
+                let cluster = DevCluster::start(ClusterConfig {
+                    features,
+                    ..fast_pods()
+                })
+                .await
+                .expect("start devcluster");
                 let config = cluster.client_config().expect("devcluster client config");
                 (Some(cluster), config)
             }

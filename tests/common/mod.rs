@@ -22,6 +22,7 @@ pub mod process;
 pub mod publishing;
 pub mod rbac;
 pub mod registry;
+pub mod replicas;
 pub mod requests;
 pub mod sampler;
 pub mod tls;

@@ -41,8 +41,10 @@ use super::ownership::{self, Conflict, Holder, Verdict};
 use crate::cache::{ChildRecord, Children, ObjectKey};
 use crate::crd::DataJob;
 use crate::runtime::{ChildPhase, UpdateStrategy, ValidChild};
+use crate::shard::Bucket;
 use crate::vocabulary::{
-    APPLIED_HASH_ANNOTATION, DATAJOB_LABEL, FIELD_MANAGER, MANAGED_BY_LABEL, created_by_operator,
+    APPLIED_HASH_ANNOTATION, DATAJOB_LABEL, FIELD_MANAGER, MANAGED_BY_LABEL, SHARD_LABEL,
+    created_by_operator,
 };
 
 /// The result type of applying children.
@@ -698,6 +700,11 @@ pub fn prepare(
         if let Value::Object(labels) = labels {
             labels.insert(MANAGED_BY_LABEL.into(), Value::String(instance.to_owned()));
             labels.insert(DATAJOB_LABEL.into(), Value::String(job.name_any()));
+            let bucket = Bucket::of_uid(&job.uid().unwrap_or_default());
+            labels.insert(
+                SHARD_LABEL.into(),
+                Value::String(bucket.index().to_string()),
+            );
         }
         let owner = controller_reference(job);
         metadata.insert(

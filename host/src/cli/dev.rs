@@ -137,9 +137,9 @@ async fn dev(args: &DevArgs) -> anyhow::Result<ExitCode> {
         None => Vec::new(),
     };
     let mut options = args.operator.options(Some(args.listen))?;
-    options.leader = args
-        .leader
-        .config(false, args.operator.instance(), &config.default_namespace);
+    (options.leader, options.shards) =
+        args.leader
+            .coordination(false, args.operator.instance(), &config.default_namespace);
     options.policy_dir = None;
     options.policy_namespace = Some(namespace.clone());
     if let Some(registry) = &registry {

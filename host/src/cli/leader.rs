@@ -13,6 +13,12 @@ pub(crate) struct LeaderArgs {
     /// leads at once, alone.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     leader_elect: Option<bool>,
+    /// Shard the DataJobs over the replicas instead of electing one leader:
+    /// each replica holds a member Lease (`<lease name>-<identity>`, name
+    /// default `<instance>-shard`) and serves about 1/N of them; the lease
+    /// flags below apply to the member Leases.
+    #[arg(long)]
+    shards: bool,
     /// Name of the Lease; default: `<instance>-leader`.
     #[arg(long, value_name = "NAME")]
     lease_name: Option<String>,
@@ -37,17 +43,30 @@ pub(crate) struct LeaderArgs {
 }
 
 impl LeaderArgs {
-    /// The election settings, `None` when election is off (`default` says
-    /// whether it is on when the flag is not given).
-    pub(crate) fn config(
+    /// The election settings and the shards' (one of them at most): `None`
+    /// when election is off (`default` says whether it is on when the
+    /// flag is not given).
+    pub(crate) fn coordination(
         &self,
         default: bool,
         instance: &str,
         default_namespace: &str,
-    ) -> Option<leader::Config> {
-        if !self.leader_elect.unwrap_or(default) {
-            return None;
+    ) -> (Option<leader::Config>, Option<leader::Config>) {
+        if self.shards {
+            let suffix = "shard";
+            return (None, Some(self.lease(instance, suffix, default_namespace)));
         }
+        if !self.leader_elect.unwrap_or(default) {
+            return (None, None);
+        }
+        (
+            Some(self.lease(instance, "leader", default_namespace)),
+            None,
+        )
+    }
+
+    /// The Lease settings, the name defaulting to `<instance>-<suffix>`.
+    fn lease(&self, instance: &str, suffix: &str, default_namespace: &str) -> leader::Config {
         let namespace = self
             .lease_namespace
             .clone()
@@ -61,13 +80,13 @@ impl LeaderArgs {
         let lease_name = self
             .lease_name
             .clone()
-            .unwrap_or_else(|| format!("{instance}-leader"));
-        Some(leader::Config {
+            .unwrap_or_else(|| format!("{instance}-{suffix}"));
+        leader::Config {
             lease_duration: self.lease_duration.0,
             renew_deadline: self.renew_deadline.0,
             retry_period: self.retry_period.0,
             ..leader::Config::new(lease_name, namespace, identity)
-        })
+        }
     }
 }
 

@@ -405,9 +405,17 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let config = policyhost::operator::client_config(args.kubeconfig.as_deref()).await?;
         let mut options = args.operator.options(Some(args.listen))?;
-        options.leader =
+        (options.leader, options.shards) =
             args.leader
-                .config(true, &args.operator.instance, &config.default_namespace);
+                .coordination(true, &args.operator.instance, &config.default_namespace);
+        if let Some(shards) = &options.shards {
+            info!(
+                identity = %shards.identity,
+                leases = %format!("{}-*", shards.lease_name),
+                namespace = %shards.namespace,
+                "sharded: serving this replica's share of the DataJobs"
+            );
+        }
         if let Some(election) = &options.leader {
             info!(
                 identity = %election.identity,

@@ -55,6 +55,7 @@ use crate::policies::{Registry, Role};
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
 use crate::shadow::{self, Shadow};
+use crate::shard::Serving;
 use crate::watch::{self, WatchedChildren};
 
 pub use decisions::{DEFAULT_DECISIONS, Decisions};
@@ -77,6 +78,9 @@ pub struct Config {
     pub asks: Asks,
     /// Whether this replica leads (always, without leader election).
     pub leadership: Leadership,
+    /// Whether it writes what one replica writes for all (candidate
+    /// summaries): the leader, or one shard.
+    pub publishing: Leadership,
     /// How children are cached: [`watch::indexed`], or a baseline a
     /// benchmark measures it against.
     pub children: watch::ChildCaching,
@@ -117,8 +121,11 @@ pub struct Shared {
     pub instance: String,
     /// The finalizer state machine's settings and memory.
     pub finalizers: finalizer::Finalizers,
-    /// Whether this replica leads and may reconcile.
+    /// Whether this replica leads and may reconcile (sharded: whether its
+    /// membership is current).
     pub leadership: Leadership,
+    /// The buckets this replica serves: all of them, or a shard's share.
+    pub serving: Serving,
     /// What the last status writes left, so a lagging cache cannot hide one.
     pub status_writes: status::Writes,
     /// Each DataJob's last decisions, written with its status.
@@ -201,6 +208,7 @@ impl Controller {
                 pending,
             ),
             leadership: config.leadership.clone(),
+            serving: config.watch.serving.clone(),
             status_writes: status::Writes::default(),
             decisions: Decisions::new(config.decision_history),
             settling: settle::Settling::default(),
@@ -240,12 +248,13 @@ impl Controller {
         let reporter = shadow::report::Reporter {
             client: shared.client.clone(),
             instance: shared.instance.clone(),
-            leadership: shared.leadership.clone(),
+            leadership: self.config.publishing.clone(),
         };
         background.spawn(reporter.run(Arc::clone(&shared.shadow)));
         background.spawn(report_queue(Arc::clone(&shared)));
         background.spawn(finalizer::report_pending(Arc::clone(&shared)));
         background.spawn(resync_on_leadership(Arc::clone(&shared)));
+        background.spawn(resync_on_grant(Arc::clone(&shared)));
 
         let work = async {
             shared.jobs.wait_until_ready().await;
@@ -285,6 +294,24 @@ async fn worker(shared: Arc<Shared>) {
             queue.forget(&key);
             continue;
         }
+        // A shard calls only for the buckets it serves, and holds the
+        // bucket until the pass ends; a key of a bucket it let go (queued,
+        // delayed or retried before the move) is dropped: the new owner
+        // queues every DataJob it lists. A key no longer cached is gone,
+        // and its pass only forgets it.
+        let in_flight = match shared.jobs.get(&key) {
+            Some(job) => match shared
+                .serving
+                .begin(job.metadata.uid.as_deref().unwrap_or_default())
+            {
+                Some(in_flight) => Some(in_flight),
+                None => {
+                    queue.forget(&key);
+                    continue;
+                }
+            },
+            None => None,
+        };
         let attempt = queue.failures(&key).saturating_add(1);
         let started = Instant::now();
         let next = fair::writing_for(
@@ -308,6 +335,7 @@ async fn worker(shared: Arc<Shared>) {
             .metrics
             .reconcile_latency
             .observe(lease.queued_at().elapsed().as_secs_f64());
+        drop(in_flight);
         drop(lease);
         shared
             .metrics
@@ -372,13 +400,52 @@ async fn resync_on_leadership(shared: Arc<Shared>) {
     }
 }
 
-/// Publishes the queue's depth to the metrics once a second.
+/// Queues the cached DataJobs of every bucket a shard starts serving: their
+/// keys, queued while the watches listed them, were dropped then.
+async fn resync_on_grant(shared: Arc<Shared>) {
+    let mut served = shared.serving.served_changes();
+    let mut before = *served.borrow_and_update();
+    while served.changed().await.is_ok() {
+        let now = *served.borrow_and_update();
+        let gained = now.without(before);
+        before = now;
+        if gained.is_empty() {
+            continue;
+        }
+        let jobs: Vec<_> = shared
+            .jobs
+            .all()
+            .into_iter()
+            .filter(|job| gained.owns_uid(job.metadata.uid.as_deref().unwrap_or_default()))
+            .collect();
+        info!(
+            datajobs = jobs.len(),
+            buckets = gained.len(),
+            "serving new buckets: queueing their DataJobs"
+        );
+        for job in jobs {
+            shared.queue.add(job.key());
+        }
+    }
+}
+
+/// Publishes the queue's depth and this replica's share to the metrics
+/// once a second.
 async fn report_queue(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         shared.metrics.queue_depth.set(gauge(shared.queue.len()));
+        let served = shared.serving.served();
+        shared.metrics.shard_buckets.set(gauge(served.len()));
+        let owned = shared
+            .jobs
+            .all()
+            .iter()
+            .filter(|job| served.owns_uid(job.metadata.uid.as_deref().unwrap_or_default()))
+            .count();
+        shared.metrics.shard_datajobs.set(gauge(owned));
         shared
             .metrics
             .queue_delayed

@@ -25,6 +25,9 @@ pub fn fnv1a_64(bytes: &[u8]) -> u64 {
 pub struct Bucket(u8);
 
 impl Bucket {
+    /// The bucket of the smallest hashes.
+    pub const FIRST: Self = Self(0);
+
     /// Every bucket, in hash order.
     pub fn all() -> impl Iterator<Item = Self> {
         (0..BUCKETS).map(|i| Self(i as u8))
@@ -33,7 +36,10 @@ impl Bucket {
     /// The bucket of `index`, if there is one.
     #[must_use]
     pub fn new(index: usize) -> Option<Self> {
-        (index < BUCKETS).then(|| Self(index as u8))
+        u8::try_from(index)
+            .ok()
+            .filter(|_| index < BUCKETS)
+            .map(Self)
     }
 
     /// The bucket of an object's uid.

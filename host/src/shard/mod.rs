@@ -15,10 +15,14 @@
 //! ([`probe::server_filters`] tells which).
 
 mod hash;
+mod membership;
 pub mod probe;
 mod ring;
+mod serving;
 mod share;
 
 pub use hash::{BUCKETS, Bucket, fnv1a_64};
+pub use membership::{MEMBER_LABEL, Membership, SERVING_ANNOTATION};
 pub use ring::{Epoch, Ring};
+pub use serving::{InFlight, Serving};
 pub use share::Share;

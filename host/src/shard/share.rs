@@ -57,6 +57,22 @@ impl Share {
         Self(self.0 & !other.0)
     }
 
+    /// The set as 16 hex digits (bit `i` is bucket `i`), as a member
+    /// Lease's annotation carries it.
+    #[must_use]
+    pub fn to_hex(self) -> String {
+        format!("{:016x}", self.0)
+    }
+
+    /// The set of [`to_hex`](Self::to_hex)'s text; `None` for other text.
+    #[must_use]
+    pub fn from_hex(text: &str) -> Option<Self> {
+        (text.len() == 16 && text.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u64::from_str_radix(text, 16).ok())
+            .flatten()
+            .map(Self)
+    }
+
     /// Its buckets, in hash order.
     pub fn buckets(self) -> impl Iterator<Item = Bucket> {
         Bucket::all().filter(move |&b| self.contains(b))
@@ -121,6 +137,9 @@ mod tests {
             "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')"
         );
         assert_eq!(Share::default().selector(), None);
+        assert_eq!(Share::from_hex(&share.to_hex()), Some(share));
+        assert_eq!(Share::from_hex("+00000000000000f"), None);
+        assert_eq!(Share::from_hex("zzzzzzzzzzzzzzzz"), None);
     }
 
     #[test]
