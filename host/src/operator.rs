@@ -540,6 +540,7 @@ impl Link {
         options: &Options,
         metrics: &Metrics,
     ) -> Result<Self, Error> {
+        let throttle = WriteThrottleLayer::new(options.api_qps, options.api_burst);
         let serving = if options.shards.is_some() {
             Serving::sharded()
         } else {
@@ -572,7 +573,8 @@ impl Link {
                     serving.clone(),
                 )
                 .map_err(Error::Leader)?
-                .publishing(publishing.clone());
+                .publishing(publishing.clone())
+                .dividing(throttle.clone());
                 (
                     leadership,
                     publishing,
@@ -582,7 +584,7 @@ impl Link {
             (None, None) => (Leadership::unelected(), Leadership::unelected(), None),
         };
         let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
-        let client = client(config, options, &fence)?;
+        let client = client(config, options, &fence, &throttle)?;
         let child_kinds = discover(&client, &options.child_kinds).await?;
         let scopes: Vec<Scope> = if options.namespaces.is_empty() {
             vec![Scope::Cluster]
@@ -723,7 +725,12 @@ async fn listen(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Error> 
 /// it is sent: after a wait for a throttle token, and on each retry. (kube's
 /// own retry layer sits under any added layer, where it would resend a
 /// fenced write later, so it is replaced by the same policy above the fence.)
-fn client(config: kube::Config, options: &Options, fence: &FenceLayer) -> Result<Client, Error> {
+fn client(
+    config: kube::Config,
+    options: &Options,
+    fence: &FenceLayer,
+    throttle: &WriteThrottleLayer,
+) -> Result<Client, Error> {
     let mut config = with_user_agent(config, options);
     config.default_retry = false;
     let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
@@ -731,7 +738,7 @@ fn client(config: kube::Config, options: &Options, fence: &FenceLayer) -> Result
         .with_layer(fence)
         .with_layer(&BufferLayer::new(1024))
         .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
-        .with_layer(&WriteThrottleLayer::new(options.api_qps, options.api_burst))
+        .with_layer(throttle)
         .build())
 }
 

@@ -18,11 +18,16 @@
 //! The budget stays a layer on the client, rather than moving to each place
 //! the controller writes, so that no write can bypass it: children, status,
 //! finalizer patches and Events all go through the same client.
+//!
+//! Shards divide the budget: with N live replicas each write takes N
+//! tokens ([`WriteThrottleLayer::divide_among`]), so that together they
+//! send what the platform team configured, not N times as much.
 
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -41,6 +46,8 @@ pub struct WriteThrottleLayer {
 struct Budget {
     bucket: DefaultDirectRateLimiter,
     turns: Arc<Gate>,
+    /// Tokens one write takes: the replicas that share the budget.
+    replicas: AtomicU32,
 }
 
 impl Budget {
@@ -52,7 +59,13 @@ impl Budget {
     async fn until_ready(&self) {
         let writer = fair::current_writer();
         let _turn = self.turns.acquire(&writer).await;
-        self.bucket.until_ready().await;
+        let replicas =
+            NonZeroU32::new(self.replicas.load(Ordering::Relaxed)).unwrap_or(NonZeroU32::MIN);
+        if self.bucket.until_n_ready(replicas).await.is_err() {
+            // More replicas than the burst: one token each, the burst
+            // bounding what they send together.
+            self.bucket.until_ready().await;
+        }
     }
 }
 
@@ -68,8 +81,16 @@ impl WriteThrottleLayer {
             budget: Arc::new(Budget {
                 bucket: RateLimiter::direct(quota),
                 turns: Gate::new(1),
+                replicas: AtomicU32::new(1),
             }),
         }
+    }
+
+    /// Shares the budget among `replicas` (at least 1): each write takes
+    /// that many tokens from now on.
+    pub fn divide_among(&self, replicas: usize) {
+        let replicas = u32::try_from(replicas.max(1)).unwrap_or(u32::MAX);
+        self.budget.replicas.store(replicas, Ordering::Relaxed);
     }
 }
 
@@ -193,6 +214,31 @@ mod tests {
         assert!(
             elapsed >= Duration::from_millis(450),
             "15 writes at burst 5 and 20 qps took only {elapsed:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn replicas_sharing_the_budget_each_write_a_share_of_it() {
+        let qps = NonZeroU32::new(40).expect("non-zero");
+        let burst = NonZeroU32::new(8).expect("non-zero");
+        let layer = WriteThrottleLayer::new(qps, burst);
+        let mut service = layer.layer(Accept);
+        let start = Instant::now();
+        for _ in 0..6 {
+            send(&mut service, Method::PATCH).await;
+        }
+        let whole = start.elapsed();
+        layer.divide_among(4);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let start = Instant::now();
+        // A quarter of the bucket: a burst of 2, then 10/s.
+        for _ in 0..6 {
+            send(&mut service, Method::PATCH).await;
+        }
+        let divided = start.elapsed();
+        assert!(
+            divided >= Duration::from_millis(350),
+            "6 writes at a quarter of 40 qps took only {divided:?} (alone: {whole:?})"
         );
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::cluster::{Env, eventually, phase};
-use crate::common::process::Replica;
+use crate::common::process::{Replica, policyhost, text};
 use crate::common::replicas::{LEASE, RETRY, ops_namespace, replica_args, replica_identity};
 use crate::common::requests::Request;
 
@@ -39,6 +39,11 @@ impl Shards {
             let name = format!("shard-{i}");
             let kubeconfig = scratch.join(format!("{}-{name}.kubeconfig", env.namespace));
             identities.push(replica_identity(env, &base, ops, &name, &kubeconfig).await);
+            let args: Vec<&str> = args
+                .iter()
+                .copied()
+                .chain(["--leader-identity", name.as_str()])
+                .collect();
             replicas.push(Replica::start(&name, &kubeconfig, &args));
         }
         Self {
@@ -160,6 +165,28 @@ async fn three_shards(env: Env, server_filters: bool) {
     assert!(
         serving.len() >= 2,
         "24 DataJobs were served by {serving:?} alone"
+    );
+    // `policyhost status` names the shard serving a DataJob: the one that
+    // wrote its status.
+    let kubeconfig = env.kubeconfig_file();
+    let target = format!("{}/{}", env.namespace, first[0]);
+    let out = policyhost(&[
+        "status",
+        &target,
+        "--kubeconfig",
+        kubeconfig.to_str().expect("a UTF-8 path"),
+    ]);
+    let status = text(&out);
+    let writer = writers[&first[0]].iter().next().expect("a writer").clone();
+    let shard_line = status
+        .lines()
+        .find(|line| line.starts_with("Shard:"))
+        .unwrap_or_else(|| panic!("no Shard line:\n{status}"));
+    let served_by = shard_line.rsplit(' ').next().unwrap_or_default();
+    assert!(
+        served_by.starts_with("shard-") && writer.ends_with(served_by),
+        "{shard_line}; {} was written by {writer}",
+        first[0]
     );
 
     let killed_identity = shards.identities[2].clone();

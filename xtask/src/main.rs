@@ -310,6 +310,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "rollback::",
         "rollout::",
         "shadow::",
+        "shards::",
         "update_strategy::",
     ],
     &["differential::", "--include-ignored", "--nocapture"],

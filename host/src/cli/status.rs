@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use policyhost::crd::DataJob;
 use policyhost::finalizer::{Pending, TERMINATING};
+use policyhost::shard::{BUCKETS, Bucket, MEMBER_LABEL, claimant};
 
 use super::cluster::{block_on, connect};
 use super::terminal::{eprintln, print};
@@ -66,9 +68,10 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         }
         let target = args.target.as_deref().unwrap_or_default();
         let namespace = args.namespace.clone().unwrap_or(default_namespace);
-        Ok(match one(client, &namespace, target).await? {
+        Ok(match one(client.clone(), &namespace, target).await? {
             Some(job) => {
-                print!("{}", block(&job, now));
+                let shard = shard(&client, &job, now).await;
+                print!("{}", block(&job, shard.as_deref(), now));
                 ExitCode::SUCCESS
             }
             None => ExitCode::FAILURE,
@@ -181,7 +184,27 @@ fn next_step(job: &DataJob, standing: Standing) -> String {
 }
 
 /// The block printed for one DataJob.
-fn block(job: &DataJob, now: Timestamp) -> String {
+/// Which shard serves the DataJob, when the operator runs sharded and the
+/// member Leases can be read (`None` otherwise: one replica serves all).
+async fn shard(client: &Client, job: &DataJob, now: Timestamp) -> Option<String> {
+    let leases: Api<Lease> = Api::all(client.clone());
+    let leases = leases
+        .list(&ListParams::default().labels(MEMBER_LABEL))
+        .await
+        .ok()?
+        .items;
+    if leases.is_empty() {
+        return None;
+    }
+    let bucket = Bucket::of_uid(&job.uid().unwrap_or_default());
+    let of = format!("bucket {} of {BUCKETS}", bucket.index());
+    Some(match claimant(&leases, bucket, now) {
+        Some(member) => format!("{of}, served by {member}"),
+        None => format!("{of}, served by no live shard now (moving, or none is up)"),
+    })
+}
+
+fn block(job: &DataJob, shard: Option<&str>, now: Timestamp) -> String {
     let status = job.status.clone().unwrap_or_default();
     let standing = Standing::of(job);
     let mut out = String::new();
@@ -214,6 +237,9 @@ fn block(job: &DataJob, now: Timestamp) -> String {
         None => line("Deletion", "not requested"),
     }
     line("Finalizer", &standing.sentence());
+    if let Some(shard) = shard {
+        line("Shard", shard);
+    }
     let others: Vec<&str> = job
         .finalizers()
         .iter()
@@ -412,7 +438,7 @@ mod tests {
 
     #[test]
     fn the_block_of_a_blocked_datajob_says_what_is_wrong_and_what_to_do() {
-        let text = block(&blocked_job(), at(1_312));
+        let text = block(&blocked_job(), None, at(1_312));
         for expected in [
             "DataJob:          team/etl\n",
             "Phase:            Terminating\n",

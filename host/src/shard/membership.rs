@@ -42,6 +42,7 @@ use super::{Bucket, Ring, Serving, Share};
 const FIRST: Bucket = Bucket::FIRST;
 use crate::chain::Chain;
 use crate::leader::{self, Leadership};
+use crate::throttle::WriteThrottleLayer;
 
 /// The label that marks a member Lease, valued with the operator instance.
 pub const MEMBER_LABEL: &str = "policyhost.dev/shard-member";
@@ -64,6 +65,8 @@ pub struct Membership {
     /// Held while this replica owns the first bucket: what one replica
     /// writes for all (reports on policy ConfigMaps) is its to write.
     publishing: Option<Leadership>,
+    /// The write budget the members share.
+    budget: Option<WriteThrottleLayer>,
 }
 
 struct Observed {
@@ -104,7 +107,16 @@ impl Membership {
             observed: HashMap::new(),
             claimed: Share::default(),
             publishing: None,
+            budget: None,
         })
+    }
+
+    /// Also divides `budget` among the live members, so that together they
+    /// write what one replica alone would.
+    #[must_use]
+    pub fn dividing(mut self, budget: WriteThrottleLayer) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     /// Also decides `publishing`: held by the owner of the first bucket.
@@ -166,6 +178,9 @@ impl Membership {
                 .chain([self.config.identity.as_str()]),
         );
         let target = ring.share(&self.config.identity);
+        if let Some(budget) = &self.budget {
+            budget.divide_among(ring.members().len());
+        }
         if let Some(publishing) = &self.publishing {
             let first = ring.owner(FIRST).map(str::to_owned);
             match self.leadership.valid_until() {
@@ -411,4 +426,25 @@ impl Membership {
             }
         }
     }
+}
+
+/// Who serves `bucket`, read from member Leases by a client outside the
+/// shards (`policyhost status`): the holder of a Lease whose claim holds
+/// it and whose renewal, by the wall clock, is within its duration.
+#[must_use]
+pub fn claimant(leases: &[Lease], bucket: Bucket, now: Timestamp) -> Option<String> {
+    leases.iter().find_map(|lease| {
+        let spec = lease.spec.as_ref()?;
+        let claim = lease
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(SERVING_ANNOTATION)?;
+        let renewed = spec.renew_time.as_ref()?.0;
+        let seconds = i64::from(spec.lease_duration_seconds.unwrap_or(0));
+        let live = now.as_second() < renewed.as_second().saturating_add(seconds);
+        Share::from_hex(claim)
+            .filter(|share| live && share.contains(bucket))
+            .and(spec.holder_identity.clone())
+    })
 }

@@ -22,7 +22,7 @@ mod serving;
 mod share;
 
 pub use hash::{BUCKETS, Bucket, fnv1a_64};
-pub use membership::{MEMBER_LABEL, Membership, SERVING_ANNOTATION};
+pub use membership::{MEMBER_LABEL, Membership, SERVING_ANNOTATION, claimant};
 pub use ring::{Epoch, Ring};
 pub use serving::{InFlight, Serving};
 pub use share::Share;
