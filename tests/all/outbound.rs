@@ -143,6 +143,61 @@ fn a_granted_policy_creates_reads_and_deletes_through_the_host_and_the_ledger_sh
     assert!(ledger["b1"].deleted.is_some());
 }
 
+/// What shards (and a restarted leader) rely on: a cleanup interrupted
+/// and run again, on this replica or another, sends each step with the
+/// key it had, so a server that honours the header acts once.
+#[test]
+fn a_cleanups_requests_carry_an_idempotency_key_the_same_on_every_attempt_and_a_reconciles_none() {
+    let cloud = Cloud::start();
+    let runtime = runtime(&cloud);
+    let origin = cloud.origin();
+    let policy = probe(&runtime, grant(&[("origins", &origin)]), &[], 5_000);
+    let bucket = format!("{origin}/buckets/k1");
+    let params = json!({
+        "requests": [{ "method": "PUT", "url": bucket, "body": "{\"owner\":\"probe\"}" }],
+        "cleanup": [{ "method": "DELETE", "url": bucket }, { "method": "DELETE", "url": bucket }],
+    });
+    let a = input(job("a", "team-a", params.clone()));
+    let b = input(job("b", "team-a", params));
+    runtime
+        .reconcile_blocking(&policy, &a)
+        .result
+        .expect("the reconcile");
+    for input in [&a, &a, &b] {
+        runtime
+            .cleanup_blocking(&policy, input)
+            .result
+            .expect("the cleanup");
+    }
+    let sent = cloud.idempotency_keys();
+    let keys: Vec<Option<String>> = sent.iter().map(|(_, _, key)| key.clone()).collect();
+    assert_eq!(sent.len(), 7, "{sent:?}");
+    assert_eq!(
+        keys[0], None,
+        "a reconcile's request carries none: {sent:?}"
+    );
+    let key = |i: usize| {
+        keys[i]
+            .clone()
+            .unwrap_or_else(|| panic!("request {i} has a key: {sent:?}"))
+    };
+    assert!(
+        key(1).starts_with('"') && key(1).len() == 34,
+        "a structured-field string of 32 hex digits: {}",
+        key(1)
+    );
+    assert_ne!(key(1), key(2), "two steps of one cleanup: {sent:?}");
+    assert_eq!(
+        (key(3), key(4)),
+        (key(1), key(2)),
+        "the cleanup again: {sent:?}"
+    );
+    assert!(
+        key(5) != key(1) && key(6) != key(2) && key(5) != key(6),
+        "another DataJob's cleanup: {sent:?}"
+    );
+}
+
 #[test]
 fn the_host_refuses_every_reach_outside_the_grant_and_the_guest_sees_each_refusal() {
     let cloud = Cloud::start();

@@ -61,6 +61,8 @@ struct State {
     authorized: u64,
     /// Buckets whose requests are never answered, and how many were held.
     stalled: BTreeMap<String, u64>,
+    /// Each request's method, path and `Idempotency-Key`, in arrival order.
+    keys: Vec<(String, String, Option<String>)>,
     rng: Option<rand::rngs::StdRng>,
 }
 
@@ -161,6 +163,11 @@ impl Cloud {
     pub fn requests(&self) -> u64 {
         self.with(|state| state.requests)
     }
+
+    /// Each request's method, path and `Idempotency-Key`, in arrival order.
+    pub fn idempotency_keys(&self) -> Vec<(String, String, Option<String>)> {
+        self.with(|state| state.keys.clone())
+    }
 }
 
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
@@ -199,6 +206,14 @@ async fn answer(request: Request<Incoming>, state: &Mutex<State>) -> Result<Resp
     let lock = || state.lock().unwrap_or_else(PoisonError::into_inner);
     lock().requests += 1;
     let path = request.uri().path().to_owned();
+    let key = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    lock()
+        .keys
+        .push((request.method().to_string(), path.clone(), key));
     let query = request.uri().query().unwrap_or_default().to_owned();
     if let Some(name) = path.strip_prefix("/buckets/") {
         let name = name.to_owned();

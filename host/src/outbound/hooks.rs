@@ -47,6 +47,50 @@ pub(crate) struct CallHooks {
     tally: Arc<Tally>,
     recording: Recording,
     call: Arc<(Arc<str>, String)>,
+    keys: Option<IdempotencyKeys>,
+}
+
+/// The `Idempotency-Key` of each request of a cleanup call: the same for
+/// the same request however often the cleanup runs, on whichever replica,
+/// so that a server that honours the header acts once on a step a
+/// cleanup interrupted (by a crash, or a shard's move) sends again.
+///
+/// A request's key is the SHA-256 of the DataJob's uid, the method, the
+/// URL and how many requests of the call went to that method and URL
+/// before it: another request never shares it, whatever the cleanup did
+/// before. Sent as the draft's structured-field string
+/// (draft-ietf-httpapi-idempotency-key-header), and only where the
+/// policy set none itself.
+struct IdempotencyKeys {
+    uid: String,
+    sent: std::collections::HashMap<(http::Method, String), u32>,
+}
+
+/// The header a cleanup's requests carry.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+impl IdempotencyKeys {
+    fn next(&mut self, method: &http::Method, url: &str) -> String {
+        use sha2::{Digest as _, Sha256};
+        let seen = self
+            .sent
+            .entry((method.clone(), url.to_owned()))
+            .or_default();
+        let mut hash = Sha256::new();
+        for part in [
+            self.uid.as_bytes(),
+            method.as_str().as_bytes(),
+            url.as_bytes(),
+        ] {
+            hash.update(part);
+            hash.update([0]);
+        }
+        hash.update(seen.to_be_bytes());
+        *seen += 1;
+        let digest = hash.finalize();
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("\"{hex}\"")
+    }
 }
 
 /// Who answers an admitted request.
@@ -74,10 +118,12 @@ impl WasiHttpHooks for Denied {
     }
 }
 
-/// Who a call is, for the log: its policy and `namespace/name`.
+/// Who a call is, for the log: its policy and `namespace/name`; for a
+/// cleanup, its DataJob's uid, which keys its requests' idempotency.
 pub(crate) struct Caller {
     pub(crate) policy: Arc<str>,
     pub(crate) job: String,
+    pub(crate) cleanup_of: Option<String>,
 }
 
 impl CallHttp {
@@ -130,6 +176,10 @@ impl CallHttp {
                 tally: Arc::default(),
                 recording: Recording::default(),
                 call: Arc::new((caller.policy, caller.job)),
+                keys: caller.cleanup_of.map(|uid| IdempotencyKeys {
+                    uid,
+                    sent: std::collections::HashMap::new(),
+                }),
             }),
             denied: Denied,
         }
@@ -191,6 +241,14 @@ impl CallHooks {
             return Err(Rejected::Refused(Refusal::Concurrency, Some(origin)));
         };
         self.made += 1;
+        if let Some(keys) = &mut self.keys
+            && !request.headers().contains_key(IDEMPOTENCY_KEY)
+        {
+            let key = keys.next(request.method(), &request.uri().to_string());
+            if let Ok(value) = http::HeaderValue::from_str(&key) {
+                request.headers_mut().insert(IDEMPOTENCY_KEY, value);
+            }
+        }
         let headers = request.headers_mut();
         for (name, value) in outbound.headers_for(&origin) {
             headers.insert(name.clone(), value.clone());

@@ -51,6 +51,7 @@ use http::{HeaderName, HeaderValue};
 
 pub use client::{Client, ClientConfig};
 pub use grant::{Credential, Grant};
+pub use hooks::IDEMPOTENCY_KEY;
 pub(crate) use hooks::{CallHttp, Caller, add_to_linker};
 pub use origin::{Origin, OriginPattern};
 pub use record::Recorded;

@@ -203,6 +203,7 @@ fn run<T, U>(
     let caller = || Caller {
         policy: policy.name.clone(),
         job: job.clone(),
+        cleanup_of: (entry == "cleanup").then(|| input.job.uid.clone()),
     };
     let http = match (&policy.outbound, network) {
         (None, _) => CallHttp::none(),
