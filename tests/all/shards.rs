@@ -7,10 +7,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
-use crate::common::cluster::{Env, eventually, phase};
+use crate::common::cloud::{Cloud, Faults};
+use crate::common::cluster::{Env, eventually, eventually_within, phase};
+use crate::common::guest_bytes;
+use crate::common::history::History;
 use crate::common::process::{Replica, policyhost, text};
+use crate::common::publishing::{apply_grant, push};
 use crate::common::replicas::{LEASE, RETRY, ops_namespace, replica_args, replica_identity};
 use crate::common::requests::Request;
 
@@ -23,32 +30,88 @@ const BUCKETS: u64 = 64;
 struct Shards {
     replicas: Vec<Replica>,
     identities: Vec<String>,
+    /// Every replica's flags but its identity.
+    args: Vec<String>,
 }
 
 impl Shards {
     async fn start(env: &Env, ops: &str, count: usize) -> Self {
-        let base = env.kubeconfig_file();
-        let args = replica_args(env, ops);
-        let args: Vec<&str> = std::iter::once("--shards")
-            .chain(args.iter().map(String::as_str))
+        Self::start_with(env, ops, count, &[]).await
+    }
+
+    /// [`start`](Self::start), each replica with `extra` flags too.
+    async fn start_with(env: &Env, ops: &str, count: usize, extra: &[&str]) -> Self {
+        let args = ["--shards"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(replica_args(env, ops))
+            .chain(extra.iter().map(|a| (*a).to_owned()))
             .collect();
-        let scratch = crate::common::scratch();
-        let mut replicas = Vec::new();
-        let mut identities = Vec::new();
-        for i in 0..count {
-            let name = format!("shard-{i}");
-            let kubeconfig = scratch.join(format!("{}-{name}.kubeconfig", env.namespace));
-            identities.push(replica_identity(env, &base, ops, &name, &kubeconfig).await);
-            let args: Vec<&str> = args
-                .iter()
-                .copied()
-                .chain(["--leader-identity", name.as_str()])
-                .collect();
-            replicas.push(Replica::start(&name, &kubeconfig, &args));
+        let mut shards = Self {
+            replicas: Vec::new(),
+            identities: Vec::new(),
+            args,
+        };
+        for _ in 0..count {
+            shards.add(env, ops).await;
         }
-        Self {
-            replicas,
-            identities,
+        shards
+    }
+
+    fn kubeconfig(env: &Env, name: &str) -> std::path::PathBuf {
+        crate::common::scratch().join(format!("{}-{name}.kubeconfig", env.namespace))
+    }
+
+    /// Starts the next replica, `shard-<n>`.
+    async fn add(&mut self, env: &Env, ops: &str) {
+        let base = env.kubeconfig_file();
+        let name = format!("shard-{}", self.identities.len());
+        let kubeconfig = Self::kubeconfig(env, &name);
+        self.identities
+            .push(replica_identity(env, &base, ops, &name, &kubeconfig).await);
+        self.launch(env, &name);
+    }
+
+    /// Starts `name` again (its identity made before).
+    fn launch(&mut self, env: &Env, name: &str) {
+        let args: Vec<&str> = self
+            .args
+            .iter()
+            .map(String::as_str)
+            .chain(["--leader-identity", name])
+            .collect();
+        self.replicas
+            .push(Replica::start(name, &Self::kubeconfig(env, name), &args));
+    }
+
+    /// The running replica `shard-<n>`.
+    fn named(&mut self, n: usize) -> &mut Replica {
+        let name = format!("shard-{n}");
+        self.replicas
+            .iter_mut()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} runs"))
+    }
+
+    /// Takes `shard-<n>` out of the running replicas.
+    fn remove(&mut self, n: usize) -> Replica {
+        let name = format!("shard-{n}");
+        let at = self
+            .replicas
+            .iter()
+            .position(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} runs"));
+        self.replicas.remove(at)
+    }
+
+    fn running(&self) -> Vec<&Replica> {
+        self.replicas.iter().collect()
+    }
+
+    fn stop(&mut self) {
+        for replica in &mut self.replicas {
+            replica.signal("TERM");
+            assert!(replica.wait().success(), "{}", replica.logs());
         }
     }
 }
@@ -76,10 +139,11 @@ async fn wait_split(replicas: &[&Replica]) -> Vec<u64> {
     .await
 }
 
-/// Who wrote each DataJob's status: the identities, by DataJob name.
-fn status_writers(log: &[Request]) -> BTreeMap<String, BTreeSet<String>> {
+/// Who wrote the status of each DataJob of `namespace`: the identities,
+/// by DataJob name.
+fn status_writers(log: &[Request], namespace: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut writers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for r in log {
+    for r in log.iter().filter(|r| r.namespace == namespace) {
         if r.resource == "datajobs" && r.subresource == "status" && r.verb == "patch" {
             writers
                 .entry(r.name.clone())
@@ -129,7 +193,7 @@ async fn three_shards(env: Env, server_filters: bool) {
     };
     let ops = ops_namespace(&env).await;
     let mut shards = Shards::start(&env, &ops, 3).await;
-    let split = wait_split(&shards.replicas.iter().collect::<Vec<_>>()).await;
+    let split = wait_split(&shards.running()).await;
     eprintln!("buckets per shard: {split:?}");
     let said = if server_filters {
         "the API server filters DataJobs by shard"
@@ -153,7 +217,7 @@ async fn three_shards(env: Env, server_filters: bool) {
         env.wait_job(name, "Succeeded", |j| phase(j) == Some("Succeeded"))
             .await;
     }
-    let writers = status_writers(&requests.all());
+    let writers = status_writers(&requests.all(), &env.namespace);
     for name in &first {
         let by = writers.get(name).cloned().unwrap_or_default();
         assert_eq!(by.len(), 1, "{name}'s status was written by {by:?}");
@@ -190,11 +254,11 @@ async fn three_shards(env: Env, server_filters: bool) {
     );
 
     let killed_identity = shards.identities[2].clone();
-    let mut killed = shards.replicas.pop().expect("three replicas");
+    let mut killed = shards.remove(2);
     killed.signal("KILL");
     let at = Instant::now();
     let _ = killed.wait();
-    let split = wait_split(&shards.replicas.iter().collect::<Vec<_>>()).await;
+    let split = wait_split(&shards.running()).await;
     let takeover = at.elapsed();
     eprintln!("buckets per shard {takeover:?} after shard-2 was killed: {split:?}");
     // The others count shard-2 dead a lease duration after they last saw
@@ -215,7 +279,7 @@ async fn three_shards(env: Env, server_filters: bool) {
         })
         .await;
     }
-    let writers = status_writers(&requests.all());
+    let writers = status_writers(&requests.all(), &env.namespace);
     for name in &second {
         let by = writers.get(name).cloned().unwrap_or_default();
         assert_eq!(by.len(), 1, "{name}'s status was written by {by:?}");
@@ -225,8 +289,185 @@ async fn three_shards(env: Env, server_filters: bool) {
         );
     }
 
-    for replica in &mut shards.replicas {
-        replica.signal("TERM");
-        assert!(replica.wait().success(), "{}", replica.logs());
+    shards.stop();
+}
+
+/// Who wrote each DataJob of `namespace` (its finalizer and its status),
+/// in order: the identities of its writes' runs.
+fn writer_runs(log: &[Request], namespace: &str) -> BTreeMap<String, Vec<String>> {
+    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in log.iter().filter(|r| r.namespace == namespace) {
+        if r.resource == "datajobs" && matches!(r.verb.as_str(), "patch" | "update") {
+            let run = runs.entry(r.name.clone()).or_default();
+            if run.last() != Some(&r.identity) {
+                run.push(r.identity.clone());
+            }
+        }
     }
+    runs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_joining_and_leaving_under_load_lose_nothing_and_double_nothing() {
+    let env = Env::cluster_only().await;
+    let Some(requests) = env.requests() else {
+        eprintln!("skipped: needs a request log (devcluster's, or the API server's audit log)");
+        return;
+    };
+    let ops = ops_namespace(&env).await;
+    let mut shards = Shards::start(&env, &ops, 1).await;
+    wait_split(&shards.running()).await;
+    let names: Vec<String> = (0..90).map(|i| format!("load-{i}")).collect();
+    let mut created = names.chunks(30);
+    let create = async |batch: Option<&[String]>| {
+        for name in batch.expect("a batch") {
+            env.create_job(name, "fanout", quick()).await;
+        }
+    };
+    // 1 → 3 while the first DataJobs reconcile, and more arrive meanwhile.
+    create(created.next()).await;
+    shards.add(&env, &ops).await;
+    shards.add(&env, &ops).await;
+    create(created.next()).await;
+    let split = wait_split(&shards.running()).await;
+    eprintln!("1 → 3: {split:?}");
+    // 3 → 2: shard-1 stops gracefully (its Lease deleted) under load.
+    shards.named(1).signal("TERM");
+    create(created.next()).await;
+    let mut left = shards.remove(1);
+    assert!(left.wait().success(), "{}", left.logs());
+    let split = wait_split(&shards.running()).await;
+    eprintln!("3 → 2: {split:?}");
+    for name in &names {
+        env.wait_job(name, "Succeeded", |j| phase(j) == Some("Succeeded"))
+            .await;
+    }
+    // One child each: no move made a pass on a half-listed cache.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    let pods = pods.list(&ListParams::default()).await.expect("the Pods");
+    let mut per_job: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in pods {
+        if let Some(job) = pod.labels().get("policyhost.dev/datajob") {
+            *per_job.entry(job.clone()).or_default() += 1;
+        }
+    }
+    for name in &names {
+        assert_eq!(per_job.get(name), Some(&1), "{name}'s Pods: {per_job:?}");
+    }
+    // The ring changed three times ({0} → {0,1} → {0,1,2} → {0,2}): a
+    // DataJob changes hands at most that often; two shards serving one at
+    // once would alternate more.
+    for (name, runs) in writer_runs(&requests.all(), &env.namespace) {
+        if names.contains(&name) {
+            assert!(runs.len() <= 4, "{name} was written by turns: {runs:?}");
+        }
+    }
+    shards.stop();
+}
+
+/// The outbound chaos of one replica (`outbound::operator`), with shards:
+/// 60 DataJobs each create their bucket; all are deleted while the service
+/// fails 30 % of requests and stalls 5 %, and two shards are SIGKILLed one
+/// after the other (and come back, as a StatefulSet's Pods do). At the
+/// end no bucket lives, none was deleted after its DataJob was released,
+/// and every DELETE the service saw carried an idempotency key, so a step
+/// sent again by the DataJob's next owner was marked as the same step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_killed_during_a_mass_deletion_release_each_datajob_only_after_its_bucket() {
+    const JOBS: usize = 60;
+    let cloud = Cloud::start();
+    let env = Env::cluster_only().await;
+    let ops = ops_namespace(&env).await;
+    let ca = cloud.ca_file(&crate::common::scratch());
+    let ca = ca.to_string_lossy().into_owned();
+    let extra = [
+        "--policy-namespace",
+        env.policy_namespace.as_str(),
+        "--outbound-ca",
+        ca.as_str(),
+        "--min-cleanup-retry",
+        "200ms",
+    ];
+    let mut shards = Shards::start_with(&env, &ops, 3, &extra).await;
+    wait_split(&shards.running()).await;
+    push(&env, "bucket", &guest_bytes("bucket")).await;
+    apply_grant(
+        &env,
+        "bucket",
+        BTreeMap::from([("origins".to_owned(), cloud.origin())]),
+    )
+    .await;
+    let names: Vec<String> = (0..JOBS).map(|i| format!("b{i:02}")).collect();
+    for name in &names {
+        env.create_job(name, "bucket", json!({ "service": cloud.origin() }))
+            .await;
+    }
+    eventually_within("every bucket created", Duration::from_secs(300), || async {
+        (cloud.live() == JOBS).then_some(())
+    })
+    .await;
+
+    cloud.set_faults(Faults {
+        fail: 0.30,
+        stall: 0.05,
+        ..Faults::default()
+    });
+    let history = History::start(&env);
+    for name in &names {
+        env.jobs()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete the DataJob");
+    }
+    for victim in [0, 1] {
+        let before = (history.releases(), cloud.live());
+        eventually_within(
+            "progress before the kill",
+            Duration::from_secs(120),
+            || async { ((history.releases(), cloud.live()) != before).then_some(()) },
+        )
+        .await;
+        let mut killed = shards.remove(victim);
+        killed.signal("KILL");
+        let _ = killed.wait();
+        shards.launch(&env, &format!("shard-{victim}"));
+    }
+    eventually_within(
+        "every DataJob gone from the API server",
+        Duration::from_secs(600),
+        || async {
+            let left = env.jobs().list(&ListParams::default()).await.ok()?;
+            left.items.is_empty().then_some(())
+        },
+    )
+    .await;
+    eventually_within(
+        "the watch to see every DataJob go",
+        Duration::from_secs(60),
+        || async { (history.releases() == JOBS).then_some(()) },
+    )
+    .await;
+
+    assert_eq!(cloud.live(), 0, "buckets outlived their DataJobs");
+    let ledger = cloud.ledger();
+    for name in &names {
+        let bucket = format!("{}-{name}", env.namespace);
+        let deleted = ledger[&bucket].deleted.expect("deleted");
+        let released = history.released_at(name).expect("released");
+        assert!(
+            deleted <= released,
+            "{name} was released before its bucket was deleted"
+        );
+    }
+    let unmarked: Vec<_> = cloud
+        .idempotency_keys()
+        .into_iter()
+        .filter(|(method, _, key)| method == "DELETE" && key.is_none())
+        .collect();
+    assert!(unmarked.is_empty(), "DELETEs without a key: {unmarked:?}");
+    eprintln!(
+        "{} requests to the cloud for {JOBS} buckets",
+        cloud.requests()
+    );
+    shards.stop();
 }
