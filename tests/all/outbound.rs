@@ -613,7 +613,6 @@ mod operator {
 
     use std::collections::BTreeMap;
     use std::sync::Arc;
-    use std::time::Duration;
 
     use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
     use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
@@ -626,9 +625,9 @@ mod operator {
     use serde_json::json;
 
     use super::REFLECTED;
-    use crate::common::cloud::{Cloud, Faults};
-    use crate::common::cluster::{Env, OperatorSetup, condition, eventually, eventually_within};
-    use crate::common::history::History;
+    use crate::common::chaos;
+    use crate::common::cloud::Cloud;
+    use crate::common::cluster::{Env, OperatorSetup, condition, eventually};
     use crate::common::process::Replica;
     use crate::common::{self, for_every_namespace, guest_bytes};
 
@@ -833,7 +832,7 @@ mod operator {
             "--min-cleanup-retry",
             "200ms",
         ];
-        let start = |run: u32| {
+        let start = |run: usize| {
             Replica::start(
                 &format!("{}-bucket-{run}", env.namespace),
                 &kubeconfig,
@@ -842,78 +841,15 @@ mod operator {
         };
         let mut operator = start(1);
         let names: Vec<String> = (0..JOBS).map(|i| format!("b{i:03}")).collect();
-        for name in &names {
-            env.create_job(name, "bucket", json!({ "service": cloud.origin() }))
-                .await;
-        }
-        eventually_within("every bucket created", Duration::from_secs(300), || async {
-            (cloud.live() == JOBS).then_some(())
-        })
-        .await;
-
-        cloud.set_faults(Faults {
-            fail: 0.30,
-            stall: 0.05,
-            ..Faults::default()
-        });
-        let history = History::start(&env);
-        for name in &names {
-            env.jobs()
-                .delete(name, &DeleteParams::default())
-                .await
-                .expect("delete the DataJob");
-        }
-        for run in 2..=4 {
-            let before = (history.releases(), cloud.live());
-            eventually_within(
-                "progress before the kill",
-                Duration::from_secs(120),
-                || async { ((history.releases(), cloud.live()) != before).then_some(()) },
-            )
-            .await;
+        chaos::create_buckets(&env, &cloud, &names).await;
+        let history = chaos::delete_through_faults(&env, &cloud, &names, 3, async |round| {
             operator.signal("KILL");
             operator.wait();
-            operator = start(run);
-        }
-        // The API server says when every DataJob is gone (a timeout here
-        // is the operator's), then the watch must have seen each go (a
-        // timeout there is the watch's).
-        eventually_within(
-            "every DataJob gone from the API server",
-            Duration::from_secs(600),
-            || async {
-                let left = env.jobs().list(&ListParams::default()).await.ok()?;
-                left.items.is_empty().then_some(())
-            },
-        )
-        .await;
-        eprintln!(
-            "the API server lists no DataJob; the watch saw {} of {JOBS} go",
-            history.releases()
-        );
-        eventually_within(
-            "the watch to see every DataJob go",
-            Duration::from_secs(60),
-            || async { (history.releases() == JOBS).then_some(()) },
-        )
+            operator = start(round + 2);
+        })
         .await;
         drop(operator);
-
-        assert_eq!(cloud.live(), 0, "buckets outlived their DataJobs");
-        let ledger = cloud.ledger();
-        for name in &names {
-            let bucket = format!("{}-{name}", env.namespace);
-            let deleted = ledger[&bucket].deleted.expect("deleted");
-            let released = history.released_at(name).expect("released");
-            assert!(
-                deleted <= released,
-                "{name} was released before its bucket was deleted"
-            );
-        }
-        eprintln!(
-            "{} requests to the cloud for {JOBS} buckets",
-            cloud.requests()
-        );
+        chaos::assert_buckets_went_first(&env, &cloud, &history, &names);
     }
 
     /// A storage service that never answers one DataJob's bucket: that

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
-use crate::common::cloud::{Cloud, Faults};
-use crate::common::cluster::{Env, eventually, eventually_within, phase};
+use crate::common::chaos;
+use crate::common::cloud::Cloud;
+use crate::common::cluster::{Env, eventually, phase};
 use crate::common::guest_bytes;
-use crate::common::history::History;
 use crate::common::process::{Replica, policyhost, text};
 use crate::common::publishing::{apply_grant, push};
 use crate::common::replicas::{LEASE, RETRY, ops_namespace, replica_args, replica_identity};
@@ -398,76 +398,20 @@ async fn shards_killed_during_a_mass_deletion_release_each_datajob_only_after_it
     )
     .await;
     let names: Vec<String> = (0..JOBS).map(|i| format!("b{i:02}")).collect();
-    for name in &names {
-        env.create_job(name, "bucket", json!({ "service": cloud.origin() }))
-            .await;
-    }
-    eventually_within("every bucket created", Duration::from_secs(300), || async {
-        (cloud.live() == JOBS).then_some(())
-    })
-    .await;
-
-    cloud.set_faults(Faults {
-        fail: 0.30,
-        stall: 0.05,
-        ..Faults::default()
-    });
-    let history = History::start(&env);
-    for name in &names {
-        env.jobs()
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete the DataJob");
-    }
-    for victim in [0, 1] {
-        let before = (history.releases(), cloud.live());
-        eventually_within(
-            "progress before the kill",
-            Duration::from_secs(120),
-            || async { ((history.releases(), cloud.live()) != before).then_some(()) },
-        )
-        .await;
+    chaos::create_buckets(&env, &cloud, &names).await;
+    let history = chaos::delete_through_faults(&env, &cloud, &names, 2, async |victim| {
         let mut killed = shards.remove(victim);
         killed.signal("KILL");
         let _ = killed.wait();
         shards.launch(&env, &format!("shard-{victim}"));
-    }
-    eventually_within(
-        "every DataJob gone from the API server",
-        Duration::from_secs(600),
-        || async {
-            let left = env.jobs().list(&ListParams::default()).await.ok()?;
-            left.items.is_empty().then_some(())
-        },
-    )
+    })
     .await;
-    eventually_within(
-        "the watch to see every DataJob go",
-        Duration::from_secs(60),
-        || async { (history.releases() == JOBS).then_some(()) },
-    )
-    .await;
-
-    assert_eq!(cloud.live(), 0, "buckets outlived their DataJobs");
-    let ledger = cloud.ledger();
-    for name in &names {
-        let bucket = format!("{}-{name}", env.namespace);
-        let deleted = ledger[&bucket].deleted.expect("deleted");
-        let released = history.released_at(name).expect("released");
-        assert!(
-            deleted <= released,
-            "{name} was released before its bucket was deleted"
-        );
-    }
+    chaos::assert_buckets_went_first(&env, &cloud, &history, &names);
     let unmarked: Vec<_> = cloud
         .idempotency_keys()
         .into_iter()
         .filter(|(method, _, key)| method == "DELETE" && key.is_none())
         .collect();
     assert!(unmarked.is_empty(), "DELETEs without a key: {unmarked:?}");
-    eprintln!(
-        "{} requests to the cloud for {JOBS} buckets",
-        cloud.requests()
-    );
     shards.stop();
 }

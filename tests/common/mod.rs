@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod bench;
+pub mod chaos;
 pub mod cloud;
 pub mod cluster;
 pub mod control_plane;
