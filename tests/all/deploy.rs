@@ -391,3 +391,63 @@ fn the_outbound_component_lets_the_operator_get_exactly_the_secrets_an_overlay_n
         );
     }
 }
+
+#[test]
+fn the_shards_component_runs_deploys_pod_template_as_three_shards_with_member_leases() {
+    // The overlay of deploy/shards/kustomization.yaml, beside a copy of deploy/.
+    let dir = crate::common::scratch().join("shards-overlay");
+    copy_tree(&workspace().join("deploy"), &dir.join("deploy"));
+    let overlay = dir.join("overlay");
+    std::fs::create_dir_all(&overlay).expect("the overlay");
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources:\n- ../deploy\ncomponents:\n- ../deploy/shards\n",
+    )
+    .expect("write the overlay");
+    let objects = kustomize(&overlay);
+    assert!(
+        !objects.iter().any(|o| o["kind"] == "Deployment"),
+        "the StatefulSet replaces the Deployment"
+    );
+    let shards = one(&objects, "StatefulSet");
+    assert_eq!(shards["spec"]["replicas"], 3);
+    assert_eq!(shards["spec"]["podManagementPolicy"], "Parallel");
+    // deploy/'s Pod template, with `--shards` added to the arguments.
+    let base = rendered();
+    let mut template = one(&base, "Deployment")["spec"]["template"].clone();
+    template["spec"]["containers"][0]["args"]
+        .as_array_mut()
+        .expect("the arguments")
+        .push(json!("--shards"));
+    assert_eq!(shards["spec"]["template"], template);
+    assert_eq!(
+        shards["spec"]["selector"],
+        one(&base, "Deployment")["spec"]["selector"]
+    );
+    let budget = one(&objects, "PodDisruptionBudget");
+    assert_eq!(budget["spec"]["maxUnavailable"], 1);
+    assert_eq!(
+        budget["spec"]["selector"]["matchLabels"],
+        shards["spec"]["selector"]["matchLabels"]
+    );
+    // Each member writes its Lease and lists the others', in its namespace only.
+    let role = one(&objects, "Role");
+    assert!(
+        role["rules"]
+            .as_array()
+            .is_some_and(|rules| rules.contains(&json!({
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "verbs": ["get", "list", "update", "delete"],
+            }))),
+        "{}",
+        role["rules"]
+    );
+    assert!(
+        objects
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole")
+            .all(|o| !o.to_string().contains("leases")),
+        "no cluster-wide Lease rights"
+    );
+}
