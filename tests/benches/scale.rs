@@ -21,7 +21,9 @@
 //!    policy, and waits for `/readyz`: `policyhost run` (`indexed`), or
 //!    `naive-operator`, the same operator on the naive cache
 //!    (`bench/naive-cache`, `naive`), or `policyhost run --decision-history
-//!    0` (`unrecorded`: `indexed` without the DataJobs' decision records);
+//!    0` (`unrecorded`: `indexed` without the DataJobs' decision records),
+//!    or N processes of `policyhost run --shards` (`shards-N`, 1 ≤ N ≤ 9),
+//!    ready once they serve the 64 buckets between them;
 //! 5. creates `--jobs` DataJobs (`fanout`, `replicas: 5`, workers annotated
 //!    to run forever) at once and watches their status until each has
 //!    converged: its status written for the current generation and counting
@@ -30,7 +32,10 @@
 //!    histogram (`/metrics`) and its requests (devcluster's counters, or the
 //!    audit log's events of its ServiceAccount);
 //! 7. keeps it running `--steady` seconds, sampling memory, queue depth and
-//!    watch requests, to see whether anything grows.
+//!    watch requests, to see whether anything grows;
+//! 8. with shards, reads each replica's RSS, CPU, buckets and DataJobs,
+//!    then SIGKILLs the last replica and times until the others serve all
+//!    64 buckets again, counting the requests the move cost.
 //!
 //! Figures go to stdout as Markdown; the raw series to
 //! `<--out>/operator-at-scale.json` and the plot to
@@ -153,12 +158,11 @@ impl Args {
                 "--steady" => args.steady = value()?.parse()?,
                 "--modes" => {
                     args.modes = value()?.split(',').map(str::to_owned).collect();
-                    if let Some(mode) = args
-                        .modes
-                        .iter()
-                        .find(|m| !["indexed", "naive", "unrecorded"].contains(&m.as_str()))
-                    {
-                        bail!("unknown mode {mode} (indexed, naive or unrecorded)");
+                    if let Some(mode) = args.modes.iter().find(|m| {
+                        !["indexed", "naive", "unrecorded"].contains(&m.as_str())
+                            && shard_count(m).is_none()
+                    }) {
+                        bail!("unknown mode {mode} (indexed, naive, unrecorded or shards-N)");
                     }
                 }
                 "--servers" => {
@@ -722,6 +726,115 @@ struct Steady {
     cpu_s: f64,
 }
 
+/// The replicas of a `shards-N` mode.
+fn shard_count(mode: &str) -> Option<usize> {
+    mode.strip_prefix("shards-")?
+        .parse()
+        .ok()
+        .filter(|n| (1..=9).contains(n))
+}
+
+/// Starts operator `i` of `mode` (`shard-<i>` in a shards mode), as its
+/// own process, logging to the run's directory; and where it listens.
+fn spawn_operator(
+    args: &Args,
+    server: &Started,
+    kind: ServerKind,
+    mode: &str,
+    dir: &Path,
+    i: usize,
+) -> anyhow::Result<(Spawned, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let name = match shard_count(mode) {
+        Some(_) => format!("shard-{i}"),
+        None => format!("policyhost-scale-{mode}"),
+    };
+    let mut command = match mode {
+        "naive" => Command::new(binary("naive-operator")?),
+        "unrecorded" => {
+            let mut command = Command::new(binary("policyhost")?);
+            command.args(["run", "--decision-history", "0"]);
+            command
+        }
+        shards if shard_count(shards).is_some() => {
+            let mut command = Command::new(binary("policyhost")?);
+            command.args(["run", "--shards"]);
+            command
+        }
+        _indexed => {
+            let mut command = Command::new(binary("policyhost")?);
+            command.arg("run");
+            command
+        }
+    };
+    command
+        .arg("--kubeconfig")
+        .arg(&server.operator_kubeconfig)
+        .arg("--policy-dir")
+        .arg(dir.join("policies"))
+        .args(["--listen", &addr])
+        // As deploy/'s Deployment runs it, which its RBAC is for: Pods the
+        // only child kind; the Lease and the policy ConfigMaps in its own
+        // namespace (the downward API's `POD_NAMESPACE`).
+        .args(["--child-kind", "v1/Pod"])
+        .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+        .env("POD_NAME", &name);
+    for (flag, value) in [
+        ("--workers", &args.workers),
+        ("--api-qps", &args.api_qps),
+        ("--api-burst", &args.api_burst),
+    ] {
+        if let Some(value) = value {
+            command.args([flag, value]);
+        }
+    }
+    let log = std::fs::File::create(dir.join(format!("operator-{}-{mode}-{i}.log", kind.name())))?;
+    let spawned = Spawned::new(
+        command
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("start policyhost run")?,
+        "policyhost",
+    );
+    Ok((spawned, addr))
+}
+
+/// The buckets the replicas listening at `addrs` serve, together.
+async fn buckets_served(addrs: &[String]) -> f64 {
+    let mut sum = 0.0;
+    for addr in addrs {
+        if let Ok((200, metrics)) = http_get(addr, "/metrics").await {
+            sum += metric(&metrics, "policyhost_shard_buckets");
+        }
+    }
+    sum
+}
+
+/// One replica of a shards mode after convergence.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Shard {
+    rss_mib: f64,
+    cpu_s: f64,
+    buckets: f64,
+    datajobs: f64,
+    reconciles: f64,
+}
+
+/// A shards mode's replicas, and the move after one of them died.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Shards {
+    replicas: Vec<Shard>,
+    /// From the SIGKILL of the last replica until the others serve all 64
+    /// buckets (listed, ready to call): the lease duration and a round.
+    takeover_s: Option<f64>,
+    /// The operators' requests over that move, by verb.
+    takeover_requests: BTreeMap<String, u64>,
+}
+
 /// One mode's figures on one server.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
@@ -750,6 +863,8 @@ struct Run {
     /// Their size as JSON per DataJob (mean bytes).
     decision_bytes_per_job: f64,
     steady: Steady,
+    /// In a shards mode: each replica, and the move after one died.
+    shards: Option<Shards>,
     memory: Vec<Sample>,
     /// `(seconds since the DataJobs were created, DataJobs converged)`.
     converged: Vec<(f64, usize)>,
@@ -842,65 +957,39 @@ async fn run_mode(
         ),
     );
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut command = match mode {
-        "naive" => Command::new(binary("naive-operator")?),
-        "unrecorded" => {
-            let mut command = Command::new(binary("policyhost")?);
-            command.args(["run", "--decision-history", "0"]);
-            command
-        }
-        _indexed => {
-            let mut command = Command::new(binary("policyhost")?);
-            command.arg("run");
-            command
-        }
-    };
-    command
-        .arg("--kubeconfig")
-        .arg(&server.operator_kubeconfig)
-        .arg("--policy-dir")
-        .arg(dir.join("policies"))
-        .args(["--listen", &addr])
-        // As deploy/'s Deployment runs it, which its RBAC is for: Pods the
-        // only child kind; the Lease and the policy ConfigMaps in its own
-        // namespace (the downward API's `POD_NAMESPACE`).
-        .args(["--child-kind", "v1/Pod"])
-        .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
-        .env("POD_NAME", format!("policyhost-scale-{mode}"));
-    for (flag, value) in [
-        ("--workers", &args.workers),
-        ("--api-qps", &args.api_qps),
-        ("--api-burst", &args.api_burst),
-    ] {
-        if let Some(value) = value {
-            command.args([flag, value]);
-        }
-    }
-    let operator_log =
-        std::fs::File::create(dir.join(format!("operator-{}-{mode}.log", kind.name())))?;
     let mark = server.mark();
     let started = Instant::now();
-    let operator = Spawned::new(
-        command
-            .stdout(Stdio::null())
-            .stderr(operator_log)
-            .spawn()
-            .context("start policyhost run")?,
-        "policyhost",
-    );
+    let mut replicas = Vec::new();
+    for i in 0..shard_count(mode).unwrap_or(1) {
+        replicas.push(spawn_operator(args, &server, kind, mode, dir, i)?);
+    }
+    let mut others = replicas.split_off(1);
+    let (operator, addr) = replicas.pop().context("one operator")?;
     let pid = operator.pid();
     let sampler = Sampler::start(pid, started);
     let memory = |pid| memory_mib(pid).unwrap_or((f64::NAN, f64::NAN));
 
-    wait_for("the operator's /readyz", Duration::from_secs(900), || {
-        let addr = addr.clone();
-        async move { matches!(http_get(&addr, "/readyz").await, Ok((200, _))) }
-    })
-    .await?;
+    for addr in std::iter::once(&addr).chain(others.iter().map(|(_, addr)| addr)) {
+        wait_for("the operator's /readyz", Duration::from_secs(900), || {
+            let addr = addr.clone();
+            async move { matches!(http_get(&addr, "/readyz").await, Ok((200, _))) }
+        })
+        .await?;
+    }
+    if shard_count(mode).is_some() {
+        let addrs: Vec<String> = std::iter::once(addr.clone())
+            .chain(others.iter().map(|(_, addr)| addr.clone()))
+            .collect();
+        wait_for(
+            "the shards to serve every bucket",
+            Duration::from_secs(300),
+            || {
+                let addrs = addrs.clone();
+                async move { buckets_served(&addrs).await == 64.0 }
+            },
+        )
+        .await?;
+    }
     run.ready_s = started.elapsed().as_secs_f64();
     run.rss_ready_mib = memory(pid).0;
     log(
@@ -910,7 +999,6 @@ async fn run_mode(
             run.ready_s, run.rss_ready_mib
         ),
     );
-
     // Watch the DataJobs' status from before the first create.
     let t0 = Instant::now();
     run.jobs_created_at_s = started.elapsed().as_secs_f64();
@@ -1056,6 +1144,11 @@ async fn run_mode(
         ),
     );
     run.steady = steady;
+    if shard_count(mode).is_some() {
+        run.shards = Some(
+            measure_shards(&server, &operator, &addr, &mut others, mark, &label, clock).await?,
+        );
+    }
 
     run.memory = sampler.stop();
     run.server_side.hwm_end_mib = server
@@ -1064,8 +1157,80 @@ async fn run_mode(
         .map(|(program, (_, hwm))| (program, hwm))
         .collect();
     let _ = operator.stop(Duration::from_secs(20));
+    for (other, _) in others {
+        let _ = other.stop(Duration::from_secs(20));
+    }
     server.stop();
     Ok(run)
+}
+
+/// Each replica's figures, then the SIGKILL of the last one and the time
+/// until the others serve all its buckets.
+async fn measure_shards(
+    server: &Started,
+    first: &Spawned,
+    first_addr: &str,
+    others: &mut Vec<(Spawned, String)>,
+    mark: Option<Mark>,
+    label: &str,
+    clock: Instant,
+) -> anyhow::Result<Shards> {
+    let mut shards = Shards::default();
+    let all = std::iter::once((first.pid(), first_addr.to_owned()))
+        .chain(others.iter().map(|(s, addr)| (s.pid(), addr.clone())));
+    for (pid, addr) in all {
+        let metrics = http_get(&addr, "/metrics").await?.1;
+        shards.replicas.push(Shard {
+            rss_mib: memory_mib(pid).map_or(f64::NAN, |m| m.0),
+            cpu_s: cpu_seconds(pid).unwrap_or(f64::NAN),
+            buckets: metric(&metrics, "policyhost_shard_buckets"),
+            datajobs: metric(&metrics, "policyhost_shard_datajobs"),
+            reconciles: metric(&metrics, "policyhost_reconcile_total"),
+        });
+    }
+    log(
+        clock,
+        format_args!("{label}: replicas {:?}", shards.replicas),
+    );
+    let Some((victim, _)) = others.pop() else {
+        return Ok(shards);
+    };
+    let before = server.operator_requests(mark).await?;
+    let killed = Instant::now();
+    let _ = Command::new("kill")
+        .args(["-KILL", &victim.pid().to_string()])
+        .status();
+    drop(victim);
+    let addrs: Vec<String> = std::iter::once(first_addr.to_owned())
+        .chain(others.iter().map(|(_, addr)| addr.clone()))
+        .collect();
+    // First the survivors still count the dead replica's buckets as its;
+    // then they serve all 64.
+    wait_for(
+        "the survivors to serve every bucket",
+        Duration::from_secs(300),
+        || {
+            let addrs = addrs.clone();
+            async move { buckets_served(&addrs).await == 64.0 }
+        },
+    )
+    .await?;
+    shards.takeover_s = Some(killed.elapsed().as_secs_f64());
+    let after = server.operator_requests(mark).await?;
+    shards.takeover_requests = after
+        .iter()
+        .map(|(verb, n)| (verb.clone(), n - before.get(verb).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    log(
+        clock,
+        format_args!(
+            "{label}: a killed replica's buckets served again after {:.1} s; requests {:?}",
+            killed.elapsed().as_secs_f64(),
+            shards.takeover_requests
+        ),
+    );
+    Ok(shards)
 }
 
 // ---- the report ----
@@ -1251,6 +1416,35 @@ fn markdown(report: &Report) -> String {
             )
         },
     );
+    for run in &report.runs {
+        let Some(shards) = &run.shards else { continue };
+        let _ = writeln!(
+            out,
+            "\n{}: each replica after convergence (the table's RSS and CPU are shard-0's)\n\n\
+             | replica | RSS (MiB) | CPU (s) | buckets | DataJobs | reconciles |\n|---|---|---|---|---|---|",
+            column(run)
+        );
+        for (i, shard) in shards.replicas.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "| shard-{i} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |",
+                shard.rss_mib, shard.cpu_s, shard.buckets, shard.datajobs, shard.reconciles
+            );
+        }
+        if let Some(takeover) = shards.takeover_s {
+            let requests: Vec<String> = shards
+                .takeover_requests
+                .iter()
+                .map(|(verb, n)| format!("{verb} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "\nThe last replica SIGKILLed: the others serve its buckets after {takeover:.1} s; \
+                 the move cost {}.",
+                requests.join(", ")
+            );
+        }
+    }
     let mut servers: Vec<&str> = report.runs.iter().map(|r| r.server.as_str()).collect();
     servers.dedup();
     for server in servers {
@@ -1302,6 +1496,10 @@ fn color(run: &Run) -> RGBColor {
         ("real", _) => RGBColor(20, 150, 90),
         (_, "naive") => RGBColor(200, 50, 40),
         (_, "unrecorded") => RGBColor(120, 120, 120),
+        (_, mode) if shard_count(mode).is_some() => {
+            let n = shard_count(mode).unwrap_or(1) as u8;
+            RGBColor(40 + 50 * n, 60, 160)
+        }
         _ => RGBColor(30, 90, 200),
     }
 }
