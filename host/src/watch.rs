@@ -28,6 +28,7 @@ use crate::chain::Chain;
 use crate::crd::DataJob;
 use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
+use crate::shard::labels::{self, Labeller, Misplaced};
 use crate::shard::{Bucket, Serving, Share};
 use crate::vocabulary::{MANAGED_BY_LABEL, SHARD_LABEL};
 
@@ -47,8 +48,8 @@ pub struct Config {
     pub child_settle: Duration,
     /// The buckets to watch: every object, or a shard's share.
     pub serving: Serving,
-    /// Whether the API server applies a `shardSelector` (else the share is
-    /// only checked here, on every object it sends).
+    /// Whether the API server applies a `shardSelector`; else a shard
+    /// selects its DataJobs by their bucket label ([`labels`]).
     pub server_shards: bool,
 }
 
@@ -59,10 +60,7 @@ impl Config {
     pub fn child_selector(&self, share: Option<Share>) -> String {
         let mine = format!("{MANAGED_BY_LABEL}={}", self.instance);
         match share {
-            Some(share) if share != Share::ALL => {
-                let buckets: Vec<String> = share.buckets().map(|b| b.index().to_string()).collect();
-                format!("{mine},{SHARD_LABEL} in ({})", buckets.join(","))
-            }
+            Some(share) if share != Share::ALL => format!("{mine},{}", labels::selector(share)),
             _ => mine,
         }
     }
@@ -140,6 +138,18 @@ pub async fn data_jobs(
     store: Store<DataJob>,
     queue: Arc<WorkQueue<ObjectKey>>,
 ) {
+    // Without the server's shard selectors, the DataJobs carry their
+    // bucket as a label, which this shard's labeller writes.
+    let labelled = config.serving.is_sharded() && !config.server_shards;
+    let (labeller, misplaced) = Labeller::new(
+        client.clone(),
+        config.serving.clone(),
+        config
+            .scopes
+            .iter()
+            .map(|scope| data_job_api(&client, scope))
+            .collect(),
+    );
     let streams = config.scopes.iter().map(|scope| {
         let stream = config.serving.stream();
         let start = {
@@ -150,19 +160,22 @@ pub async fn data_jobs(
                 Arc::clone(&queue),
             );
             let scope = scope.clone();
+            let misplaced = labelled.then(|| misplaced.clone());
             move |share: Option<Share>| -> BoxFuture<'static, ()> {
-                let client = match share.filter(|_| config.server_shards) {
-                    Some(share) => with_shard_selector(&client, share),
-                    None => client.clone(),
+                let (client, selector) = match share {
+                    Some(share) if labelled => (client.clone(), Some(labels::selector(share))),
+                    Some(share) => (with_shard_selector(&client, share), None),
+                    None => (client.clone(), None),
                 };
-                let api: Api<DataJob> = match &scope {
-                    Scope::Cluster => Api::all(client),
-                    Scope::Namespace(namespace) => Api::namespaced(client, namespace),
-                };
-                let events = watcher::watcher(api, config.watcher_config(None));
+                let api = data_job_api(&client, &scope);
+                let events = watcher::watcher(api, config.watcher_config(selector.as_deref()));
                 let queue = Arc::clone(&queue);
+                let owner = match &misplaced {
+                    Some(misplaced) => Owner::Labelled(misplaced.clone()),
+                    None => Owner::Itself,
+                };
                 Box::pin(drive(
-                    owned(events, share, Owner::Itself, config.serving.clone(), stream),
+                    owned(events, share, owner, config.serving.clone(), stream),
                     scope.clone(),
                     store.clone(),
                     cache::slim_data_job,
@@ -176,7 +189,19 @@ pub async fn data_jobs(
         };
         sharded(&config, stream, scope, &store, start)
     });
-    futures::future::join_all(streams).await;
+    let streams = futures::future::join_all(streams);
+    if labelled {
+        futures::future::join(streams, labeller.run()).await;
+    } else {
+        streams.await;
+    }
+}
+
+fn data_job_api(client: &Client, scope: &Scope) -> Api<DataJob> {
+    match scope {
+        Scope::Cluster => Api::all(client.clone()),
+        Scope::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
+    }
 }
 
 /// Keeps one child kind's cache current and queues the DataJob that
@@ -272,10 +297,14 @@ async fn sharded<T, V>(
 }
 
 /// Which uid puts an object in a bucket.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Owner {
     /// Its own (a DataJob).
     Itself,
+    /// Its own (a DataJob selected by its bucket label): one whose label
+    /// names a bucket of this share that its uid is not in is sent here to
+    /// be labelled again.
+    Labelled(tokio::sync::mpsc::UnboundedSender<Misplaced>),
     /// Its controller's (a child follows its DataJob); an object without
     /// one is kept, as no DataJob reads it.
     Controller,
@@ -295,8 +324,20 @@ fn owned<K: Resource + Send + 'static>(
     let keep = move |object: &K| {
         let Some(share) = share else { return true };
         let meta = object.meta();
-        let uid = match owner {
+        let uid = match &owner {
             Owner::Itself => meta.uid.as_deref(),
+            Owner::Labelled(misplaced) => {
+                let uid = meta.uid.as_deref().unwrap_or_default();
+                let owned = share.contains(Bucket::of_uid(uid));
+                if !owned {
+                    let _ = misplaced.send(Misplaced {
+                        namespace: meta.namespace.clone().unwrap_or_default(),
+                        name: meta.name.clone().unwrap_or_default(),
+                        uid: uid.to_owned(),
+                    });
+                }
+                return owned;
+            }
             Owner::Controller => match meta
                 .owner_references
                 .iter()
@@ -433,9 +474,18 @@ fn data_job_work(change: &Change<DataJob>) -> Option<ObjectKey> {
             new,
         } => {
             let (o, n) = (&old.metadata, &new.metadata);
+            // The bucket label is the host's own, for the shards' watches.
+            let labels = |meta: &kube::api::ObjectMeta| {
+                meta.labels
+                    .iter()
+                    .flatten()
+                    .filter(|(key, _)| key.as_str() != SHARD_LABEL)
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect::<Vec<_>>()
+            };
             let changed = o.generation != n.generation
                 || o.deletion_timestamp != n.deletion_timestamp
-                || o.labels != n.labels
+                || labels(o) != labels(n)
                 || o.annotations != n.annotations
                 || o.finalizers != n.finalizers
                 || o.uid != n.uid;

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
+use policyhost::crd::{DataJob, DataJobSpec};
+use policyhost::shard::Bucket;
+use policyhost::vocabulary::SHARD_LABEL;
 use serde_json::json;
 
 use crate::common::chaos;
@@ -222,6 +225,9 @@ async fn three_shards(env: Env, server_filters: bool) {
         let by = writers.get(name).cloned().unwrap_or_default();
         assert_eq!(by.len(), 1, "{name}'s status was written by {by:?}");
     }
+    if !server_filters {
+        labelled_by_their_uid(&env, &first).await;
+    }
     let serving: BTreeSet<&String> = first
         .iter()
         .flat_map(|name| writers.get(name).into_iter().flatten())
@@ -414,4 +420,48 @@ async fn shards_killed_during_a_mass_deletion_release_each_datajob_only_after_it
         .collect();
     assert!(unmarked.is_empty(), "DELETEs without a key: {unmarked:?}");
     shards.stop();
+}
+
+/// The label fallback: every DataJob of `names` carries the bucket of its
+/// uid; and two a team labelled itself, one with a bucket not its own and
+/// one with no bucket at all, are served all the same and labelled right.
+async fn labelled_by_their_uid(env: &Env, names: &[String]) {
+    let bucket_of = |job: &DataJob| {
+        Bucket::of_uid(&job.uid().unwrap_or_default())
+            .index()
+            .to_string()
+    };
+    for name in names {
+        let job = env.jobs().get(name).await.expect("the DataJob");
+        assert_eq!(
+            job.labels().get(SHARD_LABEL),
+            Some(&bucket_of(&job)),
+            "{name}: {:?}",
+            job.labels()
+        );
+    }
+    for (name, label) in [("wrong-bucket", "7"), ("no-bucket", "zzz")] {
+        let mut job = DataJob::new(
+            name,
+            DataJobSpec {
+                policy: "fanout".into(),
+                params: quick().as_object().cloned().unwrap_or_default(),
+                ..DataJobSpec::default()
+            },
+        );
+        job.metadata.labels = Some([(SHARD_LABEL.to_owned(), label.to_owned())].into());
+        env.jobs()
+            .create(&PostParams::default(), &job)
+            .await
+            .expect("create the DataJob");
+        env.wait_job(name, "Succeeded though labelled by its team", |j| {
+            phase(j) == Some("Succeeded")
+        })
+        .await;
+        eventually(&format!("{name} labelled with its bucket"), || async {
+            let job = env.jobs().get(name).await.ok()?;
+            (job.labels().get(SHARD_LABEL) == Some(&bucket_of(&job))).then_some(())
+        })
+        .await;
+    }
 }

@@ -15,6 +15,7 @@
 //! ([`probe::server_filters`] tells which).
 
 mod hash;
+pub mod labels;
 mod membership;
 pub mod probe;
 mod ring;
