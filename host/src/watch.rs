@@ -302,8 +302,8 @@ enum Owner {
     /// Its own (a DataJob).
     Itself,
     /// Its own (a DataJob selected by its bucket label): one whose label
-    /// names a bucket of this share that its uid is not in is sent here to
-    /// be labelled again.
+    /// names a bucket of this share but not its uid's (kept or not: two
+    /// buckets may have one owner) is sent here to be labelled again.
     Labelled(tokio::sync::mpsc::UnboundedSender<Misplaced>),
     /// Its controller's (a child follows its DataJob); an object without
     /// one is kept, as no DataJob reads it.
@@ -328,15 +328,16 @@ fn owned<K: Resource + Send + 'static>(
             Owner::Itself => meta.uid.as_deref(),
             Owner::Labelled(misplaced) => {
                 let uid = meta.uid.as_deref().unwrap_or_default();
-                let owned = share.contains(Bucket::of_uid(uid));
-                if !owned {
+                let bucket = Bucket::of_uid(uid);
+                let labelled = meta.labels.as_ref().and_then(|l| l.get(SHARD_LABEL));
+                if labelled != Some(&bucket.index().to_string()) {
                     let _ = misplaced.send(Misplaced {
                         namespace: meta.namespace.clone().unwrap_or_default(),
                         name: meta.name.clone().unwrap_or_default(),
                         uid: uid.to_owned(),
                     });
                 }
-                return owned;
+                return share.contains(bucket);
             }
             Owner::Controller => match meta
                 .owner_references

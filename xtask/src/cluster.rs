@@ -30,22 +30,46 @@ const NODE_NAME: &str = "kwok-node";
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long `down` waits for a process to exit after SIGTERM, before SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-const USAGE: &str = "usage: cargo xtask cluster up|stop|down|env [--dir DIR]";
+const USAGE: &str =
+    "usage: cargo xtask cluster up|stop|down|env [--dir DIR] [--without-shard-gate]";
 
-/// `cluster up|stop|down|env [--dir DIR]`: DIR (default [`state_dir`]) lets
-/// several control planes run side by side.
-pub fn command(args: &[String]) -> Result<(), String> {
-    let dir = match args.get(1..) {
-        // Absolute: the kubeconfig names the certificates by path.
-        Some([flag, dir]) if flag == "--dir" => {
-            std::path::absolute(dir).map_err(|e| format!("{dir}: {e}"))?
+/// The feature gates a control plane runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gates {
+    /// `ShardedListAndWatch` (alpha in 1.37): lists and watches filtered by
+    /// a `shardSelector`. On by default; a second configuration without it
+    /// proves the operator's label fallback.
+    pub sharded_list_and_watch: bool,
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        Self {
+            sharded_list_and_watch: true,
         }
-        Some([]) | None => state_dir(),
-        Some(_) => return Err(USAGE.to_owned()),
-    };
+    }
+}
+
+/// `cluster up|stop|down|env [--dir DIR] [--without-shard-gate]`: DIR
+/// (default [`state_dir`]) lets several control planes run side by side.
+pub fn command(args: &[String]) -> Result<(), String> {
+    let mut dir = state_dir();
+    let mut gates = Gates::default();
+    let mut rest = args.get(1..).unwrap_or_default().iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            // Absolute: the kubeconfig names the certificates by path.
+            "--dir" => {
+                let given = rest.next().ok_or_else(|| USAGE.to_owned())?;
+                dir = std::path::absolute(given).map_err(|e| format!("{given}: {e}"))?;
+            }
+            "--without-shard-gate" => gates.sharded_list_and_watch = false,
+            _ => return Err(USAGE.to_owned()),
+        }
+    }
     match args.first().map(String::as_str) {
         Some("up") => {
-            let kubeconfig = up(&dir, Detach::Yes)?;
+            let kubeconfig = up(&dir, Detach::Yes, gates)?;
             println!("KUBECONFIG={}", kubeconfig.display());
             Ok(())
         }
@@ -86,9 +110,14 @@ impl Running {
     /// Builds the programs if needed and starts a control plane in `dir`,
     /// in this process's group: a Ctrl-C stops it with the xtask.
     pub fn start(dir: PathBuf) -> Result<Self, String> {
+        Self::start_with(dir, Gates::default())
+    }
+
+    /// [`start`](Self::start) with these feature gates.
+    pub fn start_with(dir: PathBuf, gates: Gates) -> Result<Self, String> {
         // A control plane a killed run left behind goes first.
         down(&dir)?;
-        let kubeconfig = up(&dir, Detach::No)?;
+        let kubeconfig = up(&dir, Detach::No, gates)?;
         let audit_log = audit_log_path(&dir);
         Ok(Self {
             dir,
@@ -125,7 +154,7 @@ enum Detach {
 
 /// Starts every component in `dir` and returns the admin kubeconfig; on
 /// failure stops what it started. A state `stop` kept is resumed.
-fn up(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
+fn up(dir: &Path, detach: Detach, gates: Gates) -> Result<PathBuf, String> {
     if dir.join("pids").is_dir() {
         return Err(format!(
             "a cluster is already up in {}; `cargo xtask cluster down` first",
@@ -144,7 +173,7 @@ fn up(dir: &Path, detach: Detach) -> Result<PathBuf, String> {
         println!("xtask: openssl not found, installing Debian's openssl");
         crate::apt_install("openssl")?;
     }
-    let result = start_components(dir, detach, resumed);
+    let result = start_components(dir, detach, resumed, gates);
     if result.is_err() {
         // A resumed state stays for another try; a new one goes.
         let _ = if resumed { stop(dir) } else { down(dir) };
@@ -158,7 +187,12 @@ fn stopped(dir: &Path) -> bool {
     dir.join("etcd").join("member").is_dir() && Certificates::existing(&dir.join("pki")).is_some()
 }
 
-fn start_components(dir: &Path, detach: Detach, resumed: bool) -> Result<PathBuf, String> {
+fn start_components(
+    dir: &Path,
+    detach: Detach,
+    resumed: bool,
+    gates: Gates,
+) -> Result<PathBuf, String> {
     let spawn = |name: &str, args: &[String]| spawn(dir, name, args, detach);
     for sub in ["pids", "logs", "etcd"] {
         fs::create_dir_all(dir.join(sub))
@@ -236,7 +270,10 @@ fn start_components(dir: &Path, detach: Detach, resumed: bool) -> Result<PathBuf
             "--profiling=false".to_owned(),
             // Lists and watches filtered by a hash range of uid or
             // namespace (alpha in 1.37): what the operator's shards watch.
-            "--feature-gates=ShardedListAndWatch=true".to_owned(),
+            format!(
+                "--feature-gates=ShardedListAndWatch={}",
+                gates.sharded_list_and_watch
+            ),
         ],
     )?;
     wait_ready(dir, &kubeconfig)?;

@@ -377,15 +377,8 @@ fn test_passes(extra: &[String], path: &str, watch: &hygiene::Watch) -> Result<(
 
     let cluster = cluster::Running::start(target_dir().join("kube").join("test-cluster"))?;
     println!("xtask: the end-to-end tests again, on the real control plane");
-    let kubeconfig = cluster.kubeconfig.display().to_string();
-    let audit_log = cluster.audit_log.display().to_string();
-    let real = [
-        ("POLICYHOST_TEST_KUBECONFIG", kubeconfig.as_str()),
-        ("POLICYHOST_TEST_AUDIT_LOG", audit_log.as_str()),
-        ("PATH", path),
-        tmpdir,
-        kube_cache,
-    ];
+    let env = RealEnv::of(&cluster);
+    let real = env.vars(path, tmpdir, kube_cache);
     if !extra.is_empty() {
         let mut args = vec!["test", "--workspace", "--test", "all"];
         args.extend(extra.iter().map(String::as_str));
@@ -398,8 +391,58 @@ fn test_passes(extra: &[String], path: &str, watch: &hygiene::Watch) -> Result<(
         args.extend_from_slice(modules);
         cargo_with_env(&args, &real)?;
     }
+    drop(cluster);
+    // The second configuration: a control plane without the shard gate,
+    // where the shards fall back to the DataJobs' bucket label.
+    let cluster = cluster::Running::start_with(
+        target_dir()
+            .join("kube")
+            .join("test-cluster-without-shard-gate"),
+        cluster::Gates {
+            sharded_list_and_watch: false,
+        },
+    )?;
+    println!("xtask: the shards again, on a control plane without ShardedListAndWatch");
+    let env = RealEnv::of(&cluster);
+    cargo_with_env(
+        &["test", "--workspace", "--test", "all", "--", "shards::"],
+        &env.vars(path, tmpdir, kube_cache),
+    )?;
+    drop(cluster);
     watch.after_pass("the real control plane pass", Some(&kube::bin_dir()));
     Ok(())
+}
+
+/// What the tests need to reach a real control plane.
+struct RealEnv {
+    kubeconfig: String,
+    audit_log: String,
+}
+
+impl RealEnv {
+    fn of(cluster: &cluster::Running) -> Self {
+        Self {
+            kubeconfig: cluster.kubeconfig.display().to_string(),
+            audit_log: cluster.audit_log.display().to_string(),
+        }
+    }
+
+    /// The test run's environment: this cluster, and the run's `PATH`
+    /// and scratch variables.
+    fn vars<'a>(
+        &'a self,
+        path: &'a str,
+        tmpdir: (&'a str, &'a str),
+        kube_cache: (&'a str, &'a str),
+    ) -> [(&'a str, &'a str); 5] {
+        [
+            ("POLICYHOST_TEST_KUBECONFIG", self.kubeconfig.as_str()),
+            ("POLICYHOST_TEST_AUDIT_LOG", self.audit_log.as_str()),
+            ("PATH", path),
+            tmpdir,
+            kube_cache,
+        ]
+    }
 }
 
 /// The policies the demo publishes: the example's, not the test guests.
