@@ -294,8 +294,12 @@ impl Started {
                 let plane = tokio::task::spawn_blocking(move || ControlPlane::up(state)).await??;
                 let client = client_for(&plane.kubeconfig).await?;
                 // The operator's namespace, ServiceAccount and RBAC, as an
-                // admin installs them.
+                // admin installs them; shards also as deploy/shards grants
+                // them: their member Leases.
                 common::deployment::install(&plane.kubeconfig).await;
+                if shard_count(tag).is_some() {
+                    grant_member_leases(&client).await?;
+                }
                 let operator_kubeconfig = dir.join(format!("operator-{tag}.kubeconfig"));
                 common::deployment::issued_token_kubeconfig(
                     &plane.kubeconfig,
@@ -801,6 +805,26 @@ fn spawn_operator(
         "policyhost",
     );
     Ok((spawned, addr))
+}
+
+/// The Role rule `deploy/shards` adds to `deploy/`'s: the member Leases.
+async fn grant_member_leases(client: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
+    let roles: Api<Role> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let mut role = roles.get("policyhost").await.context("deploy/'s Role")?;
+    role.rules.get_or_insert_default().push(PolicyRule {
+        api_groups: Some(vec!["coordination.k8s.io".into()]),
+        resources: Some(vec!["leases".into()]),
+        verbs: ["get", "list", "update", "delete"]
+            .map(str::to_owned)
+            .to_vec(),
+        ..PolicyRule::default()
+    });
+    roles
+        .replace("policyhost", &PostParams::default(), &role)
+        .await
+        .context("grant the member Leases")?;
+    Ok(())
 }
 
 /// The buckets the replicas listening at `addrs` serve, together.
