@@ -203,7 +203,8 @@ impl Membership {
         self.release(target).await;
         // Claimed in an earlier round, so `others` was read after the claim
         // was written: a member that claimed it since saw ours and yields.
-        let pending = self.claimed.without(self.serving.served());
+        // A bucket still draining on its way out is not served again.
+        let pending = self.claimed.and(target).without(self.serving.served());
         if !pending.is_empty() && self.serving.is_listed(pending) {
             self.serving.grant(pending);
             info!(buckets = pending.len(), "serving new buckets");
@@ -217,7 +218,7 @@ impl Membership {
     /// apart with the jitter of the API server's answers).
     async fn yield_contested(&mut self, others: Share) {
         let unserved = self.claimed.without(self.serving.served());
-        let contested = unserved.without(unserved.without(others));
+        let contested = unserved.and(others);
         if contested.is_empty() {
             return;
         }
@@ -447,4 +448,84 @@ pub fn claimant(leases: &[Lease], bucket: Bucket, now: Timestamp) -> Option<Stri
             .filter(|share| live && share.contains(bucket))
             .and(spec.holder_identity.clone())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use devcluster::{Config as ClusterConfig, DevCluster};
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    fn config(identity: &str) -> leader::Config {
+        leader::Config {
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1500),
+            retry_period: Duration::from_millis(100),
+            ..leader::Config::new("shard", "default", identity)
+        }
+    }
+
+    /// A member running until the sender is dropped; its buckets.
+    fn member(client: &Client, identity: &str) -> (Serving, oneshot::Sender<()>) {
+        let serving = Serving::sharded();
+        let membership = Membership::new(
+            client.clone(),
+            config(identity),
+            "policyhost",
+            Leadership::elected(),
+            serving.clone(),
+        )
+        .expect("valid settings");
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(membership.run(async {
+            let _ = stopped.await;
+        }));
+        (serving, stop)
+    }
+
+    async fn until(what: &str, mut holds: impl FnMut() -> bool) {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while !holds() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bucket_moves_only_once_its_call_ended_and_is_never_served_twice() {
+        let cluster = DevCluster::start(ClusterConfig::default())
+            .await
+            .expect("devcluster");
+        let client = cluster.client().expect("client");
+        let (a, _stop_a) = member(&client, "a");
+        until("a to serve every bucket", || a.served() == Share::ALL).await;
+        let moving = Ring::new(["a", "b"]).share("b");
+        let uid = (0..)
+            .map(|i| format!("uid-{i:08x}-{}", i * 7919))
+            .find(|uid| moving.owns_uid(uid))
+            .expect("a uid in b's share");
+        let call = a.begin(&uid).expect("a serves it");
+        let (b, _stop_b) = member(&client, "b");
+        until("a to withdraw b's share", || {
+            a.served().and(moving).is_empty()
+        })
+        .await;
+        // Many rounds while the call runs: neither serves the moving share.
+        for _ in 0..50 {
+            assert!(a.served().and(moving).is_empty(), "a serves it again");
+            assert!(
+                b.served().and(moving).is_empty(),
+                "b serves it before the call ended"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(call);
+        until("b to serve its share", || b.served() == moving).await;
+        assert_eq!(a.served(), Share::ALL.without(moving));
+    }
 }

@@ -57,6 +57,12 @@ impl Share {
         Self(self.0 & !other.0)
     }
 
+    /// The buckets in both.
+    #[must_use]
+    pub fn and(self, other: Self) -> Self {
+        Self(self.0 & other.0)
+    }
+
     /// The set as 16 hex digits (bit `i` is bucket `i`), as a member
     /// Lease's annotation carries it.
     #[must_use]
@@ -159,6 +165,10 @@ mod tests {
         assert_eq!(
             Share::ALL.without(share),
             Share::from_buckets((32..64).map(bucket))
+        );
+        assert_eq!(
+            share.and(Share::from_buckets((16..48).map(bucket))),
+            Share::from_buckets((16..32).map(bucket))
         );
     }
 }
