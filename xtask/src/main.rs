@@ -36,6 +36,7 @@ mod cluster;
 mod hygiene;
 mod kube;
 mod layers;
+mod go_program;
 mod peers;
 mod polyglot;
 mod tools;
