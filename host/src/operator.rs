@@ -29,7 +29,7 @@ use crate::queue::Backoff;
 use crate::runtime::{self, AllowedKind, Runtime, RuntimeConfig};
 use crate::server::{self, Readiness};
 use crate::shadow;
-use crate::shard::{Membership, Serving};
+use crate::shard::{Membership, Replicas, Serving};
 use crate::throttle::WriteThrottleLayer;
 use crate::watch;
 
@@ -377,6 +377,7 @@ impl Operator {
             coordinator,
             watch,
             child_kinds,
+            replicas: _,
         } = link;
         let controller = Controller::new(
             client,
@@ -530,6 +531,8 @@ struct Link {
     /// owning the first bucket.
     publishing: Leadership,
     coordinator: Option<Coordinator>,
+    /// How many replicas share the limits held across calls.
+    replicas: Replicas,
     watch: watch::Config,
     child_kinds: Vec<ApiResource>,
 }
@@ -541,6 +544,7 @@ impl Link {
         metrics: &Metrics,
     ) -> Result<Self, Error> {
         let throttle = WriteThrottleLayer::new(options.api_qps, options.api_burst);
+        let replicas = Replicas::default();
         let serving = if options.shards.is_some() {
             Serving::sharded()
         } else {
@@ -574,7 +578,7 @@ impl Link {
                 )
                 .map_err(Error::Leader)?
                 .publishing(publishing.clone())
-                .dividing(throttle.clone());
+                .dividing(throttle.clone(), replicas.clone());
                 (
                     leadership,
                     publishing,
@@ -637,6 +641,7 @@ impl Link {
             leadership,
             publishing,
             coordinator,
+            replicas,
             watch: watch::Config {
                 scopes,
                 instance: options.instance.clone(),
@@ -695,6 +700,7 @@ impl Versions {
                     instance: options.instance.clone(),
                     leadership: link.publishing.clone(),
                     history: options.policy_history,
+                    replicas: link.replicas.clone(),
                 },
             )
         });

@@ -27,6 +27,7 @@ use super::pull::{self, PullTerms, PullTermsError};
 use crate::oci::credentials::CredentialsError;
 use crate::oci::{Credentials, PullGrant};
 use crate::outbound::{CredentialError, Grant, Outbound};
+use crate::shard::Replicas;
 use crate::vocabulary::GRANT_LABEL;
 
 /// One grant ConfigMap as the host keeps it.
@@ -46,6 +47,8 @@ pub struct Grants {
     ignored: Mutex<HashMap<String, Misnamed>>,
     /// Policy → the Secret values its loaded version was given.
     credentials: Mutex<HashMap<String, Secrets>>,
+    /// The replicas each grant's concurrency is divided among.
+    replicas: Replicas,
 }
 
 /// The values of the Secret keys a grant's credentials name, by
@@ -178,7 +181,15 @@ impl Grants {
             entries: Mutex::new(HashMap::new()),
             ignored: Mutex::new(HashMap::new()),
             credentials: Mutex::new(HashMap::new()),
+            replicas: Replicas::default(),
         }
+    }
+
+    /// The same, each grant's outbound concurrency divided among `replicas`.
+    #[must_use]
+    pub fn shared_among(mut self, replicas: Replicas) -> Self {
+        self.replicas = replicas;
+        self
     }
 
     fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
@@ -285,7 +296,8 @@ impl Grants {
         })?;
         let secrets = self.read_secrets(&configmap, &grant).await?;
         let outbound = Outbound::new(grant, &secrets)
-            .map_err(|source| Refused::Credential { configmap, source })?;
+            .map_err(|source| Refused::Credential { configmap, source })?
+            .shared_among(self.replicas.clone());
         let mut credentials = self.credentials();
         if secrets.is_empty() {
             credentials.remove(policy);

@@ -237,7 +237,7 @@ impl CallHooks {
         if self.made >= grant.requests_per_call {
             return Err(Rejected::Refused(Refusal::RequestsPerCall, Some(origin)));
         }
-        let Ok(permit) = Arc::clone(&outbound.in_flight).try_acquire_owned() else {
+        let Some(permit) = outbound.slot() else {
             return Err(Rejected::Refused(Refusal::Concurrency, Some(origin)));
         };
         self.made += 1;

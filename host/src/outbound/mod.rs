@@ -49,6 +49,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use http::{HeaderName, HeaderValue};
 
+use crate::shard::Replicas;
+
 pub use client::{Client, ClientConfig};
 pub use grant::{Credential, Grant};
 pub use hooks::IDEMPOTENCY_KEY;
@@ -68,6 +70,8 @@ pub struct Outbound {
     redactor: Redactor,
     /// Requests in flight across the policy's calls.
     in_flight: Arc<tokio::sync::Semaphore>,
+    /// The replicas the grant's concurrency is divided among.
+    replicas: Replicas,
     /// Set when requests are answered from fixtures, never sent.
     fixtures: Option<Fixtures>,
 }
@@ -161,11 +165,32 @@ impl Outbound {
             .map_err(CredentialError::TooLargeToRedact)?;
         Ok(Self {
             in_flight: in_flight(&grant),
+            replicas: Replicas::default(),
             grant,
             headers,
             redactor,
             fixtures: None,
         })
+    }
+
+    /// The same, its concurrency divided among `replicas`: with shards, each
+    /// holds its share of the requests in flight, so that together they
+    /// hold no more than the grant allows.
+    #[must_use]
+    pub fn shared_among(mut self, replicas: Replicas) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// A slot for one more request in flight, if this replica's share of
+    /// the grant's concurrency has one.
+    fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let permit = Arc::clone(&self.in_flight).try_acquire_owned().ok()?;
+        let granted = usize::try_from(self.grant.concurrency).unwrap_or(usize::MAX);
+        // Counted with this one: two taken at once may both be refused,
+        // never both admitted over the share.
+        let held = granted.saturating_sub(self.in_flight.available_permits());
+        (held <= self.replicas.share(granted)).then_some(permit)
     }
 
     /// A grant whose requests, once admitted, are answered from the
@@ -176,6 +201,7 @@ impl Outbound {
         let fixtures = Fixtures::default();
         let outbound = Self {
             in_flight: in_flight(&grant),
+            replicas: Replicas::default(),
             grant: Grant {
                 credentials: Vec::new(),
                 ..grant
@@ -354,6 +380,23 @@ mod tests {
             ("token".to_owned(), "value".to_owned()),
             value.as_bytes().to_vec(),
         )])
+    }
+
+    #[test]
+    fn shards_hold_their_share_of_the_grants_concurrency() {
+        let mut grant = grant_with_credential();
+        grant.concurrency = 7;
+        let replicas = Replicas::default();
+        let outbound = Outbound::new(grant, &secrets("Bearer s3cret"))
+            .unwrap()
+            .shared_among(replicas.clone());
+        replicas.set(3);
+        let held: Vec<_> = std::iter::from_fn(|| outbound.slot()).take(10).collect();
+        assert_eq!(held.len(), 2, "7 among 3 replicas: 2 each, 6 in all");
+        drop(held);
+        replicas.set(1);
+        let held: Vec<_> = std::iter::from_fn(|| outbound.slot()).take(10).collect();
+        assert_eq!(held.len(), 7, "alone, the whole grant");
     }
 
     #[test]

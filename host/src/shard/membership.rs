@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::{Bucket, Ring, Serving, Share};
+use super::{Bucket, Replicas, Ring, Serving, Share};
 
 /// The bucket whose owner publishes.
 const FIRST: Bucket = Bucket::FIRST;
@@ -65,8 +65,9 @@ pub struct Membership {
     /// Held while this replica owns the first bucket: what one replica
     /// writes for all (reports on policy ConfigMaps) is its to write.
     publishing: Option<Leadership>,
-    /// The write budget the members share.
-    budget: Option<WriteThrottleLayer>,
+    /// The write budget the members share, and the count every other
+    /// shared limit is divided by.
+    budget: Option<(WriteThrottleLayer, Replicas)>,
 }
 
 struct Observed {
@@ -111,11 +112,12 @@ impl Membership {
         })
     }
 
-    /// Also divides `budget` among the live members, so that together they
-    /// write what one replica alone would.
+    /// Also divides the shared limits among the live members: `budget`,
+    /// so that together they write what one replica alone would, and the
+    /// limits that take their share from `replicas`.
     #[must_use]
-    pub fn dividing(mut self, budget: WriteThrottleLayer) -> Self {
-        self.budget = Some(budget);
+    pub fn dividing(mut self, budget: WriteThrottleLayer, replicas: Replicas) -> Self {
+        self.budget = Some((budget, replicas));
         self
     }
 
@@ -132,7 +134,9 @@ impl Membership {
         self.ring.subscribe()
     }
 
-    fn lease_name(&self) -> String {
+    /// This replica's member Lease: the prefix, then its identity.
+    #[must_use]
+    pub fn lease_name(&self) -> String {
         format!("{}-{}", self.config.lease_name, self.config.identity)
     }
 
@@ -178,8 +182,9 @@ impl Membership {
                 .chain([self.config.identity.as_str()]),
         );
         let target = ring.share(&self.config.identity);
-        if let Some(budget) = &self.budget {
+        if let Some((budget, replicas)) = &self.budget {
             budget.divide_among(ring.members().len());
+            replicas.set(ring.members().len());
         }
         if let Some(publishing) = &self.publishing {
             let first = ring.owner(FIRST).map(str::to_owned);

@@ -18,12 +18,14 @@ mod hash;
 pub mod labels;
 mod membership;
 pub mod probe;
+mod replicas;
 mod ring;
 mod serving;
 mod share;
 
 pub use hash::{BUCKETS, Bucket, fnv1a_64};
 pub use membership::{MEMBER_LABEL, Membership, SERVING_ANNOTATION, claimant};
+pub use replicas::Replicas;
 pub use ring::{Epoch, Ring};
 pub use serving::{InFlight, Serving};
 pub use share::Share;

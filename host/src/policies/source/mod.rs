@@ -96,6 +96,7 @@ use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::Runtime;
+use crate::shard::Replicas;
 use crate::vocabulary::POLICY_LABEL;
 
 /// How the ConfigMap source runs.
@@ -119,6 +120,8 @@ pub struct Config {
     /// Revisions kept per policy for `policy rollback` (`--policy-history`):
     /// 0 keeps none.
     pub history: usize,
+    /// How many replicas share each grant's outbound concurrency.
+    pub replicas: Replicas,
 }
 
 /// What a worker has to do for one ConfigMap.
@@ -206,7 +209,10 @@ impl ConfigMapSource {
                 })
             },
         );
-        let grants = Arc::new(Grants::new(client.clone(), config.namespace.clone()));
+        let grants = Arc::new(
+            Grants::new(client.clone(), config.namespace.clone())
+                .shared_among(config.replicas.clone()),
+        );
         let revisions = Revisions::new(client.clone(), &config.namespace, config.history);
         Self {
             inner: Arc::new(Inner {
