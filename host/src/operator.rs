@@ -23,7 +23,7 @@ use crate::cache::Scope;
 use crate::controller::{self, Controller, Shared};
 use crate::finalizer::Budget;
 use crate::leader::{self, Elector, FenceLayer, Leadership};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RequestsLayer};
 use crate::policies::{self, ConfigMapSource, Registry, Role};
 use crate::queue::Backoff;
 use crate::runtime::{self, AllowedKind, Runtime, RuntimeConfig};
@@ -375,6 +375,7 @@ impl Operator {
             leadership,
             publishing,
             coordinator,
+            lease,
             watch,
             child_kinds,
             replicas: _,
@@ -393,6 +394,7 @@ impl Operator {
                 asks: options.asks,
                 leadership: leadership.clone(),
                 publishing,
+                lease,
                 children: options.children,
                 policy_namespace: options.policy_namespace.clone(),
                 record_calls: options.record_calls.clone(),
@@ -531,6 +533,9 @@ struct Link {
     /// owning the first bucket.
     publishing: Leadership,
     coordinator: Option<Coordinator>,
+    /// The Lease this replica holds, if it coordinates: the leader Lease,
+    /// or its member Lease.
+    lease: Option<String>,
     /// How many replicas share the limits held across calls.
     replicas: Replicas,
     watch: watch::Config,
@@ -552,7 +557,8 @@ impl Link {
         };
         // A Lease has its own client: renewals must go out although the
         // fence is closed, and must not queue behind throttled writes.
-        let (leadership, publishing, coordinator) = match (&options.leader, &options.shards) {
+        let (leadership, publishing, coordinator, lease) = match (&options.leader, &options.shards)
+        {
             (Some(_), Some(_)) => return Err(Error::LeaderAndShards),
             (Some(election), None) => {
                 election.validate().map_err(Error::Leader)?;
@@ -564,6 +570,7 @@ impl Link {
                     leadership.clone(),
                     leadership,
                     Some(Coordinator::Leader(Box::new(elector))),
+                    Some(election.lease_name.clone()),
                 )
             }
             (None, Some(shards)) => {
@@ -579,16 +586,19 @@ impl Link {
                 .map_err(Error::Leader)?
                 .publishing(publishing.clone())
                 .dividing(throttle.clone(), replicas.clone());
+                let lease = membership.lease_name();
                 (
                     leadership,
                     publishing,
                     Some(Coordinator::Shards(Box::new(membership))),
+                    Some(lease),
                 )
             }
-            (None, None) => (Leadership::unelected(), Leadership::unelected(), None),
+            (None, None) => (Leadership::unelected(), Leadership::unelected(), None, None),
         };
         let fence = FenceLayer::new(leadership.clone(), Some(metrics.fenced_writes.clone()));
-        let client = client(config, options, &fence, &throttle)?;
+        let requests = metrics.standard.requests_layer(&api_host(&config));
+        let client = client(config, options, &requests, &fence, &throttle)?;
         let child_kinds = discover(&client, &options.child_kinds).await?;
         let scopes: Vec<Scope> = if options.namespaces.is_empty() {
             vec![Scope::Cluster]
@@ -641,6 +651,7 @@ impl Link {
             leadership,
             publishing,
             coordinator,
+            lease,
             replicas,
             watch: watch::Config {
                 scopes,
@@ -727,13 +738,15 @@ async fn listen(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Error> 
 /// User-Agent `policyhost/<version> (<instance>)`, so audit logs (and
 /// devcluster's request records) tell the operator's traffic apart.
 ///
-/// The leader fence is innermost, so every request is checked right before
-/// it is sent: after a wait for a throttle token, and on each retry. (kube's
-/// own retry layer sits under any added layer, where it would resend a
-/// fenced write later, so it is replaced by the same policy above the fence.)
+/// The leader fence is innermost but for the request count, so every
+/// request is checked right before it is sent: after a wait for a throttle
+/// token, and on each retry. (kube's own retry layer sits under any added
+/// layer, where it would resend a fenced write later, so it is replaced by
+/// the same policy above the fence.)
 fn client(
     config: kube::Config,
     options: &Options,
+    requests: &RequestsLayer,
     fence: &FenceLayer,
     throttle: &WriteThrottleLayer,
 ) -> Result<Client, Error> {
@@ -741,11 +754,20 @@ fn client(
     config.default_retry = false;
     let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
     Ok(builder
+        .with_layer(requests)
         .with_layer(fence)
         .with_layer(&BufferLayer::new(1024))
         .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
         .with_layer(throttle)
         .build())
+}
+
+/// The API server's `host:port`, as client-go labels its requests.
+fn api_host(config: &kube::Config) -> String {
+    config
+        .cluster_url
+        .authority()
+        .map_or_else(String::new, |authority| authority.as_str().to_owned())
 }
 
 /// The client of the leader Lease: same User-Agent, no fence, no throttle,

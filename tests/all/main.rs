@@ -37,4 +37,5 @@ mod runtime;
 mod scaffold;
 mod shadow;
 mod shards;
+mod standard_metrics;
 mod update_strategy;

@@ -26,6 +26,7 @@ pub mod registry;
 pub mod replicas;
 pub mod requests;
 pub mod sampler;
+pub mod scrape;
 pub mod tls;
 pub mod variants;
 

@@ -3,10 +3,10 @@
 //! - `guests`: builds every policy under `policies/` to a `wasm32-wasip2`
 //!   component in `<target>/wasm32-wasip2/guest/`.
 //! - `test`: installs what is missing, builds the guests, the binaries, the
-//!   static binary, the real control plane and the peers, then runs the
-//!   whole test suite on devcluster (the static binary too) and the
-//!   end-to-end tests again on the real control plane. `.ci/run` runs
-//!   exactly this.
+//!   static binary, the real control plane, the peers and the reference of
+//!   the standard metrics, then runs the whole test suite on devcluster (the
+//!   static binary too) and the end-to-end tests again on the real control
+//!   plane. `.ci/run` runs exactly this.
 //! - `demo`: installs what is missing, builds the guests and runs the main job:
 //!   the operator on an embedded devcluster (or, with `--real`, the real
 //!   control plane) reconciling a sample DataJob.
@@ -22,6 +22,10 @@
 //!   loopback, built from the Go modules in `tools/kube/` (see `cluster.rs`).
 //! - `peers`: checks (gofmt, go vet) and builds the peers of the benchmarks,
 //!   `bench/peers/`, into `<target>/kube/peers/peers` (see `peers.rs`).
+//! - `standard-metrics`: checks (gofmt, go vet) and builds the reference of
+//!   controller-runtime's standard metrics, `tools/standard-metrics/`, and
+//!   copies kubebuilder's Grafana dashboard templates beside it (see
+//!   `standard_metrics.rs`); `test` builds it too.
 //! - `polyglot`: installs the Python and TypeScript SDKs' toolchains, runs
 //!   their native tests and builds the policies written with them (see
 //!   `polyglot.rs`); `test` runs it too.
@@ -33,12 +37,13 @@
 
 mod certs;
 mod cluster;
+mod go_program;
 mod hygiene;
 mod kube;
 mod layers;
-mod go_program;
 mod peers;
 mod polyglot;
+mod standard_metrics;
 mod tools;
 
 use std::env;
@@ -69,6 +74,14 @@ fn main() -> ExitCode {
         "layers" => check_layers(),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "peers" => peers::build().map(|bin| println!("xtask: peers {}", bin.display())),
+        "standard-metrics" => standard_metrics::build().map(|bin| {
+            println!(
+                "xtask: standard-metrics {}, kubebuilder {} dashboards in {}",
+                bin.display(),
+                standard_metrics::KUBEBUILDER,
+                standard_metrics::templates_dir().display()
+            )
+        }),
         "polyglot" => polyglot::build().map(|_| ()),
         "registry" => tools::REGISTRY
             .build()
@@ -131,12 +144,19 @@ fn print_help() {
          \x20             <target>/polyglot/<language>/<name>.wasm\n\
          peers         check (gofmt -l, go vet) and build the peers of the benchmarks,\n\
          \x20             bench/peers/, into <target>/kube/peers/peers\n\
+         standard-metrics\n\
+         \x20             check (gofmt -l, go vet) and build the reference of controller-runtime's\n\
+         \x20             standard metrics, tools/standard-metrics/, into\n\
+         \x20             <target>/standard-metrics/bin/standard-metrics, and copy kubebuilder\n\
+         \x20             {KUBEBUILDER}'s Grafana dashboard templates into\n\
+         \x20             <target>/standard-metrics/kubebuilder/\n\
          registry      build the OCI registry of the tests (distribution {REGISTRY}) from\n\
          \x20             tools/registry/ into <target>/registry/bin/registry\n\
          cosign        build cosign {COSIGN} from tools/cosign/ into <target>/cosign/bin/cosign\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
          \x20             <target>/{STATIC_TARGET}/release/policyhost",
+        KUBEBUILDER = standard_metrics::KUBEBUILDER,
         REGISTRY = tools::REGISTRY.version,
         COSIGN = tools::COSIGN.version
     );
@@ -330,11 +350,14 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     cargo(&["build", "--workspace", "--bins", "--tests"])?;
     // The container's static binary, so that tests/all/image.rs starts it,
     // beside the Go builds (the control plane, then the peers, which reuse
-    // its k8s.io packages): the static binary's whole-program LTO runs on
-    // one core for minutes, and Go takes the other.
+    // its k8s.io packages, then the standard metrics' reference, whose
+    // Prometheus dependency raises golang.org/x and client_golang, so it
+    // compiles its own): the static binary's whole-program LTO runs on one
+    // core for minutes, and Go takes the other.
     let control_plane = std::thread::spawn(|| {
         let bin = kube::build()?;
         peers::build()?;
+        standard_metrics::build()?;
         tools::REGISTRY.build()?;
         tools::COSIGN.build()?;
         Ok::<_, String>(bin)

@@ -145,6 +145,10 @@ impl Children for NaiveCaches {
         self.kinds.iter().all(|cache| cache.store.is_ready())
     }
 
+    fn cached(&self) -> usize {
+        self.kinds.iter().map(|cache| cache.store.len()).sum()
+    }
+
     fn wait_until_ready(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {
             for cache in &self.kinds {

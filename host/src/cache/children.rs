@@ -56,6 +56,9 @@ pub trait Children: Send + Sync {
     /// True once every kind has completed its first list.
     fn is_ready(&self) -> bool;
 
+    /// The objects cached, of every kind.
+    fn cached(&self) -> usize;
+
     /// Waits until every kind has completed its first list.
     fn wait_until_ready(&self) -> BoxFuture<'_, ()>;
 
@@ -130,6 +133,10 @@ impl Children for ChildCaches {
 
     fn is_ready(&self) -> bool {
         self.kinds.iter().all(|cache| cache.store.is_ready())
+    }
+
+    fn cached(&self) -> usize {
+        self.kinds.iter().map(|cache| cache.store.len()).sum()
     }
 
     fn wait_until_ready(&self) -> BoxFuture<'_, ()> {

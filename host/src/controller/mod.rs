@@ -81,6 +81,9 @@ pub struct Config {
     /// Whether it writes what one replica writes for all (candidate
     /// summaries): the leader, or one shard.
     pub publishing: Leadership,
+    /// The Lease `leadership` follows, if any: the leader Lease, or this
+    /// shard's member Lease (the `name` of `leader_election_master_status`).
+    pub lease: Option<String>,
     /// How children are cached: [`watch::indexed`], or a baseline a
     /// benchmark measures it against.
     pub children: watch::ChildCaching,
@@ -170,6 +173,10 @@ impl Controller {
             let (jobs, registry) = (jobs.clone(), Arc::clone(&registry));
             move |key: &ObjectKey| tenant_of(&jobs, &registry, key)
         });
+        metrics.standard.attach_queue(config.workers.max(1), {
+            let queue = Arc::clone(&queue);
+            move || queue.stats()
+        });
         let shadow = Shadow::new(
             Arc::clone(&registry),
             runtime.clone(),
@@ -253,7 +260,10 @@ impl Controller {
         background.spawn(reporter.run(Arc::clone(&shared.shadow)));
         background.spawn(report_queue(Arc::clone(&shared)));
         background.spawn(finalizer::report_pending(Arc::clone(&shared)));
-        background.spawn(resync_on_leadership(Arc::clone(&shared)));
+        background.spawn(resync_on_leadership(
+            Arc::clone(&shared),
+            self.config.lease.clone(),
+        ));
         background.spawn(resync_on_grant(Arc::clone(&shared)));
 
         let work = async {
@@ -320,8 +330,10 @@ async fn worker(shared: Arc<Shared>) {
         )
         .instrument(info_span!("reconcile", job = %key, attempt))
         .await;
+        let took = started.elapsed();
+        let outcome = next.outcome();
         match next {
-            Next::AwaitChange => queue.forget(&key),
+            Next::AwaitChange | Next::AwaitFix => queue.forget(&key),
             Next::RequeueAfter(delay) => {
                 queue.forget(&key);
                 queue.add_after(key.clone(), delay);
@@ -331,16 +343,17 @@ async fn worker(shared: Arc<Shared>) {
                 debug!(job = %key, ?delay, "reconcile will be retried");
             }
         }
+        shared.metrics.standard.reconciled(outcome, took);
         shared
             .metrics
             .reconcile_latency
             .observe(lease.queued_at().elapsed().as_secs_f64());
         drop(in_flight);
+        let waited = started.saturating_duration_since(lease.queued_at().into_std());
         drop(lease);
-        shared
-            .metrics
-            .work_duration
-            .observe(started.elapsed().as_secs_f64());
+        let worked = started.elapsed();
+        shared.metrics.work_duration.observe(worked.as_secs_f64());
+        shared.metrics.standard.dequeued(waited, worked);
     }
 }
 
@@ -380,12 +393,16 @@ async fn requeue_on_policy_change(shared: Arc<Shared>) {
 
 /// Queues every cached DataJob each time this replica becomes leader (what
 /// the old leader had queued, delayed or was retrying is not known here),
-/// and publishes the role as the `leader` gauge.
-async fn resync_on_leadership(shared: Arc<Shared>) {
+/// and publishes the role as the `leader` gauge and as the status of
+/// `lease`.
+async fn resync_on_leadership(shared: Arc<Shared>, lease: Option<String>) {
     let mut leading = shared.leadership.subscribe();
     loop {
         let now_leading = *leading.borrow_and_update();
         shared.metrics.leader.set(i64::from(now_leading));
+        if let Some(lease) = &lease {
+            shared.metrics.standard.leading(lease, now_leading);
+        }
         if now_leading {
             shared.jobs.wait_until_ready().await;
             let jobs = shared.jobs.all();
@@ -446,6 +463,10 @@ async fn report_queue(shared: Arc<Shared>) {
             .filter(|job| served.owns_uid(job.metadata.uid.as_deref().unwrap_or_default()))
             .count();
         shared.metrics.shard_datajobs.set(gauge(owned));
+        shared
+            .metrics
+            .shard_children
+            .set(gauge(shared.children.cached()));
         shared
             .metrics
             .queue_delayed

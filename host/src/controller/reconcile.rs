@@ -19,6 +19,7 @@ use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
 use crate::cache::{Cached as _, ChildRecord, ObjectKey, owner_key_of};
 use crate::chain::{Chain, display_chain};
 use crate::crd::{DataJob, PolicyRef};
+use crate::metrics::standard::Outcome;
 use crate::policies::Unavailable;
 use crate::policies::rollout::Signal;
 use crate::projection;
@@ -37,6 +38,22 @@ pub enum Next {
     RequeueAfter(Duration),
     /// It failed in a way a retry may fix: back off and retry.
     Retry,
+    /// It failed in a way only a change can fix (of the DataJob, its
+    /// policy or a child): nothing until then.
+    AwaitFix,
+}
+
+impl Next {
+    /// How the pass ended, as controller-runtime counts it.
+    #[must_use]
+    pub fn outcome(self) -> Outcome {
+        match self {
+            Self::AwaitChange => Outcome::Success,
+            Self::RequeueAfter(_) => Outcome::RequeueAfter,
+            Self::Retry => Outcome::Error,
+            Self::AwaitFix => Outcome::TerminalError,
+        }
+    }
 }
 
 /// Why a reconcile did not go through, as a condition reason.
@@ -87,13 +104,13 @@ impl Failure {
     /// changes.
     fn next(&self) -> Next {
         match self {
-            Self::Denied(_) => Next::AwaitChange,
+            Self::Denied(_) => Next::AwaitFix,
             Self::Guest(runtime::Error::PolicyError(runtime::PolicyError::InvalidParams(_))) => {
-                Next::AwaitChange
+                Next::AwaitFix
             }
             // The same answer cannot change what may not change: a new
             // version, a new spec or the child's deletion queues it again.
-            Self::Apply(error) if error.is_immutable_change() => Next::AwaitChange,
+            Self::Apply(error) if error.is_immutable_change() => Next::AwaitFix,
             Self::Guest(_) | Self::Apply(_) => Next::Retry,
         }
     }

@@ -6,4 +6,4 @@ mod backoff;
 mod work_queue;
 
 pub use backoff::Backoff;
-pub use work_queue::{Lease, WorkQueue};
+pub use work_queue::{Lease, Stats, WorkQueue};

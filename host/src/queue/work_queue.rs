@@ -52,14 +52,19 @@ struct State<K> {
     /// the time each was first queued since it was last handed out, and
     /// whose it was then.
     dirty: HashMap<K, (Instant, Tenant)>,
-    /// Keys handed out and not yet done, with the tenant each counts against.
-    processing: HashMap<K, Arc<str>>,
+    /// Keys handed out and not yet done, with the tenant each counts
+    /// against and when it was handed out.
+    processing: HashMap<K, (Arc<str>, Instant)>,
     /// Delayed adds, earliest first; `seq` breaks ties.
     waiting: BTreeSet<(Instant, u64, K)>,
     /// The pending delayed time of each waiting key, and its tenant.
     waiting_until: HashMap<K, (Instant, u64, Tenant)>,
     /// Consecutive failures per key.
     failures: HashMap<K, u32>,
+    /// Keys made dirty so far (an add of a dirty key is not counted).
+    adds: u64,
+    /// Delayed adds so far.
+    retries: u64,
     next_seq: u64,
     shut_down: bool,
 }
@@ -102,6 +107,24 @@ impl<K> Ready<K> {
             self.ledger.retire(tenant);
         }
     }
+}
+
+/// A snapshot of a queue ([`WorkQueue::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Keys ready to be worked on now.
+    pub ready: usize,
+    /// Keys handed out and not yet done.
+    pub in_flight: usize,
+    /// Keys made dirty so far: an add of a key already waiting is not one.
+    pub adds: u64,
+    /// Delayed adds so far (requeue-after, backoff, coalescing).
+    pub retries: u64,
+    /// The work in flight so far: the sum, over the keys handed out and
+    /// not yet done, of the time since each was handed out.
+    pub unfinished: Duration,
+    /// The longest of those.
+    pub longest: Duration,
 }
 
 /// A key handed out by [`WorkQueue::next`]; dropping it marks the work done.
@@ -171,6 +194,8 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 waiting: BTreeSet::new(),
                 waiting_until: HashMap::new(),
                 failures: HashMap::new(),
+                adds: 0,
+                retries: 0,
                 next_seq: 0,
                 shut_down: false,
             }),
@@ -218,6 +243,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         if state.shut_down || (unless_dirty && state.dirty.contains_key(&key)) {
             return;
         }
+        state.retries += 1;
         if let Some(&(pending, seq, _)) = state.waiting_until.get(&key) {
             if pending <= at {
                 return;
@@ -281,6 +307,27 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         self.lock().processing.len()
     }
 
+    /// What the queue holds and has done so far, as client-go's workqueue
+    /// reports it to its metrics.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let state = self.lock();
+        let now = Instant::now();
+        let running = state.processing.values().map(|(_, since)| now - *since);
+        let (unfinished, longest) = running
+            .fold((Duration::ZERO, Duration::ZERO), |(sum, max), d| {
+                (sum + d, max.max(d))
+            });
+        Stats {
+            ready: state.ready.len,
+            in_flight: state.processing.len(),
+            adds: state.adds,
+            retries: state.retries,
+            unfinished,
+            longest,
+        }
+    }
+
     /// Stops handing out keys: `next` returns `None` from now on.
     pub fn shut_down(&self) {
         self.lock().shut_down = true;
@@ -306,7 +353,9 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                         .dirty
                         .remove(&key)
                         .unwrap_or_else(|| (Instant::now(), Tenant::host()));
-                    state.processing.insert(key.clone(), held_by);
+                    state
+                        .processing
+                        .insert(key.clone(), (held_by, Instant::now()));
                     let more = state.ready.len > 0;
                     drop(state);
                     if more {
@@ -336,7 +385,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Ends work on `key`; re-queues it if it changed meanwhile.
     fn done(&self, key: &K) {
         let mut state = self.lock();
-        if let Some(held_by) = state.processing.remove(key) {
+        if let Some((held_by, _)) = state.processing.remove(key) {
             state.ready.release(&held_by);
         }
         if state.shut_down {
@@ -371,6 +420,7 @@ impl<K: Clone + Eq + Hash + Ord> State<K> {
                 key
             }
         };
+        self.adds += 1;
         if self.processing.contains_key(&key) {
             return false;
         }
@@ -412,6 +462,31 @@ mod tests {
             .await
             .expect("a key within the timeout")
             .expect("queue is running")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stats_count_adds_once_per_wait_delayed_adds_and_the_work_in_flight() {
+        let q = queue();
+        q.add("a");
+        q.add("a");
+        q.add_after("b", Duration::from_secs(1));
+        let stats = q.stats();
+        assert_eq!((stats.ready, stats.adds, stats.retries), (1, 1, 1));
+        let a = next_key(&q).await;
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let b = next_key(&q).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let stats = q.stats();
+        assert_eq!(stats.adds, 2, "b became dirty when its delay ended");
+        assert_eq!(stats.in_flight, 2);
+        assert_eq!(stats.longest, Duration::from_secs(3), "a, held 3 s");
+        assert_eq!(
+            stats.unfinished,
+            Duration::from_secs(4),
+            "3 s of a, 1 s of b"
+        );
+        drop((a, b));
+        assert_eq!(q.stats().unfinished, Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,4 +1,10 @@
-//! Prometheus metrics of the operator, served on `/metrics` (prefix `policyhost_`).
+//! Prometheus metrics of the operator, served on `/metrics`: its own
+//! (prefix `policyhost_`) and, beside them, controller-runtime's standard
+//! names ([`standard`]).
+
+mod process;
+mod rest_client;
+pub mod standard;
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -11,6 +17,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 
+pub use self::rest_client::RequestsLayer;
+use self::standard::Standard;
 use crate::outbound::Refusal;
 use crate::runtime::CallReport;
 
@@ -147,6 +155,8 @@ pub struct Metrics {
     pub shard_buckets: Gauge,
     /// The DataJobs of the buckets it serves, as cached.
     pub shard_datajobs: Gauge,
+    /// The children cached: those of the buckets it serves.
+    pub shard_children: Gauge,
     /// 1 for the version of each policy in service.
     pub policy_info: Family<PolicyDigest, Gauge>,
     /// The bytes of compiled code each pinned version keeps loaded.
@@ -173,6 +183,9 @@ pub struct Metrics {
     /// by policy and result (`accepted`, `refused`), and those its budget
     /// left unchecked (`unchecked`).
     pub shadow_dry_runs_total: Family<PolicyResult, Counter>,
+    /// controller-runtime's names for the same passes, queue, requests and
+    /// leadership.
+    pub standard: Standard,
 }
 
 /// Registers a metric and hands it back, so each metric of [`Metrics`] is
@@ -192,166 +205,174 @@ impl Register for Registry {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("policyhost");
+        let mut registry = Registry::default();
+        let standard = Standard::new(&mut registry);
+        let own = registry.sub_registry_with_prefix("policyhost");
         // Fields are evaluated in the order written, which is the order
         // `/metrics` lists them in.
         Self {
-            reconcile_total: registry.add(
+            reconcile_total: own.add(
                 "reconcile",
                 "Reconciles of DataJobs by policy and result",
                 Family::default(),
             ),
-            reconcile_duration: registry.add(
+            reconcile_duration: own.add(
                 "reconcile_duration_seconds",
                 "Time of one reconcile, from leaving the queue to its last write",
                 Family::new_with_constructor(seconds_histogram),
             ),
-            guest_fuel: registry.add(
+            guest_fuel: own.add(
                 "guest_fuel_consumed",
                 "Fuel consumed by one guest call",
                 Family::new_with_constructor(fuel_histogram),
             ),
-            guest_faults_total: registry.add(
+            guest_faults_total: own.add(
                 "guest_faults",
                 "Guest faults by policy and kind",
                 Family::default(),
             ),
-            guest_log_dropped_total: registry.add(
+            guest_log_dropped_total: own.add(
                 "guest_log_records_dropped",
                 "Guest log records (log(), stdout and stderr lines) not sent to the host's log, by policy and cap (call, policy)",
                 Family::default(),
             ),
-            guest_threads_replaced_total: registry.add(
+            guest_threads_replaced_total: own.add(
                 "guest_threads_replaced",
                 "Guest-call threads abandoned and replaced because a call held one past its deadline",
                 Family::default(),
             ),
-            outbound_requests_total: registry.add(
+            outbound_requests_total: own.add(
                 "outbound_requests",
                 "Outbound HTTP requests policies sent through the host",
                 Family::default(),
             ),
-            outbound_refused_total: registry.add(
+            outbound_refused_total: own.add(
                 "outbound_refused",
                 "Outbound HTTP requests the host refused before connecting, by policy and reason (origin, address, requests-per-call, concurrency, shadow)",
                 Family::default(),
             ),
-            queue_depth: registry.add(
+            queue_depth: own.add(
                 "queue_depth",
                 "DataJobs ready in the work queue",
                 Gauge::default(),
             ),
-            queue_delayed: registry.add(
+            queue_delayed: own.add(
                 "queue_delayed",
                 "DataJobs waiting in the work queue for a requeue or a backoff",
                 Gauge::default(),
             ),
-            work_duration: registry.add(
+            work_duration: own.add(
                 "queue_work_duration_seconds",
                 "Time a worker spends on one DataJob",
                 seconds_histogram(),
             ),
-            cleanup_total: registry.add(
+            cleanup_total: own.add(
                 "cleanup",
                 "Cleanup calls of deleted DataJobs by policy and result (done, retry, or the failure's reason)",
                 Family::default(),
             ),
-            cleanup_duration: registry.add(
+            cleanup_duration: own.add(
                 "cleanup_duration_seconds",
                 "Time of one cleanup call",
                 Family::new_with_constructor(seconds_histogram),
             ),
-            pending_finalizers: registry.add(
+            pending_finalizers: own.add(
                 "pending_finalizers",
                 "DataJobs Terminating whose finalizer is not released yet, by policy and state \
                  (cleaning, failing, blocked, policy-unavailable)",
                 Family::default(),
             ),
-            pending_oldest: registry.add(
+            pending_oldest: own.add(
                 "pending_finalizer_oldest_seconds",
                 "Seconds since deletion of the oldest DataJob of a policy whose finalizer is not released yet (0: none)",
                 Family::default(),
             ),
-            force_releases_total: registry.add(
+            force_releases_total: own.add(
                 "force_releases",
                 "Finalizers released without a successful cleanup by the force-release annotation",
                 Family::default(),
             ),
-            finalizer_conflicts: registry.add(
+            finalizer_conflicts: own.add(
                 "finalizer_conflicts",
                 "Finalizer patches refused for a conflict or a failed precondition, then retried",
                 Counter::default(),
             ),
-            leader: registry.add(
+            leader: own.add(
                 "leader",
                 "1 while this replica holds the leader Lease and reconciles, 0 while it follows",
                 Gauge::default(),
             ),
-            shard_buckets: registry.add(
+            shard_buckets: own.add(
                 "shard_buckets",
                 "The shard buckets (of 64) whose DataJobs this replica serves: all of them without shards",
                 Gauge::default(),
             ),
-            shard_datajobs: registry.add(
+            shard_datajobs: own.add(
                 "shard_datajobs",
                 "The cached DataJobs of the buckets this replica serves",
                 Gauge::default(),
             ),
-            fenced_writes: registry.add(
+            shard_children: own.add(
+                "shard_children",
+                "The cached children: those of the DataJobs of the buckets this replica serves",
+                Gauge::default(),
+            ),
+            fenced_writes: own.add(
                 "fenced_writes",
                 "API writes refused before sending because this replica did not hold the leader Lease",
                 Counter::default(),
             ),
-            policy_info: registry.add(
+            policy_info: own.add(
                 "policy_info",
                 "1 for the version (component digest) of each policy in service",
                 Family::default(),
             ),
-            policy_pinned_code_bytes: registry.add(
+            policy_pinned_code_bytes: own.add(
                 "policy_pinned_code_bytes",
                 "Bytes of compiled code each version some DataJobs are pinned to keeps loaded (one series per policy and digest)",
                 Family::default(),
             ),
-            policy_load_errors_total: registry.add(
+            policy_load_errors_total: own.add(
                 "policy_load_errors",
                 "Policy versions rejected, by policy and reason",
                 Family::default(),
             ),
-            rollout_transitions_total: registry.add(
+            rollout_transitions_total: own.add(
                 "rollout_transitions",
                 "Rollout transitions, by policy and reason (StepStarted, Paused, Resumed, Complete, RolledBack, Aborted)",
                 Family::default(),
             ),
-            policy_load_duration: registry.add(
+            policy_load_duration: own.add(
                 "policy_load_duration_seconds",
                 "Time to load a policy version: decode, compile or cache hit, validate, trial instance",
                 Family::new_with_constructor(seconds_histogram),
             ),
-            reconcile_latency: registry.add(
+            reconcile_latency: own.add(
                 "reconcile_latency_seconds",
                 "Time from a DataJob's enqueue to the last write of its reconcile",
                 latency_histogram(),
             ),
-            events_dropped_total: registry.add(
+            events_dropped_total: own.add(
                 "events_dropped",
                 "Events not recorded on DataJobs of a policy: over the per-result cap or the per-DataJob rate",
                 Family::default(),
             ),
-            foreign_children: registry.add(
+            foreign_children: own.add(
                 "foreign_children",
                 "Objects with the operator's labels naming a DataJob of another namespace as controller; never taken for children",
                 Counter::default(),
             ),
-            shadow_calls_total: registry.add(
+            shadow_calls_total: own.add(
                 "shadow_calls",
                 "Shadow calls of candidate versions by policy and result (same, differs, fault, skipped)",
                 Family::default(),
             ),
-            shadow_dry_runs_total: registry.add(
+            shadow_dry_runs_total: own.add(
                 "shadow_dry_runs",
                 "A candidate's differing children sent to the API server as dry runs, by policy and result (accepted, refused), or left unchecked by the dry-run budget (unchecked)",
                 Family::default(),
             ),
+            standard,
             registry,
         }
     }
@@ -715,6 +736,7 @@ mod tests {
             fenced_writes,
             shard_buckets,
             shard_datajobs,
+            shard_children,
             policy_info,
             policy_pinned_code_bytes,
             policy_load_errors_total,
@@ -725,6 +747,7 @@ mod tests {
             foreign_children,
             shadow_calls_total,
             shadow_dry_runs_total,
+            standard: _,
         } = &metrics;
         let policy = PolicyLabel {
             policy: "p".to_owned(),
@@ -774,6 +797,7 @@ mod tests {
         fenced_writes.inc();
         shard_buckets.set(1);
         shard_datajobs.set(1);
+        shard_children.set(1);
         policy_info
             .get_or_create(&PolicyDigest {
                 policy: "p".to_owned(),
@@ -832,6 +856,7 @@ mod tests {
                 "leader gauge",
                 "shard_buckets gauge",
                 "shard_datajobs gauge",
+                "shard_children gauge",
                 "fenced_writes counter",
                 "policy_info gauge",
                 "policy_pinned_code_bytes gauge",
