@@ -7,6 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, PostParams};
@@ -18,7 +20,7 @@ use serde_json::json;
 
 use crate::common::chaos;
 use crate::common::cloud::Cloud;
-use crate::common::cluster::{Env, eventually, phase};
+use crate::common::cluster::{Env, PATIENCE, eventually, eventually_within, phase};
 use crate::common::guest_bytes;
 use crate::common::process::{Replica, policyhost, text};
 use crate::common::publishing::{apply_grant, push};
@@ -158,6 +160,73 @@ fn status_writers(log: &[Request], namespace: &str) -> BTreeMap<String, BTreeSet
     writers
 }
 
+/// DataJobs of [`three_shards`]' first wave: a few hundred per shard.
+const FIRST_WAVE: usize = 1_000;
+
+/// Creates a `fanout` DataJob of one quick Pod for each of `names`, a few
+/// at a time.
+async fn create_all(env: &Env, names: &[String]) {
+    futures::stream::iter(names)
+        .for_each_concurrent(8, |name| async move {
+            env.create_job(name, "fanout", quick()).await;
+        })
+        .await;
+}
+
+/// Waits until `count` DataJobs of the namespace have succeeded.
+async fn wait_all_succeeded(env: &Env, count: usize) {
+    let jobs = env.jobs();
+    eventually_within(
+        &format!("{count} DataJobs to succeed"),
+        PATIENCE * 5,
+        || {
+            let jobs = jobs.clone();
+            async move {
+                let list = jobs.list(&ListParams::default()).await.ok()?;
+                let done = list
+                    .items
+                    .iter()
+                    .filter(|job| phase(job) == Some("Succeeded"))
+                    .count();
+                (done >= count).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// The DataJobs and children each replica holds, from its metrics.
+fn held(replica: &Replica) -> Option<(usize, usize)> {
+    let (_, metrics) = replica.get("/metrics")?;
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .and_then(|n| n.trim().parse().ok())
+    };
+    Some((
+        value("policyhost_shard_datajobs")?,
+        value("policyhost_shard_children")?,
+    ))
+}
+
+/// Waits until `replicas` together hold `count` DataJobs and `count`
+/// children, each exactly once (one Pod per DataJob), and returns each
+/// one's share.
+async fn wait_held(replicas: &[&Replica], count: usize) -> Vec<(usize, usize)> {
+    eventually(
+        &format!("the shards to hold {count} DataJobs and children"),
+        || async {
+            let held: Option<Vec<(usize, usize)>> = replicas.iter().map(|r| held(r)).collect();
+            held.filter(|held| {
+                held.iter().map(|h| h.0).sum::<usize>() == count
+                    && held.iter().map(|h| h.1).sum::<usize>() == count
+            })
+        },
+    )
+    .await
+}
+
 /// Fanout params: one Pod that finishes at once.
 fn quick() -> serde_json::Value {
     json!({
@@ -200,8 +269,9 @@ async fn without_the_feature_gate_each_shard_keeps_only_its_own_datajobs() {
     three_shards(env, false).await;
 }
 
-/// Three shards serve 24 DataJobs, each by one of them; one is killed and
-/// the other two serve its buckets and 12 DataJobs more. `server_filters`:
+/// Three shards serve 1,000 DataJobs, each by one of them, each shard
+/// about a third of them and of their children; one is killed and the
+/// other two serve its buckets and 12 DataJobs more. `server_filters`:
 /// whether the shards must have found the server applying their selector.
 async fn three_shards(env: Env, server_filters: bool) {
     let Some(requests) = env.requests() else {
@@ -226,18 +296,23 @@ async fn three_shards(env: Env, server_filters: bool) {
         );
     }
 
-    let first: Vec<String> = (0..24).map(|i| format!("first-{i}")).collect();
-    for name in &first {
-        env.create_job(name, "fanout", quick()).await;
-    }
-    for name in &first {
-        env.wait_job(name, "Succeeded", |j| phase(j) == Some("Succeeded"))
-            .await;
-    }
+    let first: Vec<String> = (0..FIRST_WAVE).map(|i| format!("first-{i}")).collect();
+    create_all(&env, &first).await;
+    wait_all_succeeded(&env, first.len()).await;
     let writers = status_writers(&requests.all(), &env.namespace);
     for name in &first {
         let by = writers.get(name).cloned().unwrap_or_default();
         assert_eq!(by.len(), 1, "{name}'s status was written by {by:?}");
+    }
+    let held = wait_held(&shards.running(), first.len()).await;
+    eprintln!("DataJobs and children held per shard: {held:?}");
+    for &(datajobs, children) in &held {
+        for share in [datajobs, children] {
+            assert!(
+                (FIRST_WAVE / 4..=FIRST_WAVE / 2).contains(&share),
+                "a shard holds {share} of {FIRST_WAVE}: {held:?}"
+            );
+        }
     }
     if !server_filters {
         labelled_by_their_uid(&env, &first).await;
@@ -445,11 +520,20 @@ async fn labelled_by_their_uid(env: &Env, names: &[String]) {
             .index()
             .to_string()
     };
+    let jobs = env
+        .jobs()
+        .list(&ListParams::default())
+        .await
+        .expect("a list of DataJobs");
     for name in names {
-        let job = env.jobs().get(name).await.expect("the DataJob");
+        let job = jobs
+            .items
+            .iter()
+            .find(|job| job.name_any() == *name)
+            .unwrap_or_else(|| panic!("{name} is listed"));
         assert_eq!(
             job.labels().get(SHARD_LABEL),
-            Some(&bucket_of(&job)),
+            Some(&bucket_of(job)),
             "{name}: {:?}",
             job.labels()
         );
