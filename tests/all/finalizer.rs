@@ -150,7 +150,7 @@ async fn wait_warning(env: &Env, name: &str, reason: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_datajob_is_released_once_its_cleanup_is_done_and_its_children_are_collected() {
     let env = Env::start(&["fanout"]).await;
-    let history = History::start(&env);
+    let history = History::start(&env).await;
     // fanout's cleanup waits for its workers to stop; these run 3 s.
     let params = json!({"replicas": 2, "image": "busybox:1.36", "command": ["true"],
         "podAnnotations": {"devcluster.policyhost.dev/run-seconds": "3"}});
@@ -214,7 +214,7 @@ async fn a_deleted_datajob_is_released_once_its_cleanup_is_done_and_its_children
 async fn a_cleanup_that_keeps_failing_holds_the_finalizer_until_blocked_and_only_a_force_release_lets_it_go()
  {
     let env = Env::start(&[FLAKY]).await;
-    let history = History::start(&env);
+    let history = History::start(&env).await;
     let budget = CleanupSpec {
         max_attempts: Some(3),
         timeout_seconds: None,
@@ -355,7 +355,7 @@ async fn a_cleanup_that_keeps_failing_holds_the_finalizer_until_blocked_and_only
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cleanup_that_traps_or_runs_out_of_fuel_keeps_the_finalizer_and_is_retried() {
     let env = Env::start(&[FLAKY]).await;
-    let history = History::start(&env);
+    let history = History::start(&env).await;
     let cases = [
         ("traps", "panic", &["Trap"][..]),
         ("spins", "spin", &["OutOfFuel", "DeadlineExceeded"][..]),
@@ -401,7 +401,7 @@ async fn a_cleanup_that_traps_or_runs_out_of_fuel_keeps_the_finalizer_and_is_ret
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_namespace_goes_only_after_each_datajobs_cleanup_succeeded() {
     let env = Env::start(&[FLAKY]).await;
-    let history = History::start(&env);
+    let history = History::start(&env).await;
     let plans = [("once", 1_u32), ("twice", 2), ("thrice", 3)];
     for (name, failures) in plans {
         create(&env, name, FLAKY, json!({"failures": failures}), None, &[]).await;
@@ -456,7 +456,7 @@ fn status_command(kubeconfig: &Path, args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_policy_holds_the_finalizer_and_cleanup_resumes_when_it_returns() {
     let env = Env::start(&[FLAKY]).await;
-    let history = History::start(&env);
+    let history = History::start(&env).await;
     create(&env, "orphan", FLAKY, json!({}), None, &[]).await;
     env.wait_job("orphan", "reconciled", |j| phase(j) == Some("Running"))
         .await;
@@ -637,7 +637,7 @@ async fn killing_the_operator_at_any_point_converges_and_releases_each_datajob_o
     let env = Env::cluster_only().await;
     let kubeconfig = env.kubeconfig_file();
     let policies = policy_dir(&[FLAKY.to_owned()]);
-    let history = History::start(&env);
+    let history = History::start(&env).await;
     // Cleanup plans: fail 0..3 times, then maybe ask to wait once, then done.
     let plans: Vec<(String, u32, u32)> = (0..8)
         .map(|i| (format!("crash-{i}"), i % 4, i / 4))
@@ -774,7 +774,7 @@ async fn a_crash_looping_operator_keeps_a_failing_cleanups_backoff_instead_of_ca
     let env = Env::cluster_only().await;
     let kubeconfig = env.kubeconfig_file();
     let policies = policy_dir(&[FLAKY.to_owned()]);
-    let history = History::start(&env);
+    let history = History::start(&env).await;
     // Every failure waits at least 10 s: long enough for restarts to fall
     // inside the wait.
     let floor = ["--min-cleanup-retry", "10s"];

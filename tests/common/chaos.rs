@@ -39,7 +39,7 @@ pub async fn delete_through_faults(
         stall: 0.05,
         ..Faults::default()
     });
-    let history = History::start(env);
+    let history = History::start(env).await;
     for name in names {
         env.jobs()
             .delete(name, &DeleteParams::default())

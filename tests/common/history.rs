@@ -11,7 +11,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use policyhost::crd::DataJob;
 use tokio::task::JoinHandle;
 
-use super::cluster::Env;
+use super::cluster::{Env, PATIENCE};
 use policyhost::vocabulary::{FINALIZER, FORCE_RELEASE_ANNOTATION};
 
 /// One delivered version.
@@ -89,21 +89,32 @@ pub struct History {
 }
 
 impl History {
-    /// Starts watching `env`'s DataJobs.
-    pub fn start(env: &Env) -> Self {
+    /// Starts watching `env`'s DataJobs, and returns once the watch has
+    /// listed them: a DataJob deleted and released from then on is seen to
+    /// go (one released before that first list would never be seen at all).
+    pub async fn start(env: &Env) -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
         let events = watcher(env.jobs(), watcher::Config::default()).default_backoff();
+        let (listed, first_list) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             futures::pin_mut!(events);
             let mut live = Live::default();
+            let mut listed = Some(listed);
             while let Some(event) = events.next().await {
                 let Ok(event) = event else { continue };
+                let list_done = matches!(event, watcher::Event::InitDone);
                 let now = Instant::now();
-                let mut sink = lock(&sink);
-                sink.extend(live.seen(event).into_iter().map(|seen| (now, seen)));
+                lock(&sink).extend(live.seen(event).into_iter().map(|seen| (now, seen)));
+                if list_done && let Some(listed) = listed.take() {
+                    let _ = listed.send(());
+                }
             }
         });
+        tokio::time::timeout(PATIENCE, first_list)
+            .await
+            .expect("the DataJobs listed within the patience")
+            .expect("the watch runs");
         Self { seen, task }
     }
 

@@ -332,6 +332,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "rollout::",
         "shadow::",
         "shards::",
+        "standard_metrics::",
         "update_strategy::",
     ],
     &["differential::", "--include-ignored", "--nocapture"],
