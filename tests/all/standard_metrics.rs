@@ -1,11 +1,12 @@
 //! controller-runtime's standard metrics, held to the real thing: a Go
-//! program built against controller-runtime v0.25.3 (`tools/standard-metrics`,
-//! built by `cargo xtask standard-metrics`) lists the families a
-//! controller-runtime operator exports, with their types, label names and
-//! buckets, and `policyhost run` must export each the same; then the
-//! queries of kubebuilder's Grafana dashboards (v4.16.0) are evaluated on
-//! two of its scrapes by Prometheus' own PromQL engine, in the same
-//! program, and each must find series.
+//! program built against controller-runtime v0.25.3
+//! (`tools/standard-metrics/families`, built by `cargo xtask
+//! standard-metrics`) lists the families a controller-runtime operator
+//! exports, with their types, label names and buckets, and `policyhost run`
+//! must export each the same; then the queries of kubebuilder's Grafana
+//! dashboards (v4.16.0) are evaluated on two of its scrapes by Prometheus'
+//! own PromQL engine (`tools/standard-metrics/dashboards`), and each must
+//! find series.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -20,9 +21,9 @@ use crate::common::replicas::{ops_namespace, replica_args};
 use crate::common::scrape::Scrape;
 use crate::common::{scratch, target_dir};
 
-/// The built program and the dashboards' sources beside it.
-fn tool() -> PathBuf {
-    let path = target_dir().join("standard-metrics/bin/standard-metrics");
+/// The built reference program `name` (`families` or `dashboards`).
+fn tool(name: &str) -> PathBuf {
+    let path = target_dir().join("standard-metrics").join(name).join(name);
     assert!(
         path.is_file(),
         "{} is missing: run `cargo xtask standard-metrics` first",
@@ -54,15 +55,15 @@ struct Query {
     error: Option<String>,
 }
 
-/// Runs the tool with `args` and reads its JSON answer.
-fn answer<T: serde::de::DeserializeOwned>(args: &[&std::ffi::OsStr]) -> T {
-    let out = Command::new(tool())
+/// Runs the reference program `name` with `args` and reads its JSON answer.
+fn answer<T: serde::de::DeserializeOwned>(name: &str, args: &[&std::ffi::OsStr]) -> T {
+    let out = Command::new(tool(name))
         .args(args)
         .output()
-        .expect("run standard-metrics");
+        .expect("run a reference program");
     assert!(
         out.status.success(),
-        "standard-metrics {args:?}: {}",
+        "{name} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("an answer in JSON")
@@ -156,7 +157,7 @@ async fn controller_runtime_families_and_kubebuilder_dashboards_find_policyhost(
     let first = replica.get("/metrics").expect("a scrape").1;
 
     let scrape = Scrape::parse(&first);
-    let reference: Vec<Family> = answer(&[std::ffi::OsStr::new("families")]);
+    let reference: Vec<Family> = answer("families", &[]);
     let named: Vec<&str> = reference.iter().map(|f| f.name.as_str()).collect();
     for expected in [
         "controller_runtime_reconcile_total",
@@ -215,7 +216,7 @@ async fn controller_runtime_families_and_kubebuilder_dashboards_find_policyhost(
         format!("instance={}", replica.addr),
     ];
     let os = |text: &'static str| std::ffi::OsStr::new(text);
-    let mut args = vec![os("dashboards")];
+    let mut args = Vec::new();
     for scrape in [&one, &two] {
         args.extend([os("--scrape"), scrape.as_os_str()]);
     }
@@ -224,7 +225,7 @@ async fn controller_runtime_families_and_kubebuilder_dashboards_find_policyhost(
     }
     let (runtime, resources) = (templates.join("runtime.go"), templates.join("resources.go"));
     args.extend([runtime.as_os_str(), resources.as_os_str()]);
-    let queries: Vec<Query> = answer(&args);
+    let queries: Vec<Query> = answer("dashboards", &args);
     assert!(queries.len() >= 10, "{queries:?}");
     let empty: Vec<&Query> = queries
         .iter()

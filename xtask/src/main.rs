@@ -23,8 +23,9 @@
 //! - `peers`: checks (gofmt, go vet) and builds the peers of the benchmarks,
 //!   `bench/peers/`, into `<target>/kube/peers/peers` (see `peers.rs`).
 //! - `standard-metrics`: checks (gofmt, go vet) and builds the reference of
-//!   controller-runtime's standard metrics, `tools/standard-metrics/`, and
-//!   copies kubebuilder's Grafana dashboard templates beside it (see
+//!   controller-runtime's standard metrics, `tools/standard-metrics/`
+//!   (`families` and `dashboards`), and copies kubebuilder's Grafana
+//!   dashboard templates beside them (see
 //!   `standard_metrics.rs`); `test` builds it too.
 //! - `polyglot`: installs the Python and TypeScript SDKs' toolchains, runs
 //!   their native tests and builds the policies written with them (see
@@ -74,10 +75,10 @@ fn main() -> ExitCode {
         "layers" => check_layers(),
         "static" => build_static().map(|bin| println!("xtask: static binary {}", bin.display())),
         "peers" => peers::build().map(|bin| println!("xtask: peers {}", bin.display())),
-        "standard-metrics" => standard_metrics::build().map(|bin| {
+        "standard-metrics" => standard_metrics::build().map(|dir| {
             println!(
-                "xtask: standard-metrics {}, kubebuilder {} dashboards in {}",
-                bin.display(),
+                "xtask: standard-metrics families and dashboards in {}, kubebuilder {} dashboards in {}",
+                dir.display(),
                 standard_metrics::KUBEBUILDER,
                 standard_metrics::templates_dir().display()
             )
@@ -146,8 +147,8 @@ fn print_help() {
          \x20             bench/peers/, into <target>/kube/peers/peers\n\
          standard-metrics\n\
          \x20             check (gofmt -l, go vet) and build the reference of controller-runtime's\n\
-         \x20             standard metrics, tools/standard-metrics/, into\n\
-         \x20             <target>/standard-metrics/bin/standard-metrics, and copy kubebuilder\n\
+         \x20             standard metrics, tools/standard-metrics/{{families,dashboards}}/, into\n\
+         \x20             <target>/standard-metrics/{{families,dashboards}}/, and copy kubebuilder\n\
          \x20             {KUBEBUILDER}'s Grafana dashboard templates into\n\
          \x20             <target>/standard-metrics/kubebuilder/\n\
          registry      build the OCI registry of the tests (distribution {REGISTRY}) from\n\
@@ -351,9 +352,8 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     cargo(&["build", "--workspace", "--bins", "--tests"])?;
     // The container's static binary, so that tests/all/image.rs starts it,
     // beside the Go builds (the control plane, then the peers, which reuse
-    // its k8s.io packages, then the standard metrics' reference, whose
-    // Prometheus dependency raises golang.org/x and client_golang, so it
-    // compiles its own): the static binary's whole-program LTO runs on one
+    // its k8s.io packages, then the standard metrics' references, one of
+    // which reuses them too): the static binary's whole-program LTO runs on one
     // core for minutes, and Go takes the other.
     let control_plane = std::thread::spawn(|| {
         let bin = kube::build()?;

@@ -1,13 +1,13 @@
 //! The reference of controller-runtime's standard metrics:
-//! `tools/standard-metrics/`, a Go program on controller-runtime, client-go
-//! and Prometheus' own scrape parser and PromQL engine, built into
-//! `<target>/standard-metrics/bin/standard-metrics`, and beside it
-//! kubebuilder's Grafana dashboards, the Go templates of its grafana plugin,
-//! copied into `<target>/standard-metrics/kubebuilder/`. The tests hold the
-//! controller-runtime names policyhost exports against the families the real
-//! controller-runtime registers (`standard-metrics families`) and against the
-//! queries of the dashboards kubebuilder scaffolds (`standard-metrics
-//! dashboards`), so that neither is a copy kept by hand.
+//! `tools/standard-metrics/`, two Go programs, `families` (on controller-runtime
+//! and client-go) and `dashboards` (on Prometheus' own scrape parser and
+//! PromQL engine), built into `<target>/standard-metrics/{families,dashboards}/`,
+//! and beside them kubebuilder's Grafana dashboards, the Go templates of its
+//! grafana plugin, copied into `<target>/standard-metrics/kubebuilder/`. The
+//! tests hold the controller-runtime names policyhost exports against the
+//! families the real controller-runtime registers and against the queries of
+//! the dashboards kubebuilder scaffolds, so that neither is a copy kept by
+//! hand.
 //!
 //! The program is checked and built as every Go program of the repository
 //! is ([`crate::go_program`]); the templates are copied at each run (from
@@ -22,7 +22,7 @@ use crate::{target_dir, workspace_root};
 
 /// The kubebuilder release whose Grafana dashboards the tests check against:
 /// it scaffolds projects on controller-runtime v0.25 (v0.25.0), the minor
-/// release `tools/standard-metrics/go.mod` pins (v0.25.3). Its module is
+/// release `tools/standard-metrics/families/go.mod` pins (v0.25.3). Its module is
 /// fetched into Go's module cache by `go mod download`, not required by the
 /// tool: the tool reads the templates it is given.
 pub const KUBEBUILDER: &str = "v4.16.0";
@@ -42,18 +42,28 @@ pub fn templates_dir() -> PathBuf {
     dir().join("kubebuilder")
 }
 
-/// Checks and builds the tool unless the stamp says it is current, and
-/// copies kubebuilder's templates beside it.
+/// Checks and builds the two programs unless their stamps say they are
+/// current, and copies kubebuilder's templates beside them: `families`, a
+/// module pinned as `bench/peers` is, so that its build is mostly the
+/// peers' cache, and `dashboards`, on Prometheus alone (whose newer
+/// client_golang and golang.org/x would make the k8s.io packages compile
+/// again if both were one module). Returns the directory holding both.
 pub fn build() -> Result<PathBuf, String> {
-    let program = GoProgram {
-        module: "tools/standard-metrics",
-        name: "standard-metrics",
-        dir: dir().join("bin"),
-        also: format!("kubebuilder {KUBEBUILDER}"),
+    let program = |name: &'static str, module: &'static str, also: String| GoProgram {
+        module,
+        name,
+        dir: dir().join(name),
+        also,
     };
-    let bin = program.build()?;
-    copy_templates(&workspace_root().join(program.module))?;
-    Ok(bin)
+    program("families", "tools/standard-metrics/families", String::new()).build()?;
+    let dashboards = program(
+        "dashboards",
+        "tools/standard-metrics/dashboards",
+        format!("kubebuilder {KUBEBUILDER}"),
+    );
+    dashboards.build()?;
+    copy_templates(&workspace_root().join(dashboards.module))?;
+    Ok(dir())
 }
 
 /// Copies the dashboards' templates of kubebuilder [`KUBEBUILDER`] from Go's
