@@ -160,6 +160,9 @@ fn status_writers(log: &[Request], namespace: &str) -> BTreeMap<String, BTreeSet
     writers
 }
 
+/// DataJobs of [`three_shards`]' wave created right before a shard's kill.
+const DURING_KILL: usize = 60;
+
 /// DataJobs of [`three_shards`]' first wave: a few hundred per shard.
 const FIRST_WAVE: usize = 1_000;
 
@@ -270,8 +273,9 @@ async fn without_the_feature_gate_each_shard_keeps_only_its_own_datajobs() {
 }
 
 /// Three shards serve 1,000 DataJobs, each by one of them, each shard
-/// about a third of them and of their children; one is killed and the
-/// other two serve its buckets and 12 DataJobs more. `server_filters`:
+/// about a third of them and of their children; one is killed while 60
+/// more are being reconciled, and the other two take its buckets over,
+/// finish those, and serve 12 DataJobs more. `server_filters`:
 /// whether the shards must have found the server applying their selector.
 async fn three_shards(env: Env, server_filters: bool) {
     let Some(requests) = env.requests() else {
@@ -348,6 +352,9 @@ async fn three_shards(env: Env, server_filters: bool) {
         first[0]
     );
 
+    // Shard-2 is killed while a wave of DataJobs is being reconciled.
+    let during: Vec<String> = (0..DURING_KILL).map(|i| format!("during-{i}")).collect();
+    create_all(&env, &during).await;
     let killed_identity = shards.identities[2].clone();
     let mut killed = shards.remove(2);
     killed.signal("KILL");
@@ -363,6 +370,18 @@ async fn three_shards(env: Env, server_filters: bool) {
         takeover <= LEASE + RETRY * 6 + SLACK,
         "shard-2's buckets served again after {takeover:?} (lease duration {LEASE:?})"
     );
+
+    // Each DataJob of that wave was written by one shard at a time: the
+    // killed one, if at all, only before a survivor took its bucket over.
+    wait_all_succeeded(&env, FIRST_WAVE + DURING_KILL).await;
+    for (name, runs) in writer_runs(&requests.all(), &env.namespace) {
+        if during.contains(&name) {
+            assert!(
+                runs.len() <= 2 && !runs[1..].contains(&killed_identity),
+                "{name} was written by turns: {runs:?}"
+            );
+        }
+    }
 
     let second: Vec<String> = (0..12).map(|i| format!("second-{i}")).collect();
     for name in &second {

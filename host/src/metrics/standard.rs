@@ -165,8 +165,8 @@ impl Standard {
             ),
             queue: Arc::default(),
         };
-        // A panic in a pass is caught by no one: the process ends, and the
-        // counter is always zero, as controller-runtime's is by default.
+        // A panic in a pass is not caught to be counted: the counter
+        // stays zero, as controller-runtime's does unless it recovers.
         let panics: Family<ControllerLabel, Counter> = registry.add(
             "controller_runtime_reconcile_panics",
             "Total number of reconciliation panics per controller",
