@@ -86,17 +86,37 @@ pub fn memory(process: Process) -> Option<Memory> {
     })
 }
 
+/// The fields of `/proc/<pid>/stat` after the command name, numbered as
+/// in proc(5).
+#[derive(Debug, Clone)]
+pub struct Stat(Vec<String>);
+
+impl Stat {
+    /// `process`'s stat; `None` when it is gone (or not on Linux).
+    #[must_use]
+    pub fn of(process: Process) -> Option<Self> {
+        let stat = process.file("stat")?;
+        // The command name may hold spaces and parentheses: fields are
+        // counted after its closing parenthesis, where field 3 (the state)
+        // starts.
+        let rest = stat.rsplit_once(')')?.1;
+        Some(Self(rest.split_whitespace().map(str::to_owned).collect()))
+    }
+
+    /// Field `n` (3 is the state, 14 and 15 utime and stime, ...) as a number.
+    #[must_use]
+    pub fn field(&self, n: usize) -> Option<f64> {
+        self.0.get(n.checked_sub(3)?)?.parse().ok()
+    }
+}
+
 /// User + system CPU seconds `process` has used so far.
 #[must_use]
 pub fn cpu_seconds(process: Process) -> Option<f64> {
-    let stat = process.file("stat")?;
-    // The command name may hold spaces and parentheses: fields are counted
-    // after its closing parenthesis, where field 3 (the state) starts;
-    // utime and stime are fields 14 and 15, in clock ticks.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = |field: usize| fields.get(field - 3)?.parse::<f64>().ok();
-    // Linux's USER_HZ is 100 on every architecture it runs on.
-    Some((ticks(14)? + ticks(15)?) / 100.0)
+    let stat = Stat::of(process)?;
+    // utime and stime, in clock ticks; Linux's USER_HZ is 100 on every
+    // architecture it runs on.
+    Some((stat.field(14)? + stat.field(15)?) / 100.0)
 }
 
 /// The machine's 1, 5 and 15 minute load averages: figures are only

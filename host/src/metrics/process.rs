@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use policyhost_measure::Process;
+use policyhost_measure::{Process, Stat};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -21,7 +21,7 @@ pub struct ProcessCollector;
 
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let stat = Stat::read();
+        let stat = Stat::of(Process::This);
         let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
         let gauges = [
             (
@@ -52,7 +52,7 @@ impl Collector for ProcessCollector {
             (
                 "process_start_time_seconds",
                 "Start time of the process since unix epoch in seconds.",
-                stat.as_ref().and_then(Stat::start_time),
+                stat.as_ref().and_then(start_time),
             ),
         ];
         let (received, sent) = network().unzip();
@@ -96,35 +96,17 @@ fn encode(
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
-/// The fields of `/proc/self/stat` after the command name.
-struct Stat(Vec<String>);
-
-impl Stat {
-    fn read() -> Option<Self> {
-        let text = std::fs::read_to_string("/proc/self/stat").ok()?;
-        // The command name may hold spaces and parentheses: fields are
-        // counted after its closing parenthesis, where field 3 starts.
-        let rest = text.rsplit_once(')')?.1;
-        Some(Self(rest.split_whitespace().map(str::to_owned).collect()))
-    }
-
-    /// Field `n` (numbered as in proc(5)).
-    fn field(&self, n: usize) -> Option<f64> {
-        self.0.get(n.checked_sub(3)?)?.parse().ok()
-    }
-
-    /// Seconds since the epoch: the machine's boot time plus field 22, the
-    /// start after boot in ticks.
-    fn start_time(&self) -> Option<f64> {
-        let boot: f64 = std::fs::read_to_string("/proc/stat")
-            .ok()?
-            .lines()
-            .find_map(|line| line.strip_prefix("btime "))?
-            .trim()
-            .parse()
-            .ok()?;
-        Some(boot + self.field(22)? / TICKS_PER_SECOND)
-    }
+/// Seconds since the epoch that `stat`'s process started: the machine's
+/// boot time plus field 22, the start after boot in ticks.
+fn start_time(stat: &Stat) -> Option<f64> {
+    let boot: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(boot + stat.field(22)? / TICKS_PER_SECOND)
 }
 
 #[allow(clippy::cast_precision_loss)] // descriptors are far below 2^52
