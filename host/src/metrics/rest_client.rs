@@ -152,5 +152,14 @@ mod tests {
         assert_eq!(count("200", "GET"), 2);
         assert_eq!(count("409", "PATCH"), 1);
         assert_eq!(count("200", "PATCH"), 0);
+
+        // No answer at all (a refused connection): `<error>`.
+        let mut unreachable =
+            RequestsLayer::new(family.clone(), "10.0.0.1:6443").layer(tower::service_fn(
+                |_: Request<()>| async { Err::<Response<()>, _>("connection refused") },
+            ));
+        let request = Request::builder().uri("/").body(()).expect("a request");
+        assert!(unreachable.call(request).await.is_err());
+        assert_eq!(count("<error>", "GET"), 1);
     }
 }
