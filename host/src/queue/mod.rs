@@ -3,7 +3,9 @@
 //! off exponentially when they fail.
 
 mod backoff;
+mod cause;
 mod work_queue;
 
 pub use backoff::Backoff;
+pub use cause::Cause;
 pub use work_queue::{Lease, Stats, WorkQueue};

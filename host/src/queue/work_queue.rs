@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 
 use super::backoff::Backoff;
+use super::cause::Cause;
 use crate::fair::{Ledger, Tenant};
 
 /// Tells whose a key is (for the controller: the policy of the DataJob).
@@ -29,7 +30,8 @@ pub type Classify<K> = Box<dyn Fn(&K) -> Tenant + Send + Sync>;
 ///   so one pass answers a burst of adds.
 /// - **Queue time**: a [`Lease`] tells when its key was first queued since it
 ///   was last handed out ([`Lease::queued_at`]; for a delayed add, when the
-///   delay ended), so a worker can measure enqueue-to-done latency.
+///   delay ended, and [`Lease::delayed_since`] when it began), so a worker
+///   can measure enqueue-to-done latency, and why ([`Lease::cause`]).
 /// - **Fair between tenants** (with [`with_tenants`](Self::with_tenants)):
 ///   each tenant has its own ready line; [`next`](Self::next) serves the
 ///   tenant holding the fewest leases per unit of share (see
@@ -49,16 +51,16 @@ struct State<K> {
     /// Keys ready to be handed out, per tenant.
     ready: Ready<K>,
     /// Keys that need work (queued, or changed while being worked on), with
-    /// the time each was first queued since it was last handed out, and
-    /// whose it was then.
-    dirty: HashMap<K, (Instant, Tenant)>,
+    /// the time each was first queued since it was last handed out, whose
+    /// it was then and why.
+    dirty: HashMap<K, Queued>,
     /// Keys handed out and not yet done, with the tenant each counts
     /// against and when it was handed out.
     processing: HashMap<K, (Arc<str>, Instant)>,
     /// Delayed adds, earliest first; `seq` breaks ties.
     waiting: BTreeSet<(Instant, u64, K)>,
-    /// The pending delayed time of each waiting key, and its tenant.
-    waiting_until: HashMap<K, (Instant, u64, Tenant)>,
+    /// The pending delayed add of each waiting key.
+    waiting_until: HashMap<K, Waiting>,
     /// Consecutive failures per key.
     failures: HashMap<K, u32>,
     /// Keys made dirty so far (an add of a dirty key is not counted).
@@ -67,6 +69,25 @@ struct State<K> {
     retries: u64,
     next_seq: u64,
     shut_down: bool,
+}
+
+/// How a dirty key was first queued since it was last handed out.
+struct Queued {
+    at: Instant,
+    tenant: Tenant,
+    cause: Cause,
+    /// When the delayed add that queued it was asked, if one did.
+    delayed_since: Option<Instant>,
+}
+
+/// A delayed add: when it is due (and the tie-breaking `seq` of its entry
+/// in `waiting`), whose key it is, why and since when.
+struct Waiting {
+    at: Instant,
+    seq: u64,
+    tenant: Tenant,
+    cause: Cause,
+    since: Instant,
 }
 
 /// The ready keys: one first-in, first-out line per tenant, and the ledger
@@ -131,6 +152,8 @@ pub struct Stats {
 pub struct Lease<K: Clone + Eq + Hash + Ord> {
     key: K,
     queued_at: Instant,
+    delayed_since: Option<Instant>,
+    cause: Cause,
     tenant: Tenant,
     queue: Arc<WorkQueue<K>>,
 }
@@ -148,6 +171,21 @@ impl<K: Clone + Eq + Hash + Ord> Lease<K> {
     #[must_use]
     pub fn queued_at(&self) -> Instant {
         self.queued_at
+    }
+
+    /// When the delayed add that queued the key was asked (a requeue, a
+    /// backoff, a settle window), if one did: the delay ran from then to
+    /// [`queued_at`](Self::queued_at).
+    #[must_use]
+    pub fn delayed_since(&self) -> Option<Instant> {
+        self.delayed_since
+    }
+
+    /// Why the key was queued: the first reason since it was last handed
+    /// out.
+    #[must_use]
+    pub fn cause(&self) -> Cause {
+        self.cause
     }
 
     /// Whose key it is: the tenant it was handed out under.
@@ -211,49 +249,72 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             .map_or_else(Tenant::host, |classify| classify(key))
     }
 
-    /// Queues `key` now (unless it is already queued).
+    /// Queues `key` now (unless it is already queued): its object changed.
     pub fn add(&self, key: K) {
+        self.add_because(key, Cause::Changed);
+    }
+
+    /// Queues `key` now (unless it is already queued), for `cause`.
+    pub fn add_because(&self, key: K, cause: Cause) {
         let tenant = self.tenant_of(&key);
         let mut state = self.lock();
-        if state.enqueue(key, Instant::now(), tenant) {
+        let queued = Queued {
+            at: Instant::now(),
+            tenant,
+            cause,
+            delayed_since: None,
+        };
+        if state.enqueue(key, queued) {
             drop(state);
             self.wake.notify_one();
         }
     }
 
-    /// Queues `key` after `delay`; an earlier pending time for the key wins.
+    /// Queues `key` after `delay` (it asked to be requeued); an earlier
+    /// pending time for the key wins.
     pub fn add_after(&self, key: K, delay: Duration) {
-        self.delay(key, delay, false);
+        self.delay(key, delay, false, Cause::Requeued);
     }
 
     /// Queues `key` after `window`, unless it is already queued (or changed
     /// while in flight) or waiting for an earlier time: a burst of changes
     /// within the window costs one pass, which sees them all.
+    /// The cause is a child's change: a burst of them is what coalescing is
+    /// for.
     pub fn add_coalesced(&self, key: K, window: Duration) {
-        self.delay(key, window, true);
+        self.delay(key, window, true, Cause::ChildChanged);
     }
 
-    fn delay(&self, key: K, delay: Duration, unless_dirty: bool) {
+    fn delay(&self, key: K, delay: Duration, unless_dirty: bool, cause: Cause) {
         if delay.is_zero() {
-            return self.add(key);
+            return self.add_because(key, cause);
         }
-        let at = Instant::now() + delay;
+        let since = Instant::now();
+        let at = since + delay;
         let tenant = self.tenant_of(&key);
         let mut state = self.lock();
         if state.shut_down || (unless_dirty && state.dirty.contains_key(&key)) {
             return;
         }
         state.retries += 1;
-        if let Some(&(pending, seq, _)) = state.waiting_until.get(&key) {
-            if pending <= at {
+        if let Some(pending) = state.waiting_until.get(&key) {
+            if pending.at <= at {
                 return;
             }
-            state.waiting.remove(&(pending, seq, key.clone()));
+            let entry = (pending.at, pending.seq, key.clone());
+            state.waiting.remove(&entry);
         }
         let seq = state.next_seq;
         state.next_seq += 1;
         state.waiting.insert((at, seq, key.clone()));
-        state.waiting_until.insert(key, (at, seq, tenant));
+        let waiting = Waiting {
+            at,
+            seq,
+            tenant,
+            cause,
+            since,
+        };
+        state.waiting_until.insert(key, waiting);
         drop(state);
         // A sleeping worker may need to wake earlier than it planned.
         self.wake.notify_waiters();
@@ -268,7 +329,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             *failures
         };
         let delay = self.backoff.delay(failures);
-        self.add_after(key, delay);
+        self.delay(key, delay, false, Cause::Retried);
         delay
     }
 
@@ -349,10 +410,12 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 state.promote_due(Instant::now());
                 if let Some((key, held_by)) = state.ready.pop() {
                     // A ready key is always dirty; the fallback is never used.
-                    let (queued_at, tenant) = state
-                        .dirty
-                        .remove(&key)
-                        .unwrap_or_else(|| (Instant::now(), Tenant::host()));
+                    let queued = state.dirty.remove(&key).unwrap_or_else(|| Queued {
+                        at: Instant::now(),
+                        tenant: Tenant::host(),
+                        cause: Cause::Changed,
+                        delayed_since: None,
+                    });
                     state
                         .processing
                         .insert(key.clone(), (held_by, Instant::now()));
@@ -363,8 +426,10 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                     }
                     return Some(Lease {
                         key,
-                        queued_at,
-                        tenant,
+                        queued_at: queued.at,
+                        delayed_since: queued.delayed_since,
+                        cause: queued.cause,
+                        tenant: queued.tenant,
                         queue: Arc::clone(self),
                     });
                 }
@@ -391,8 +456,8 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         if state.shut_down {
             return;
         }
-        if let Some((_, tenant)) = state.dirty.get(key) {
-            let tenant = tenant.clone();
+        if let Some(queued) = state.dirty.get(key) {
+            let tenant = queued.tenant.clone();
             state.ready.push(key.clone(), &tenant);
             drop(state);
             self.wake.notify_one();
@@ -406,17 +471,18 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 }
 
 impl<K: Clone + Eq + Hash + Ord> State<K> {
-    /// Marks `key` dirty (queued at `at`, unless it is dirty already) and
+    /// Marks `key` dirty (as `queued`, unless it is dirty already) and
     /// queues it unless it is queued or in flight; true if queued now.
-    fn enqueue(&mut self, key: K, at: Instant, tenant: Tenant) -> bool {
+    fn enqueue(&mut self, key: K, queued: Queued) -> bool {
         if self.shut_down {
             return false;
         }
+        let tenant = queued.tenant.clone();
         let key = match self.dirty.entry(key) {
             Entry::Occupied(_) => return false,
             Entry::Vacant(entry) => {
                 let key = entry.key().clone();
-                entry.insert((at, tenant.clone()));
+                entry.insert(queued);
                 key
             }
         };
@@ -437,11 +503,17 @@ impl<K: Clone + Eq + Hash + Ord> State<K> {
             let Some((at, _, key)) = self.waiting.pop_first() else {
                 break;
             };
-            let tenant = self
-                .waiting_until
-                .remove(&key)
-                .map_or_else(Tenant::host, |(_, _, tenant)| tenant);
-            self.enqueue(key, at, tenant);
+            // Every entry of `waiting` has its `waiting_until`.
+            let Some(waiting) = self.waiting_until.remove(&key) else {
+                continue;
+            };
+            let queued = Queued {
+                at,
+                tenant: waiting.tenant,
+                cause: waiting.cause,
+                delayed_since: Some(waiting.since),
+            };
+            self.enqueue(key, queued);
         }
     }
 }
@@ -657,6 +729,38 @@ mod tests {
         tokio::time::advance(Duration::from_secs(5)).await;
         let lease = next_key(&q).await;
         assert_eq!(lease.queued_at(), start + Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_tells_why_and_since_when_its_key_was_queued() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_coalesced("child", Duration::from_secs(1));
+        q.add_after("requeued", Duration::from_secs(2));
+        q.add_because("resynced", Cause::Resynced);
+        q.add("resynced");
+        q.add_rate_limited("failed");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let lease = next_key(&q).await;
+            let since = lease.delayed_since().map(|at| at - start);
+            seen.push((*lease.key(), lease.cause(), since));
+        }
+        seen.sort_by_key(|(key, _, _)| *key);
+        assert_eq!(
+            seen,
+            [
+                ("child", Cause::ChildChanged, Some(Duration::ZERO)),
+                ("failed", Cause::Retried, Some(Duration::ZERO)),
+                ("requeued", Cause::Requeued, Some(Duration::ZERO)),
+                ("resynced", Cause::Resynced, None),
+            ],
+            "the first cause wins; a delayed add tells when it was asked"
+        );
+        q.add("child");
+        q.add_coalesced("child", Duration::from_secs(1));
+        assert_eq!(next_key(&q).await.cause(), Cause::Changed);
     }
 
     #[tokio::test(start_paused = true)]
