@@ -30,6 +30,7 @@ pub mod shadow;
 pub mod shard;
 pub mod throttle;
 pub mod tls;
+pub mod traces;
 pub mod vocabulary;
 pub mod watch;
 

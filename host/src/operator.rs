@@ -31,6 +31,7 @@ use crate::server::{self, Readiness};
 use crate::shadow;
 use crate::shard::{Membership, Replicas, Serving};
 use crate::throttle::WriteThrottleLayer;
+use crate::traces;
 use crate::watch;
 
 /// How long the controller waits for the first load of the policy
@@ -755,10 +756,12 @@ fn client(
     let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
     Ok(builder
         .with_layer(requests)
+        .with_layer(&traces::api::Attempts)
         .with_layer(fence)
         .with_layer(&BufferLayer::new(1024))
         .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
         .with_layer(throttle)
+        .with_layer(&traces::api::RequestSpans)
         .build())
 }
 

@@ -33,6 +33,7 @@ use super::operate::OperatorArgs;
 use super::reload;
 use super::terminal::println;
 use policyhost::publisher::dev_registry::LocalRegistry;
+use policyhost::traces::jaeger::LocalJaeger;
 
 /// The field manager of objects `dev --apply` creates.
 const DEV_MANAGER: &str = "policyhost-dev";
@@ -87,6 +88,39 @@ pub(crate) struct DevArgs {
     /// completes.
     #[arg(long, value_name = "POLICY=FILE", requires = "until_settled")]
     rollout: Option<RolloutArg>,
+    /// Run this Jaeger binary (`cargo xtask jaeger` builds it) on loopback
+    /// and send it a trace of every pass: its address is printed; search
+    /// the service `policyhost` by the tag `job=NAMESPACE/NAME`.
+    #[arg(long, value_name = "BINARY", conflicts_with = "otlp_endpoint")]
+    jaeger: Option<PathBuf>,
+    /// Where `--jaeger` keeps its configuration and log.
+    #[arg(long, default_value = "target/dev-jaeger", value_name = "DIR")]
+    jaeger_dir: PathBuf,
+}
+
+impl DevArgs {
+    /// Starts Jaeger if `--jaeger` asks for it, and says where to look.
+    pub(crate) fn start_jaeger(&self) -> anyhow::Result<Option<LocalJaeger>> {
+        let Some(binary) = &self.jaeger else {
+            return Ok(None);
+        };
+        let jaeger = LocalJaeger::start(binary, &self.jaeger_dir)?;
+        println!(
+            "jaeger: traces on http://{query} (query API: /api/traces?service=policyhost&tags={{\"job\":\"NAMESPACE/NAME\"}}), OTLP on {otlp}",
+            query = jaeger.query(),
+            otlp = jaeger.otlp_endpoint(),
+        );
+        Ok(Some(jaeger))
+    }
+
+    /// The traces' configuration: to `jaeger`, if it runs.
+    pub(crate) fn traces(&self, jaeger: Option<&LocalJaeger>) -> policyhost::traces::Config {
+        let mut config = self.operator.traces.config();
+        if let Some(jaeger) = jaeger {
+            config.endpoint = Some(jaeger.otlp_endpoint());
+        }
+        config
+    }
 }
 
 pub(crate) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {

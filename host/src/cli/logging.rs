@@ -1,5 +1,7 @@
 //! The operator's own log on stderr: text lines, or JSON lines with
-//! `POLICYHOST_LOG_FORMAT=json`, filtered by `POLICYHOST_LOG`.
+//! `POLICYHOST_LOG_FORMAT=json`, filtered by `POLICYHOST_LOG`; beside it,
+//! when configured, the traces' layer ([`policyhost::traces`]), with its own
+//! filter.
 //!
 //! Log text carries what tenants wrote (guest `log()` lines and output,
 //! condition messages, names), so no record may span two lines nor act on
@@ -12,49 +14,78 @@
 use std::borrow::Cow;
 use std::io::{self, IsTerminal as _, Write};
 
-use tracing::Subscriber;
-use tracing_subscriber::EnvFilter;
+use policyhost::traces;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use super::terminal::{self, eprintln};
 
-/// Installs the process's subscriber.
-pub(crate) fn init(default_level: &str) {
+/// A layer of the process's subscriber.
+type Boxed = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// Installs the process's subscriber: the log, and the traces if `traces`
+/// turns them on; the traces' guard flushes them at the end.
+///
+/// # Errors
+/// The traces' configuration is refused (the log is installed all the same).
+pub(crate) fn init(
+    default_level: &str,
+    traces: Option<&traces::Config>,
+) -> Result<Option<traces::Guard>, traces::Error> {
     let filter =
         EnvFilter::try_from_env("POLICYHOST_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
-    // `try_init` also forwards the `log` crate's records to tracing.
-    if std::env::var("POLICYHOST_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        json(filter, io::stderr).try_init()
+    let log = if std::env::var("POLICYHOST_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        json(filter, io::stderr)
     } else {
         let ansi = io::stderr().is_terminal();
-        text(filter, EscapedStderr, ansi).try_init()
-    }
-    .unwrap_or_else(|error| eprintln!("warning: cannot install the log subscriber: {error}"));
+        text(filter, EscapedStderr, ansi)
+    };
+    let tracing = match traces.map(traces::install::<Registry>).transpose() {
+        Ok(tracing) => tracing.flatten(),
+        Err(error) => {
+            install(log, None);
+            return Err(error);
+        }
+    };
+    let (layer, guard) = tracing.map(|t| (t.layer, t.guard)).unzip();
+    install(log, layer);
+    Ok(guard)
+}
+
+/// Installs the log and the traces' layer, if any.
+fn install(log: Boxed, traces: Option<Boxed>) {
+    // `try_init` also forwards the `log` crate's records to tracing.
+    let layers: Vec<Boxed> = std::iter::once(log).chain(traces).collect();
+    Registry::default()
+        .with(layers)
+        .try_init()
+        .unwrap_or_else(|error| eprintln!("warning: cannot install the log subscriber: {error}"));
 }
 
 /// The text format, one escaped line per record.
-fn text<W>(filter: EnvFilter, writer: W, ansi: bool) -> impl Subscriber + Send + Sync
+fn text<W>(filter: EnvFilter, writer: W, ansi: bool) -> Boxed
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(writer)
-        .finish()
+        .with_filter(filter)
+        .boxed()
 }
 
 /// The JSON-lines format.
-fn json<W>(filter: EnvFilter, writer: W) -> impl Subscriber + Send + Sync
+fn json<W>(filter: EnvFilter, writer: W) -> Boxed
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .json()
-        .finish()
+        .with_filter(filter)
+        .boxed()
 }
 
 /// Makes an [`Escaping`] stderr, locked for one record.
@@ -177,7 +208,7 @@ mod tests {
             let sink = sink.clone();
             move || Escaping(sink.clone())
         };
-        let subscriber = text(EnvFilter::new("info"), writer, true);
+        let subscriber = Registry::default().with(text(EnvFilter::new("info"), writer, true));
         tracing::subscriber::with_default(subscriber, emit);
         let text = sink.text();
         let lines: Vec<&str> = text.lines().collect();
@@ -223,7 +254,7 @@ mod tests {
             let sink = sink.clone();
             move || sink.clone()
         };
-        let subscriber = json(EnvFilter::new("info"), writer);
+        let subscriber = Registry::default().with(json(EnvFilter::new("info"), writer));
         tracing::subscriber::with_default(subscriber, emit);
         let text = sink.text();
         let lines: Vec<&str> = text.lines().collect();

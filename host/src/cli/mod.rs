@@ -199,6 +199,9 @@ enum Format {
     Yaml,
 }
 
+/// How long the spans still queued at exit may take to reach the collector.
+const TRACES_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Exit code of a guest fault (the policy failed; the input was fine).
 const GUEST_FAULT: u8 = 2;
 
@@ -210,7 +213,30 @@ pub(crate) fn main() -> ExitCode {
         Command::Dev(_) => "info",
         _ => "warn",
     };
-    logging::init(default_level);
+    #[cfg(feature = "dev")]
+    let jaeger = match &cli.command {
+        Command::Dev(args) => match args.start_jaeger() {
+            Ok(jaeger) => jaeger,
+            Err(error) => {
+                eprint!("error: {}\n", policyhost::chain::display_chain(&*error));
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let traces = match &cli.command {
+        Command::Run(args) => Some(args.operator.traces.config()),
+        #[cfg(feature = "dev")]
+        Command::Dev(args) => Some(args.traces(jaeger.as_ref())),
+        _ => None,
+    };
+    let traces = match logging::init(default_level, traces.as_ref()) {
+        Ok(guard) => guard,
+        Err(error) => {
+            eprint!("error: {error}\n");
+            return ExitCode::FAILURE;
+        }
+    };
     let outcome = match cli.command {
         Command::Run(args) => operate::run(&args),
         #[cfg(feature = "dev")]
@@ -236,6 +262,9 @@ pub(crate) fn main() -> ExitCode {
             Ok(runtime::compile::serve(args.memory_bytes, args.cpu_seconds))
         }
     };
+    if let Some(traces) = traces {
+        traces.shutdown(TRACES_FLUSH);
+    }
     match outcome {
         Ok(code) => code,
         Err(error) => {

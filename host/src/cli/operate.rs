@@ -30,7 +30,7 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
     #[command(flatten)]
-    operator: OperatorArgs,
+    pub(crate) operator: OperatorArgs,
     #[command(flatten)]
     leader: LeaderArgs,
     /// Where to serve /metrics, /healthz, /readyz and /leaderz.
@@ -197,6 +197,34 @@ pub(crate) struct OperatorArgs {
     policy_history: usize,
     #[command(flatten)]
     compile: CompileArgs,
+    #[command(flatten)]
+    pub(crate) traces: TraceArgs,
+}
+
+/// Where traces go (docs/operator.md, "Traces and dashboards").
+#[derive(Debug, Clone, Args)]
+pub(crate) struct TraceArgs {
+    /// Export a trace of each reconcile and cleanup pass over OTLP/HTTP to
+    /// the collector at this base address (`http://jaeger:4318`). Off by
+    /// default; the standard `OTEL_EXPORTER_OTLP_*`, `OTEL_BSP_*`,
+    /// `OTEL_SERVICE_NAME` and `OTEL_TRACES_SAMPLER` variables apply, and
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` alone turns tracing on.
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
+    /// The share of passes traced, from 0 to 1 (a pass is traced whole or
+    /// not at all); default: `OTEL_TRACES_SAMPLER`, else every pass.
+    #[arg(long, value_name = "RATIO")]
+    otlp_sample_ratio: Option<f64>,
+}
+
+impl TraceArgs {
+    /// The traces' configuration.
+    pub(crate) fn config(&self) -> policyhost::traces::Config {
+        policyhost::traces::Config {
+            endpoint: self.otlp_endpoint.clone(),
+            sample_ratio: self.otlp_sample_ratio,
+        }
+    }
 }
 
 /// Certificates read from a PEM file.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
 use super::{Next, Shared};
 use crate::apply::status as job_status;
@@ -29,6 +29,7 @@ use crate::finalizer::status::{self, Record};
 use crate::finalizer::{CLEANUP_BLOCKED, CLEANUP_FAILED, POLICY_UNAVAILABLE, Pending, patch};
 use crate::projection;
 use crate::runtime::{self, Cleaned, Context, Input, Policy};
+use crate::traces;
 use crate::vocabulary::FORCE_RELEASE_ANNOTATION;
 
 /// The log target of force releases: one line per release, for audit.
@@ -123,8 +124,35 @@ pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -
         Timestamp::now(),
         &finalizers.pacing,
     );
-    let next = match (decision, policy) {
-        (Action::Reconcile, _) => return None,
+    if matches!(decision, Action::Reconcile) {
+        return None;
+    }
+    let span = tracing::debug_span!(
+        target: traces::TARGET,
+        "finalizer",
+        "otel.name" = format_args!("finalizer {}", decision.name()),
+        action = decision.name(),
+        next = tracing::field::Empty,
+    );
+    let next = act(shared, key, job, &observed, decision, policy)
+        .instrument(span.clone())
+        .await;
+    span.record("next", next.name());
+    Some(next)
+}
+
+/// Carries out `decision` for `job`.
+async fn act(
+    shared: &Shared,
+    key: &ObjectKey,
+    job: &Arc<DataJob>,
+    observed: &Observed,
+    decision: Action,
+    policy: Result<Arc<Policy>, super::access::Denied>,
+) -> Next {
+    let finalizers = &shared.finalizers;
+    match (decision, policy) {
+        (Action::Reconcile, _) => Next::AwaitChange,
         (Action::AddFinalizer, _) => add_finalizer(shared, job).await,
         (Action::Nothing, _) => {
             finalizers.forget(key);
@@ -136,19 +164,18 @@ pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -
             Next::RequeueAfter(left)
         }
         (Action::ForceRelease, policy) => {
-            force_release(shared, key, job, &observed, policy.ok()).await
+            force_release(shared, key, job, observed, policy.ok()).await
         }
         (Action::RemoveFinalizer, _) => release(shared, key, &observed.uid).await,
         (Action::ReportPolicyUnavailable { message, newly }, _) => {
             report_unavailable(shared, job, &message, newly).await
         }
         (Action::CallCleanup { attempt }, Ok(policy)) => {
-            clean(shared, key, job, &observed, policy, attempt).await
+            clean(shared, key, job, observed, policy, attempt).await
         }
         // `decide` calls cleanup only when the policy is available.
         (Action::CallCleanup { .. }, Err(_)) => Next::Retry,
-    };
-    Some(next)
+    }
 }
 
 /// Adds the finalizer; the change it makes queues the DataJob again, and the
@@ -337,6 +364,12 @@ async fn force_release(
 /// once it holds a newer version (or after a short wait); the patch is always
 /// rebuilt from the cache, so it never removes an entry that is not ours.
 async fn release(shared: &Shared, key: &ObjectKey, uid: &str) -> Next {
+    let span = tracing::debug_span!(target: traces::TARGET, "release");
+    remove(shared, key, uid).instrument(span).await
+}
+
+/// The removal of [`release`], tried up to [`REMOVAL_TRIES`] times.
+async fn remove(shared: &Shared, key: &ObjectKey, uid: &str) -> Next {
     for attempt in 1..=REMOVAL_TRIES {
         let Some(job) = shared.jobs.get(key) else {
             shared.finalizers.forget(key);

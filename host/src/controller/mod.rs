@@ -41,7 +41,7 @@ use kube::Client;
 use kube::core::ApiResource;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinSet;
-use tracing::{Instrument, debug, info, info_span};
+use tracing::{Instrument, debug, field, info, info_span};
 
 use crate::apply::{Events, status};
 use crate::asks::Asks;
@@ -52,10 +52,11 @@ use crate::finalizer::{Budget, machine::Pacing};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::policies::{Registry, Role};
-use crate::queue::{Backoff, WorkQueue};
+use crate::queue::{Backoff, Cause, Lease, WorkQueue};
 use crate::runtime::Runtime;
 use crate::shadow::{self, Shadow};
 use crate::shard::Serving;
+use crate::traces;
 use crate::watch::{self, WatchedChildren};
 
 pub use decisions::{DEFAULT_DECISIONS, Decisions};
@@ -309,7 +310,8 @@ async fn worker(shared: Arc<Shared>) {
         // delayed or retried before the move) is dropped: the new owner
         // queues every DataJob it lists. A key no longer cached is gone,
         // and its pass only forgets it.
-        let in_flight = match shared.jobs.get(&key) {
+        let job = shared.jobs.get(&key);
+        let in_flight = match &job {
             Some(job) => match shared
                 .serving
                 .begin(job.metadata.uid.as_deref().unwrap_or_default())
@@ -324,12 +326,14 @@ async fn worker(shared: Arc<Shared>) {
         };
         let attempt = queue.failures(&key).saturating_add(1);
         let started = Instant::now();
+        let span = pass_span(&shared, &key, job.as_deref(), attempt, &lease);
         let next = fair::writing_for(
             lease.tenant().clone(),
             reconcile::reconcile(&shared, &key, attempt),
         )
-        .instrument(info_span!("reconcile", job = %key, attempt))
+        .instrument(span.clone())
         .await;
+        span.record("next", next.name());
         let took = started.elapsed();
         let outcome = next.outcome();
         match next {
@@ -357,6 +361,59 @@ async fn worker(shared: Arc<Shared>) {
     }
 }
 
+/// The span of one pass over `key`: the log's context of the pass, and the
+/// root of its trace, named for what the pass is about to be (a `cleanup`
+/// of a deleted DataJob, a `reconcile`, or a `forget` of one no longer
+/// there) with the version its policy
+/// serves now, and with the wait before it (the delay that queued it, if
+/// one did, then the queue) recorded as its first children.
+fn pass_span(
+    shared: &Shared,
+    key: &ObjectKey,
+    job: Option<&DataJob>,
+    attempt: u32,
+    lease: &Lease<ObjectKey>,
+) -> tracing::Span {
+    let cause = lease.cause();
+    let policy = job.map(|job| job.spec.policy.as_str());
+    let digest = policy
+        .and_then(|policy| shared.registry.get(policy).ok())
+        .map(|policy| policy.digest().to_string());
+    let span = info_span!(
+        target: traces::TARGET,
+        parent: None,
+        "reconcile",
+        "otel.name" = match job {
+            None => "forget",
+            Some(job) if job.metadata.deletion_timestamp.is_some() => "cleanup",
+            Some(_) => "reconcile",
+        },
+        job = %key,
+        attempt,
+        cause = cause.as_str(),
+        policy,
+        digest,
+        next = field::Empty,
+    );
+    let queued = lease.queued_at();
+    if let Some(since) = lease.delayed_since() {
+        let name = match cause {
+            Cause::ChildChanged => "settle window",
+            Cause::Retried => "backoff",
+            _ => "delay",
+        };
+        traces::context::interval(&span, name, since, queued, Vec::new());
+    }
+    traces::context::interval(
+        &span,
+        "queue wait",
+        queued,
+        tokio::time::Instant::now(),
+        Vec::new(),
+    );
+    span
+}
+
 /// Whose work a DataJob is: its policy's, if that policy is in service
 /// (with the policy's share); otherwise the host's, so that DataJobs naming
 /// policies that do not exist share one line instead of opening one each.
@@ -377,13 +434,13 @@ async fn requeue_on_policy_change(shared: Arc<Shared>) {
                     .jobs
                     .lookup_keys(shared.jobs_by_policy, &change.policy)
                 {
-                    shared.queue.add(key);
+                    shared.queue.add_because(key, Cause::PolicyChanged);
                 }
             }
             // Too many changes to tell which: every DataJob may be concerned.
             Err(RecvError::Lagged(_)) => {
                 for job in shared.jobs.all() {
-                    shared.queue.add(job.key());
+                    shared.queue.add_because(job.key(), Cause::PolicyChanged);
                 }
             }
             Err(RecvError::Closed) => return,
@@ -408,7 +465,7 @@ async fn resync_on_leadership(shared: Arc<Shared>, lease: Option<String>) {
             let jobs = shared.jobs.all();
             info!(datajobs = jobs.len(), "leading: queueing every DataJob");
             for job in jobs {
-                shared.queue.add(job.key());
+                shared.queue.add_because(job.key(), Cause::Resynced);
             }
         }
         if leading.changed().await.is_err() {
@@ -441,7 +498,7 @@ async fn resync_on_grant(shared: Arc<Shared>) {
             "serving new buckets: queueing their DataJobs"
         );
         for job in jobs {
-            shared.queue.add(job.key());
+            shared.queue.add_because(job.key(), Cause::Resynced);
         }
     }
 }

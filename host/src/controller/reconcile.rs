@@ -44,6 +44,17 @@ pub enum Next {
 }
 
 impl Next {
+    /// What comes next, as a trace attribute shows it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AwaitChange => "await-change",
+            Self::RequeueAfter(_) => "requeue-after",
+            Self::Retry => "retry",
+            Self::AwaitFix => "await-fix",
+        }
+    }
+
     /// How the pass ended, as controller-runtime counts it.
     #[must_use]
     pub fn outcome(self) -> Outcome {

@@ -321,6 +321,24 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The action as the finalizer step's span names it.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::AddFinalizer => "add-finalizer",
+            Self::Reconcile => "reconcile",
+            Self::Nothing => "nothing",
+            Self::AwaitRelease => "await-release",
+            Self::ForceRelease => "force-release",
+            Self::RemoveFinalizer => "release",
+            Self::ReportPolicyUnavailable { .. } => "report-policy-unavailable",
+            Self::CallCleanup { .. } => "cleanup",
+            Self::AwaitBackoff { .. } => "await-backoff",
+        }
+    }
+}
+
 /// The decision for a DataJob in `observed` state at `now`.
 #[must_use]
 pub fn decide(

@@ -4,6 +4,7 @@
 
 mod process;
 mod rest_client;
+mod spans;
 pub mod standard;
 
 use std::sync::atomic::AtomicU64;
@@ -208,6 +209,7 @@ impl Default for Metrics {
         let mut registry = Registry::default();
         let standard = Standard::new(&mut registry);
         let own = registry.sub_registry_with_prefix("policyhost");
+        own.register_collector(Box::new(spans::SpansCollector));
         // Fields are evaluated in the order written, which is the order
         // `/metrics` lists them in.
         Self {
@@ -868,6 +870,8 @@ mod tests {
                 "foreign_children counter",
                 "shadow_calls counter",
                 "shadow_dry_runs counter",
+                "trace_spans_exported counter",
+                "trace_spans_dropped counter",
             ],
             "{text}"
         );

@@ -87,7 +87,7 @@ impl Collector for ProcessCollector {
     }
 }
 
-fn encode(
+pub(super) fn encode(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

@@ -20,6 +20,7 @@ use super::record::{Recorded, Recording, Slot, exchanges};
 use super::replay::Fixtures;
 use super::timeouts::Timeouts;
 use super::{Outbound, OutboundReport, Refusal, Tally};
+use crate::traces;
 
 /// What a call's store holds for `wasi:http`. A call of a policy without a
 /// grant allocates nothing here: its linker has no `wasi:http`, and were
@@ -327,14 +328,12 @@ impl WasiHttpHooks for CallHooks {
                         Some(Arc::clone(&self.tally)),
                     )),
                     // On the network runtime's threads, the exchange still
-                    // logs within the call's span, to the call's subscriber.
-                    Answers::Network(client) => Box::new(
-                        client
-                            .clone()
-                            .send(exchange)
-                            .in_current_span()
-                            .with_current_subscriber(),
-                    ),
+                    // logs within its span, to the call's subscriber.
+                    Answers::Network(client) => {
+                        let span = request_span(&mut exchange);
+                        let sent = client.clone().send(exchange).instrument(span.clone());
+                        Box::new(traced(span, sent).with_current_subscriber())
+                    }
                 }
             }
             Err(Rejected::Invalid) => Box::new(ready(Err(Error::HttpRequestUriInvalid))),
@@ -347,6 +346,49 @@ impl WasiHttpHooks for CallHooks {
             None => sent,
         }
     }
+}
+
+/// The span of an admitted request that leaves the host: its origin (as
+/// the log shows it) and method, never its path, query or headers, which
+/// may carry what the policy was given. The request carries the span's
+/// `traceparent`, so that the server's logs join the trace.
+fn request_span(exchange: &mut Exchange) -> tracing::Span {
+    if !traces::context::is_traced(&tracing::Span::current()) {
+        return tracing::Span::none();
+    }
+    let method = exchange.request.method().clone();
+    let span = tracing::debug_span!(
+        target: traces::TARGET,
+        "outbound request",
+        "otel.name" = format_args!("outbound {method}"),
+        "otel.kind" = "client",
+        "otel.status_code" = tracing::field::Empty,
+        origin = %exchange.shown,
+        method = %method,
+        status = tracing::field::Empty,
+    );
+    if let Some(value) = traces::context::traceparent(&span)
+        .and_then(|value| http::HeaderValue::from_str(&value).ok())
+    {
+        exchange
+            .request
+            .headers_mut()
+            .insert(traces::context::TRACEPARENT, value);
+    }
+    span
+}
+
+/// `sent`, its status (or failure) recorded on `span`.
+async fn traced(
+    span: tracing::Span,
+    sent: impl Future<Output = Result<Sent, Error>>,
+) -> Result<Sent, Error> {
+    let result = sent.await;
+    match &result {
+        Ok((response, _)) => span.record("status", response.status().as_u16()),
+        Err(_) => span.record("otel.status_code", "error"),
+    };
+    result
 }
 
 /// `sent`, its answer recorded in `slot`.

@@ -19,6 +19,8 @@ use super::output::{self, Cleaned, Reconciled};
 use super::store::StoreState;
 use super::wasi::{self, Capture};
 use crate::outbound::{CallHttp, Caller, Client, OutboundReport, Recorded};
+use crate::traces;
+use tracing::field;
 
 /// The inputs of one call: the DataJob, its children, the context.
 #[derive(Debug, Clone)]
@@ -181,13 +183,7 @@ fn run<T, U>(
     check: impl FnOnce(T) -> Result<U>,
 ) -> Outcome<U> {
     let started = Instant::now();
-    let _span = tracing::debug_span!(
-        "policy call",
-        policy = %policy.name,
-        job = %format_args!("{}/{}", input.job.namespace, input.job.name),
-        entry,
-    )
-    .entered();
+    let span = call_span(policy, entry).entered();
     let ctx = Context {
         policy_digest: policy.digest_hex.clone(),
         ..input.ctx.clone()
@@ -292,11 +288,49 @@ fn run<T, U>(
     if let Err(error) = &result {
         tracing::debug!(reason = error.reason(), %error, fuel_consumed, "policy call failed");
     }
+    record_call(&span, &report, &result);
     Outcome {
         result,
         report,
         requests,
     }
+}
+
+/// The span of a call within a traced pass; none otherwise: a trial
+/// instance, or a call of the CLI's, is no trace of its own.
+fn call_span(policy: &Policy, entry: &'static str) -> tracing::Span {
+    if !traces::context::is_traced(&tracing::Span::current()) {
+        return tracing::Span::none();
+    }
+    tracing::debug_span!(
+        target: traces::TARGET,
+        "guest call",
+        "otel.name" = format_args!("guest {entry}"),
+        "otel.status_code" = field::Empty,
+        policy = %policy.name,
+        digest = %policy.digest_hex,
+        entry,
+        instantiate_us = field::Empty,
+        fuel = field::Empty,
+        memory_peak_bytes = field::Empty,
+        result = field::Empty,
+    )
+}
+
+/// What the call came to, on its span.
+fn record_call<T>(span: &tracing::Span, report: &CallReport, result: &Result<T>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("instantiate_us", report.instantiate.as_micros() as u64);
+    span.record("fuel", report.fuel_consumed);
+    span.record("memory_peak_bytes", report.memory.peak);
+    match result {
+        Ok(_) => span.record("result", "ok"),
+        Err(error) => span
+            .record("result", error.reason())
+            .record("otel.status_code", "error"),
+    };
 }
 
 enum Failure {

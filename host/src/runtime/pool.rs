@@ -261,9 +261,12 @@ impl Pool {
             changed: Notify::new(),
         });
         let reply = Reply(Arc::clone(&handoff));
+        // The job runs in the caller's span: a call's span is a child of
+        // its pass's.
+        let span = tracing::Span::current();
         let job: Job = Box::new(move |worker| {
             reply.start(worker);
-            let result = job();
+            let result = span.in_scope(job);
             reply.finish(result)
         });
         self.sender

@@ -264,6 +264,18 @@ pub enum Verdict {
     },
 }
 
+impl Verdict {
+    /// The verdict as a trace attribute shows it.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Same => "same",
+            Self::Differs(_) => "differs",
+            Self::Fault { .. } => "fault",
+        }
+    }
+}
+
 /// Compares the candidate's answer with the serving version's; a Secret's
 /// values in the differences are masked.
 #[must_use]

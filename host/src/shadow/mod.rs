@@ -63,7 +63,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use kube::Client;
 use tokio::sync::Notify;
-use tracing::debug;
+use tracing::{Instrument as _, debug, debug_span, field};
 
 use self::diff::{Answer, Verdict, compare};
 use self::record::Recorder;
@@ -76,6 +76,7 @@ use crate::metrics::Metrics;
 use crate::outbound::Recorded;
 use crate::policies::{Registry, Role, Version};
 use crate::runtime::{self, Digest, Input, Policy, Runtime, ValidChild};
+use crate::traces;
 
 /// Dry runs one candidate may send a minute, on average: a candidate that
 /// differs everywhere costs the API server at most this, whatever the
@@ -437,7 +438,20 @@ impl Beside {
             Err(error) => Err(Answer::of_error(error)),
         };
         let applying = call.as_ref().and(applying).map(|applying| applying());
-        tokio::spawn(async move {
+        let traced = traces::context::is_traced(&tracing::Span::current());
+        let span = match &call {
+            Some((candidate, _, _)) if traced => debug_span!(
+                target: traces::TARGET,
+                "shadow call",
+                "otel.name" = format_args!("shadow {entry}"),
+                policy = %policy,
+                candidate = %candidate.digest(),
+                entry,
+                verdict = field::Empty,
+            ),
+            _ => tracing::Span::none(),
+        };
+        let shadowed = async move {
             let serving = serving.map_or_else(|answer| answer, |value| Answer::of_value(&value));
             if let (Some(recorder), Answer::Result(expected)) = (&shadow.recorder, &serving) {
                 recorder.record(&policy, entry, &input, expected.clone());
@@ -472,6 +486,7 @@ impl Beside {
                 lines(&outcome.requests),
             );
             let verdict = compare(&serving, &candidate);
+            tracing::Span::current().record("verdict", verdict.name());
             let checked = match (&verdict, &outcome.result, &applying) {
                 (Verdict::Differs(_), Ok(answer), Some(applying)) => {
                     shadow
@@ -488,6 +503,7 @@ impl Beside {
                 }
                 outcome
             });
-        });
+        };
+        tokio::spawn(shadowed.instrument(span));
     }
 }
