@@ -38,4 +38,5 @@ mod scaffold;
 mod shadow;
 mod shards;
 mod standard_metrics;
+mod traces;
 mod update_strategy;

@@ -1015,13 +1015,17 @@ mod operator {
 
     /// A granted policy whose server sends the injected credential back
     /// publishes it everywhere it can, through the operator's own process:
-    /// the DataJob's status, its Events, its child, its cleanup error and
-    /// the operator's log (every `policyhost` record, trace included) show
-    /// the marker and never the value.
+    /// the DataJob's status, its Events, its child, its cleanup error, the
+    /// operator's log (every `policyhost` record, trace included) and its
+    /// traces in Jaeger (every attribute and event) show the marker and
+    /// never the value; each request the server got carried the
+    /// `traceparent` of its span.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reflected_credential_leaves_the_operator_only_redacted() {
         let cloud = Cloud::start();
         let env = Env::cluster_only().await;
+        let collector = common::jaeger::start(&env.namespace);
+        let endpoint = collector.otlp_endpoint();
         let kubeconfig = env.kubeconfig_file();
         let ca = cloud.ca_file(&common::scratch());
         let origin = cloud.origin();
@@ -1045,9 +1049,12 @@ mod operator {
                 "--outbound-ca",
                 ca.as_str(),
                 "--leader-elect=false",
+                "--otlp-endpoint",
+                endpoint.as_str(),
             ],
             &[
                 ("POD_NAME".into(), name.clone()),
+                ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),
                 ("POLICYHOST_LOG".into(), "info,policyhost=trace".into()),
                 ("POLICYHOST_LOG_FORMAT".into(), "json".into()),
             ],
@@ -1099,6 +1106,18 @@ mod operator {
             .await
             .expect("list Events")
             .items;
+        let job = format!("{}/echo", env.namespace);
+        let spans = eventually(
+            "the outbound requests' and the release's spans in Jaeger",
+            || {
+                let spans = common::jaeger::spans(&collector, &job);
+                let cleaned = spans.iter().any(|s| s.name == "outbound GET")
+                    && spans.iter().any(|s| s.name == "release");
+                async move { cleaned.then_some(spans) }
+            },
+        )
+        .await;
+        let traced = common::jaeger::raw(&collector, &job);
         let log = operator.logs();
         drop(operator);
 
@@ -1161,6 +1180,32 @@ mod operator {
             "{events:?}"
         );
         assert!(!log.contains("s3cret"), "the operator's log: {log}");
+        assert!(!traced.contains("s3cret"), "the traces: {traced}");
+        assert!(
+            spans.iter().any(|s| s.name == "guest reconcile"
+                && s.events
+                    .iter()
+                    .any(|e| e.get("event").is_some_and(|m| m.contains("[redacted]")))),
+            "the policy's log line, redacted, as an event: {traced}"
+        );
+        // Each request that reached the server carried its span's context.
+        let requests: Vec<&common::jaeger::Span> =
+            spans.iter().filter(|s| s.name == "outbound GET").collect();
+        let sent = cloud.traceparents();
+        for request in &requests {
+            assert_eq!(request.tag("origin"), Some(origin.as_str()), "{request:?}");
+            assert_eq!(request.tag("method"), Some("GET"), "{request:?}");
+            let parent = format!("00-{}-{}-01", request.trace, request.id);
+            assert!(
+                sent.iter()
+                    .any(|(_, header)| header.as_deref() == Some(parent.as_str())),
+                "{parent} not among {sent:?}"
+            );
+        }
+        assert!(
+            requests.iter().any(|s| s.tag("status") == Some("200")),
+            "{requests:?}"
+        );
         let records: Vec<serde_json::Value> = log
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())

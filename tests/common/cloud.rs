@@ -63,6 +63,8 @@ struct State {
     stalled: BTreeMap<String, u64>,
     /// Each request's method, path and `Idempotency-Key`, in arrival order.
     keys: Vec<(String, String, Option<String>)>,
+    /// Each request's path and `traceparent`, in arrival order.
+    traceparents: Vec<(String, Option<String>)>,
     rng: Option<rand::rngs::StdRng>,
 }
 
@@ -168,6 +170,11 @@ impl Cloud {
     pub fn idempotency_keys(&self) -> Vec<(String, String, Option<String>)> {
         self.with(|state| state.keys.clone())
     }
+
+    /// Each request's path and `traceparent`, in arrival order.
+    pub fn traceparents(&self) -> Vec<(String, Option<String>)> {
+        self.with(|state| state.traceparents.clone())
+    }
 }
 
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
@@ -211,9 +218,15 @@ async fn answer(request: Request<Incoming>, state: &Mutex<State>) -> Result<Resp
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     lock()
         .keys
         .push((request.method().to_string(), path.clone(), key));
+    lock().traceparents.push((path.clone(), traceparent));
     let query = request.uri().query().unwrap_or_default().to_owned();
     if let Some(name) = path.strip_prefix("/buckets/") {
         let name = name.to_owned();

@@ -15,6 +15,7 @@ pub mod foreign;
 pub mod history;
 pub mod hostile_registry;
 pub mod https;
+pub mod jaeger;
 pub mod load;
 pub mod logs;
 pub mod peers;

@@ -90,6 +90,9 @@ fn main() -> ExitCode {
         "cosign" => tools::COSIGN
             .build()
             .map(|bin| println!("xtask: cosign {}", bin.display())),
+        "jaeger" => tools::JAEGER
+            .build()
+            .map(|bin| println!("xtask: jaeger {}", bin.display())),
         "help" | "-h" | "--help" => {
             print_help();
             Ok(())
@@ -118,7 +121,8 @@ fn print_help() {
          \x20             plane instead; --registry ships the policy through a local OCI\n\
          \x20             registry; --lang python|typescript runs the fanout written in that\n\
          \x20             language, through the registry; --rollout then rolls fanout's next\n\
-         \x20             version out to half of nine DataJobs, then all, and promotes it\n\
+         \x20             version out to half of nine DataJobs, then all, and promotes it;\n\
+         \x20             --jaeger sends a trace of every pass to a Jaeger on loopback\n\
          \x20             (ARGS go to `policyhost dev`)\n\
          bench scale [ARGS]\n\
          \x20             build guests and release binaries, run the operator at scale\n\
@@ -154,12 +158,15 @@ fn print_help() {
          registry      build the OCI registry of the tests (distribution {REGISTRY}) from\n\
          \x20             tools/registry/ into <target>/registry/bin/registry\n\
          cosign        build cosign {COSIGN} from tools/cosign/ into <target>/cosign/bin/cosign\n\
+         jaeger        build Jaeger {JAEGER} (the trace collector of the tests and of\n\
+         \x20             `policyhost dev --jaeger`) from tools/jaeger/ into <target>/jaeger/bin/jaeger\n\
          static        install the musl target and musl-tools if missing, build the static\n\
          \x20             policyhost binary (what the Dockerfile ships) into\n\
          \x20             <target>/{STATIC_TARGET}/release/policyhost",
         KUBEBUILDER = standard_metrics::KUBEBUILDER,
         REGISTRY = tools::REGISTRY.version,
-        COSIGN = tools::COSIGN.version
+        COSIGN = tools::COSIGN.version,
+        JAEGER = tools::JAEGER.version
     );
 }
 
@@ -334,6 +341,7 @@ const REAL_SERVER_TESTS: &[&[&str]] = &[
         "shadow::",
         "shards::",
         "standard_metrics::",
+        "traces::",
         "update_strategy::",
     ],
     &["differential::", "--include-ignored", "--nocapture"],
@@ -361,6 +369,7 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
         standard_metrics::build()?;
         tools::REGISTRY.build()?;
         tools::COSIGN.build()?;
+        tools::JAEGER.build()?;
         Ok::<_, String>(bin)
     });
     let built = build_static();
@@ -540,6 +549,11 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
         args.push("--registry-dir".to_owned());
         args.push(demo.join("registry").display().to_string());
     }
+    // Every pass a trace, in a Jaeger on loopback.
+    if extra.iter().any(|arg| arg == "--jaeger") {
+        args.push("--jaeger".to_owned());
+        args.push(tools::JAEGER.build()?.display().to_string());
+    }
     // A second step: the policy's next version rolled out to half of the
     // DataJobs, then all, and promoted.
     if extra.iter().any(|arg| arg == "--rollout") {
@@ -558,7 +572,7 @@ fn run_demo(extra: &[String]) -> Result<(), String> {
     let mut rest = extra.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
-            "--keep-running" | "--real" | "--registry" | "--rollout" => {}
+            "--keep-running" | "--real" | "--registry" | "--rollout" | "--jaeger" => {}
             "--lang" => {
                 rest.next();
             }

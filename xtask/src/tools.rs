@@ -35,6 +35,14 @@ pub const COSIGN: GoTool = GoTool {
     package: "github.com/sigstore/cosign/v2/cmd/cosign",
 };
 
+/// Jaeger (v2): the trace collector and query service the tests send the
+/// operator's spans to, and `policyhost dev --jaeger` runs.
+pub const JAEGER: GoTool = GoTool {
+    name: "jaeger",
+    version: "v1.75.0",
+    package: "github.com/jaegertracing/jaeger/cmd/jaeger",
+};
+
 impl GoTool {
     /// The built binary: `<target>/<name>/bin/<name>`.
     pub fn binary(&self) -> PathBuf {
