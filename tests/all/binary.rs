@@ -153,6 +153,47 @@ fn dev_with_a_registry_ships_the_policy_as_an_artifact_the_operator_pulls() {
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_with_jaeger_runs_it_says_where_and_sends_it_every_pass() {
+    let scratch = crate::common::scratch().join(format!("dev-jaeger-{}", std::process::id()));
+    let binary = crate::common::target_dir().join("jaeger/bin/jaeger");
+    let mut command = Command::new(policyhost_bin());
+    command
+        .arg("dev")
+        .arg("--policy-dir")
+        .arg(fanout_dir())
+        .arg("--kubeconfig")
+        .arg(scratch.join("kubeconfig"))
+        .arg("--apply")
+        .arg(workspace().join("docs/examples/dev.yaml"))
+        .arg("--jaeger")
+        .arg(&binary)
+        .arg("--jaeger-dir")
+        .arg(scratch.join("jaeger"))
+        .stderr(Stdio::null());
+    let (dev, said) = crate::common::dev::serving_saying(&mut command);
+    let line = said
+        .iter()
+        .find_map(|line| line.strip_prefix("jaeger: traces on http://"))
+        .unwrap_or_else(|| panic!("where Jaeger runs: {said:?}"));
+    let query: SocketAddr = line
+        .split_whitespace()
+        .next()
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("an address: {line}"));
+    let tags = "%7B%22job%22%3A%22data-team%2Fetl-nightly%22%7D";
+    let path = format!("/api/traces?service=policyhost&tags={tags}");
+    eventually("the sample DataJob's Pods created in a traced pass", || {
+        let traced = http_get(query, &path).is_some_and(|(code, body)| {
+            code == 200 && body.contains("\"guest reconcile\"") && body.contains("\"create pods\"")
+        });
+        async move { traced.then_some(()) }
+    })
+    .await;
+    drop(dev);
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
 #[test]
 fn dev_runs_the_sample_datajob_to_success_on_the_embedded_cluster() {
     let kubeconfig = crate::common::scratch().join("dev-test.kubeconfig");

@@ -23,7 +23,9 @@
 //!    (`bench/naive-cache`, `naive`), or `policyhost run --decision-history
 //!    0` (`unrecorded`: `indexed` without the DataJobs' decision records),
 //!    or N processes of `policyhost run --shards` (`shards-N`, 1 ≤ N ≤ 9),
-//!    ready once they serve the 64 buckets between them;
+//!    ready once they serve the 64 buckets between them, or `policyhost run
+//!    --otlp-endpoint … --otlp-sample-ratio R` exporting to a Jaeger of the
+//!    run's own (`traced-R`, 0 ≤ R ≤ 1; `cargo xtask jaeger` builds it);
 //! 5. creates `--jobs` DataJobs (`fanout`, `replicas: 5`, workers annotated
 //!    to run forever) at once and watches their status until each has
 //!    converged: its status written for the current generation and counting
@@ -65,6 +67,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use plotters::prelude::RGBColor;
 use policyhost::crd::DataJob;
+use policyhost::traces::jaeger::LocalJaeger;
 use policyhost_measure as measure;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -161,8 +164,11 @@ impl Args {
                     if let Some(mode) = args.modes.iter().find(|m| {
                         !["indexed", "naive", "unrecorded"].contains(&m.as_str())
                             && shard_count(m).is_none()
+                            && trace_ratio(m).is_none()
                     }) {
-                        bail!("unknown mode {mode} (indexed, naive, unrecorded or shards-N)");
+                        bail!(
+                            "unknown mode {mode} (indexed, naive, unrecorded, shards-N or traced-R)"
+                        );
                     }
                 }
                 "--servers" => {
@@ -738,11 +744,37 @@ fn shard_count(mode: &str) -> Option<usize> {
         .filter(|n| (1..=9).contains(n))
 }
 
+/// The sampling ratio of a `traced-R` mode.
+fn trace_ratio(mode: &str) -> Option<f64> {
+    mode.strip_prefix("traced-")?
+        .parse()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+}
+
+/// A Jaeger of the run's own for a `traced-R` mode.
+fn start_jaeger(mode: &str, dir: &Path) -> anyhow::Result<Option<LocalJaeger>> {
+    if trace_ratio(mode).is_none() {
+        return Ok(None);
+    }
+    let binary = common::target_dir().join("jaeger/bin/jaeger");
+    ensure!(
+        binary.is_file(),
+        "{} is missing: run `cargo xtask jaeger`",
+        binary.display()
+    );
+    Ok(Some(LocalJaeger::start(
+        &binary,
+        &dir.join(format!("jaeger-{mode}")),
+    )?))
+}
+
 /// Starts operator `i` of `mode` (`shard-<i>` in a shards mode), as its
-/// own process, logging to the run's directory; and where it listens.
+/// own process, logging to the run's directory (and tracing to `jaeger`, if
+/// given); and where it listens.
 fn spawn_operator(
     args: &Args,
-    server: &Started,
+    (server, jaeger): (&Started, Option<&LocalJaeger>),
     kind: ServerKind,
     mode: &str,
     dir: &Path,
@@ -766,6 +798,15 @@ fn spawn_operator(
         shards if shard_count(shards).is_some() => {
             let mut command = Command::new(binary("policyhost")?);
             command.args(["run", "--shards"]);
+            command
+        }
+        traced if trace_ratio(traced).is_some() => {
+            let mut command = Command::new(binary("policyhost")?);
+            command.arg("run");
+            if let (Some(jaeger), Some(ratio)) = (jaeger, trace_ratio(traced)) {
+                command.args(["--otlp-endpoint", &jaeger.otlp_endpoint()]);
+                command.args(["--otlp-sample-ratio", &ratio.to_string()]);
+            }
             command
         }
         _indexed => {
@@ -889,6 +930,10 @@ struct Run {
     steady: Steady,
     /// In a shards mode: each replica, and the move after one died.
     shards: Option<Shards>,
+    /// Spans the operator exported, and dropped, by the end of the steady
+    /// period (0 without tracing).
+    spans_exported: f64,
+    spans_dropped: f64,
     memory: Vec<Sample>,
     /// `(seconds since the DataJobs were created, DataJobs converged)`.
     converged: Vec<(f64, usize)>,
@@ -981,11 +1026,13 @@ async fn run_mode(
         ),
     );
 
+    let jaeger = start_jaeger(mode, dir)?;
     let mark = server.mark();
     let started = Instant::now();
     let mut replicas = Vec::new();
     for i in 0..shard_count(mode).unwrap_or(1) {
-        replicas.push(spawn_operator(args, &server, kind, mode, dir, i)?);
+        let on = (&server, jaeger.as_ref());
+        replicas.push(spawn_operator(args, on, kind, mode, dir, i)?);
     }
     let mut others = replicas.split_off(1);
     let (operator, addr) = replicas.pop().context("one operator")?;
@@ -1144,6 +1191,10 @@ async fn run_mode(
     }
     steady.seconds = steady_start.elapsed().as_secs_f64();
     steady.rss_end_mib = memory(pid).0;
+    // Read after the steady period: the batch processor exports every 5 s.
+    let metrics = http_get(&addr, "/metrics").await?.1;
+    run.spans_exported = metric(&metrics, "policyhost_trace_spans_exported_total");
+    run.spans_dropped = metric(&metrics, "policyhost_trace_spans_dropped_total");
     steady.cpu_s = cpu_seconds(pid).unwrap_or(f64::NAN) - run.cpu_converged_s;
     let requests_after = server.operator_requests(mark).await?;
     let delta = |verb: &str| {
@@ -1347,6 +1398,14 @@ fn markdown(report: &Report) -> String {
     row(&mut out, "operator CPU until converged (s)", &|r| {
         format!("{:.1}", r.cpu_converged_s)
     });
+    row(&mut out, "spans per DataJob (exported, dropped)", &|r| {
+        let per_job = |n: f64| n / report.jobs.max(1) as f64;
+        format!(
+            "{:.1}, {:.1}",
+            per_job(r.spans_exported),
+            per_job(r.spans_dropped)
+        )
+    });
     row(&mut out, "operator requests until converged", &|r| {
         r.requests
             .iter()
@@ -1520,6 +1579,10 @@ fn color(run: &Run) -> RGBColor {
         ("real", _) => RGBColor(20, 150, 90),
         (_, "naive") => RGBColor(200, 50, 40),
         (_, "unrecorded") => RGBColor(120, 120, 120),
+        (_, mode) if trace_ratio(mode).is_some() => {
+            let ratio = trace_ratio(mode).unwrap_or(1.0);
+            RGBColor(40, 150 + (100.0 * ratio) as u8, 60)
+        }
         (_, mode) if shard_count(mode).is_some() => {
             let n = shard_count(mode).unwrap_or(1) as u8;
             RGBColor(40 + 50 * n, 60, 160)

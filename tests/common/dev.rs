@@ -20,6 +20,11 @@ const START_PATIENCE: Duration = Duration::from_secs(120);
 ///
 /// When it exits before, or does not get there within two minutes.
 pub fn serving(command: &mut Command) -> Spawned {
+    serving_saying(command).0
+}
+
+/// [`serving`], and the lines it printed until then.
+pub fn serving_saying(command: &mut Command) -> (Spawned, Vec<String>) {
     let mut child = command
         .stdout(Stdio::piped())
         .spawn()
@@ -28,14 +33,17 @@ pub fn serving(command: &mut Command) -> Spawned {
     let dev = Spawned::new(child, "policyhost dev");
     let (ready, running) = mpsc::channel();
     std::thread::spawn(move || {
+        let mut said = Vec::new();
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if line.starts_with("running;") {
-                let _ = ready.send(());
+                let _ = ready.send(std::mem::take(&mut said));
+            } else {
+                said.push(line);
             }
         }
     });
     match running.recv_timeout(START_PATIENCE) {
-        Ok(()) => dev,
+        Ok(said) => (dev, said),
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             panic!("`{command:?}` exited before it served")
         }

@@ -45,11 +45,12 @@ pub fn interval(
     span.end_with_timestamp(at(end));
 }
 
-/// True when `span` is part of a trace: enabled, and known to the traces'
-/// layer (sampled or not).
+/// True when `span` is part of a trace that is exported: enabled, known to
+/// the traces' layer, and sampled. Under a pass the sampler left out, no
+/// span is opened: none would be exported.
 #[must_use]
 pub fn is_traced(span: &tracing::Span) -> bool {
-    !span.is_disabled() && span.context().span().span_context().is_valid()
+    !span.is_disabled() && span.context().span().span_context().is_sampled()
 }
 
 /// The `traceparent` header value of `span`, if it is traced.
