@@ -97,9 +97,9 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
     assert!(logs.contains("shutdown requested"));
 }
 
-/// `policyhost dev` running the sample DataJob with `fanout` until it
-/// settles, its kubeconfig written to `kubeconfig`.
-fn dev_sample(kubeconfig: &std::path::Path) -> Command {
+/// `policyhost dev` running the sample DataJob with `fanout`, its
+/// kubeconfig written to `kubeconfig`.
+fn dev_running_the_sample(kubeconfig: &std::path::Path) -> Command {
     let mut command = Command::new(policyhost_bin());
     command
         .arg("dev")
@@ -108,8 +108,14 @@ fn dev_sample(kubeconfig: &std::path::Path) -> Command {
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--apply")
-        .arg(workspace().join("docs/examples/dev.yaml"))
-        .args(["--until-settled", "--settle-timeout", "60s"]);
+        .arg(workspace().join("docs/examples/dev.yaml"));
+    command
+}
+
+/// [`dev_running_the_sample`] until the DataJob settles.
+fn dev_sample(kubeconfig: &std::path::Path) -> Command {
+    let mut command = dev_running_the_sample(kubeconfig);
+    command.args(["--until-settled", "--settle-timeout", "60s"]);
     command
 }
 
@@ -157,15 +163,8 @@ fn dev_with_a_registry_ships_the_policy_as_an_artifact_the_operator_pulls() {
 async fn dev_with_jaeger_runs_it_says_where_and_sends_it_every_pass() {
     let scratch = crate::common::scratch().join(format!("dev-jaeger-{}", std::process::id()));
     let binary = crate::common::target_dir().join("jaeger/bin/jaeger");
-    let mut command = Command::new(policyhost_bin());
+    let mut command = dev_running_the_sample(&scratch.join("kubeconfig"));
     command
-        .arg("dev")
-        .arg("--policy-dir")
-        .arg(fanout_dir())
-        .arg("--kubeconfig")
-        .arg(scratch.join("kubeconfig"))
-        .arg("--apply")
-        .arg(workspace().join("docs/examples/dev.yaml"))
         .arg("--jaeger")
         .arg(&binary)
         .arg("--jaeger-dir")
