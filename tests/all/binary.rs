@@ -189,7 +189,8 @@ async fn dev_with_jaeger_runs_it_says_where_and_sends_it_every_pass() {
         async move { traced.then_some(()) }
     })
     .await;
-    drop(dev);
+    // Stopped as a developer stops it, it stops its Jaeger too.
+    assert!(dev.stop(Duration::from_secs(30)), "dev stops on SIGTERM");
     let _ = std::fs::remove_dir_all(&scratch);
 }
 

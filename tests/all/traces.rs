@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::net::TcpListener;
 
+use kube::api::DeleteParams;
 use serde_json::json;
 
 use crate::common::cluster::{Env, eventually, phase};
@@ -78,8 +79,22 @@ async fn a_datajobs_passes_reach_jaeger_as_traces_from_its_creation_to_its_relea
     env.create_job("traced", "fanout", quick(2)).await;
     env.wait_job("traced", "Succeeded", |j| phase(j) == Some("Succeeded"))
         .await;
-    env.delete_job_and_wait("traced").await;
     let job = format!("{}/traced", env.namespace);
+    // A child's change once the DataJob rests: its pass waits out the
+    // settle window (earlier ones may have found it queued already).
+    env.pods()
+        .delete("traced-worker-0", &DeleteParams::default())
+        .await
+        .expect("delete a worker");
+    eventually("a pass for the child's change in Jaeger", || {
+        let spans = jaeger::spans(&collector, &job);
+        let settled = spans
+            .iter()
+            .any(|s| s.parent.is_none() && s.tag("cause") == Some("child-changed"));
+        async move { settled.then_some(()) }
+    })
+    .await;
+    env.delete_job_and_wait("traced").await;
     let spans = eventually("the release's and the last pass's traces in Jaeger", || {
         let spans = jaeger::spans(&collector, &job);
         let released = spans.iter().any(|s| s.name == "release");
@@ -114,11 +129,6 @@ async fn a_datajobs_passes_reach_jaeger_as_traces_from_its_creation_to_its_relea
             "each pass's wait in the queue: {root:?}"
         );
     }
-    let causes: BTreeSet<&str> = roots.iter().filter_map(|r| r.tag("cause")).collect();
-    assert!(
-        causes.contains("changed") && causes.contains("child-changed"),
-        "{causes:?}"
-    );
     // A child's change waited out the settle window before its pass.
     let settled = roots
         .iter()
@@ -150,14 +160,17 @@ async fn a_datajobs_passes_reach_jaeger_as_traces_from_its_creation_to_its_relea
             .any(|e| e.get("event").is_some_and(|m| m.contains("phase"))),
         "the policy's log line as an event: {call:?}"
     );
-    let creates = child_of(&spans, created, "create pods");
-    assert_eq!(creates.len(), 2, "{names:?}");
-    for create in creates {
+    for create in child_of(&spans, created, "create pods") {
         assert_eq!(create.tag("verb"), Some("create"));
         assert_eq!(create.tag("code"), Some("201"));
         assert_eq!(create.tag("namespace"), Some(env.namespace.as_str()));
         assert_eq!(create.tag("retries"), Some("0"));
     }
+    let created_pods = spans
+        .iter()
+        .filter(|s| s.name == "create pods" && s.tag("code") == Some("201"))
+        .count();
+    assert!(created_pods >= 2, "each worker's create: {names:?}");
     assert!(names.contains("apply datajobs/status"), "{names:?}");
 
     // The deletion: the cleanup through the finalizer's step, its guest
