@@ -629,6 +629,7 @@ mod operator {
     use crate::common::cloud::Cloud;
     use crate::common::cluster::{Env, OperatorSetup, condition, eventually};
     use crate::common::process::Replica;
+    use crate::common::replicas::alone_args;
     use crate::common::{self, for_every_namespace, guest_bytes};
 
     async fn grant(env: &Env, origins: &str) {
@@ -815,23 +816,17 @@ mod operator {
         let ca = cloud.ca_file(&common::scratch());
         push_bucket(&env).await;
         grant(&env, &cloud.origin()).await;
-        let instance = env.instance();
         let ca = ca.to_string_lossy().into_owned();
-        let args = [
-            "--namespace",
-            env.namespace.as_str(),
-            "--instance",
-            instance.as_str(),
-            "--policy-namespace",
-            env.policy_namespace.as_str(),
+        let more = [
             "--outbound-ca",
             ca.as_str(),
-            "--leader-elect=false",
             "--workers",
             "8",
             "--min-cleanup-retry",
             "200ms",
         ];
+        let args = alone_args(&env, &more);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let start = |run: usize| {
             Replica::start(
                 &format!("{}-bucket-{run}", env.namespace),
@@ -1033,25 +1028,20 @@ mod operator {
         let credentials = format!("{origin} authorization echo-token/token");
         grant_policy(&env, "http-probe", &origin, Some(&credentials)).await;
         push(&env, "http-probe").await;
-        let instance = env.instance();
         let ca = ca.to_string_lossy().into_owned();
         let name = format!("{}-echo", env.namespace);
+        let more = [
+            "--outbound-ca",
+            ca.as_str(),
+            "--otlp-endpoint",
+            endpoint.as_str(),
+        ];
+        let args = alone_args(&env, &more);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let operator = Replica::start_with_env(
             &name,
             &kubeconfig,
-            &[
-                "--namespace",
-                env.namespace.as_str(),
-                "--instance",
-                instance.as_str(),
-                "--policy-namespace",
-                env.policy_namespace.as_str(),
-                "--outbound-ca",
-                ca.as_str(),
-                "--leader-elect=false",
-                "--otlp-endpoint",
-                endpoint.as_str(),
-            ],
+            &args,
             &[
                 ("POD_NAME".into(), name.clone()),
                 ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),

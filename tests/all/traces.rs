@@ -4,7 +4,8 @@
 //! DataJob's name: the passes, the wait before each, the guest calls with
 //! their log lines, the API requests, the cleanup and the release. A
 //! collector that never answers costs dropped spans, counted, and nothing
-//! else. Runs on devcluster and on the real control plane.
+//! else; a candidate's shadow call is a span of the pass it shadows. Runs
+//! on devcluster and on the real control plane.
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
@@ -15,7 +16,8 @@ use serde_json::json;
 use crate::common::cluster::{Env, eventually, phase};
 use crate::common::jaeger::{self, Span};
 use crate::common::process::Replica;
-use crate::common::replicas::{ops_namespace, replica_args};
+use crate::common::replicas::{alone_args, ops_namespace, replica_args};
+use crate::common::{for_every_namespace, guest_bytes, publishing};
 
 /// The batch processor's delay in the tests: spans reach Jaeger within it.
 const SCHEDULE_DELAY_MS: &str = "100";
@@ -241,4 +243,58 @@ async fn a_collector_that_never_answers_costs_counted_spans_and_nothing_else() {
     );
     drop(replica);
     drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidates_shadow_call_is_a_span_of_the_pass_it_shadows() {
+    let env = Env::cluster_only().await;
+    let collector = jaeger::start(&env.namespace);
+    let endpoint = collector.otlp_endpoint();
+    let name = format!("{}-shadowed", env.namespace);
+    let args = alone_args(&env, &["--otlp-endpoint", endpoint.as_str()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let vars = [
+        ("POD_NAME".to_owned(), name.clone()),
+        (
+            "OTEL_BSP_SCHEDULE_DELAY".to_owned(),
+            SCHEDULE_DELAY_MS.to_owned(),
+        ),
+    ];
+    let _replica = Replica::start_with_env(&name, &env.kubeconfig_file(), &args, &vars);
+    publishing::push(&env, "fanout", &guest_bytes("fanout")).await;
+    publishing::push_candidate(
+        &env,
+        "fanout",
+        &guest_bytes("fanout-next"),
+        &for_every_namespace(),
+    )
+    .await;
+    env.create_job("shadowed", "fanout", quick(1)).await;
+    env.wait_job("shadowed", "Succeeded", |j| phase(j) == Some("Succeeded"))
+        .await;
+    let job = format!("{}/shadowed", env.namespace);
+    let spans = eventually("a shadow call's span in Jaeger", || {
+        let spans = jaeger::spans(&collector, &job);
+        let shadowed = spans.iter().any(|s| s.name == "shadow reconcile");
+        async move { shadowed.then_some(spans) }
+    })
+    .await;
+    let shadow = spans
+        .iter()
+        .find(|s| s.name == "shadow reconcile")
+        .expect("the shadow call");
+    let pass = spans
+        .iter()
+        .find(|s| Some(s.id.as_str()) == shadow.parent.as_deref())
+        .expect("the pass it shadows");
+    assert_eq!(pass.name, "reconcile", "{pass:?}");
+    assert_eq!(shadow.tag("policy"), Some("fanout"), "{shadow:?}");
+    assert_eq!(shadow.tag("entry"), Some("reconcile"), "{shadow:?}");
+    assert_ne!(shadow.tag("candidate"), pass.tag("digest"), "{shadow:?}");
+    assert!(
+        matches!(shadow.tag("verdict"), Some("same" | "differs")),
+        "{shadow:?}"
+    );
+    // The candidate's own call, inside the shadow's span.
+    assert_eq!(child_of(&spans, shadow, "guest reconcile").len(), 1);
 }

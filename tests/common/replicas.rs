@@ -18,6 +18,25 @@ pub const LEASE: Duration = Duration::from_secs(4);
 pub const RENEW: Duration = Duration::from_secs(3);
 pub const RETRY: Duration = Duration::from_millis(500);
 
+/// The flags of a replica alone in `env`: its namespace's DataJobs, the
+/// test's instance, the policies of its policy namespace, no election;
+/// then `more`.
+pub fn alone_args(env: &Env, more: &[&str]) -> Vec<String> {
+    let own = [
+        "--namespace",
+        env.namespace.as_str(),
+        "--instance",
+        &env.instance(),
+        "--policy-namespace",
+        env.policy_namespace.as_str(),
+        "--leader-elect=false",
+    ]
+    .map(str::to_owned);
+    own.into_iter()
+        .chain(more.iter().map(|arg| (*arg).to_owned()))
+        .collect()
+}
+
 /// The flags of a replica serving `fanout` in `env`'s namespace, its
 /// Lease in `ops`, with the short timing.
 pub fn replica_args(env: &Env, ops: &str) -> Vec<String> {
