@@ -11,7 +11,9 @@
 //! is down or slow costs dropped spans, counted, never memory or the
 //! operator's progress. [`context`] links what `tracing` cannot: spans
 //! recorded after the fact (the queue wait) and the `traceparent` header of
-//! outbound requests.
+//! outbound requests. [`api`] is the API client's pair of layers, a span per
+//! request and the count of its attempts. Below a pass the sampler left out
+//! no span is opened ([`context::is_traced`]).
 
 pub mod api;
 pub mod context;
