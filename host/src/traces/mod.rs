@@ -7,7 +7,7 @@
 //! `reconcile` context as it always was), so with tracing off they cost a
 //! disabled callsite's check. [`install`] builds the layer that turns them
 //! into OpenTelemetry spans: the maintained SDK's batch processor and OTLP
-//! exporter behind a bound of our own ([`export`]), so that a collector that
+//! exporter behind a bound of our own (`export`), so that a collector that
 //! is down or slow costs dropped spans, counted, never memory or the
 //! operator's progress. [`context`] links what `tracing` cannot: spans
 //! recorded after the fact (the queue wait) and the `traceparent` header of
