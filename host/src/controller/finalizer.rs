@@ -152,6 +152,7 @@ async fn act(
 ) -> Next {
     let finalizers = &shared.finalizers;
     match (decision, policy) {
+        // `step` reconciles instead of acting; never reached.
         (Action::Reconcile, _) => Next::AwaitChange,
         (Action::AddFinalizer, _) => add_finalizer(shared, job).await,
         (Action::Nothing, _) => {

@@ -376,9 +376,10 @@ fn pass_span(
 ) -> tracing::Span {
     let cause = lease.cause();
     let policy = job.map(|job| job.spec.policy.as_str());
+    // Shown, not copied: the span formats it once, the log only when it writes.
     let digest = policy
         .and_then(|policy| shared.registry.get(policy).ok())
-        .map(|policy| policy.digest().to_string());
+        .map(|policy| field::display(policy.digest()));
     let span = info_span!(
         target: traces::TARGET,
         parent: None,
