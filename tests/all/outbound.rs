@@ -1049,7 +1049,11 @@ mod operator {
                 ("POLICYHOST_LOG_FORMAT".into(), "json".into()),
             ],
         );
-        let params = json!({ "requests": [{ "url": format!("{origin}/echo") }], "publish": true });
+        // A `traceparent` of the policy's own is replaced by its span's.
+        let forged = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01";
+        let request =
+            json!({ "url": format!("{origin}/echo"), "headers": { "traceparent": forged } });
+        let params = json!({ "requests": [request], "publish": true });
         env.create_job("echo", "http-probe", params).await;
         let running = env
             .wait_job("echo", "Echoed", |job| condition(job, "Echoed").is_some())
@@ -1182,7 +1186,17 @@ mod operator {
         let requests: Vec<&common::jaeger::Span> =
             spans.iter().filter(|s| s.name == "outbound GET").collect();
         let sent = cloud.traceparents();
+        assert!(
+            sent.iter()
+                .all(|(_, header)| header.as_deref() != Some(forged)),
+            "the policy's own traceparent reached the server: {sent:?}"
+        );
         for request in &requests {
+            // Origin, method and status: never the path (nor a header).
+            assert!(
+                request.tags.values().all(|v| !v.contains("/echo")),
+                "{request:?}"
+            );
             assert_eq!(request.tag("origin"), Some(origin.as_str()), "{request:?}");
             assert_eq!(request.tag("method"), Some("GET"), "{request:?}");
             let parent = format!("00-{}-{}-01", request.trace, request.id);

@@ -115,6 +115,16 @@ async fn a_datajobs_passes_reach_jaeger_as_traces_from_its_creation_to_its_relea
         BTreeSet::from(["reconcile", "cleanup", "forget"]),
         "{names:?}"
     );
+    // Nothing outside a pass is a trace of its own: no watch, no Lease, no
+    // policy load.
+    let every = jaeger::every_span(&collector);
+    let strays: BTreeSet<&str> = every
+        .iter()
+        .filter(|s| s.parent.is_none())
+        .map(|s| s.name.as_str())
+        .filter(|name| !["reconcile", "cleanup", "forget"].contains(name))
+        .collect();
+    assert!(strays.is_empty(), "roots that are no pass: {strays:?}");
     for root in &roots {
         assert_eq!(root.tag("job"), Some(job.as_str()), "{root:?}");
         if root.name != "forget" {

@@ -112,7 +112,13 @@ fn text(fields: Vec<KeyValue>) -> BTreeMap<String, String> {
 pub fn raw(jaeger: &LocalJaeger, job: &str) -> String {
     let tags = serde_json::json!({ "job": job }).to_string();
     let tags: String = form_urlencoded::byte_serialize(tags.as_bytes()).collect();
-    let path = format!("/api/traces?service=policyhost&tags={tags}&limit=10000&lookback=1h");
+    answer(jaeger, &format!("&tags={tags}"))
+}
+
+/// The query API's answer for the service's traces that `filter` (query
+/// parameters) selects, as text; empty if it does not answer.
+fn answer(jaeger: &LocalJaeger, filter: &str) -> String {
+    let path = format!("/api/traces?service=policyhost{filter}&limit=10000&lookback=1h");
     match http_get(jaeger.query(), &path) {
         Some((200, body)) => body,
         _ => String::new(),
@@ -121,7 +127,16 @@ pub fn raw(jaeger: &LocalJaeger, job: &str) -> String {
 
 /// Every span of every trace of the DataJob `job` (`namespace/name`).
 pub fn spans(jaeger: &LocalJaeger, job: &str) -> Vec<Span> {
-    let Ok(answer) = serde_json::from_str::<Answer>(&raw(jaeger, job)) else {
+    parse(&raw(jaeger, job))
+}
+
+/// Every span the collector holds of the service, whatever DataJob.
+pub fn every_span(jaeger: &LocalJaeger) -> Vec<Span> {
+    parse(&answer(jaeger, ""))
+}
+
+fn parse(body: &str) -> Vec<Span> {
+    let Ok(answer) = serde_json::from_str::<Answer>(body) else {
         return Vec::new();
     };
     answer
