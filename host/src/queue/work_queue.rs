@@ -27,7 +27,8 @@ pub type Classify<K> = Box<dyn Fn(&K) -> Tenant + Send + Sync>;
 ///   per key; [`add_rate_limited`](Self::add_rate_limited) delays by the key's
 ///   exponential [`Backoff`] until [`forget`](Self::forget) resets it;
 ///   [`add_coalesced`](Self::add_coalesced) delays a key not queued already,
-///   so one pass answers a burst of adds.
+///   so one pass answers a burst of adds; [`add_settled`](Self::add_settled)
+///   too, but the pass comes as soon as the burst has gone quiet.
 /// - **Queue time**: a [`Lease`] tells when its key was first queued since it
 ///   was last handed out ([`Lease::queued_at`]; for a delayed add, when the
 ///   delay ended, and [`Lease::delayed_since`] when it began), so a worker
@@ -88,6 +89,44 @@ struct Waiting {
     tenant: Tenant,
     cause: Cause,
     since: Instant,
+}
+
+/// When a delayed add wants its key queued.
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    /// After this long; an earlier pending time wins.
+    After(Duration),
+    /// `quiet` after this add, but no later than `window` after the add
+    /// that started the pending wait of a child's change.
+    Quiet { quiet: Duration, window: Duration },
+}
+
+impl Due {
+    fn is_now(self) -> bool {
+        match self {
+            Self::After(delay) => delay.is_zero(),
+            Self::Quiet { quiet, window } => quiet.is_zero() || window.is_zero(),
+        }
+    }
+
+    /// When the key falls due, and since when it waits, given its pending
+    /// wait; `None` leaves that wait as it is.
+    fn at(self, now: Instant, pending: Option<&Waiting>) -> Option<(Instant, Instant)> {
+        let (at, since) = match (self, pending) {
+            (Self::Quiet { quiet, window }, Some(pending))
+                if pending.cause == Cause::ChildChanged =>
+            {
+                let at = (now + quiet).min(pending.since + window);
+                return (at != pending.at).then_some((at, pending.since));
+            }
+            (Self::Quiet { quiet, window }, _) => (now + quiet.min(window), now),
+            (Self::After(delay), _) => (now + delay, now),
+        };
+        match pending {
+            Some(pending) if pending.at <= at => None,
+            _ => Some((at, since)),
+        }
+    }
 }
 
 /// The ready keys: one first-in, first-out line per tenant, and the ledger
@@ -273,7 +312,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Queues `key` after `delay` (it asked to be requeued); an earlier
     /// pending time for the key wins.
     pub fn add_after(&self, key: K, delay: Duration) {
-        self.delay(key, delay, false, Cause::Requeued);
+        self.delay(key, Due::After(delay), false, Cause::Requeued);
     }
 
     /// Queues `key` after `window`, unless it is already queued (or changed
@@ -282,26 +321,35 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// The cause is a child's change: a burst of them is what coalescing is
     /// for.
     pub fn add_coalesced(&self, key: K, window: Duration) {
-        self.delay(key, window, true, Cause::ChildChanged);
+        self.delay(key, Due::After(window), true, Cause::ChildChanged);
     }
 
-    fn delay(&self, key: K, delay: Duration, unless_dirty: bool, cause: Cause) {
-        if delay.is_zero() {
+    /// Queues `key` once its adds have gone `quiet` for that long, and no
+    /// later than `window` after the first add of the burst (the one that
+    /// started its wait, coalesced or settled): a burst costs one pass, and
+    /// that pass comes as soon as the burst is over. An earlier pending
+    /// time for another cause wins; a queued (or changed while in flight)
+    /// key waits for nothing.
+    pub fn add_settled(&self, key: K, quiet: Duration, window: Duration) {
+        self.delay(key, Due::Quiet { quiet, window }, true, Cause::ChildChanged);
+    }
+
+    fn delay(&self, key: K, due: Due, unless_dirty: bool, cause: Cause) {
+        if due.is_now() {
             return self.add_because(key, cause);
         }
-        let since = Instant::now();
-        let at = since + delay;
+        let now = Instant::now();
         let tenant = self.tenant_of(&key);
         let mut state = self.lock();
         if state.shut_down || (unless_dirty && state.dirty.contains_key(&key)) {
             return;
         }
         state.retries += 1;
-        if let Some(pending) = state.waiting_until.get(&key) {
-            if pending.at <= at {
-                return;
-            }
-            let entry = (pending.at, pending.seq, key.clone());
+        let pending = state.waiting_until.get(&key);
+        let Some((at, since)) = due.at(now, pending) else {
+            return;
+        };
+        if let Some(entry) = pending.map(|pending| (pending.at, pending.seq, key.clone())) {
             state.waiting.remove(&entry);
         }
         let seq = state.next_seq;
@@ -329,7 +377,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             *failures
         };
         let delay = self.backoff.delay(failures);
-        self.delay(key, delay, false, Cause::Retried);
+        self.delay(key, Due::After(delay), false, Cause::Retried);
         delay
     }
 
@@ -628,6 +676,101 @@ mod tests {
         assert_eq!(*lease.key(), "a");
         drop(lease);
         assert!(q.is_empty() && q.delayed() == 0, "no second pass follows");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_burst_is_one_pass_once_it_goes_quiet() {
+        let q = queue();
+        let (quiet, window) = (Duration::from_millis(100), Duration::from_secs(1));
+        let start = Instant::now();
+        q.add_settled("a", quiet, window);
+        tokio::time::advance(Duration::from_millis(60)).await;
+        q.add_settled("a", quiet, window);
+        tokio::time::advance(Duration::from_millis(60)).await;
+        q.add_settled("a", quiet, window);
+        assert_eq!((q.len(), q.delayed()), (0, 1), "one key waits");
+        let lease = next_key(&q).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(220),
+            "each add moves the pass to `quiet` after it"
+        );
+        assert_eq!(
+            lease.delayed_since(),
+            Some(start),
+            "waiting since the first"
+        );
+        drop(lease);
+        assert!(q.is_empty() && q.delayed() == 0, "no second pass follows");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_burst_that_never_goes_quiet_is_answered_within_the_window() {
+        let q = queue();
+        let (quiet, window) = (Duration::from_millis(100), Duration::from_millis(500));
+        let start = Instant::now();
+        let worker = {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move { next_key(&q).await.queued_at() })
+        };
+        for _ in 0..20 {
+            q.add_settled("a", quiet, window);
+            tokio::time::advance(Duration::from_millis(50)).await;
+        }
+        let queued_at = worker.await.expect("the worker");
+        assert_eq!(queued_at - start, window, "the window caps the wait");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_add_answers_a_coalesced_wait_early_and_never_late() {
+        let q = queue();
+        let (quiet, window) = (Duration::from_millis(100), Duration::from_secs(1));
+        let start = Instant::now();
+        q.add_coalesced("early", window);
+        q.add_coalesced("capped", window);
+        tokio::time::advance(Duration::from_millis(300)).await;
+        q.add_settled("early", quiet, window);
+        tokio::time::advance(Duration::from_millis(650)).await;
+        q.add_settled("capped", quiet, window);
+        let first = next_key(&q).await;
+        assert_eq!(*first.key(), "early");
+        assert_eq!(first.queued_at() - start, Duration::from_millis(400));
+        let second = next_key(&q).await;
+        assert_eq!(*second.key(), "capped");
+        assert_eq!(
+            second.queued_at() - start,
+            window,
+            "the coalesced wait's window still caps it"
+        );
+        q.add_settled("late", quiet, window);
+        q.add_coalesced("late", window);
+        tokio::time::advance(quiet).await;
+        assert_eq!(
+            *next_key(&q).await.key(),
+            "late",
+            "a coalesced add does not push a settled one back"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_add_leaves_an_earlier_requeue_and_brings_a_later_one_forward() {
+        let q = queue();
+        let quiet = Duration::from_millis(100);
+        let start = Instant::now();
+        q.add_after("soon", Duration::from_millis(50));
+        q.add_settled("soon", quiet, Duration::from_secs(1));
+        q.add_after("later", Duration::from_secs(30));
+        q.add_settled("later", quiet, Duration::from_secs(1));
+        let soon = next_key(&q).await;
+        assert_eq!(
+            (*soon.key(), soon.cause(), soon.queued_at() - start),
+            ("soon", Cause::Requeued, Duration::from_millis(50))
+        );
+        let later = next_key(&q).await;
+        assert_eq!(
+            (*later.key(), later.cause(), later.queued_at() - start),
+            ("later", Cause::ChildChanged, quiet)
+        );
     }
 
     #[tokio::test(start_paused = true)]
