@@ -36,8 +36,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tracing::debug;
 
-use super::fields;
 use super::ownership::{self, Conflict, Holder, Verdict};
+use super::{fields, slow_start};
 use crate::cache::{ChildRecord, Children, ObjectKey};
 use crate::crd::DataJob;
 use crate::runtime::{ChildPhase, UpdateStrategy, ValidChild};
@@ -319,6 +319,7 @@ pub(super) struct Planned<'a> {
 /// desired. A name held by anyone else is a conflict: nothing is written
 /// when the cache knows the holder; when only the API server does (a
 /// refused create), the creates before it stay and nothing else is written.
+/// Creates go in batches of 1, 2, 4, … ([`slow_start`]).
 pub async fn reconcile_children(
     client: &Client,
     caches: &dyn Children,
@@ -332,6 +333,7 @@ pub async fn reconcile_children(
     let uid = job.uid().unwrap_or_default();
     let plan = plan(caches, instance, job, desired, current)?;
     let mut conflicts = Vec::new();
+    let mut creates = Vec::new();
     let mut updates = Vec::new();
     let mut recreations = Vec::new();
     let api = |resource| -> Api<DynamicObject> {
@@ -348,17 +350,31 @@ pub async fn reconcile_children(
                     .push((child.kind.clone(), child.name.clone()));
             }
             Step::Recreate(target) => recreations.push((planned, target)),
-            Step::Create => match create(&api(planned.resource), &planned, &uid).await? {
-                Created::New => summary.wrote_to(Verb::Created, planned.child),
-                Created::Ours(target) => updates.push((planned, target)),
-                Created::Taken(holder) => conflicts.push(Conflict {
-                    kind: planned.child.kind.clone(),
-                    name: planned.child.name.clone(),
-                    holder,
-                }),
-            },
+            Step::Create => creates.push(planned),
             Step::Update(target) => updates.push((planned, target)),
         }
+    }
+    let created = slow_start::in_batches(creates, |planned| {
+        let (api, uid) = (api(planned.resource), uid.as_str());
+        async move {
+            let created = create(&api, &planned, uid).await?;
+            Ok::<_, Error>((planned, created))
+        }
+    })
+    .await;
+    for (planned, created) in created.done {
+        match created {
+            Created::New => summary.wrote_to(Verb::Created, planned.child),
+            Created::Ours(target) => updates.push((planned, target)),
+            Created::Taken(holder) => conflicts.push(Conflict {
+                kind: planned.child.kind.clone(),
+                name: planned.child.name.clone(),
+                holder,
+            }),
+        }
+    }
+    if let Some(error) = created.error {
+        return Err(error);
     }
     if !conflicts.is_empty() {
         return Err(Error::Conflict { conflicts });

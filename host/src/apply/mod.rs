@@ -7,6 +7,7 @@ pub mod dry_run;
 pub mod events;
 pub mod fields;
 pub mod ownership;
+mod slow_start;
 pub mod status;
 
 pub use events::Events;
