@@ -105,6 +105,11 @@ pub struct Options {
     /// DataJob are created, scheduled and started within it, and its status
     /// is written once, not once per Pod).
     pub child_settle: Duration,
+    /// How long a burst of children's own changes (Pods started, finished)
+    /// must go quiet before its DataJob is queued, within `child_settle`
+    /// (default 200 ms: a DataJob's Pods start within it of each other, and
+    /// its status follows them that soon, not a whole window later).
+    pub child_quiet: Duration,
     /// Record each policy's recent serving calls as golden cases, for
     /// `policy test --replay` (off by default: see [`crate::shadow::record`]
     /// for who may read them).
@@ -222,6 +227,7 @@ impl Default for Options {
             listen: None,
             streaming_lists: StreamingLists::Auto,
             child_settle: Duration::from_secs(1),
+            child_quiet: Duration::from_millis(200),
             record_calls: None,
             decision_history: controller::DEFAULT_DECISIONS,
             backoff: Backoff::default(),
@@ -659,6 +665,7 @@ impl Link {
                 instance: options.instance.clone(),
                 streaming_lists,
                 child_settle: options.child_settle,
+                child_quiet: options.child_quiet,
                 serving,
                 server_shards,
             },

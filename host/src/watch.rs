@@ -30,7 +30,7 @@ use crate::projection::ChildObject;
 use crate::queue::WorkQueue;
 use crate::shard::labels::{self, Labeller, Misplaced};
 use crate::shard::{Bucket, Serving, Share};
-use crate::vocabulary::{MANAGED_BY_LABEL, SHARD_LABEL};
+use crate::vocabulary::{FINALIZER, MANAGED_BY_LABEL, SHARD_LABEL};
 
 /// How the operator watches the cluster.
 #[derive(Debug, Clone)]
@@ -42,10 +42,17 @@ pub struct Config {
     /// Start streams with a streaming list (`sendInitialEvents`, Kubernetes
     /// 1.32+ with the `WatchList` feature) instead of a paginated list.
     pub streaming_lists: bool,
-    /// How long a child's change waits before its DataJob is queued: the
-    /// changes of a burst (its children created, scheduled, started one by
-    /// one) within it cost one pass and at most one status write.
+    /// How long a child's change waits at most before its DataJob is
+    /// queued: the changes of a burst (its children created, scheduled,
+    /// started one by one) within it cost one pass and at most one status
+    /// write.
     pub child_settle: Duration,
+    /// How long a burst of children's own changes (a Pod started, a Job
+    /// finished) must go quiet before the pass, within `child_settle`. The
+    /// echoes of the operator's writes (a child created or applied) wait
+    /// out the whole `child_settle`: what the cluster makes of a write
+    /// comes later, and the pass that sees it writes the status once.
+    pub child_quiet: Duration,
     /// The buckets to watch: every object, or a shard's share.
     pub serving: Serving,
     /// Whether the API server applies a `shardSelector`; else a shard
@@ -232,7 +239,7 @@ async fn children(
                 let queue = Arc::clone(&queue);
                 let foreign = foreign.clone();
                 let kind = cache.resource.kind.clone();
-                let settle = config.child_settle;
+                let (settle, quiet) = (config.child_settle, config.child_quiet);
                 Box::pin(drive(
                     owned(
                         events,
@@ -246,8 +253,13 @@ async fn children(
                     |object: ChildObject| ChildRecord::from_object(&object),
                     move |change: &Change<ChildRecord>| {
                         foreign.observe(&kind, change);
+                        let echo = echoes_a_write(change);
                         for key in child_work(change) {
-                            queue.add_coalesced(key, settle);
+                            if echo {
+                                queue.add_coalesced(key, settle);
+                            } else {
+                                queue.add_settled(key, quiet, settle);
+                            }
                         }
                     },
                 ))
@@ -466,7 +478,8 @@ fn project_event<K, T>(event: watcher::Event<K>, project: impl Fn(K) -> T) -> ca
 }
 
 /// The DataJob to reconcile after this change, if any. Status-only updates
-/// (most of them the operator's own writes) need none.
+/// (most of them the operator's own writes) need none, nor the finalizer
+/// added: the pass that added it goes on to reconcile the DataJob.
 fn data_job_work(change: &Change<DataJob>) -> Option<ObjectKey> {
     match change {
         Change::Applied { old: None, new } => Some(new.key()),
@@ -488,7 +501,7 @@ fn data_job_work(change: &Change<DataJob>) -> Option<ObjectKey> {
                 || o.deletion_timestamp != n.deletion_timestamp
                 || labels(o) != labels(n)
                 || o.annotations != n.annotations
-                || o.finalizers != n.finalizers
+                || (o.finalizers != n.finalizers && !finalizer_added(o, n))
                 || o.uid != n.uid;
             changed.then(|| new.key())
         }
@@ -526,6 +539,31 @@ pub fn child_work(change: &Change<ChildRecord>) -> Vec<ObjectKey> {
             keys
         }
         Change::Deleted(old) => owner_key(old).into_iter().collect(),
+    }
+}
+
+/// Whether the only change of a DataJob's finalizers is the operator's own
+/// finalizer appended.
+fn finalizer_added(old: &kube::api::ObjectMeta, new: &kube::api::ObjectMeta) -> bool {
+    let old = old.finalizers.as_deref().unwrap_or_default();
+    match new.finalizers.as_deref().unwrap_or_default().split_last() {
+        Some((last, rest)) => last == FINALIZER && rest == old && !old.contains(last),
+        None => false,
+    }
+}
+
+/// Whether a child's change is the operator's own write coming back: a
+/// child created, or applied from other content. Anything else (its status
+/// moved, it is being deleted or gone) is the cluster's progress.
+#[must_use]
+pub fn echoes_a_write(change: &Change<ChildRecord>) -> bool {
+    match change {
+        Change::Applied { old: None, .. } => true,
+        Change::Applied {
+            old: Some(old),
+            new,
+        } => old.applied_hash != new.applied_hash,
+        Change::Deleted(_) => false,
     }
 }
 
@@ -571,6 +609,36 @@ mod tests {
     }
 
     #[test]
+    fn the_operators_finalizer_added_is_not_work_and_any_other_finalizer_change_is() {
+        let with = |finalizers: &[&str]| {
+            let mut job = (*job(1, None)).clone();
+            job.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+            Arc::new(job)
+        };
+        let change = |old: Arc<DataJob>, new: Arc<DataJob>| {
+            data_job_work(&Change::Applied {
+                old: Some(old),
+                new,
+            })
+        };
+        assert_eq!(change(job(1, None), with(&[FINALIZER])), None);
+        assert_eq!(change(with(&["other"]), with(&["other", FINALIZER])), None);
+        let work = Some(ObjectKey::namespaced("ns", "j"));
+        assert_eq!(change(with(&[FINALIZER]), with(&[])), work, "removed");
+        assert_eq!(change(job(1, None), with(&["other"])), work, "another's");
+        assert_eq!(
+            change(with(&["other"]), with(&[FINALIZER])),
+            work,
+            "added while another went"
+        );
+        assert_eq!(
+            change(with(&[FINALIZER]), with(&[FINALIZER, FINALIZER])),
+            work,
+            "a second copy"
+        );
+    }
+
+    #[test]
     fn a_spec_change_of_a_datajob_is_work() {
         let change = Change::Applied {
             old: Some(job(1, None)),
@@ -598,6 +666,35 @@ mod tests {
             new: child("Running", "2"),
         };
         assert!(child_work(&change).is_empty());
+    }
+
+    #[test]
+    fn only_a_child_created_or_applied_anew_echoes_the_operators_write() {
+        let applied = |hash: &str| {
+            let mut record = (*child("Pending", "2")).clone();
+            record.applied_hash = Some(hash.into());
+            Arc::new(record)
+        };
+        let created = Change::Applied {
+            old: None,
+            new: applied("a"),
+        };
+        let reapplied = Change::Applied {
+            old: Some(applied("a")),
+            new: applied("b"),
+        };
+        let started = Change::Applied {
+            old: Some(applied("a")),
+            new: {
+                let mut record = (*child("Running", "3")).clone();
+                record.applied_hash = Some("a".into());
+                Arc::new(record)
+            },
+        };
+        assert!(echoes_a_write(&created));
+        assert!(echoes_a_write(&reapplied));
+        assert!(!echoes_a_write(&started), "a Pod started is progress");
+        assert!(!echoes_a_write(&Change::Deleted(applied("a"))));
     }
 
     #[test]

@@ -5,9 +5,11 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use futures::TryStreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt as _;
 use policyhost::cache::ObjectKey;
 use policyhost::metrics::PolicyResult;
 use policyhost::operator::StreamingLists;
@@ -581,6 +583,51 @@ async fn children_changing_together_cost_one_status_write() {
         .map(|r| format!("{} {}", r.verb, r.name))
         .collect();
     assert_eq!(writes, ["patch batch"], "one status write for five changes");
+}
+
+/// The echoes of a new DataJob's own creates wait out the settle window;
+/// its Pods' starts only until they go quiet. With a window of two minutes,
+/// longer than the test waits, the DataJob is Running all the same, and
+/// its first status already counts a started Pod: none was written for
+/// Pods only created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_starting_are_answered_once_quiet_not_a_window_after_their_creation() {
+    let env = Env::start_with(OperatorSetup {
+        child_settle: Some(Duration::from_secs(120)),
+        ..OperatorSetup::with(&["fanout"])
+    })
+    .await;
+    let first_status = {
+        let config = kube::runtime::watcher::Config::default().fields("metadata.name=batch");
+        let statuses = kube::runtime::watcher(env.jobs(), config)
+            .applied_objects()
+            .try_filter_map(|job| async move { Ok(job.status.and_then(|s| s.children)) });
+        tokio::spawn(async move {
+            futures::pin_mut!(statuses);
+            statuses.try_next().await
+        })
+    };
+    env.create_job("batch", "fanout", fanout_forever(5)).await;
+    env.wait_job(
+        "batch",
+        "five workers Running, well within the window",
+        |j| {
+            j.status
+                .as_ref()
+                .and_then(|s| s.children.as_ref())
+                .is_some_and(|c| c.running == 5)
+        },
+    )
+    .await;
+    let first = first_status
+        .await
+        .expect("the status watch")
+        .expect("the watch")
+        .expect("a status");
+    assert!(
+        first.running > 0,
+        "the first status written counts a started Pod: {first:?}"
+    );
 }
 
 /// Watches cut mid-stream (a dropped connection, an API server restarting)

@@ -152,12 +152,16 @@ async fn a_datajobs_passes_reach_jaeger_as_traces_from_its_creation_to_its_relea
         "{names:?}"
     );
 
-    // The pass that created the Pods: its guest call, with its figures and
-    // the policy's log lines as events, then one create per Pod.
+    // The first pass added the finalizer and went on: its guest call, with
+    // its figures and the policy's log lines as events, then one create per
+    // Pod.
     let created = roots
         .iter()
         .find(|r| !child_of(&spans, r, "create pods").is_empty())
         .expect("a pass that created Pods");
+    let added = child_of(&spans, created, "finalizer add-finalizer");
+    assert_eq!(added.len(), 1, "the finalizer in the same pass: {names:?}");
+    assert_eq!(added[0].tag("next"), Some("reconcile"), "{:?}", added[0]);
     let calls = child_of(&spans, created, "guest reconcile");
     assert_eq!(calls.len(), 1, "{names:?}");
     let call = calls[0];

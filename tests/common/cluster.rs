@@ -176,6 +176,9 @@ pub struct OperatorSetup {
     pub policy_history: usize,
     /// Decisions kept per DataJob (`--decision-history`).
     pub decision_history: usize,
+    /// The settle window of children's changes (`--child-settle`), if not
+    /// the default.
+    pub child_settle: Option<Duration>,
 }
 
 impl OperatorSetup {
@@ -204,6 +207,7 @@ impl OperatorSetup {
             teams: policyhost::fair::Teams::default(),
             policy_history: policyhost::policies::revisions::DEFAULT_KEEP,
             decision_history: policyhost::controller::DEFAULT_DECISIONS,
+            child_settle: None,
         }
     }
 
@@ -316,6 +320,7 @@ impl Env {
             registries: setup.registries.clone(),
             policy_history: setup.policy_history,
             decision_history: setup.decision_history,
+            child_settle: setup.child_settle.unwrap_or(defaults.child_settle),
             ..defaults
         };
         let api = setup.api.clone().unwrap_or_else(|| self.config.clone());

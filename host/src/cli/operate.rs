@@ -94,12 +94,18 @@ pub(crate) struct OperatorArgs {
     /// Start watches with streaming lists (`sendInitialEvents`).
     #[arg(long, value_enum, default_value_t)]
     streaming_lists: StreamingListsArg,
-    /// How long a child's change waits before its DataJob is reconciled:
-    /// the changes within it (children created, scheduled, started one by
-    /// one) cost one pass and at most one status write. 0 reconciles on
-    /// every change.
+    /// How long a child's change waits at most before its DataJob is
+    /// reconciled: the changes within it (children created, scheduled,
+    /// started one by one) cost one pass and at most one status write. 0
+    /// reconciles on every change.
     #[arg(long, default_value = "1s", value_parser = duration::seconds_before, value_name = "DURATION")]
     child_settle: DurationArg,
+    /// How long the children's own changes (Pods started, finished) must go
+    /// quiet before the pass, within --child-settle; the echoes of the
+    /// operator's writes wait out the whole --child-settle. 0 reconciles on
+    /// every change.
+    #[arg(long, default_value = "200ms", value_parser = duration::millis_before, value_name = "DURATION")]
+    child_quiet: DurationArg,
     /// Record each policy's recent serving calls (inputs and answer) as
     /// golden cases under this directory, one subdirectory per policy, for
     /// `policy test --replay`. The cases hold the DataJobs' data: files are
@@ -374,6 +380,7 @@ impl OperatorArgs {
             grant_secret_refresh: self.grant_secret_refresh.0,
             policy_history: self.policy_history,
             child_settle: self.child_settle.0,
+            child_quiet: self.child_quiet.0,
             decision_history: self.decision_history,
             record_calls: self.record_calls.clone().map(|dir| record::Config {
                 dir,

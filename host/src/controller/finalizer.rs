@@ -104,9 +104,17 @@ pub fn pending_index(job: &DataJob) -> Vec<String> {
         .collect()
 }
 
-/// The finalizer's part of a reconcile of `job`. `None` when the DataJob is
-/// active and holds the finalizer: the caller reconciles it as usual.
-pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -> Option<Next> {
+/// What the finalizer's part of a pass leaves to the rest of it.
+pub(crate) enum Step {
+    /// The pass is over.
+    Done(Next),
+    /// Reconcile this DataJob as usual: `job` held the finalizer, or this
+    /// is `job` as the patch that added it returned.
+    Reconcile(Arc<DataJob>),
+}
+
+/// The finalizer's part of a reconcile of `job`.
+pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -> Step {
     let finalizers = &shared.finalizers;
     let observed = Observed::of(job, finalizers.budget);
     let recall = finalizers.recall(key, &observed.uid);
@@ -125,7 +133,7 @@ pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -
         &finalizers.pacing,
     );
     if matches!(decision, Action::Reconcile) {
-        return None;
+        return Step::Reconcile(Arc::clone(job));
     }
     let span = tracing::debug_span!(
         target: traces::TARGET,
@@ -134,11 +142,15 @@ pub(crate) async fn step(shared: &Shared, key: &ObjectKey, job: &Arc<DataJob>) -
         action = decision.name(),
         next = tracing::field::Empty,
     );
-    let next = act(shared, key, job, &observed, decision, policy)
+    let step = act(shared, key, job, &observed, decision, policy)
         .instrument(span.clone())
         .await;
-    span.record("next", next.name());
-    Some(next)
+    let next = match &step {
+        Step::Done(next) => next.name(),
+        Step::Reconcile(_) => "reconcile",
+    };
+    span.record("next", next);
+    step
 }
 
 /// Carries out `decision` for `job`.
@@ -149,12 +161,12 @@ async fn act(
     observed: &Observed,
     decision: Action,
     policy: Result<Arc<Policy>, super::access::Denied>,
-) -> Next {
+) -> Step {
     let finalizers = &shared.finalizers;
-    match (decision, policy) {
+    let next = match (decision, policy) {
         // `step` reconciles instead of acting; never reached.
         (Action::Reconcile, _) => Next::AwaitChange,
-        (Action::AddFinalizer, _) => add_finalizer(shared, job).await,
+        (Action::AddFinalizer, _) => return add_finalizer(shared, job).await,
         (Action::Nothing, _) => {
             finalizers.forget(key);
             Next::AwaitChange
@@ -176,21 +188,23 @@ async fn act(
         }
         // `decide` calls cleanup only when the policy is available.
         (Action::CallCleanup { .. }, Err(_)) => Next::Retry,
-    }
+    };
+    Step::Done(next)
 }
 
-/// Adds the finalizer; the change it makes queues the DataJob again, and the
-/// reconcile proper happens then.
-async fn add_finalizer(shared: &Shared, job: &DataJob) -> Next {
+/// Adds the finalizer, and hands the DataJob as the patch returned it to
+/// the reconcile proper, in the same pass: the watch event of this change
+/// queues no second one ([`crate::watch`]).
+async fn add_finalizer(shared: &Shared, job: &DataJob) -> Step {
     let api = api(shared, job);
     let patch = Patch::Json::<()>(patch::add(job));
-    match api
+    let next = match api
         .patch(&job.name_any(), &PatchParams::default(), &patch)
         .await
     {
-        Ok(_) => {
+        Ok(patched) => {
             debug!(job = %job.key(), "finalizer added");
-            Next::AwaitChange
+            return Step::Reconcile(Arc::new(patched));
         }
         Err(kube::Error::Api(status)) if status.code == 404 => Next::AwaitChange,
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 422 => {
@@ -202,7 +216,8 @@ async fn add_finalizer(shared: &Shared, job: &DataJob) -> Next {
             warn!(job = %job.key(), error = %Chain(&error), "cannot add the finalizer");
             Next::Retry
         }
-    }
+    };
+    Step::Done(next)
 }
 
 /// Calls `cleanup` and acts on its answer.

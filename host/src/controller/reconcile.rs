@@ -13,6 +13,7 @@ use kube::api::Api;
 use tracing::{debug, warn};
 
 use super::decisions::Called;
+use super::finalizer::Step;
 use super::{Shared, access};
 use crate::apply::children::{self, Summary};
 use crate::apply::status::{self, NewCondition, READY, SUSPENDED, StatusUpdate};
@@ -160,9 +161,10 @@ pub async fn reconcile(shared: &Shared, key: &ObjectKey, attempt: u32) -> Next {
     };
     // The finalizer first: added before any side effect; a deleted DataJob
     // is cleaned up, never reconciled.
-    if let Some(next) = super::finalizer::step(shared, key, &job).await {
-        return next;
-    }
+    let job = match super::finalizer::step(shared, key, &job).await {
+        Step::Done(next) => return next,
+        Step::Reconcile(job) => job,
+    };
     let started = Instant::now();
     let policy_name = job.spec.policy.clone();
     let children = owner_key_of(&job)

@@ -11,8 +11,9 @@
 //! # Expected flow
 //!
 //! 1. A DataJob without the finalizer [`FINALIZER`](crate::vocabulary::FINALIZER) gets it first, with a
-//!    JSON patch that tests the list it extends ([`patch::add`]); nothing else
-//!    happens in that reconcile. Only then are children applied.
+//!    JSON patch that tests the list it extends ([`patch::add`]). Only then
+//!    are children applied: the same pass goes on with the DataJob as the
+//!    patch returned it.
 //! 2. Once deletion is requested, the host calls the policy's `cleanup` with
 //!    `ctx.attempt` = recorded attempts + 1 and never applies children again.
 //! 3. `done`: the finalizer is removed with a JSON patch that tests the
