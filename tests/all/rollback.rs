@@ -321,7 +321,8 @@ async fn a_pinned_namespace_and_datajob_keep_their_versions_through_a_promote_un
     );
     push_map(&env, &candidate).await;
     // Every DataJob is pinned: the candidate is compared with the serving
-    // version only, so a reconcile of a pinned one calls no candidate.
+    // version only, so a reconcile of a pinned one calls no candidate, even
+    // of `b`, pinned to the serving digest.
     let reconciles = || {
         env.operator()
             .metrics
@@ -334,12 +335,14 @@ async fn a_pinned_namespace_and_datajob_keep_their_versions_through_a_promote_un
     };
     let before = reconciles();
     let poke = json!({"metadata": {"annotations": {"test.policyhost.dev/poke": "1"}}});
-    env.jobs()
-        .patch("a", &PatchParams::default(), &Patch::Merge(poke))
-        .await
-        .expect("annotate a");
-    eventually("a reconciled again", || async {
-        (reconciles() > before).then_some(())
+    for name in ["a", "b"] {
+        env.jobs()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&poke))
+            .await
+            .expect("annotate");
+    }
+    eventually("a and b reconciled again", || async {
+        (reconciles() >= before + 2).then_some(())
     })
     .await;
     let shadowed: Vec<String> = env

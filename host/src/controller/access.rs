@@ -65,15 +65,25 @@ pub(crate) fn policy(shared: &Shared, job: &DataJob) -> Result<Arc<Policy>, Deni
     }
     shared
         .registry
-        .get_for(
-            &job.spec.policy,
-            &Caller {
-                namespace: &namespace,
-                name: &job.name_any(),
-                uid: job.metadata.uid.as_deref().unwrap_or_default(),
-            },
-        )
+        .get_for(&job.spec.policy, &caller(job, &namespace))
         .map_err(Denied::Policy)
+}
+
+/// Whether `job` is pinned to a version of its policy: its calls are not
+/// shadowed, even by a pin to the serving digest.
+pub(crate) fn pinned(shared: &Shared, job: &DataJob) -> bool {
+    let namespace = job.namespace().unwrap_or_default();
+    shared
+        .registry
+        .is_pinned(&job.spec.policy, &caller(job, &namespace))
+}
+
+fn caller<'a>(job: &'a DataJob, namespace: &'a str) -> Caller<'a> {
+    Caller {
+        namespace,
+        name: job.metadata.name.as_deref().unwrap_or_default(),
+        uid: job.metadata.uid.as_deref().unwrap_or_default(),
+    }
 }
 
 #[cfg(test)]

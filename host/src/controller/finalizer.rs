@@ -29,6 +29,7 @@ use crate::finalizer::status::{self, Record};
 use crate::finalizer::{CLEANUP_BLOCKED, CLEANUP_FAILED, POLICY_UNAVAILABLE, Pending, patch};
 use crate::projection;
 use crate::runtime::{self, Cleaned, Context, Input, Policy};
+use crate::shadow;
 use crate::traces;
 use crate::vocabulary::FORCE_RELEASE_ANNOTATION;
 
@@ -252,7 +253,11 @@ async fn clean(
     };
     let started = Instant::now();
     let mut decision = shared.decisions.start("cleanup", policy.digest(), &input);
-    let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
+    let version = shadow::Acting {
+        digest: policy.digest(),
+        pinned: super::access::pinned(shared, job),
+    };
+    let shadow = shared.shadow.beside(&acting.name, version, &input);
     let called = shared.runtime.cleanup(policy, input).await;
     if let Some(shadow) = shadow {
         shadow.cleanup(&called);

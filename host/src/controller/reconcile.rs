@@ -251,7 +251,11 @@ async fn run_policy(
         },
     };
     let mut called = shared.decisions.start("reconcile", policy.digest(), &input);
-    let shadow = shared.shadow.beside(&acting.name, policy.digest(), &input);
+    let version = shadow::Acting {
+        digest: policy.digest(),
+        pinned: access::pinned(shared, job),
+    };
+    let shadow = shared.shadow.beside(&acting.name, version, &input);
     let tenant = policy.tenant().clone();
     let outcome = shared.runtime.reconcile(policy, input).await;
     if let Some(called) = &mut called {

@@ -302,6 +302,17 @@ impl Registry {
         }
     }
 
+    /// Whether a pin of `name` names the DataJob `caller` (its own, or its
+    /// namespace's): its calls are then no serving calls, whatever digest
+    /// the pin holds, and no candidate is compared with them.
+    pub fn is_pinned(&self, name: &str, caller: &Caller<'_>) -> bool {
+        self.read()
+            .get(name)
+            .and_then(|entry| entry.pinned.as_ref())
+            .and_then(|pinned| pinned.pins.of(caller.namespace, caller.name))
+            .is_some()
+    }
+
     /// Puts `canary` in force for `name` (none: the candidate serves no
     /// DataJob). The DataJobs of the policy are re-queued when the
     /// DataJobs it reaches changed; the same step keeps counting.

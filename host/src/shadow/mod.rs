@@ -96,6 +96,16 @@ pub struct Server {
     pub instance: String,
 }
 
+/// The version a call is made with: its digest, and whether a pin chose it
+/// (a pinned call is no serving call, whatever digest the pin holds).
+#[derive(Debug, Clone, Copy)]
+pub struct Acting {
+    /// The version's digest.
+    pub digest: Digest,
+    /// Whether the DataJob is pinned.
+    pub pinned: bool,
+}
+
 /// What a serving reconcile worked on: the DataJob and its children, for
 /// the dry run of its candidate's children.
 pub struct Applying {
@@ -240,17 +250,19 @@ impl Shadow {
     /// calls are recorded (whichever version acts: serving, pinned, or the
     /// candidate where a rollout reaches), or when it is the serving
     /// version and has a candidate to call on them (the candidate is
-    /// compared with the serving version only): the candidate is called
+    /// compared with the serving version only, never with a pinned
+    /// DataJob's call, even to the serving digest): the candidate is called
     /// once the serving call has answered ([`Beside::reconcile`],
     /// [`Beside::cleanup`]).
     #[must_use]
-    pub fn beside(self: &Arc<Self>, policy: &str, acting: Digest, input: &Input) -> Option<Beside> {
+    pub fn beside(self: &Arc<Self>, policy: &str, acting: Acting, input: &Input) -> Option<Beside> {
         let serving = self.registry.version(policy, Role::Serving);
         let candidate = self
             .registry
             .version(policy, Role::Candidate)
-            .filter(|candidate| candidate.policy.digest() != acting)
-            .filter(|_| serving.is_some_and(|serving| serving.policy.digest() == acting));
+            .filter(|candidate| candidate.policy.digest() != acting.digest)
+            .filter(|_| !acting.pinned)
+            .filter(|_| serving.is_some_and(|serving| serving.policy.digest() == acting.digest));
         if candidate.is_none() && self.recorder.is_none() {
             return None;
         }
