@@ -287,20 +287,20 @@ async fn a_candidates_shadow_call_is_a_span_of_the_pass_it_shadows() {
     env.wait_job("shadowed", "Succeeded", |j| phase(j) == Some("Succeeded"))
         .await;
     let job = format!("{}/shadowed", env.namespace);
-    let spans = eventually("a shadow call's span in Jaeger", || {
+    // The shadow's span ends before its pass's does, so the two may reach
+    // Jaeger in different batches: wait for both.
+    let (spans, shadow, pass) = eventually("a shadow call's span and its pass in Jaeger", || {
         let spans = jaeger::spans(&collector, &job);
-        let shadowed = spans.iter().any(|s| s.name == "shadow reconcile");
-        async move { shadowed.then_some(spans) }
+        let pair = spans.iter().find_map(|shadow| {
+            let pass = spans
+                .iter()
+                .find(|s| Some(s.id.as_str()) == shadow.parent.as_deref())?;
+            (shadow.name == "shadow reconcile").then(|| (shadow.clone(), pass.clone()))
+        });
+        async move { pair.map(|(shadow, pass)| (spans, shadow, pass)) }
     })
     .await;
-    let shadow = spans
-        .iter()
-        .find(|s| s.name == "shadow reconcile")
-        .expect("the shadow call");
-    let pass = spans
-        .iter()
-        .find(|s| Some(s.id.as_str()) == shadow.parent.as_deref())
-        .expect("the pass it shadows");
+    let shadow = &shadow;
     assert_eq!(pass.name, "reconcile", "{pass:?}");
     assert_eq!(shadow.tag("policy"), Some("fanout"), "{shadow:?}");
     assert_eq!(shadow.tag("entry"), Some("reconcile"), "{shadow:?}");
