@@ -13,15 +13,24 @@
  */
 
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 
-const SDK = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+import { ROOT as SDK, section } from "./madeWith.js";
+
 const WIT = join(SDK, "wit", "policy.wit");
 const WORLD = "datajob-policy";
-const bin = (name: string) => join(SDK, "node_modules", ".bin", name);
+
+/**
+ * A tool this package depends on: in its own `node_modules` (a checkout),
+ * else where npm put it beside the package (`node_modules/.bin`, two levels
+ * up from `node_modules/@policyhost/sdk`).
+ */
+function bin(name: string): string {
+  const candidates = [join(SDK, "node_modules", ".bin", name), join(SDK, "..", "..", ".bin", name)];
+  return candidates.find((path) => existsSync(path)) ?? candidates[0];
+}
 
 class UsageError extends Error {}
 
@@ -71,6 +80,7 @@ function build(args: string[]): void {
     const bundled = join(scratch, "policy.js");
     bundle(entry, bundled, ["policyhost:*", "wasi:*"]);
     run(bin("componentize-qjs"), ["--wit", WIT, "--js", bundled, "--world", WORLD, "--sync", "-o", output]);
+    appendFileSync(output, section());
     console.log(`built ${output} (${statSync(output).size} bytes)`);
   } finally {
     rmSync(scratch, { recursive: true, force: true });

@@ -69,6 +69,7 @@ pub mod fuzzing;
 pub mod http;
 mod job;
 pub mod log;
+pub mod made_with;
 mod policy;
 mod result;
 pub mod status;

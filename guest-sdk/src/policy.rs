@@ -166,6 +166,11 @@ macro_rules! export {
             $crate::__private::generated::__export_datajob_policy!(
                 __PolicyhostExport with_types_in $crate::__private::generated
             );
+
+            // What the host reads to tell which world this was built for.
+            #[used]
+            #[unsafe(link_section = "policyhost-sdk")]
+            static __POLICYHOST_SDK: [u8; $crate::made_with::TEXT.len()] = $crate::made_with::BYTES;
         };
     };
 }

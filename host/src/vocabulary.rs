@@ -64,6 +64,10 @@ pub const LOADED_AT_ANNOTATION: &str = "policyhost.dev/loaded-at";
 pub const ERROR_ANNOTATION: &str = "policyhost.dev/error";
 /// The limits lowered to the host's maxima; absent when none.
 pub const CLAMPED_ANNOTATION: &str = "policyhost.dev/clamped";
+/// The SDK the component in service says it was built with
+/// (`rust 0.1.0`, from its `policyhost-sdk` section); absent when it
+/// names none.
+pub const SDK_ANNOTATION: &str = "policyhost.dev/sdk";
 /// The policy this ConfigMap provides (holds the name of, whether its last
 /// version loaded or not); absent when it provides none. When two ConfigMaps
 /// name one policy, the one recorded as providing it keeps it across a

@@ -5,7 +5,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::common::{self, guest};
+use crate::common::variants::built_for;
+use crate::common::{self, guest, guest_bytes};
 
 fn policyhost(args: &[&str]) -> Output {
     Command::new(common::policyhost_bin())
@@ -85,6 +86,13 @@ fn check_rejects_each_kind_of_bad_component_with_a_message() {
         (
             guest("keyvalue-import"),
             "error[UnsupportedImport]: policy imports `wasi:keyvalue/store@0.2.0-draft`",
+        ),
+        (
+            scratch(
+                "next-world.wasm",
+                &built_for(&guest_bytes("fanout"), "policyhost:reconcile@0.2.0"),
+            ),
+            "error[UnservedWorld]: policy is refused: it was built with the python SDK 9.9.9 for world `policyhost:reconcile@0.2.0`; this host serves `policyhost:reconcile@0.1.0`",
         ),
     ];
     for (file, expected) in cases {

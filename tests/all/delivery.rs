@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use crate::common::cluster::{Env, OperatorSetup, condition, eventually, phase};
 use crate::common::process::policyhost;
 use crate::common::publishing::{events_about, events_on, policy_map, push, push_map, wait_event};
-use crate::common::variants::{custom_section, version};
+use crate::common::variants::{built_for, custom_section, version};
 use crate::common::{for_every_namespace, guest, guest_bytes, policyhost_bin};
 use policyhost::vocabulary::{GRANT_LABEL, LOADED_DIGEST_ANNOTATION, OBSERVED_ANNOTATION};
 
@@ -217,6 +217,15 @@ fn bad_versions(env: &Env, good: &[u8]) -> Vec<BadVersion> {
             says: "missing export `reconcile`",
         },
         BadVersion {
+            what: "a component built for another world",
+            map: with_binary(
+                MODULE_KEY,
+                built_for(&guest_bytes("fanout"), "policyhost:reconcile@0.2.0"),
+            ),
+            reason: "UnservedWorld",
+            says: "for world `policyhost:reconcile@0.2.0`; this host serves `policyhost:reconcile@0.1.0`",
+        },
+        BadVersion {
             what: "a disallowed import",
             map: with_binary(MODULE_KEY, guest_bytes("keyvalue-import")),
             reason: "UnsupportedImport",
@@ -321,6 +330,7 @@ async fn each_kind_of_bad_version_is_rejected_with_its_reason_while_the_last_goo
             "Corrupt",
             "CoreModule",
             "IncompatibleWorld",
+            "UnservedWorld",
             "UnsupportedImport",
             "DigestMismatch",
             "TooLarge",
@@ -726,6 +736,11 @@ async fn policy_push_publishes_a_checked_version_and_policy_list_shows_what_serv
     assert_eq!(rows[0]["status"], "Serving");
     assert_eq!(rows[0]["digest"], fanout_digest.as_str());
     assert_eq!(rows[0]["servingDigest"], fanout_digest.as_str());
+    assert_eq!(
+        rows[0]["sdk"],
+        format!("rust {}", env!("CARGO_PKG_VERSION")),
+        "the SDK the component says it was built with"
+    );
     assert!(rows[0]["loadedAt"].is_string());
     assert_eq!(rows[0]["allowedNamespaces"], allowed.as_str());
     let registry = &env.operator().shared.registry;

@@ -241,6 +241,9 @@ async fn an_identical_candidate_answers_the_same_on_every_call_and_promote_swaps
         rows[0]["candidate"]["servingDigest"],
         candidate_digest.as_str()
     );
+    let rust_sdk = format!("rust {}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(rows[0]["sdk"], rust_sdk.as_str(), "{rows:?}");
+    assert_eq!(rows[0]["candidate"]["sdk"], rust_sdk.as_str(), "{rows:?}");
 
     let diff = fanout_command(&env, &kubeconfig, "diff");
     assert!(

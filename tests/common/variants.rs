@@ -57,6 +57,14 @@ pub fn version(component: &[u8], label: &str) -> Vec<u8> {
     custom_section(component, "policyhost-test-version", label.as_bytes())
 }
 
+/// `component` saying, in a `policyhost-sdk` section as an SDK writes it,
+/// that a Python SDK built it for `world`.
+#[must_use]
+pub fn built_for(component: &[u8], world: &str) -> Vec<u8> {
+    let text = format!(r#"{{"language":"python","sdk":"9.9.9","world":"{world}"}}"#);
+    custom_section(component, "policyhost-sdk", text.as_bytes())
+}
+
 /// `component` with a custom section `name` holding `payload` appended.
 #[must_use]
 pub fn custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {

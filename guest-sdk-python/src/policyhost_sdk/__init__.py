@@ -6,6 +6,10 @@ the host runs every call in a fresh, capped instance. See
 ``docs/policies.md`` for the path from a module to a running policy.
 """
 
+#: This SDK's version: its minor names the world it targets
+#: (:data:`policyhost_sdk.made_with.WORLD`).
+__version__ = "0.1.0"
+
 from .inputs import Child, ChildPhase, Context, Job
 from .params import (ANY, BOOL, F64, I64, STRING, U32, U64, AnyJson, Field, ListOf, MapOf,
                      Nullable, Params, Struct)

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import made_with
+
 WIT = Path(__file__).parent / "wit"
 WORLD = "datajob-policy"
 APP_MODULE = "policyhost_app"
@@ -50,6 +52,7 @@ def componentize(target: str, output: Path, paths: list[Path]) -> None:
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"componentize-py failed:\n{done.stderr or done.stdout}")
+    made_with.append(output)
 
 
 def main(argv: list[str] | None = None) -> None:

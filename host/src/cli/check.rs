@@ -19,6 +19,7 @@ use policyhost::Policy;
 use policyhost::grants::grant_name;
 use policyhost::outbound::{Grant, Outbound};
 use policyhost::policies::load;
+use policyhost::runtime::made_with::{SECTION, SERVED_WORLD};
 use policyhost::runtime::{self, PolicySpec, Runtime};
 
 /// Arguments of `policy check`.
@@ -42,7 +43,11 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let policy = &checked.policy;
     let elapsed = started.elapsed();
     println!("policy:   {}", args.component);
-    println!("world:    policyhost:reconcile/datajob-policy@0.1.0 (exports reconcile, cleanup)");
+    println!("world:    datajob-policy of {SERVED_WORLD} (exports reconcile, cleanup)");
+    match policy.made_with() {
+        Some(made_with) => println!("sdk:      {made_with}"),
+        None => println!("sdk:      none named (no `{SECTION}` section)"),
+    }
     println!("size:     {} bytes", policy.size());
     println!("digest:   sha256:{}", policy.digest());
     println!(

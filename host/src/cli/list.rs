@@ -63,6 +63,9 @@ struct Row {
     error: Option<String>,
     /// Limits the host lowered to its maxima.
     clamped: Option<String>,
+    /// The SDK the version in service was built with (`rust 0.1.0`), as
+    /// its component says.
+    sdk: Option<String>,
     /// Whose DataJobs may use it (`data.allowedNamespaces`), as written.
     allowed_namespaces: Option<String>,
     /// The policy's candidate, if it has one.
@@ -158,6 +161,7 @@ fn side_by_side(maps: &[ConfigMap]) -> Vec<Row> {
                 loaded_at: None,
                 error: None,
                 clamped: None,
+                sdk: None,
                 allowed_namespaces: None,
                 candidate: Some(Box::new(shown)),
                 shadow: None,
@@ -199,6 +203,7 @@ fn row(map: &ConfigMap) -> Row {
         loaded_at: annotations.loaded_at,
         error: annotations.error,
         clamped: annotations.clamped,
+        sdk: annotations.sdk,
         allowed_namespaces: data.get(configmap::keys::ALLOWED_NAMESPACES).cloned(),
         candidate: None,
         shadow: None,
@@ -215,15 +220,17 @@ fn short(digest: Option<&String>) -> String {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} {:<14} MESSAGE",
+        "{:<20} {:<26} {:<13} {:<9} {:<13} {:<17} {:<21} {:<13} {:<9} {:<17} {:<22} {:<5} {:<14} MESSAGE",
         "POLICY",
         "CONFIGMAP",
         "DIGEST",
         "STATUS",
         "SERVING",
+        "SDK",
         "LOADED-AT",
         "CANDIDATE",
         "CAND-STAT",
+        "CAND-SDK",
         "SAME/DIFF/FAULT/SKIP",
         "PINS",
         "ROLLOUT"
@@ -250,7 +257,7 @@ fn print_table(rows: &[Row]) {
             |s| format!("{}/{}/{}/{}", s.same, s.differs, s.faults, s.skipped),
         );
         println!(
-            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<21} {:<13} {:<9} {:<22} {:<5} {:<14} {}",
+            "{:<20} {:<26} {:<13} {:<9} {:<13} {:<17} {:<21} {:<13} {:<9} {:<17} {:<22} {:<5} {:<14} {}",
             row.policy,
             if row.configmap.is_empty() {
                 "-"
@@ -260,9 +267,11 @@ fn print_table(rows: &[Row]) {
             short(row.digest.as_ref()),
             row.status,
             short(row.serving_digest.as_ref()),
+            row.sdk.as_deref().unwrap_or("-"),
             row.loaded_at.as_deref().unwrap_or("-"),
             short(candidate.and_then(|c| c.serving_digest.as_ref())),
             candidate.map_or("-", |c| c.status),
+            candidate.and_then(|c| c.sdk.as_deref()).unwrap_or("-"),
             shadow,
             row.pins.len(),
             rollout,

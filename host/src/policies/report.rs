@@ -8,6 +8,7 @@ use crate::runtime::{Clamped, Limits, Policy, Source};
 use crate::vocabulary::{
     CLAMPED_ANNOTATION, ERROR_ANNOTATION, HISTORY_ANNOTATION, LOADED_AT_ANNOTATION,
     LOADED_DIGEST_ANNOTATION, OBSERVED_ANNOTATION, PINNED_ANNOTATION, PROVIDES_ANNOTATION,
+    SDK_ANNOTATION,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
@@ -26,6 +27,8 @@ pub struct Annotations {
     pub error: Option<String>,
     /// The limits lowered to the host maxima.
     pub clamped: Option<String>,
+    /// The SDK the component in service was built with.
+    pub sdk: Option<String>,
     /// The policy this ConfigMap provides, if any.
     pub provides: Option<String>,
     /// The tag of its artifact as resolved ([`PINNED_ANNOTATION`]); kept
@@ -51,6 +54,7 @@ impl Annotations {
         put(LOADED_AT_ANNOTATION, self.loaded_at.as_ref());
         put(ERROR_ANNOTATION, self.error.as_ref());
         put(CLAMPED_ANNOTATION, self.clamped.as_ref());
+        put(SDK_ANNOTATION, self.sdk.as_ref());
         put(PROVIDES_ANNOTATION, self.provides.as_ref());
         if let Some(pinned) = &self.pinned {
             put(PINNED_ANNOTATION, Some(pinned));
@@ -80,6 +84,7 @@ impl Annotations {
             loaded_at: get(LOADED_AT_ANNOTATION),
             error: get(ERROR_ANNOTATION),
             clamped: get(CLAMPED_ANNOTATION),
+            sdk: get(SDK_ANNOTATION),
             provides: get(PROVIDES_ANNOTATION),
             pinned: get(PINNED_ANNOTATION),
             history: get(HISTORY_ANNOTATION),
@@ -161,6 +166,7 @@ mod tests {
                 "policyhost.dev/loaded-at": null,
                 "policyhost.dev/error": null,
                 "policyhost.dev/clamped": null,
+                "policyhost.dev/sdk": null,
                 "policyhost.dev/provides": null,
             }}})
         );
@@ -174,6 +180,7 @@ mod tests {
             loaded_at: Some("2025-01-01T00:00:00Z".into()),
             error: Some("DigestMismatch: x".into()),
             clamped: None,
+            sdk: Some("python 0.1.0".into()),
             provides: Some("etl".into()),
             pinned: Some("r.example.com/a/b:1@sha256:00".into()),
             history: Some("[]".into()),

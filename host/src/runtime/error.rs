@@ -13,7 +13,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Load-time variants ([`Error::Corrupt`], [`Error::CoreModule`],
 /// [`Error::CompileLimitExceeded`], [`Error::IncompatibleWorld`],
-/// [`Error::UnsupportedImport`]) mean the
+/// [`Error::UnservedWorld`], [`Error::UnsupportedImport`]) mean the
 /// component is rejected and the previous version (if any) keeps serving.
 /// Call-time variants are guest faults: the host stays up, the DataJob gets a
 /// condition and an Event, and its key is retried with backoff.
@@ -72,6 +72,12 @@ pub enum Error {
         #[source]
         source: Option<wasmtime::Error>,
     },
+
+    /// The component says (in its SDK's section) that it was built for a
+    /// world this host does not serve, or says it unreadably: refused
+    /// before it is compiled ([`super::made_with`]).
+    #[error("policy is refused: {0}")]
+    UnservedWorld(#[from] super::made_with::Refused),
 
     /// The component imports an interface the sandbox does not provide
     /// (sockets, filesystem, HTTP, ...): it is rejected at load time rather
@@ -255,6 +261,7 @@ impl Error {
             Self::CompileLimitExceeded(_) => "CompileLimitExceeded",
             Self::CompileBudgetExhausted { .. } => "CompileBudgetExhausted",
             Self::IncompatibleWorld { .. } => "IncompatibleWorld",
+            Self::UnservedWorld(_) => "UnservedWorld",
             Self::UnsupportedImport { .. } => "UnsupportedImport",
             Self::OutboundNotGranted { .. } => "OutboundNotGranted",
             Self::OutOfFuel { .. } => "OutOfFuel",

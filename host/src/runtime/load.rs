@@ -15,6 +15,7 @@ use super::engine::Engine;
 use super::error::{Error, Result};
 use super::limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
 use super::logs::{Budget, Budgets};
+use super::made_with::{self, MadeWith};
 use super::output::AllowedKind;
 use super::store::StoreState;
 use super::wasi;
@@ -123,6 +124,8 @@ pub struct Policy {
     pub(crate) log_budget: Arc<Budget>,
     /// Its outbound grant, if it imports `wasi:http` and has one.
     pub(crate) outbound: Option<Arc<Outbound>>,
+    /// The SDK it says it was built with, if it says.
+    pub(crate) made_with: Option<MadeWith>,
     /// The compiled code: held here so that the compile cache keeps it
     /// exactly as long as a policy uses it (see `cache::Cache`).
     pub(crate) code: Arc<Component>,
@@ -139,6 +142,13 @@ impl std::fmt::Debug for Policy {
 }
 
 impl Policy {
+    /// The SDK it was built with, as its `policyhost-sdk` section says
+    /// ([`made_with`]); `None` for a component built without one.
+    #[must_use]
+    pub fn made_with(&self) -> Option<&MadeWith> {
+        self.made_with.as_ref()
+    }
+
     /// The bytes of its compiled code in memory (shared by every call and
     /// by every version of the same digest).
     #[must_use]
@@ -246,6 +256,7 @@ impl Loader<'_> {
     pub(crate) fn load(&self, spec: PolicySpec, bytes: &[u8]) -> Result<Policy> {
         let started = Instant::now();
         check_header(bytes)?;
+        let made_with = made_with::read(bytes)?;
         let digest = Digest::of(bytes);
         if let Some(refusal) = self.compiler.recall(digest, spec.remembered.as_ref()) {
             return Err(Error::CompileLimitExceeded(refusal));
@@ -304,6 +315,7 @@ impl Loader<'_> {
             load_time,
             source,
             outbound,
+            made_with,
         })
     }
 

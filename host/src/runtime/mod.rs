@@ -57,6 +57,7 @@ mod limiter;
 mod limits;
 mod load;
 mod logs;
+pub mod made_with;
 pub mod output;
 mod pool;
 pub mod reference;
@@ -88,6 +89,7 @@ pub use limiter::{MemoryAccount, MemoryLimiter};
 pub use limits::{Clamped, HostMaxima, LimitKind, Limits, PolicyLimits};
 pub use load::{Policy, PolicySpec};
 pub use logs::LogRate;
+pub use made_with::MadeWith;
 pub use output::{AllowedKind, Cleaned, Reconciled, UpdateStrategy, ValidChild};
 
 use store::StoreState;

@@ -24,6 +24,7 @@ use crate::apply::events;
 use crate::cache::ObjectKey;
 use crate::chain::{Chain, display_chain};
 use crate::grants;
+use crate::runtime::MadeWith;
 use crate::vocabulary::{CANDIDATE_ROLE, PINS_ROLE, POLICY_LABEL, ROLE_LABEL, ROLLOUT_ROLE};
 
 /// What a ConfigMap offered to serve, for its revision and its report.
@@ -407,6 +408,7 @@ impl Inner {
             loaded_at: Some(format!("{:.0}", Timestamp::now())),
             error: None,
             clamped: report::clamped_text(policy.clamped()),
+            sdk: policy.made_with().map(MadeWith::label),
             provides: Some(record.policy.clone()),
             pinned: loaded.pinned.clone(),
             history,
