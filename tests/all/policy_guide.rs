@@ -1,7 +1,8 @@
 //! The policy author's guide, run: every command of the `sh` blocks of
 //! `docs/policies.md`, as written and in order (`guide` runs the operator
 //! guide); the `sh polyglot` blocks (Python and TypeScript) in a second
-//! test, with the toolchains `cargo xtask polyglot` installed.
+//! test, which installs the SDKs from the packages `cargo xtask
+//! sdk-packages` built, as the guide says.
 //!
 //! The commands run from a scratch directory laid out like a checkout
 //! (`docs` and `policies` link to the workspace's, `target` to the build's
@@ -65,13 +66,19 @@ fn scratch() -> PathBuf {
     dir
 }
 
-fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Command {
+/// The virtualenv of `cargo xtask polyglot`.
+fn polyglot_venv() -> PathBuf {
+    target_dir().join("polyglot/venv/bin")
+}
+
+/// `sh -c command` in `dir`, with the built `policyhost` first on `PATH`
+/// and then `venv` (a virtualenv's `bin`, as an author's activated one).
+fn shell(command: &str, dir: &Path, venv: &Path, env: &[(String, String)]) -> Command {
     let bin_dir = policyhost_bin()
         .parent()
         .expect("binary directory")
         .to_path_buf();
-    // The virtualenv of `cargo xtask polyglot`, as an author's activated one.
-    let venv = target_dir().join("polyglot/venv/bin");
+    let venv = venv.to_path_buf();
     let path = std::env::join_paths([bin_dir, venv].into_iter().chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
@@ -101,9 +108,14 @@ fn every_command_of_the_policy_guide_runs_as_written() {
         let command = step.command.as_str();
         if let Some(assignment) = command.strip_prefix("export ") {
             let (name, value) = assignment.split_once('=').expect("export NAME=VALUE");
-            let value = shell(&format!("printf %s \"{value}\""), &dir, &env)
-                .output()
-                .expect("expand");
+            let value = shell(
+                &format!("printf %s \"{value}\""),
+                &dir,
+                &polyglot_venv(),
+                &env,
+            )
+            .output()
+            .expect("expand");
             env.push((
                 name.to_owned(),
                 String::from_utf8_lossy(&value.stdout).into(),
@@ -111,7 +123,7 @@ fn every_command_of_the_policy_guide_runs_as_written() {
             continue;
         }
         if command.starts_with("policyhost dev") {
-            let mut dev = shell(&format!("exec {command}"), &dir, &env);
+            let mut dev = shell(&format!("exec {command}"), &dir, &polyglot_venv(), &env);
             background = Some(dev::serving(dev.stderr(Stdio::null())));
             continue;
         }
@@ -120,7 +132,9 @@ fn every_command_of_the_policy_guide_runs_as_written() {
         } else {
             dir.clone()
         };
-        let output = shell(command, &cwd, &env).output().expect("run sh");
+        let output = shell(command, &cwd, &polyglot_venv(), &env)
+            .output()
+            .expect("run sh");
         assert_eq!(
             output.status.code(),
             Some(step.exit),
@@ -185,29 +199,32 @@ fn every_command_of_the_policy_guide_runs_as_written() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Test natively, build, and test the component in the host, in Python and
-/// in TypeScript, with the toolchains `cargo xtask polyglot` installed (the
-/// guide's install block, which it runs the same way).
+/// Install the SDKs from their packages, test natively, build, and test
+/// the components in the host, in Python and in TypeScript, as the guide
+/// writes it (the packages `cargo xtask sdk-packages` built; the
+/// virtualenv the guide makes, activated).
 #[test]
 fn the_python_and_typescript_path_of_the_guide_runs_as_written() {
     let guide = std::fs::read_to_string(workspace().join("docs/policies.md")).expect("the guide");
     let steps = steps(&guide, "sh polyglot");
-    assert!(steps.len() >= 6, "{steps:?}");
-    let venv = target_dir().join("polyglot/venv/bin/python");
+    assert!(steps.len() >= 9, "{steps:?}");
+    let packages = target_dir().join("sdk-packages");
     assert!(
-        venv.is_file(),
-        "{} is missing: run `cargo xtask polyglot` first",
-        venv.display()
+        packages.is_dir(),
+        "{} is missing: run `cargo xtask sdk-packages` first",
+        packages.display()
     );
     let dir = crate::common::scratch().join("policy-guide-polyglot");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch");
-    for name in ["policies", "guest-sdk-typescript"] {
-        std::os::unix::fs::symlink(workspace().join(name), dir.join(name)).expect("link");
-    }
+    std::os::unix::fs::symlink(workspace().join("policies"), dir.join("policies")).expect("link");
+    std::os::unix::fs::symlink(target_dir(), dir.join("target")).expect("link target");
+    let venv = dir.join(".venv/bin");
     let mut passed = Vec::new();
     for step in &steps {
-        let output = shell(&step.command, &dir, &[]).output().expect("run sh");
+        let output = shell(&step.command, &dir, &venv, &[])
+            .output()
+            .expect("run sh");
         assert_eq!(
             output.status.code(),
             Some(step.exit),
@@ -218,7 +235,31 @@ fn the_python_and_typescript_path_of_the_guide_runs_as_written() {
         if step.command.starts_with("policyhost policy test") {
             passed.push(text(&output));
         }
+        if step.command.starts_with("policyhost policy check") {
+            let checked = text(&output);
+            assert!(checked.contains("sdk:      python SDK 0.1.0"), "{checked}");
+        }
     }
+    // The SDKs came from their packages, not from a checkout.
+    let installed = venv.join("python");
+    let origin = Command::new(&installed)
+        .args([
+            "-c",
+            "import policyhost_sdk; print(policyhost_sdk.__file__)",
+        ])
+        .output()
+        .expect("the virtualenv's python");
+    assert!(
+        text(&origin).contains(".venv/lib/"),
+        "installed into the virtualenv: {}",
+        text(&origin)
+    );
+    assert!(
+        dir.join("node_modules/@policyhost/sdk/dist/src/cli.js")
+            .is_file()
+            && !dir.join("node_modules/@policyhost/sdk").is_symlink(),
+        "unpacked from the tarball into node_modules"
+    );
     // Both components pass the golden cases the Rust `fanout` passes.
     let golden = std::fs::read_dir(workspace().join("policies/fanout/tests/golden"))
         .expect("golden cases")

@@ -1,12 +1,16 @@
-//! `policyhost policy new`, followed as an app team would: the crate it
-//! generates passes its tests, builds its component offline, the component
-//! passes the crate's golden cases under the host, and `policy push --wait`
-//! puts it in service on `policyhost dev`, where it runs a DataJob.
+//! `policyhost policy new`, followed as an app team would: the policy it
+//! generates depends on the SDK by version, installs it from its package
+//! (built by `cargo xtask sdk-packages`, as a registry would serve it),
+//! passes its tests, builds its component, the component passes the
+//! policy's golden cases under the host, and `policy push --wait` puts it
+//! in service on `policyhost dev`, where it runs a DataJob.
 //!
 //! The crate is generated in the scratch directory; its builds share one
 //! target directory, `<target>/scaffold`, kept between runs so that only
 //! the first builds its dependencies. Those come from cargo's cache
-//! (`--offline`): the workspace's build put them there.
+//! (`--offline`): the workspace's build put them there; the SDK's crates
+//! come from their packages, by a `[patch]` of crates.io (they are not
+//! published there).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,12 +49,53 @@ fn succeeds(command: &mut Command, dir: &Path) -> String {
     text
 }
 
-/// `cargo ARGS`, building into [`scaffold_target`].
+/// The SDKs' version: the workspace's, which `policy new` writes.
+const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where `cargo xtask sdk-packages` put the SDKs' packages.
+fn packages(language: &str) -> PathBuf {
+    let dir = target_dir().join("sdk-packages").join(language);
+    assert!(dir.is_dir(), "run `cargo xtask sdk-packages` first");
+    dir
+}
+
+/// The one file of `dir` whose name ends with `suffix`.
+fn package_file(dir: &Path, suffix: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the packages' directory")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.to_string_lossy().ends_with(suffix))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one *{suffix} in {}: {found:?}",
+        dir.display()
+    );
+    found.into_iter().next().expect("one")
+}
+
+/// `cargo ARGS` offline, building into [`scaffold_target`], with the SDK's
+/// crates taken from their packages.
 fn cargo(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO"));
     command
         .args(args)
+        .arg("--offline")
         .env("CARGO_TARGET_DIR", scaffold_target());
+    let rust = packages("rust");
+    for name in ["policyhost-sdk", "policyhost-names"] {
+        let unpacked = rust.join(format!("{name}-{SDK_VERSION}"));
+        assert!(
+            unpacked.join("Cargo.toml").is_file(),
+            "{}",
+            unpacked.display()
+        );
+        command.arg("--config").arg(format!(
+            "patch.crates-io.{name}.path={:?}",
+            unpacked.to_str().expect("a UTF-8 path")
+        ));
+    }
     command
 }
 
@@ -73,20 +118,19 @@ async fn a_new_policy_passes_its_tests_builds_and_serves_as_generated() {
         "{created}"
     );
     let policy = dir.join(NAME);
+    let manifest = std::fs::read_to_string(policy.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains(&format!("\npolicyhost-sdk = \"{SDK_VERSION}\"\n")),
+        "the SDK by version: {manifest}"
+    );
 
-    let tested = succeeds(&mut cargo(&["test", "--offline"]), &policy);
+    let tested = succeeds(&mut cargo(&["test"]), &policy);
     assert!(
         tested.contains("every_golden_case_gives_its_expected_result ... ok"),
         "{tested}"
     );
     succeeds(
-        &mut cargo(&[
-            "build",
-            "--offline",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-        ]),
+        &mut cargo(&["build", "--release", "--target", "wasm32-wasip2"]),
         &policy,
     );
     let wasm = scaffold_target().join("wasm32-wasip2/release/hello_scaffold.wasm");
@@ -96,6 +140,11 @@ async fn a_new_policy_passes_its_tests_builds_and_serves_as_generated() {
         &policy,
     );
     assert!(golden.contains("1 passed, 0 failed"), "{golden}");
+    let checked = succeeds(&mut policyhost(&["policy", "check", wasm]), &policy);
+    assert!(
+        checked.contains(&format!("rust SDK {SDK_VERSION}")),
+        "{checked}"
+    );
 
     // Published to `policyhost dev`, as the crate's README says; the
     // DataJob waits for it from the start.
@@ -155,28 +204,59 @@ async fn a_new_policy_passes_its_tests_builds_and_serves_as_generated() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `policy new --lang python|typescript`: the policy passes its tests
-/// natively, builds with the language's toolchain (the one `cargo xtask
-/// polyglot` installs), and its component passes the same golden case as
-/// the Rust template's under the host.
+/// `policy new --lang python|typescript`: the policy names the SDK's
+/// package by version; installed from the built package into a directory
+/// of its own (pip from the wheel into a new virtualenv, npm from the
+/// tarball into the policy's `node_modules`), it passes its tests natively,
+/// builds, and its component passes the same golden case as the Rust
+/// template's under the host.
 #[test]
-fn new_python_and_typescript_policies_pass_their_tests_and_golden_case_as_generated() {
+fn new_python_and_typescript_policies_install_the_sdk_package_pass_their_tests_and_golden_case() {
     let dir = crate::common::scratch().join("scaffold-languages");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let python = target_dir().join("polyglot/venv/bin/python");
-    let typescript_cli = crate::common::workspace().join("guest-sdk-typescript/dist/src/cli.js");
-    assert!(
-        python.is_file() && typescript_cli.is_file(),
-        "run `cargo xtask polyglot` first"
-    );
 
     let created = succeeds(
         &mut policyhost(&["policy", "new", "hello-py", "--lang", "python"]),
         &dir,
     );
-    assert!(created.contains("pytest"), "{created}");
+    assert!(
+        created.contains("pip install -r requirements.txt"),
+        "{created}"
+    );
     let policy = dir.join("hello-py");
+    let requirements =
+        std::fs::read_to_string(policy.join("requirements.txt")).expect("requirements.txt");
+    assert!(
+        requirements
+            .lines()
+            .any(|line| line == format!("policyhost-sdk[build,test]=={SDK_VERSION}")),
+        "{requirements}"
+    );
+    let wheel = package_file(&packages("python"), "-py3-none-any.whl");
+    let venv = policy.join(".venv");
+    succeeds(
+        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        &policy,
+    );
+    let python = venv.join("bin/python");
+    let pip = |args: &[&str]| {
+        let mut command = Command::new(&python);
+        command
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(args);
+        command
+    };
+    let wheel = format!("{}[build,test]", wheel.to_str().expect("a UTF-8 path"));
+    succeeds(&mut pip(&[&wheel]), &policy);
+    // What the README says next: the wheel satisfies the requirement.
+    succeeds(&mut pip(&["-r", "requirements.txt"]), &policy);
     let tested = succeeds(
         Command::new(&python).args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]),
         &policy,
@@ -197,29 +277,58 @@ fn new_python_and_typescript_policies_pass_their_tests_and_golden_case_as_genera
         &policy,
     );
     assert!(golden.contains("1 passed, 0 failed"), "{golden}");
+    let checked = succeeds(
+        &mut policyhost(&["policy", "check", "hello_py.wasm"]),
+        &policy,
+    );
+    assert!(
+        checked.contains(&format!("python SDK {SDK_VERSION}")),
+        "{checked}"
+    );
 
-    succeeds(
+    let created = succeeds(
         &mut policyhost(&["policy", "new", "hello-ts", "--lang", "typescript"]),
         &dir,
     );
+    assert!(created.contains("npm install"), "{created}");
     let policy = dir.join("hello-ts");
-    let tested = succeeds(
-        Command::new("node").arg(&typescript_cli).arg("test"),
-        &policy,
-    );
-    assert!(tested.contains("# pass 4"), "{tested}");
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(policy.join("package.json")).expect("package.json"),
+    )
+    .expect("JSON");
+    assert_eq!(manifest["devDependencies"]["@policyhost/sdk"], SDK_VERSION);
+    let tarball = package_file(&packages("typescript"), ".tgz");
+    let npm = |args: &[&str]| {
+        let mut command = Command::new("npm");
+        command.args(args);
+        command
+    };
     succeeds(
-        Command::new("node").arg(&typescript_cli).args([
-            "build",
-            "hello-ts.ts",
-            "-o",
-            "hello-ts.wasm",
-        ]),
+        npm(&[
+            "install",
+            "--no-save",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ])
+        .arg(&tarball),
         &policy,
     );
+    let tested = succeeds(&mut npm(&["test"]), &policy);
+    assert!(tested.contains("# pass 4"), "{tested}");
+    succeeds(&mut npm(&["run", "build"]), &policy);
     let golden = succeeds(
         &mut policyhost(&["policy", "test", "hello-ts.wasm", "tests/golden"]),
         &policy,
     );
     assert!(golden.contains("1 passed, 0 failed"), "{golden}");
+    let checked = succeeds(
+        &mut policyhost(&["policy", "check", "hello-ts.wasm"]),
+        &policy,
+    );
+    assert!(
+        checked.contains(&format!("typescript SDK {SDK_VERSION}")),
+        "{checked}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -30,6 +30,11 @@
 //! - `polyglot`: installs the Python and TypeScript SDKs' toolchains, runs
 //!   their native tests and builds the policies written with them (see
 //!   `polyglot.rs`); `test` runs it too.
+//! - `sdk-packages`: builds the Rust, Python and TypeScript SDKs as the
+//!   packages their ecosystems install (a `.crate`, a wheel and an sdist,
+//!   an npm tarball) into `<target>/sdk-packages/` (see
+//!   `sdk_packages.rs`); `test` builds them too, for the tests that install
+//!   them.
 //! - `static`: installs what is missing (the musl target, Debian's
 //!   `musl-tools`) and builds the static `policyhost` binary the container
 //!   image ships (the `Dockerfile` runs exactly this).
@@ -44,6 +49,7 @@ mod kube;
 mod layers;
 mod peers;
 mod polyglot;
+mod sdk_packages;
 mod standard_metrics;
 mod tools;
 
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
             )
         }),
         "polyglot" => polyglot::build().map(|_| ()),
+        "sdk-packages" => sdk_packages::build().map(|_| ()),
         "registry" => tools::REGISTRY
             .build()
             .map(|bin| println!("xtask: registry {}", bin.display())),
@@ -147,6 +154,8 @@ fn print_help() {
          polyglot      install the Python and TypeScript SDKs' toolchains, run their native\n\
          \x20             tests and build every Python and TypeScript policy into\n\
          \x20             <target>/polyglot/<language>/<name>.wasm\n\
+         sdk-packages  build the SDKs as packages: the crates (cargo publish --dry-run), the\n\
+         \x20             Python wheel and sdist, the npm tarball, into <target>/sdk-packages/\n\
          peers         check (gofmt -l, go vet) and build the peers of the benchmarks,\n\
          \x20             bench/peers/, into <target>/kube/peers/peers\n\
          standard-metrics\n\
@@ -354,6 +363,7 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     check_layers()?;
     prepare_guests()?;
     polyglot::build()?;
+    sdk_packages::build()?;
     // The binaries the tests start, built with the tests: one feature
     // resolution (dev-dependencies included), so `cargo test` below builds
     // nothing again.

@@ -97,7 +97,7 @@ pub fn build() -> Result<PathBuf, String> {
 
 /// The virtualenv's Python, with the SDK installed (editable) with its
 /// build and test extras.
-fn python_toolchain() -> Result<PathBuf, String> {
+pub(crate) fn python_toolchain() -> Result<PathBuf, String> {
     let venv = dir().join("venv");
     let python = venv.join("bin").join("python");
     let sdk = workspace_root().join(PYTHON.sdk);
@@ -130,7 +130,7 @@ fn python_toolchain() -> Result<PathBuf, String> {
 
 /// The TypeScript SDK's directory, its dependencies installed from its
 /// lock file (componentize-qjs, jco, esbuild, TypeScript).
-fn typescript_toolchain() -> Result<PathBuf, String> {
+pub(crate) fn typescript_toolchain() -> Result<PathBuf, String> {
     let sdk = workspace_root().join(TYPESCRIPT.sdk);
     let modules = sdk.join("node_modules");
     let stamp = stamp("typescript", &[sdk.join("package-lock.json")])?;
@@ -213,7 +213,7 @@ fn component(
 
 /// The files of `dir` (recursively, sorted) with extension `ext`, generated
 /// and installed directories left out.
-fn source_files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn source_files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
         .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
@@ -253,7 +253,7 @@ fn class(name: &str) -> String {
 }
 
 /// A label and the content hash of `files` (names and bytes).
-fn stamp(label: &str, files: &[PathBuf]) -> Result<String, String> {
+pub(crate) fn stamp(label: &str, files: &[PathBuf]) -> Result<String, String> {
     let mut hash = Fnv::default();
     for file in files {
         hash.write(file.as_os_str().as_encoded_bytes());
@@ -266,11 +266,11 @@ fn stamp(label: &str, files: &[PathBuf]) -> Result<String, String> {
 }
 
 /// Whether `dir/.stamp` holds `stamp`.
-fn fresh(dir: &Path, stamp: &str) -> bool {
+pub(crate) fn fresh(dir: &Path, stamp: &str) -> bool {
     fs::read_to_string(dir.join(".stamp")).is_ok_and(|old| old == stamp)
 }
 
-fn write_stamp(dir: &Path, stamp: &str) -> Result<(), String> {
+pub(crate) fn write_stamp(dir: &Path, stamp: &str) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let file = dir.join(".stamp");
     fs::write(&file, stamp).map_err(|e| format!("cannot write {}: {e}", file.display()))

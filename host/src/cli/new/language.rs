@@ -2,16 +2,19 @@
 //! SDK a policy depends on, the words a name may not be, and the commands
 //! that test and build it.
 
-use super::Scaffold;
+use super::{Error, Result, Scaffold, Sdk};
 
 /// The language of a new policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Language {
-    /// A crate against `guest-sdk/`, built with cargo for `wasm32-wasip2`.
+    /// A crate depending on the crate `policyhost-sdk`, built with cargo
+    /// for `wasm32-wasip2`.
     Rust,
-    /// A module against `guest-sdk-python/`, built with componentize-py.
+    /// A module depending on the Python package `policyhost-sdk`, built
+    /// with componentize-py.
     Python,
-    /// A module against `guest-sdk-typescript/`, built with componentize-qjs.
+    /// A module depending on the npm package `@policyhost/sdk`, built with
+    /// componentize-qjs.
     Typescript,
 }
 
@@ -55,6 +58,10 @@ const PYTHON_FILES: &[(&str, &str)] = &[
         include_str!("../../../templates/policy-python/conftest.py.tmpl"),
     ),
     (
+        "requirements.txt",
+        include_str!("../../../templates/policy-python/requirements.txt.tmpl"),
+    ),
+    (
         ".gitignore",
         include_str!("../../../templates/policy-python/.gitignore.tmpl"),
     ),
@@ -78,6 +85,10 @@ const TYPESCRIPT_FILES: &[(&str, &str)] = &[
     (
         "{{name}}.test.ts",
         include_str!("../../../templates/policy-typescript/policy.test.ts.tmpl"),
+    ),
+    (
+        "package.json",
+        include_str!("../../../templates/policy-typescript/package.json.tmpl"),
     ),
     (
         ".gitignore",
@@ -211,15 +222,6 @@ impl Language {
         }
     }
 
-    /// The SDK's directory in a checkout.
-    pub(super) fn sdk_dir_name(self) -> &'static str {
-        match self {
-            Self::Rust => "guest-sdk",
-            Self::Python => "guest-sdk-python",
-            Self::Typescript => "guest-sdk-typescript",
-        }
-    }
-
     /// The SDK's manifest, and the line of it that names the SDK's package.
     pub(super) fn sdk_manifest(self) -> (&'static str, &'static str) {
         match self {
@@ -233,6 +235,46 @@ impl Language {
             }
             Self::Typescript => ("package.json", r#""name": "@policyhost/sdk","#),
         }
+    }
+
+    /// The SDK's package, as the language's package manager names it.
+    pub(super) fn sdk_package(self) -> &'static str {
+        match self {
+            Self::Rust | Self::Python => "policyhost-sdk",
+            Self::Typescript => "@policyhost/sdk",
+        }
+    }
+
+    /// The dependency on the SDK, as the policy's manifest writes it: the
+    /// line of `Cargo.toml`, of `requirements.txt`, or the value in
+    /// `package.json`.
+    pub(super) fn sdk_dependency(self, sdk: &Sdk) -> Result<String> {
+        let path = |dir: &std::path::Path| {
+            dir.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| Error::SdkPathNotUtf8(dir.to_path_buf()))
+        };
+        Ok(match (self, sdk) {
+            (Self::Rust, Sdk::Version(version)) => format!(r#"policyhost-sdk = "{version}""#),
+            (Self::Rust, Sdk::Checkout(dir)) => format!(
+                r#"policyhost-sdk = {{ path = "{}" }}"#,
+                super::toml_escape(&path(dir)?)
+            ),
+            (Self::Python, Sdk::Version(version)) => {
+                format!("policyhost-sdk[build,test]=={version}")
+            }
+            (Self::Python, Sdk::Checkout(dir)) => {
+                let dir = path(dir)?;
+                if dir.contains(['\n', '\r']) || dir.starts_with('-') {
+                    return Err(Error::SdkPathUnwritable(dir.into(), "requirements.txt"));
+                }
+                format!("-e {dir}[build,test]")
+            }
+            (Self::Typescript, Sdk::Version(version)) => format!("\"{version}\""),
+            (Self::Typescript, Sdk::Checkout(dir)) => {
+                serde_json::Value::String(format!("file:{}", path(dir)?)).to_string()
+            }
+        })
     }
 
     /// What a name turns into that must not be a reserved word, e.g. `a crate`.
@@ -254,7 +296,7 @@ impl Language {
     }
 
     /// The commands that test and build the new policy, from its directory.
-    pub(super) fn next_commands(self, scaffold: &Scaffold, sdk: &str) -> Vec<String> {
+    pub(super) fn next_commands(self, scaffold: &Scaffold) -> Vec<String> {
         match self {
             Self::Rust => {
                 let wasm = format!("target/wasm32-wasip2/release/{}.wasm", scaffold.crate_name);
@@ -267,7 +309,8 @@ impl Language {
             Self::Python => {
                 let module = &scaffold.crate_name;
                 vec![
-                    format!("pip install -e '{sdk}[build,test]'   # in a virtualenv"),
+                    "python3 -m venv .venv && . .venv/bin/activate".to_owned(),
+                    "pip install -r requirements.txt".to_owned(),
                     "pytest".to_owned(),
                     format!(
                         "python -m policyhost_sdk.componentize {module}:{} -o {module}.wasm",
@@ -277,12 +320,11 @@ impl Language {
                 ]
             }
             Self::Typescript => {
-                let cli = format!("node {sdk}/dist/src/cli.js");
                 let name = &scaffold.name;
                 vec![
-                    format!("(cd {sdk} && npm ci && npm run build)"),
-                    format!("{cli} test"),
-                    format!("{cli} build {name}.ts -o {name}.wasm"),
+                    "npm install".to_owned(),
+                    "npm test".to_owned(),
+                    "npm run build".to_owned(),
                     format!("policyhost policy test {name}.wasm tests/golden"),
                 ]
             }

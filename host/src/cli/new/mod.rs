@@ -5,10 +5,17 @@
 //! `policy-python/` and `policy-typescript/`, with a few placeholders filled
 //! in, in paths too: `{{name}}` (the policy and package name), `{{crate}}`
 //! and `{{module}}` (the name as a Rust or Python identifier), `{{camel}}`
-//! (as a TypeScript one), `{{Type}}` (the policy type), `{{sdk}}` (the SDK's
-//! directory) and the versions of serde and serde_json. Those versions are the workspace's own (a unit test holds
+//! (as a TypeScript one), `{{Type}}` (the policy type), `{{sdk}}` (the
+//! dependency on the SDK, as the manifest writes it: by version, or with
+//! `--sdk` by the path of a checkout) and the versions of serde and
+//! serde_json. Those versions are the workspace's own (a unit test holds
 //! them to `Cargo.lock`), so a machine that built this workspace has every
 //! dependency in its cargo cache and the new crate builds `--offline`.
+//!
+//! The SDK's version is this binary's: the SDKs and the host are released
+//! together, and an SDK's version names the world it builds for (0.1.z:
+//! `policyhost:reconcile@0.1.0`), so a generated policy is one this host
+//! serves.
 //!
 //! The golden case in the templates, the same for the three languages, is
 //! what the generated policy returns:
@@ -40,9 +47,10 @@ pub(crate) struct NewArgs {
     /// exist or be empty: nothing is overwritten.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// The SDK to depend on: the `guest-sdk/` (Rust), `guest-sdk-python/`
-    /// or `guest-sdk-typescript/` directory of a policyhost checkout;
-    /// default: the one this binary was built from.
+    /// Depend on the SDK in this directory of a policyhost checkout (its
+    /// `guest-sdk/`, `guest-sdk-python/` or `guest-sdk-typescript/`), to
+    /// work on the SDK and a policy together; default: the SDK's package
+    /// of this binary's version, from the language's registry.
     #[arg(long, value_name = "PATH")]
     sdk: Option<PathBuf>,
     /// The policy's language.
@@ -50,9 +58,8 @@ pub(crate) struct NewArgs {
     lang: Language,
 }
 
-/// The checkout this binary was built from, as cargo saw it then: its
-/// SDKs are the default ones.
-const BUILT_CHECKOUT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// The SDKs' version a new policy depends on: this binary's.
+pub(crate) const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The serde the generated crate depends on: the workspace's, from `Cargo.lock`.
 const SERDE_VERSION: &str = "1.0.229";
@@ -143,19 +150,16 @@ pub(crate) enum Error {
     /// The crate's directory exists and is not an empty directory.
     #[error("{} already exists and is not an empty directory; nothing was written", .0.display())]
     NotEmpty(PathBuf),
-    /// No `--sdk`, and the SDK this binary was built from is not there
-    /// (a binary installed from elsewhere, the container image).
-    #[error(
-        "the SDK this binary was built from is not at {}: give --sdk PATH, the {}/ directory of a policyhost checkout",
-        .0.display(), .1
-    )]
-    NoBuiltSdk(PathBuf, &'static str),
     /// `--sdk` names no SDK.
-    #[error("{} is not the policyhost SDK: no {} of the package `policyhost-sdk` there", .0.display(), .1)]
-    NotSdk(PathBuf, &'static str),
-    /// The SDK's path cannot be written in `Cargo.toml`.
-    #[error("the SDK's path {} is not UTF-8, which Cargo.toml needs", .0.display())]
+    #[error("{} is not the policyhost SDK: no {} of the package `{}` there", .0.display(), .1, .2)]
+    NotSdk(PathBuf, &'static str, &'static str),
+    /// The SDK's path cannot be written in a manifest.
+    #[error("the SDK's path {} is not UTF-8, which the policy's manifest needs", .0.display())]
     SdkPathNotUtf8(PathBuf),
+    /// The SDK's path cannot be written in this manifest (a line break, a
+    /// leading `-` in `requirements.txt`).
+    #[error("the SDK's path {} cannot be written in {}", .0.display(), .1)]
+    SdkPathUnwritable(PathBuf, &'static str),
     /// Reading or writing the file system failed.
     #[error("cannot {action} {}", path.display())]
     Io {
@@ -183,9 +187,30 @@ impl Error {
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The SDK a new policy depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Sdk {
+    /// The package of this version, from the language's registry.
+    Version(&'static str),
+    /// The SDK in this directory of a checkout (absolute).
+    Checkout(PathBuf),
+}
+
+impl std::fmt::Display for Sdk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Version(version) => write!(f, "version {version}"),
+            Self::Checkout(dir) => write!(f, "the checkout's {}", dir.display()),
+        }
+    }
+}
+
 pub(crate) fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
     let scaffold = Scaffold::new(&args.name, args.lang)?;
-    let sdk = sdk_dir(args.sdk.as_deref(), args.lang)?;
+    let sdk = match &args.sdk {
+        Some(dir) => Sdk::Checkout(checkout(dir, args.lang)?),
+        None => Sdk::Version(SDK_VERSION),
+    };
     let dir = args
         .dir
         .clone()
@@ -196,40 +221,25 @@ pub(crate) fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
     for (path, _) in &files {
         println!("  {path}");
     }
-    println!("the SDK it depends on: {}", sdk.display());
+    println!("the SDK it depends on: {} {sdk}", args.lang.sdk_package());
     println!("next:");
     println!("  cd {}", dir.display());
-    for command in scaffold.next_commands(&sdk) {
+    for command in args.lang.next_commands(&scaffold) {
         println!("  {command}");
     }
     println!("README.md has these and the commands to publish it.");
     Ok(ExitCode::SUCCESS)
 }
 
-/// The SDK's directory, absolute: `given`, or the one of `language` in the
-/// checkout this binary was built from.
-fn sdk_dir(given: Option<&Path>, language: Language) -> Result<PathBuf> {
-    let built = Path::new(BUILT_CHECKOUT).join(language.sdk_dir_name());
+/// The SDK's directory `given`, absolute, once its manifest names the
+/// SDK's package.
+fn checkout(given: &Path, language: Language) -> Result<PathBuf> {
     let (file, package_line) = language.sdk_manifest();
-    let (dir, missing): (&Path, fn(PathBuf, &'static str) -> Error) = match given {
-        Some(dir) => (dir, |dir, _| Error::NotSdk(dir, "")),
-        None => (&built, Error::NoBuiltSdk),
-    };
-    let not_sdk = |dir: PathBuf| Error::NotSdk(dir, file);
-    let Ok(dir) = std::fs::canonicalize(dir) else {
-        return Err(match given {
-            Some(dir) => not_sdk(dir.to_path_buf()),
-            None => missing(built.clone(), language.sdk_dir_name()),
-        });
-    };
-    let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
-        return Err(match given {
-            Some(_) => not_sdk(dir),
-            None => missing(dir, language.sdk_dir_name()),
-        });
-    };
+    let not_sdk = |dir: &Path| Error::NotSdk(dir.to_path_buf(), file, language.sdk_package());
+    let dir = std::fs::canonicalize(given).map_err(|_| not_sdk(given))?;
+    let text = std::fs::read_to_string(dir.join(file)).map_err(|_| not_sdk(&dir))?;
     if !text.lines().any(|line| line.trim() == package_line) {
-        return Err(not_sdk(dir));
+        return Err(not_sdk(&dir));
     }
     Ok(dir)
 }
@@ -270,16 +280,10 @@ impl Scaffold {
         Ok(scaffold)
     }
 
-    /// Every file of the crate, depending on the SDK in `sdk`: its path in
-    /// the crate and its text.
-    fn files(&self, sdk: &Path) -> Result<Vec<(String, String)>> {
-        let sdk = sdk
-            .to_str()
-            .ok_or_else(|| Error::SdkPathNotUtf8(sdk.to_path_buf()))?;
-        let sdk = match self.language {
-            Language::Rust => toml_escape(sdk),
-            Language::Python | Language::Typescript => sdk.to_owned(),
-        };
+    /// Every file of the policy, depending on `sdk`: its path in the
+    /// policy's directory and its text.
+    fn files(&self, sdk: &Sdk) -> Result<Vec<(String, String)>> {
+        let sdk = self.language.sdk_dependency(sdk)?;
         let values = [
             ("name", self.name.as_str()),
             ("crate", self.crate_name.as_str()),
@@ -296,12 +300,6 @@ impl Scaffold {
             .iter()
             .map(|&(path, template)| (render(path, &values), render(template, &values)))
             .collect())
-    }
-
-    /// The commands that test and build the new policy, from its directory.
-    fn next_commands(&self, sdk: &Path) -> Vec<String> {
-        self.language
-            .next_commands(self, &sdk.display().to_string())
     }
 }
 
@@ -418,9 +416,20 @@ mod tests {
     }
 
     fn files(name: &str) -> Vec<(String, String)> {
-        scaffold(name)
-            .files(Path::new("/src/policyhost/guest-sdk"))
-            .unwrap()
+        scaffold(name).files(&Sdk::Version(SDK_VERSION)).unwrap()
+    }
+
+    fn in_checkout(dir: &str) -> Sdk {
+        Sdk::Checkout(PathBuf::from(dir))
+    }
+
+    /// The text of the file `name` of `files`.
+    fn file<'a>(files: &'a [(String, String)], name: &str) -> &'a str {
+        files
+            .iter()
+            .find(|(path, _)| path == name)
+            .map(|(_, text)| text.as_str())
+            .unwrap_or_else(|| panic!("no {name}"))
     }
 
     /// A directory of this test's own under cargo's `<target>/tmp` (a unit
@@ -517,17 +526,11 @@ mod tests {
         for (path, text) in &files {
             assert!(!text.contains("{{"), "{path} keeps a placeholder:\n{text}");
         }
-        let file = |name: &str| {
-            files
-                .iter()
-                .find(|(path, _)| path == name)
-                .map(|(_, text)| text.as_str())
-                .unwrap()
-        };
+        let file = |name: &str| file(&files, name);
         let manifest = file("Cargo.toml");
         assert!(manifest.contains("name = \"my-policy\"\n"), "{manifest}");
         assert!(
-            manifest.contains(r#"policyhost-sdk = { path = "/src/policyhost/guest-sdk" }"#),
+            manifest.contains(&format!("\npolicyhost-sdk = \"{SDK_VERSION}\"\n")),
             "{manifest}"
         );
         assert!(manifest.contains(&format!(r#"serde = {{ version = "{SERDE_VERSION}""#)));
@@ -546,7 +549,7 @@ mod tests {
     fn every_language_fills_in_every_placeholder_of_its_paths_and_texts() {
         for language in [Language::Rust, Language::Python, Language::Typescript] {
             let scaffold = Scaffold::new("my-policy", language).unwrap();
-            for (path, text) in scaffold.files(Path::new("/src/sdk")).unwrap() {
+            for (path, text) in scaffold.files(&in_checkout("/src/sdk")).unwrap() {
                 assert!(
                     !path.contains("{{") && !text.contains("{{"),
                     "{language:?} {path}"
@@ -555,7 +558,7 @@ mod tests {
         }
         let python = Scaffold::new("my-policy", Language::Python).unwrap();
         let paths: Vec<String> = python
-            .files(Path::new("/sdk"))
+            .files(&in_checkout("/sdk"))
             .unwrap()
             .into_iter()
             .map(|(p, _)| p)
@@ -567,7 +570,7 @@ mod tests {
         );
         let typescript = Scaffold::new("my-policy", Language::Typescript).unwrap();
         assert_eq!(typescript.camel_name, "myPolicy");
-        let files = typescript.files(Path::new("/sdk")).unwrap();
+        let files = typescript.files(&in_checkout("/sdk")).unwrap();
         let source = files
             .iter()
             .find(|(p, _)| p == "my-policy.ts")
@@ -608,32 +611,83 @@ mod tests {
     }
 
     #[test]
-    fn the_sdk_path_is_written_as_a_toml_string() {
-        let files = scaffold("p").files(Path::new(r#"/home/a "b"\c"#)).unwrap();
-        let manifest = &files
-            .iter()
-            .find(|(path, _)| path == "Cargo.toml")
-            .unwrap()
-            .1;
+    fn each_language_depends_on_the_sdk_by_this_version_or_a_checkout_s_path() {
+        let dependency = |language: Language, sdk: &Sdk| {
+            let files = Scaffold::new("p", language).unwrap().files(sdk).unwrap();
+            let manifest = match language {
+                Language::Rust => "Cargo.toml",
+                Language::Python => "requirements.txt",
+                Language::Typescript => "package.json",
+            };
+            file(&files, manifest).to_owned()
+        };
+        let version = Sdk::Version("9.8.7");
+        assert!(dependency(Language::Rust, &version).contains("\npolicyhost-sdk = \"9.8.7\"\n"));
         assert!(
-            manifest.contains(r#"policyhost-sdk = { path = "/home/a \"b\"\\c" }"#),
-            "{manifest}"
+            dependency(Language::Python, &version)
+                .lines()
+                .any(|line| line == "policyhost-sdk[build,test]==9.8.7")
+        );
+        let package: serde_json::Value =
+            serde_json::from_str(&dependency(Language::Typescript, &version)).unwrap();
+        assert_eq!(package["devDependencies"]["@policyhost/sdk"], "9.8.7");
+        assert_eq!(package["name"], "p");
+
+        let sdk = in_checkout(r#"/home/a "b"\c"#);
+        assert!(
+            dependency(Language::Rust, &sdk)
+                .contains(r#"policyhost-sdk = { path = "/home/a \"b\"\\c" }"#)
+        );
+        assert!(
+            dependency(Language::Python, &sdk)
+                .lines()
+                .any(|line| line == r#"-e /home/a "b"\c[build,test]"#)
+        );
+        let package: serde_json::Value =
+            serde_json::from_str(&dependency(Language::Typescript, &sdk)).unwrap();
+        assert_eq!(
+            package["devDependencies"]["@policyhost/sdk"],
+            r#"file:/home/a "b"\c"#
         );
         assert_eq!(toml_escape("a\tb"), "a\\u0009b");
+        for unwritable in ["/a\nb", "-r/etc/passwd"] {
+            let error = Scaffold::new("p", Language::Python)
+                .unwrap()
+                .files(&in_checkout(unwritable))
+                .unwrap_err();
+            assert!(matches!(error, Error::SdkPathUnwritable(..)), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn the_sdks_versions_are_this_binary_s() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+        assert!(
+            read("guest-sdk-python/src/policyhost_sdk/__init__.py")
+                .contains(&format!("\n__version__ = \"{SDK_VERSION}\"\n"))
+        );
+        let package: serde_json::Value =
+            serde_json::from_str(&read("guest-sdk-typescript/package.json")).unwrap();
+        assert_eq!(package["version"], SDK_VERSION);
+        // The Rust SDK takes the workspace's version, as this binary does.
+        assert!(read("guest-sdk/Cargo.toml").contains("\nversion.workspace = true\n"));
     }
 
     #[test]
     fn an_sdk_path_that_is_not_utf8_is_refused() {
         use std::os::unix::ffi::OsStrExt as _;
         let sdk = Path::new(std::ffi::OsStr::from_bytes(b"/src/\xff/guest-sdk"));
-        let error = scaffold("p").files(sdk).unwrap_err();
+        let error = scaffold("p")
+            .files(&Sdk::Checkout(sdk.to_path_buf()))
+            .unwrap_err();
         assert!(
             matches!(error, Error::SdkPathNotUtf8(ref p) if p == sdk),
             "{error:?}"
         );
         assert_eq!(
             error.to_string(),
-            "the SDK's path /src/\u{FFFD}/guest-sdk is not UTF-8, which Cargo.toml needs"
+            "the SDK's path /src/\u{FFFD}/guest-sdk is not UTF-8, which the policy's manifest needs"
         );
     }
 
@@ -685,11 +739,18 @@ mod tests {
     }
 
     #[test]
-    fn the_sdk_defaults_to_the_one_this_binary_was_built_from() {
-        let sdk = sdk_dir(None, Language::Rust).unwrap();
-        assert!(sdk.is_absolute() && sdk.ends_with("guest-sdk"), "{sdk:?}");
+    fn a_checkout_is_the_sdk_only_where_its_manifest_names_the_package() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for (language, dir) in [
+            (Language::Rust, "guest-sdk"),
+            (Language::Python, "guest-sdk-python"),
+            (Language::Typescript, "guest-sdk-typescript"),
+        ] {
+            let sdk = checkout(&root.join(dir), language).unwrap();
+            assert!(sdk.is_absolute() && sdk.ends_with(dir), "{sdk:?}");
+        }
         let elsewhere = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let error = sdk_dir(Some(elsewhere), Language::Rust).unwrap_err();
+        let error = checkout(elsewhere, Language::Rust).unwrap_err();
         assert!(matches!(error, Error::NotSdk(..)), "{error:?}");
         assert_eq!(
             error.to_string(),
@@ -699,13 +760,9 @@ mod tests {
             )
         );
         assert!(matches!(
-            sdk_dir(Some(Path::new("/nonexistent/guest-sdk")), Language::Rust),
-            Err(Error::NotSdk(..))
+            checkout(Path::new("/nonexistent/guest-sdk"), Language::Typescript),
+            Err(Error::NotSdk(_, "package.json", "@policyhost/sdk"))
         ));
-        assert_eq!(
-            Error::NoBuiltSdk("/build/guest-sdk".into(), "guest-sdk").to_string(),
-            "the SDK this binary was built from is not at /build/guest-sdk: give --sdk PATH, the guest-sdk/ directory of a policyhost checkout"
-        );
     }
 
     #[test]
