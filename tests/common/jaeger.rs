@@ -37,6 +37,8 @@ pub struct Span {
     pub tags: BTreeMap<String, String>,
     /// Its events: each one's fields, as text.
     pub events: Vec<BTreeMap<String, String>>,
+    /// When it started, microseconds since the Unix epoch.
+    pub start: u64,
     /// Microseconds.
     pub duration: u64,
 }
@@ -72,6 +74,7 @@ struct RawSpan {
     tags: Vec<KeyValue>,
     #[serde(default)]
     logs: Vec<Log>,
+    start_time: u64,
     duration: u64,
 }
 
@@ -155,6 +158,7 @@ fn parse(body: &str) -> Vec<Span> {
             name: span.operation_name,
             tags: text(span.tags),
             events: span.logs.into_iter().map(|log| text(log.fields)).collect(),
+            start: span.start_time,
             duration: span.duration,
         })
         .collect()
