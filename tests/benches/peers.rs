@@ -56,7 +56,10 @@
 //! next operator its turn; the benchmark then fails.
 //!
 //! Options: `--pods N` (50000), `--jobs N` (1000), `--replicas N` (5),
-//! `--steady S` (60), `--operators LIST` (policyhost,naive,indexed,best),
+//! `--steady S` (60), `--operators LIST` (policyhost,naive,indexed,best;
+//! `policyhost:FLAGS` is policyhost with these flags added, separated by
+//! spaces, e.g. `policyhost:--workers=16`, a variant measured on the same
+//! loaded state and shown beside the others),
 //! `--out DIR` (docs/plots), `--timeout S` (3600: the longest any phase may
 //! take), `--beside-other-control-planes` (start at once, where the
 //! benchmark otherwise waits until no other control plane runs on the
@@ -186,13 +189,31 @@ impl Args {
         }
         for operator in &args.operators {
             ensure!(
-                operator == "policyhost" || peers::MODES.contains(&operator.as_str()),
-                "unknown operator {operator} (policyhost, naive, indexed or best)"
+                policyhost_flags(operator).is_some() || peers::MODES.contains(&operator.as_str()),
+                "unknown operator {operator} (policyhost, policyhost:FLAGS, naive, indexed or best)"
             );
         }
         ensure!(args.jobs > 0, "--jobs must be at least 1");
         Ok(args)
     }
+}
+
+/// The flags `operator` adds to policyhost's own: none for `policyhost`,
+/// those after the colon for `policyhost:FLAGS`; `None` for a peer.
+fn policyhost_flags(operator: &str) -> Option<Vec<&str>> {
+    match operator.strip_prefix("policyhost") {
+        Some("") => Some(Vec::new()),
+        Some(rest) => Some(rest.strip_prefix(':')?.split_whitespace().collect()),
+        None => None,
+    }
+}
+
+/// `operator` as a part of a file name.
+fn file_part(operator: &str) -> String {
+    operator
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
 }
 
 /// The release `policyhost` (`cargo xtask bench peers` builds it).
@@ -263,10 +284,10 @@ async fn main() -> anyhow::Result<()> {
         .join(format!("policyhost-peers-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("policies"))?;
     std::fs::copy(common::guest("fanout"), dir.join("policies/fanout.wasm"))?;
-    if args.operators.iter().any(|o| o == "policyhost") {
+    if args.operators.iter().any(|o| policyhost_flags(o).is_some()) {
         policyhost_binary()?;
     }
-    if args.operators.iter().any(|o| o != "policyhost") {
+    if args.operators.iter().any(|o| policyhost_flags(o).is_none()) {
         peers::binary();
     }
     log(
@@ -423,8 +444,8 @@ impl Running {
 
 /// Starts `operator` with `kubeconfig`, its log in `dir`.
 fn start(operator: &str, kubeconfig: &Path, dir: &Path) -> anyhow::Result<Running> {
-    let log_path = dir.join(format!("operator-{operator}.log"));
-    if operator != "policyhost" {
+    let log_path = dir.join(format!("operator-{}.log", file_part(operator)));
+    let Some(flags) = policyhost_flags(operator) else {
         let namespaces: &[&str] = match operator {
             "naive" => &[],
             _ => &[JOBS_NAMESPACE],
@@ -432,7 +453,7 @@ fn start(operator: &str, kubeconfig: &Path, dir: &Path) -> anyhow::Result<Runnin
         return Ok(Running::Peers(Peers::start(
             operator, kubeconfig, namespaces, &log_path,
         )));
-    }
+    };
     let addr = format!("127.0.0.1:{}", free_port());
     let child = Command::new(policyhost_binary()?)
         .arg("run")
@@ -443,6 +464,7 @@ fn start(operator: &str, kubeconfig: &Path, dir: &Path) -> anyhow::Result<Runnin
         .args(["--listen", &addr, "--cache", "indexed"])
         // As deploy/'s Deployment runs it (see the scale benchmark).
         .args(["--child-kind", "v1/Pod"])
+        .args(flags)
         .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
         .env("POD_NAME", "policyhost-peers-bench")
         .stdin(Stdio::null())
@@ -458,7 +480,7 @@ fn start(operator: &str, kubeconfig: &Path, dir: &Path) -> anyhow::Result<Runnin
 
 /// The audit log's user of `operator`.
 fn user(operator: &str) -> &'static str {
-    if operator == "policyhost" {
+    if policyhost_flags(operator).is_some() {
         SERVICE_ACCOUNT_USER
     } else {
         PEERS_USER
@@ -519,10 +541,10 @@ async fn run_operator(
         tokio::task::spawn_blocking(move || ControlPlane::up_beside(state, beside)).await??;
     figures.beside_other_control_plane = plane.others_running();
     let client = client_for(&plane.kubeconfig).await?;
-    let kubeconfig = dir.join(format!("{operator}.kubeconfig"));
-    let (namespace, account) = match operator {
-        "policyhost" => (OPERATOR_NAMESPACE, "policyhost"),
-        _ => (PEERS_NAMESPACE, PEERS_ACCOUNT),
+    let kubeconfig = dir.join(format!("{}.kubeconfig", file_part(operator)));
+    let (namespace, account) = match policyhost_flags(operator) {
+        Some(_) => (OPERATOR_NAMESPACE, "policyhost"),
+        None => (PEERS_NAMESPACE, PEERS_ACCOUNT),
     };
     deployment::issued_token_kubeconfig(&plane.kubeconfig, namespace, account, &kubeconfig);
     log(

@@ -100,6 +100,7 @@ fn cell(value: f64) -> String {
 fn color(operator: &str) -> RGBColor {
     match operator {
         "policyhost" => RGBColor(30, 90, 200),
+        variant if variant.starts_with("policyhost:") => RGBColor(120, 60, 200),
         "naive" => RGBColor(200, 50, 40),
         "indexed" => RGBColor(230, 140, 20),
         _ => RGBColor(20, 150, 90),
