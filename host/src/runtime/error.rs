@@ -63,7 +63,8 @@ pub enum Error {
     /// world: an export is missing or has the wrong type, or an allowed import
     /// has the wrong type.
     #[error(
-        "policy does not implement world `policyhost:reconcile/datajob-policy@0.1.0`: {problem}"
+        "policy does not implement world `{}`: {problem}",
+        super::made_with::SERVED_WORLD.replace('@', "/datajob-policy@")
     )]
     IncompatibleWorld {
         /// What is wrong, naming the export or import.
